@@ -1,0 +1,37 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+
+.PHONY: demo test bench venv dev clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(PIP) install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+venv: $(VENV)/.installed
+dev: $(VENV)/.installed-dev
+
+## make demo: install, then ingest -> kill -9 -> resume -> verify on a local table
+demo: $(VENV)/.installed
+	$(BIN)/python examples/demo.py --dir .trib/demo
+
+## make test: install dev extras and run the whole suite (it starts its own services)
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## make bench: the benchmarks behind the README figures
+bench: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .trib build *.egg-info

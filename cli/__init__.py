@@ -1,0 +1,1 @@
+"""The ``trib`` command line: thin click commands over :mod:`tributary_read`."""

@@ -1,0 +1,81 @@
+"""Shared CLI plumbing: the typed state object, ``--json`` output, argument parsing."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import click
+
+from tributary_read.errors import InvalidInputError
+from tributary_read.table import Table, load_config, resolve_table
+
+
+@dataclass
+class TribState:
+    """What the root group parsed; every command receives it via ``@pass_state``."""
+
+    verbose: bool = False
+    quiet: bool = False
+    config_path: str | None = None
+    _config: dict | None = field(default=None, repr=False)
+
+    @property
+    def config(self) -> dict:
+        if self._config is None:
+            self._config = load_config(self.config_path)
+        return self._config
+
+    def resolve(self, name: str) -> tuple[str, dict[str, str]]:
+        return resolve_table(name, self.config)
+
+    def table(self, name: str) -> Table:
+        root, options = self.resolve(name)
+        return Table.load(root, options)
+
+    def progress_enabled(self) -> bool:
+        return not self.quiet and sys.stderr.isatty()
+
+
+pass_state = click.make_pass_decorator(TribState, ensure=True)
+
+
+def json_option(f: Callable) -> Callable:
+    """Add ``--json`` to a command: machine-readable output on stdout."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")(f)
+
+
+def emit(as_json: bool, data: Any, human: Callable[[], None] | str | None = None) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+    elif callable(human):
+        human()
+    elif human is not None:
+        click.echo(human)
+
+
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d|w)?\s*$")
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """``24h``, ``7d``, ``10m``, ``30s``, ``500ms``; a bare number is seconds."""
+    m = _DURATION.match(text or "")
+    if not m:
+        raise InvalidInputError(f"bad duration {text!r} (e.g. 30s, 10m, 24h, 7d)")
+    return int(float(m.group(1)) * _UNITS_MS[m.group(2) or "s"])
+
+
+class Duration(click.ParamType):
+    name = "duration"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration_ms(value)
+        except InvalidInputError as e:
+            self.fail(str(e), param, ctx)

@@ -1,0 +1,60 @@
+"""``trib ingest``: exactly-once append of a newline-delimited source."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from tributary_read.ingest import ON_BAD_RECORD, TimeSpec
+from tributary_read.ingest import ingest as run_ingest
+from tributary_read.table import PROTOCOLS, RollPolicy, parse_size
+
+from .context import Duration, TribState, emit, json_option, pass_state
+
+
+@click.command()
+@click.argument("root")
+@click.option("--source", required=True, type=click.Path(dir_okay=False), help="Newline-delimited input file.")
+@click.option("--app-id", required=True, help="Identifies this pipeline's offsets in the log.")
+@click.option("--source-name", help="Key of the source in the offsets (default: file base name).")
+@click.option("--time-field", help="JSON field (dotted path) holding the event time.")
+@click.option("--time-regex", help="Regex whose first group (or group 'ts') is the event time.")
+@click.option("--time-format", help="strptime pattern for the time (default: ISO-8601 or epoch s/ms).")
+@click.option("--commit-every", type=int, default=10_000, show_default=True, help="Records per commit.")
+@click.option("--protocol", type=click.Choice(PROTOCOLS), help="Override the table's commit protocol.")
+@click.option("--on-bad-record", type=click.Choice(ON_BAD_RECORD), default="dead-letter", show_default=True,
+              help="Records without a usable time: keep in _tributary/dead_letter, or fail the run.")
+@click.option("--roll-size", help="Override the table's roll size.")
+@click.option("--roll-records", type=int, help="Override the table's roll record count.")
+@click.option("--roll-inactivity", type=Duration(), help="Override the table's roll inactivity.")
+@json_option
+@pass_state
+def ingest(state: TribState, root, source, app_id, source_name, time_field, time_regex, time_format,
+           commit_every, protocol, on_bad_record, roll_size, roll_records, roll_inactivity, as_json) -> None:
+    """Append SOURCE's uncommitted records to ROOT, exactly once per app id.
+
+    Without --time-field/--time-regex records go to the partition of their arrival time.
+    """
+    t = state.table(root)
+    base = t.config.roll
+    roll = RollPolicy(
+        parse_size(roll_size) if roll_size else base.max_bytes,
+        roll_records if roll_records is not None else base.max_records,
+        roll_inactivity / 1000 if roll_inactivity is not None else base.inactivity_s,
+    )
+    spec = TimeSpec(time_field, time_regex, time_format)
+    size = os.path.getsize(source) if os.path.isfile(source) else 0
+    kwargs = dict(time_spec=spec, commit_every=commit_every, protocol=protocol, roll=roll,
+                  on_bad_record=on_bad_record, source_name=source_name)
+    if state.progress_enabled():
+        with click.progressbar(length=size, label="ingest", file=sys.stderr) as bar:
+            result = run_ingest(t, source, app_id, progress=bar.update, **kwargs)
+    else:
+        result = run_ingest(t, source, app_id, **kwargs)
+    msg = (f"{result.records} records from {result.source} (offsets {result.start_offset}..{result.last_offset}) "
+           f"in {result.commits} commits" + (f", {result.dead_letters} dead letters" if result.dead_letters else ""))
+    if result.dead_letters and not as_json:
+        click.echo(f"trib: warning: {result.dead_letters} records went to {t.uri}/_tributary/dead_letter", err=True)
+    emit(as_json, result.to_json(), msg)

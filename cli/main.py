@@ -1,0 +1,91 @@
+"""Root group and error mapping: one line per error, exit code from the error class."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+
+from tributary_read.errors import TributaryError
+
+from .context import TribState
+
+
+@click.group(context_settings={"auto_envvar_prefix": "TRIB", "help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and debug detail.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="trib.toml with [storage] options and [tables.NAME] aliases (default ./trib.toml).")
+@click.version_option(package_name="tributary-read", prog_name="trib")
+@click.pass_context
+def cli(ctx: click.Context, verbose: bool, quiet: bool, config_path: str | None) -> None:
+    """Exact incremental loads on Hive/Spark: atomic manifest commits, exact file sets."""
+    ctx.obj = TribState(verbose=verbose, quiet=quiet, config_path=config_path)
+
+
+def _register() -> None:
+    from . import files, ingest, maintenance, table
+
+    cli.add_command(table.table)
+    cli.add_command(ingest.ingest)
+    cli.add_command(files.files)
+    for cmd in maintenance.COMMANDS:
+        cli.add_command(cmd)
+    try:
+        from . import hive
+    except ImportError:  # optional command groups land with their issues
+        return
+    for cmd in getattr(hive, "COMMANDS", []):
+        cli.add_command(cmd)
+
+
+_register()
+
+
+def _verbose(argv: list[str]) -> bool:
+    if os.environ.get("TRIB_VERBOSE", "").lower() in ("1", "true", "yes"):
+        return True
+    return any(a in ("-v", "--verbose") for a in argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: maps every failure to one stderr line and an exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    verbose = _verbose(argv)
+    try:
+        cli.main(args=argv, prog_name="trib", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except click.Abort:
+        click.echo("trib: aborted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("trib: interrupted", err=True)
+        sys.exit(130)
+    except TributaryError as e:
+        if verbose:
+            traceback.print_exc()
+        click.echo(f"trib: error: {_one_line(e)}", err=True)
+        sys.exit(e.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as e:  # noqa: BLE001 - last resort: still one line
+        if verbose:
+            traceback.print_exc()
+        click.echo(f"trib: unexpected {type(e).__name__}: {_one_line(e)} (run with -v for details)", err=True)
+        sys.exit(1)
+    sys.exit(0)
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,422 @@
+"""Start and stop a local Hive Metastore + HiveServer2 pair for development and tests.
+
+Everything runs from the jars inside the pyspark wheel, so a dev box needs only
+``pip install 'tributary-read[hive,spark]'`` and a JDK 17, never a Hive install.
+
+* The metastore is Hive 2.3's ``HiveMetaStore`` over embedded Derby in ``DIR/metastore_db``.
+  Hive 2.3 cannot pick its bind address (the server socket is created with a null
+  host), so it listens on all interfaces; clients use 127.0.0.1.
+* HiveServer2 is the Spark Thrift Server (``HiveThriftServer2``) in ``local[2]``
+  mode, bound to 127.0.0.1, using that metastore as its catalog.
+
+State (pids, ports) lives in ``DIR/services.json``; logs in ``DIR/logs``; JVM temp
+files in ``DIR/tmp``; the default warehouse in ``DIR/warehouse``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator
+
+from tributary_read.errors import MetastoreError, missing_extra
+
+HOST = "127.0.0.1"
+_STATE = "services.json"
+_HMS_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+_HS2_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+
+# What Spark's launcher (JavaModuleOptions) passes so Hive/Spark reflection works on Java 17.
+_JAVA17_OPTS = [
+    "-XX:+IgnoreUnrecognizedVMOptions",
+    *(
+        f"--add-opens={m}=ALL-UNNAMED"
+        for m in (
+            "java.base/java.lang", "java.base/java.lang.invoke", "java.base/java.lang.reflect",
+            "java.base/java.io", "java.base/java.net", "java.base/java.nio", "java.base/java.util",
+            "java.base/java.util.concurrent", "java.base/java.util.concurrent.atomic",
+            "java.base/jdk.internal.ref", "java.base/sun.nio.ch", "java.base/sun.nio.cs",
+            "java.base/sun.security.action", "java.base/sun.util.calendar",
+            "java.security.jgss/sun.security.krb5",
+        )
+    ),
+]
+
+_LOG4J2 = """\
+status = WARN
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{ISO8601}} %p [%t] %c{{1}}: %m%n%ex
+rootLogger.level = WARN
+rootLogger.appenderRef.console.ref = console
+logger.main.name = {main_logger}
+logger.main.level = INFO
+logger.dn.name = DataNucleus
+logger.dn.level = ERROR
+logger.ds.name = Datastore
+logger.ds.level = ERROR
+logger.audit.name = org.apache.hadoop.hive.metastore.HiveMetaStore.audit
+logger.audit.level = WARN
+logger.dag.name = org.apache.spark.scheduler.DAGScheduler
+logger.dag.level = ERROR
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = ERROR
+"""
+
+
+@dataclass(frozen=True)
+class HiveServices:
+    """What ``start`` launched: enough to connect, and to find the processes again."""
+
+    dir: str
+    hms_port: int
+    hs2_port: int
+    hms_pid: int
+    hs2_pid: int
+
+    @property
+    def metastore_uri(self) -> str:
+        return f"thrift://{HOST}:{self.hms_port}"
+
+
+def start(
+    dir: str = ".trib/hive", hms_port: int = 9083, hs2_port: int = 10000, timeout: float = 180.0
+) -> HiveServices:
+    """Launch the metastore and HiveServer2 detached, and return once HS2 answers a query.
+
+    Reuses services already running from ``dir`` (their recorded ports win over the
+    arguments). A half-dead pair is stopped and started afresh, since the survivor
+    would hold the Derby lock. On any failure both processes are killed and
+    ``MetastoreError`` names the log file with its last meaningful line.
+    """
+    root = Path(dir).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root):
+        current = _load(root)
+        if current and _service_alive(current.hms_pid, _HMS_CLASS, current.hms_port) and \
+                _service_alive(current.hs2_pid, _HS2_CLASS, current.hs2_port):
+            return current
+        _stop_locked(root, 30.0)
+        return _start_locked(root, hms_port, hs2_port, timeout)
+
+
+def status(dir: str = ".trib/hive") -> dict:
+    """Report each service's pid, port and liveness (process alive AND port accepting TCP)."""
+    current = _load(Path(dir).resolve())
+    if current is None:
+        empty = {"pid": None, "port": None, "alive": False}
+        return {"hms": dict(empty), "hs2": dict(empty)}
+    return {
+        "hms": {"pid": current.hms_pid, "port": current.hms_port,
+                "alive": _service_alive(current.hms_pid, _HMS_CLASS, current.hms_port)},
+        "hs2": {"pid": current.hs2_pid, "port": current.hs2_port,
+                "alive": _service_alive(current.hs2_pid, _HS2_CLASS, current.hs2_port)},
+    }
+
+
+def stop(dir: str = ".trib/hive", timeout: float = 30.0) -> None:
+    """SIGTERM both process groups, SIGKILL whatever outlives ``timeout``; a no-op if none run."""
+    root = Path(dir).resolve()
+    if not (root / _STATE).exists():
+        return
+    with _locked(root):
+        _stop_locked(root, timeout)
+
+
+# --- launching ---------------------------------------------------------------------------
+
+
+def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> HiveServices:
+    deadline = time.monotonic() + timeout
+    spark_home = _spark_home()
+    java = _java()
+    _check_port_free("", hms_port, "metastore")  # HMS binds the wildcard address
+    _check_port_free(HOST, hs2_port, "HiveServer2")
+    conf, logs, tmp, warehouse = (root / d for d in ("conf", "logs", "tmp", "warehouse"))
+    shutil.rmtree(tmp, ignore_errors=True)  # nothing runs now; drop old sessions' leftovers
+    for d in (conf / "spark", logs, tmp / "scratch", warehouse):
+        d.mkdir(parents=True, exist_ok=True)
+    _write_conf(root, conf)
+
+    hms = hs2 = None
+    try:
+        hms = _spawn(
+            [java, "-Xmx512m", *_JAVA17_OPTS, f"-Djava.io.tmpdir={tmp}",
+             f"-Dderby.stream.error.file={logs / 'derby.log'}",
+             # conf first so our hive-site.xml / hive-log4j2.properties win over jar defaults
+             "-cp", f"{conf}{os.pathsep}{spark_home / 'jars'}/*",
+             _HMS_CLASS, "-p", str(hms_port)],
+            root, logs / "hms.log", os.environ.copy())
+        _save(root, HiveServices(str(root), hms_port, hs2_port, hms.pid, 0))
+        _wait(hms, logs / "hms.log", "metastore", deadline, lambda: _port_open(hms_port))
+
+        env = os.environ.copy()
+        env["SPARK_HOME"] = str(spark_home)  # a user SPARK_HOME would run another Spark
+        env["SPARK_CONF_DIR"] = str(conf / "spark")  # no stray spark-defaults / hive-site
+        env["SPARK_LOCAL_IP"] = HOST  # driver RPC and block manager on loopback too
+        for var in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "HIVE_CONF_DIR"):
+            env.pop(var, None)  # a cluster's core-site would turn '/tmp/x' into hdfs://
+        hs2 = _spawn(
+            [str(spark_home / "bin" / "spark-submit"), "--class", _HS2_CLASS,
+             "--master", "local[2]", "--name", "trib-hs2", "--driver-memory", "1g",
+             "--conf", "spark.ui.enabled=false",
+             "--conf", f"spark.sql.warehouse.dir={warehouse.as_uri()}",
+             "--conf", f"spark.hadoop.hive.metastore.uris=thrift://{HOST}:{hms_port}",
+             "--conf", f'spark.driver.extraJavaOptions=-Djava.io.tmpdir="{tmp}" '
+                       f'-Dderby.stream.error.file="{logs / "derby-hs2.log"}"',
+             "spark-internal",  # the "no user jar" primary resource HiveThriftServer2 expects
+             "--hiveconf", f"hive.server2.thrift.port={hs2_port}",
+             "--hiveconf", f"hive.server2.thrift.bind.host={HOST}",
+             "--hiveconf", f"hive.server2.logging.operation.log.location={tmp / 'operation_logs'}",
+             # must exist, or every session close logs "Unable to access pipeout files"
+             "--hiveconf", f"hive.exec.local.scratchdir={tmp / 'scratch'}"],
+            root, logs / "hs2.log", env)
+        _save(root, HiveServices(str(root), hms_port, hs2_port, hms.pid, hs2.pid))
+        _wait(hs2, logs / "hs2.log", "HiveServer2", deadline, lambda: _hs2_answers(hs2_port, deadline))
+        # The metastore could have died meanwhile; HS2 only talks to it lazily.
+        _wait(hms, logs / "hms.log", "metastore", deadline, lambda: _port_open(hms_port))
+        return HiveServices(str(root), hms_port, hs2_port, hms.pid, hs2.pid)
+    except BaseException:
+        for proc in (hs2, hms):
+            if proc is not None:
+                _kill_group(proc.pid, 10.0)
+                proc.wait()
+        (root / _STATE).unlink(missing_ok=True)
+        raise
+
+
+def _spawn(cmd: list[str], cwd: Path, log: Path, env: dict) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        out.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
+        out.flush()
+        # Own session: the services outlive this Python process and die as one group.
+        return subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait(proc: subprocess.Popen, log: Path, what: str, deadline: float, ready) -> None:
+    while True:
+        if proc.poll() is not None:
+            raise MetastoreError(
+                f"{what} exited with status {proc.returncode} while starting; "
+                f"see {log}: {_last_line(log)}")
+        if ready():
+            return
+        if time.monotonic() > deadline:
+            raise MetastoreError(f"{what} not ready before the timeout; see {log}: {_last_line(log)}")
+        time.sleep(0.5)
+
+
+def _hs2_answers(port: int, deadline: float) -> bool:
+    """True once ``SELECT 1`` round-trips; a bounded thread guards against a hung handshake."""
+    if not _port_open(port):
+        return False
+    try:
+        from pyhive import hive
+    except ImportError as e:
+        raise missing_extra("pyhive", "hive") from e
+    result: list = []
+
+    def probe() -> None:
+        try:
+            # Spark's HS2 defaults to hive.server2.authentication=NONE, i.e. SASL PLAIN;
+            # auth='NOSASL' gets the connection dropped ("TSocket read 0 bytes").
+            conn = hive.connect(host=HOST, port=port, auth="NONE", username="trib")
+            try:
+                cur = conn.cursor()
+                cur.execute("SELECT 1")
+                result.append(cur.fetchall() == [(1,)])
+            finally:
+                conn.close()
+        except Exception:  # not ready yet: the caller polls again
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(max(1.0, min(60.0, deadline - time.monotonic())))
+    return bool(result and result[0])
+
+
+def _write_conf(root: Path, conf: Path) -> None:
+    props = {
+        "javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+        "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
+        "datanucleus.schema.autoCreateAll": "true",
+        "hive.metastore.schema.verification": "false",
+        "hive.metastore.warehouse.dir": (root / "warehouse").as_uri(),
+        "hive.async.log.enabled": "false",  # needs LMAX disruptor, which pyspark does not ship
+        "hive.log4j.file": str(conf / "hive-log4j2.properties"),
+    }
+    body = "".join(
+        f"  <property><name>{k}</name><value>{_xml_escape(v)}</value></property>\n"
+        for k, v in props.items())
+    _atomic_write(conf / "hive-site.xml",
+                  f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n')
+    _atomic_write(conf / "hive-log4j2.properties",
+                  _LOG4J2.format(main_logger="org.apache.hadoop.hive.metastore"))
+    _atomic_write(conf / "spark" / "log4j2.properties",
+                  _LOG4J2.format(main_logger="org.apache.spark.sql.hive.thriftserver"))
+
+
+def _spark_home() -> Path:
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise missing_extra("pyspark", "spark")
+    home = Path(spec.submodule_search_locations[0])
+    if not (home / "jars").is_dir():
+        raise MetastoreError(f"{home} has no jars/: need the pyspark wheel, not pyspark-client")
+    return home
+
+
+def _java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not os.access(java, os.X_OK):
+        raise MetastoreError("java not found: install a JDK 17 or set JAVA_HOME")
+    return java
+
+
+# --- stopping and liveness ---------------------------------------------------------------
+
+
+def _stop_locked(root: Path, timeout: float) -> None:
+    current = _load(root)
+    if current is not None:
+        # HS2 first, so it does not log metastore connection errors while shutting down.
+        for pid, marker in ((current.hs2_pid, _HS2_CLASS), (current.hms_pid, _HMS_CLASS)):
+            if _is_ours(pid, marker):
+                _kill_group(pid, timeout)
+    (root / _STATE).unlink(missing_ok=True)
+
+
+def _kill_group(pid: int, timeout: float) -> None:
+    """SIGTERM the process group ``pid`` leads, then SIGKILL it if the leader lingers."""
+    for sig, grace in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        end = time.monotonic() + grace
+        while time.monotonic() < end:
+            if not _pid_alive(pid):
+                # Stragglers of the group (e.g. spark-submit's launcher JVM) go with it.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                return
+            time.sleep(0.2)
+
+
+def _service_alive(pid: int, marker: str, port: int) -> bool:
+    return _is_ours(pid, marker) and _port_open(port)
+
+
+def _is_ours(pid: int, marker: str) -> bool:
+    """Alive and still our service: a recycled pid must never be signalled."""
+    if not pid or not _pid_alive(pid):
+        return False
+    if not Path("/proc/self").exists():
+        return True  # no procfs (macOS): trust the recorded pid
+    try:
+        return marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reap it if it is our own exited child
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie still answers kill(0)
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _port_open(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1.0):
+        return True
+    return False
+
+
+def _check_port_free(host: str, port: int, what: str) -> None:
+    # Otherwise a foreign listener would make "port accepts TCP" look like success.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Java does; TIME_WAIT is fine
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise MetastoreError(f"cannot start {what}: port {port} is in use ({e})") from e
+
+
+# --- files -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """Serialize start/stop across processes (e.g. pytest-xdist workers sharing a dir)."""
+    with open(root / ".lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _load(root: Path) -> HiveServices | None:
+    try:
+        return HiveServices(**json.loads((root / _STATE).read_text()))
+    except (FileNotFoundError, ValueError, TypeError):
+        return None
+
+
+def _save(root: Path, services: HiveServices) -> None:
+    _atomic_write(root / _STATE, json.dumps(asdict(services), indent=2) + "\n")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _xml_escape(value: str) -> str:
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+_NOISE = re.compile(r"^\s*(at |\.\.\. \d+ more|at$)|^\s*$|^=+ ")
+_SIGNAL = re.compile(r"ERROR|Exception|Error:|Caused by|FATAL")
+
+
+def _last_line(log: Path) -> str:
+    """The last error-looking line of the log (else its last line), for exception messages."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 64 * 1024))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return "(no log)"
+    lines = [ln.strip() for ln in lines if not _NOISE.search(ln)]
+    for ln in reversed(lines):
+        if _SIGNAL.search(ln):
+            return ln[:500]
+    return lines[-1][:500] if lines else "(empty log)"

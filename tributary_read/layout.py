@@ -1,0 +1,277 @@
+"""Layouts: directory templates such as ``{yyyy}_{MM}_{dd}/{HH}`` and partition specs.
+
+A layout maps a directory to partition values plus the start of the time period
+the directory holds, and maps a time back to a directory. Parsing is strict:
+only ASCII digits, exact widths, real calendar values, and the directory must
+format back to itself; anything else is reported, never guessed, because a
+guessed partition is a silently wrong Hive mount.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone, tzinfo
+from functools import cached_property
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .errors import InvalidLayoutError
+
+#: token -> (width, datetime field, period it implies). Ordered coarse to fine.
+TOKENS: dict[str, tuple[int, str, timedelta | None]] = {
+    "yyyy": (4, "year", None),
+    "MM": (2, "month", None),
+    "dd": (2, "day", timedelta(days=1)),
+    "HH": (2, "hour", timedelta(hours=1)),
+    "mm": (2, "minute", timedelta(minutes=1)),
+}
+_ORDER = list(TOKENS)
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Characters a directory segment may carry besides tokens: no separators, no
+# quotes, nothing a metastore or shell would interpret.
+_LITERAL = re.compile(r"^[A-Za-z0-9_=\-.+]*$")
+
+
+def parse_timezone(name: str) -> tzinfo:
+    """``UTC``, an IANA name, or a fixed offset like ``+08:00``."""
+    if name in ("UTC", "Z", "utc"):
+        return timezone.utc
+    m = re.fullmatch(r"([+-])([0-9]{2}):?([0-9]{2})", name or "")
+    if m:
+        delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
+        return timezone(-delta if m.group(1) == "-" else delta)
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidLayoutError(f"unknown timezone {name!r}") from None
+
+
+def _parts(template: str, what: str) -> list[str | tuple[str]]:
+    """Split a template into literal strings and ``(token,)`` tuples."""
+    out: list[str | tuple[str]] = []
+    pos = 0
+    for m in _PLACEHOLDER.finditer(template):
+        if m.start() > pos:
+            out.append(template[pos : m.start()])
+        tok = m.group(1)
+        if tok not in TOKENS:
+            raise InvalidLayoutError(
+                f"unknown token {{{tok}}} in {what} {template!r}; known: "
+                + ", ".join("{%s}" % t for t in TOKENS)
+            )
+        out.append((tok,))
+        pos = m.end()
+    if pos < len(template):
+        out.append(template[pos:])
+    for p in out:
+        if isinstance(p, str) and ("{" in p or "}" in p or not _LITERAL.match(p)):
+            raise InvalidLayoutError(f"bad literal {p!r} in {what} {template!r}")
+    return out
+
+
+def _regex(parts: list[str | tuple[str]]) -> re.Pattern:
+    rx = []
+    seen: set[str] = set()
+    for p in parts:
+        if isinstance(p, tuple):
+            tok = p[0]
+            width = TOKENS[tok][0]
+            # A token repeated inside one segment must match the same digits.
+            rx.append(f"(?P={tok})" if tok in seen else f"(?P<{tok}>[0-9]{{{width}}})")
+            seen.add(tok)
+        else:
+            rx.append(re.escape(p))
+    return re.compile("".join(rx))
+
+
+def _format(parts: list[str | tuple[str]], values: dict[str, str]) -> str:
+    return "".join(values[p[0]] if isinstance(p, tuple) else p for p in parts)
+
+
+@dataclass(frozen=True)
+class PartitionDir:
+    """A directory that parsed under the layout."""
+
+    path: str
+    values: dict[str, str] = field(hash=False)
+    start_ms: int
+    end_ms: int  # exclusive: the next period's start
+
+    @property
+    def spec(self) -> str:
+        """``dt=2020062401`` / ``dt=20200624/hr=01``: the Hive partition name."""
+        return "/".join(f"{k}={v}" for k, v in self.values.items())
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A directory template plus the Hive partition keys derived from it.
+
+    Args:
+        directory: e.g. ``{yyyy}_{MM}_{dd}/{HH}`` or ``dt={yyyy}{MM}{dd}{HH}``.
+        partition: e.g. ``dt={yyyy}{MM}{dd}{HH}`` or ``dt={yyyy}{MM}{dd},hr={HH}``.
+        timezone: the zone the directory times are written in.
+    """
+
+    directory: str
+    partition: str
+    timezone: str = "UTC"
+
+    def __post_init__(self):
+        # Parse eagerly so a bad layout fails at construction, with its message.
+        self._segments  # noqa: B018
+        self._keys  # noqa: B018
+        self.tz  # noqa: B018
+
+    @cached_property
+    def tz(self) -> tzinfo:
+        return parse_timezone(self.timezone)
+
+    @cached_property
+    def _segments(self) -> list[list[str | tuple[str]]]:
+        if not self.directory or self.directory.startswith("/") or self.directory.endswith("/"):
+            raise InvalidLayoutError(f"malformed layout {self.directory!r}")
+        segs = [_parts(s, "layout") for s in self.directory.split("/")]
+        if any(not s for s in segs):
+            raise InvalidLayoutError(f"empty segment in layout {self.directory!r}")
+        toks = [p[0] for s in segs for p in s if isinstance(p, tuple)]
+        uniq = [t for t in _ORDER if t in toks]
+        if not uniq or uniq != _ORDER[: len(uniq)] or len(uniq) < 3:
+            raise InvalidLayoutError(
+                f"layout {self.directory!r} must name a contiguous run of "
+                "{yyyy},{MM},{dd}[,{HH}[,{mm}]]"
+            )
+        return segs
+
+    @cached_property
+    def _regexes(self) -> list[re.Pattern]:
+        return [_regex(s) for s in self._segments]
+
+    @cached_property
+    def tokens(self) -> list[str]:
+        toks = {p[0] for s in self._segments for p in s if isinstance(p, tuple)}
+        return [t for t in _ORDER if t in toks]
+
+    @cached_property
+    def period(self) -> timedelta:
+        return TOKENS[self.tokens[-1]][2]
+
+    @cached_property
+    def _keys(self) -> list[tuple[str, list[str | tuple[str]]]]:
+        keys = []
+        for spec in self.partition.split(","):
+            key, sep, tmpl = spec.strip().partition("=")
+            if not sep or not _KEY.match(key) or not tmpl:
+                raise InvalidLayoutError(f"malformed partition spec {self.partition!r}")
+            parts = _parts(tmpl, "partition")
+            for p in parts:
+                if isinstance(p, tuple) and p[0] not in self.tokens:
+                    raise InvalidLayoutError(
+                        f"partition uses {{{p[0]}}}, which the layout {self.directory!r} lacks"
+                    )
+            keys.append((key, parts))
+        if len({k for k, _ in keys}) != len(keys):
+            raise InvalidLayoutError(f"duplicate key in partition spec {self.partition!r}")
+        return keys
+
+    @property
+    def keys(self) -> list[str]:
+        return [k for k, _ in self._keys]
+
+    @property
+    def depth(self) -> int:
+        return len(self._segments)
+
+    # -- directory -> partition ------------------------------------------
+    def parse(self, path: str) -> PartitionDir:
+        """Parse a root-relative directory; raise InvalidLayoutError if it does not fit."""
+        segs = path.strip("/").split("/")
+        if len(segs) != self.depth:
+            raise InvalidLayoutError(f"{path!r} does not match layout {self.directory!r}")
+        values: dict[str, str] = {}
+        for seg, rx in zip(segs, self._regexes):
+            m = rx.fullmatch(seg)
+            if not m:
+                raise InvalidLayoutError(f"{path!r} does not match layout {self.directory!r}")
+            for tok, val in m.groupdict().items():
+                if values.setdefault(tok, val) != val:
+                    raise InvalidLayoutError(f"{path!r} repeats {{{tok}}} with different values")
+        try:
+            start = datetime(
+                int(values["yyyy"]), int(values["MM"]), int(values["dd"]),
+                int(values.get("HH", 0)), int(values.get("mm", 0)), tzinfo=self.tz,
+            )
+        except ValueError:
+            raise InvalidLayoutError(f"{path!r} is not a real date/time") from None
+        if self.dir_for_datetime(start) != path.strip("/"):
+            # e.g. a local time skipped by a DST jump.
+            raise InvalidLayoutError(f"{path!r} does not round-trip under layout {self.directory!r}")
+        return self._partition(path.strip("/"), values, start)
+
+    def try_parse(self, path: str) -> PartitionDir | None:
+        try:
+            return self.parse(path)
+        except InvalidLayoutError:
+            return None
+
+    def _partition(self, path: str, values: dict[str, str], start: datetime) -> PartitionDir:
+        end = self._next(start)
+        pvals = {k: _format(parts, values) for k, parts in self._keys}
+        return PartitionDir(path, pvals, _to_ms(start), _to_ms(end))
+
+    def _next(self, start: datetime) -> datetime:
+        # Add the period in wall-clock terms and re-localise, so a day in a DST
+        # zone is 23 or 25 hours, as the directory names say.
+        naive = start.replace(tzinfo=None) + self.period
+        return naive.replace(tzinfo=self.tz)
+
+    # -- time -> directory -------------------------------------------------
+    def _values(self, dt: datetime) -> dict[str, str]:
+        return {t: f"{getattr(dt, TOKENS[t][1]):0{TOKENS[t][0]}d}" for t in self.tokens}
+
+    def dir_for_datetime(self, dt: datetime) -> str:
+        local = dt.astimezone(self.tz)
+        values = self._values(local)
+        return "/".join(_format(s, values) for s in self._segments)
+
+    def for_time(self, ts_ms: int) -> PartitionDir:
+        """The partition directory that holds an event at ``ts_ms`` (epoch ms)."""
+        local = datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc).astimezone(self.tz)
+        values = self._values(local)
+        start = datetime(
+            local.year, local.month, local.day,
+            local.hour if "HH" in self.tokens else 0,
+            local.minute if "mm" in self.tokens else 0, tzinfo=self.tz,
+        )
+        path = "/".join(_format(s, values) for s in self._segments)
+        return self._partition(path, values, start)
+
+    def to_dict(self) -> dict:
+        return {"directory": self.directory, "partition": self.partition, "timezone": self.timezone}
+
+
+def _to_ms(dt: datetime) -> int:
+    return int(dt.timestamp() * 1000)
+
+
+class PartitionCache:
+    """Memoises :meth:`Layout.for_time` per UTC minute for the writer's hot path.
+
+    Every real zone offset is a whole number of minutes, so all events in one
+    UTC minute fall in the same partition for periods of a minute or more.
+    """
+
+    def __init__(self, layout: Layout, limit: int = 100_000):
+        self.layout = layout
+        self.limit = limit
+        self._cache: dict[int, PartitionDir] = {}
+
+    def __call__(self, ts_ms: int) -> PartitionDir:
+        key = ts_ms // 60_000
+        p = self._cache.get(key)
+        if p is None:
+            if len(self._cache) >= self.limit:
+                self._cache.clear()
+            p = self._cache[key] = self.layout.for_time(ts_ms)
+        return p

@@ -1,0 +1,112 @@
+"""Verify a table against its log, and clean up what no commit references.
+
+Only files whose names trib's writers produce are ever called orphans or
+deleted: a table created over a directory that other tools also write to must
+never lose their data to ``clean``. Everything else unreferenced is reported
+as untracked and left alone.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+from .log import LOG_DIR, META_DIR
+from .storage import FileInfo
+from .table import Table
+from .writer import WRITTEN_NAME
+
+_TMP = re.compile(r"^\.tmp-[0-9a-f]{32}$")
+_METADATA = re.compile(rf"^{META_DIR}/(table\.json|_last_checkpoint|log/[0-9]{{20}}(\.checkpoint)?\.json)$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    problem: str  # missing | size_mismatch | pending_roll_forward
+    expected_size: int
+    actual_size: int | None = None
+
+    def to_json(self) -> dict:
+        return self.__dict__.copy()
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    version: int
+    committed_files: int
+    problems: list[Problem] = field(default_factory=list)
+    orphans: list[FileInfo] = field(default_factory=list)
+    untracked: list[FileInfo] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "version": self.version,
+            "committed_files": self.committed_files,
+            "problems": [p.to_json() for p in self.problems],
+            "orphans": [{"path": o.path, "size": o.size, "mtime_ms": o.mtime_ms} for o in self.orphans],
+            "untracked": [{"path": o.path, "size": o.size, "mtime_ms": o.mtime_ms} for o in self.untracked],
+        }
+
+
+def _is_trib_written(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return bool(WRITTEN_NAME.match(name) or _TMP.match(name))
+
+
+def verify(table: Table) -> VerifyReport:
+    """Check every committed file exists with its recorded size; list the rest.
+
+    The listing is taken before the state is read, so a file committed in
+    between is seen as referenced rather than as an orphan.
+    """
+    listed = {f.path: f for f in table.storage.list()}
+    state = table.log.state()
+    problems: list[Problem] = []
+    referenced: set[str] = set()
+    for entry in state.files.values():
+        referenced.add(entry.path)
+        if entry.staged:
+            referenced.add(entry.staged)
+        got = listed.get(entry.path)
+        if got is None:
+            staged = listed.get(entry.staged) if entry.staged else None
+            if staged is not None and staged.size == entry.size:
+                problems.append(Problem(entry.path, "pending_roll_forward", entry.size, staged.size))
+            else:
+                problems.append(Problem(entry.path, "missing", entry.size))
+        elif got.size != entry.size:
+            problems.append(Problem(entry.path, "size_mismatch", entry.size, got.size))
+    orphans, untracked = [], []
+    for path, f in sorted(listed.items()):
+        if path in referenced or _METADATA.match(path):
+            continue
+        (orphans if _is_trib_written(path) else untracked).append(f)
+    return VerifyReport(state.version, len(state.files), problems, orphans, untracked)
+
+
+def clean(table: Table, older_than_ms: int, dry_run: bool = False) -> list[FileInfo]:
+    """Delete orphans older than the grace period; never a committed or foreign file.
+
+    The grace period protects writers that are still running: their files are
+    orphans only until their next commit lands.
+    """
+    if older_than_ms < 0:
+        raise ValueError("grace period must be >= 0")
+    cutoff = int(time.time() * 1000) - older_than_ms
+    report = verify(table)
+    victims = [o for o in report.orphans if o.mtime_ms <= cutoff]
+    if not dry_run:
+        # Re-read the state just before deleting: a commit may have landed since.
+        state = table.log.state()
+        live = set(state.files) | {f.staged for f in state.files.values() if f.staged}
+        victims = [v for v in victims if v.path not in live]
+        for v in victims:
+            table.storage.delete(v.path)
+    return victims

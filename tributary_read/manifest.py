@@ -1,0 +1,194 @@
+"""Manifest value objects and their JSON encoding (see docs/manifest.md).
+
+Decoding is strict: a commit file is either fully valid or a
+:class:`ManifestCorruptError` naming the file, because a half-understood commit
+would silently drop or duplicate data downstream.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .errors import InvalidInputError, ManifestCorruptError, UnsupportedFormatVersionError
+from .storage import safe_relpath
+
+FORMAT = "tributary-manifest"
+FORMAT_VERSION = 1
+#: Versions this build can read. Writers always write FORMAT_VERSION.
+READABLE_VERSIONS = frozenset({1})
+
+KIND_DATA = "data"
+KIND_DEAD_LETTER = "dead_letter"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A committed file.
+
+    ``staged`` is set under the rename protocol: the hidden name the file had
+    when the commit was made, which recovery renames to ``path``.
+    """
+
+    path: str
+    size: int
+    records: int
+    partition: Mapping[str, str] = field(default_factory=dict, hash=False)
+    staged: str | None = None
+    kind: str = KIND_DATA
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"path": self.path, "size": self.size, "records": self.records,
+                             "partition": dict(self.partition)}
+        if self.staged:
+            d["staged"] = self.staged
+        if self.kind != KIND_DATA:
+            d["kind"] = self.kind
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> FileEntry:
+        part = d.get("partition", {})
+        if not isinstance(part, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in part.items()
+        ):
+            raise ValueError("partition must map strings to strings")
+        size, records = d["size"], d.get("records", 0)
+        if not _is_count(size) or not _is_count(records):
+            raise ValueError("size and records must be non-negative integers")
+        staged = d.get("staged")
+        kind = d.get("kind", KIND_DATA)
+        if kind not in (KIND_DATA, KIND_DEAD_LETTER):
+            raise ValueError(f"unknown file kind {kind!r}")
+        return cls(
+            path=safe_relpath(d["path"]),
+            size=size,
+            records=records,
+            partition=part,
+            staged=safe_relpath(staged) if staged is not None else None,
+            kind=kind,
+        )
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """The source position committed together with the files.
+
+    ``offsets`` maps a source name to the offset of the last record included;
+    a writer resumes at ``offset + 1``. ``meta`` is opaque to trib's reader
+    (the ingest stores byte positions there so a resume can seek).
+    """
+
+    app_id: str
+    offsets: Mapping[str, int] = field(default_factory=dict, hash=False)
+    meta: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"app_id": self.app_id, "offsets": dict(self.offsets)}
+        if self.meta:
+            d["meta"] = dict(self.meta)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> Transaction:
+        app, offsets, meta = d["app_id"], d.get("offsets", {}), d.get("meta", {})
+        if not isinstance(app, str) or not app:
+            raise ValueError("transaction.app_id must be a non-empty string")
+        if not isinstance(offsets, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+            for k, v in offsets.items()
+        ):
+            raise ValueError("transaction.offsets must map strings to integers")
+        if not isinstance(meta, dict):
+            raise ValueError("transaction.meta must be an object")
+        return cls(app, offsets, meta)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One log entry: the unit that becomes visible atomically."""
+
+    version: int
+    timestamp_ms: int
+    files: tuple[FileEntry, ...]
+    transaction: Transaction | None = None
+    operation: str = "append"
+    protocol: str = "direct"
+    writer: str | None = None
+
+    @property
+    def records(self) -> int:
+        return sum(f.records for f in self.files)
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "version": self.version,
+            "timestamp_ms": self.timestamp_ms,
+            "operation": self.operation,
+            "protocol": self.protocol,
+            "files": [f.to_json() for f in self.files],
+        }
+        if self.transaction is not None:
+            d["transaction"] = self.transaction.to_json()
+        if self.writer:
+            d["writer"] = self.writer
+        return d
+
+    def encode(self) -> bytes:
+        return json.dumps(self.to_json(), separators=(",", ":"), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, where: str, expect_version: int | None = None) -> Commit:
+        d = load_document(data, where)
+        try:
+            files = tuple(FileEntry.from_json(f) for f in d["files"])
+            txn = d.get("transaction")
+            commit = cls(
+                version=d["version"],
+                timestamp_ms=d["timestamp_ms"],
+                files=files,
+                transaction=Transaction.from_json(txn) if txn is not None else None,
+                operation=d.get("operation", "append"),
+                protocol=d.get("protocol", "direct"),
+                writer=d.get("writer"),
+            )
+            if not _is_count(commit.version) or not _is_count(commit.timestamp_ms):
+                raise ValueError("version and timestamp_ms must be non-negative integers")
+            if commit.operation != "append":
+                raise ValueError(f"unknown operation {commit.operation!r}")
+        except (KeyError, TypeError, ValueError, InvalidInputError) as e:
+            raise ManifestCorruptError(f"corrupt commit {where}: {_reason(e)}") from None
+        if expect_version is not None and commit.version != expect_version:
+            raise ManifestCorruptError(
+                f"corrupt commit {where}: says version {commit.version}, file name says {expect_version}"
+            )
+        return commit
+
+
+def load_document(data: bytes, where: str) -> dict:
+    """Parse a log/checkpoint/state JSON document and check its format header."""
+    try:
+        d = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ManifestCorruptError(f"corrupt file {where}: not valid JSON ({_reason(e)})") from None
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise ManifestCorruptError(f"corrupt file {where}: not a {FORMAT} document")
+    v = d.get("format_version")
+    if v not in READABLE_VERSIONS:
+        raise UnsupportedFormatVersionError(
+            f"{where} has format_version {v!r}; this trib reads {sorted(READABLE_VERSIONS)}: upgrade trib"
+        )
+    return d
+
+
+def _is_count(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def _reason(e: Exception) -> str:
+    if isinstance(e, KeyError):
+        return f"missing field {e.args[0]!r}"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__

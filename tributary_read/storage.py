@@ -1,0 +1,433 @@
+"""Storage over pyarrow.fs, chosen by URI scheme, rooted at a table directory.
+
+Every path a ``Storage`` takes is relative to its root and is checked with
+:func:`safe_relpath`, so a manifest entry can never reach outside the table.
+The one operation that is not plain pyarrow is :meth:`Storage.create_if_absent`,
+the commit point of the manifest log; each backend implements it with the
+strongest primitive its store offers.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Mapping
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from .errors import InvalidInputError, StorageError, missing_extra
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One listed file; ``path`` is relative to the storage root."""
+
+    path: str
+    size: int
+    mtime_ms: int
+    is_dir: bool = False
+
+
+def safe_relpath(path: str) -> str:
+    """Normalise a root-relative path, refusing anything that escapes the root.
+
+    Manifests come from disk and may have been edited or corrupted, so this is a
+    security boundary: absolute paths, ``..`` segments and drive/URI forms are
+    rejected rather than normalised away.
+    """
+    if not isinstance(path, str) or not path:
+        raise InvalidInputError(f"empty or non-string path: {path!r}")
+    if path.startswith(("/", "\\")) or "://" in path or "\\" in path or "\x00" in path:
+        raise InvalidInputError(f"path escapes the table root: {path!r}")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if not parts or any(p == ".." for p in parts):
+        raise InvalidInputError(f"path escapes the table root: {path!r}")
+    return "/".join(parts)
+
+
+def _ms(info: pafs.FileInfo) -> int:
+    return info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
+
+
+class Storage:
+    """A file system rooted at one directory (a table root).
+
+    Args:
+        fs: the pyarrow file system.
+        root: the root in ``fs``'s own path syntax (no scheme).
+        uri: the root as a URI, for messages and for engines that need full paths.
+    """
+
+    scheme = "file"
+
+    def __init__(self, fs: pafs.FileSystem, root: str, uri: str):
+        self.fs = fs
+        self.root = root.rstrip("/") or "/"
+        self.uri = uri.rstrip("/")
+
+    # -- paths -------------------------------------------------------------
+    def abspath(self, rel: str) -> str:
+        return posixpath.join(self.root, safe_relpath(rel)) if rel else self.root
+
+    def uri_for(self, rel: str) -> str:
+        """Full URI of a root-relative path, as Spark or Hive want it."""
+        return f"{self.uri}/{safe_relpath(rel)}"
+
+    def _rel(self, full: str) -> str:
+        return full[len(self.root) :].lstrip("/")
+
+    def _wrap(self, what: str, rel: str, exc: Exception) -> StorageError:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return StorageError(f"{what} {self.uri}/{rel}: {msg}")
+
+    # -- reads -------------------------------------------------------------
+    def list(self, rel: str = "", recursive: bool = True) -> list[FileInfo]:
+        """List files (not directories) under ``rel``; a missing dir is empty."""
+        base = self.abspath(rel) if rel else self.root
+        sel = pafs.FileSelector(base, recursive=recursive, allow_not_found=True)
+        try:
+            infos = self.fs.get_file_info(sel)
+        except (OSError, pa.ArrowException) as e:
+            raise self._wrap("cannot list", rel, e) from e
+        return [
+            FileInfo(self._rel(i.path), i.size or 0, _ms(i), False)
+            for i in infos
+            if i.type == pafs.FileType.File
+        ]
+
+    def list_dirs(self, rel: str = "") -> list[FileInfo]:
+        """Immediate subdirectories of ``rel``, with their mtimes."""
+        base = self.abspath(rel) if rel else self.root
+        sel = pafs.FileSelector(base, recursive=False, allow_not_found=True)
+        try:
+            infos = self.fs.get_file_info(sel)
+        except (OSError, pa.ArrowException) as e:
+            raise self._wrap("cannot list", rel, e) from e
+        return [
+            FileInfo(self._rel(i.path), 0, _ms(i), True)
+            for i in infos
+            if i.type == pafs.FileType.Directory
+        ]
+
+    def info(self, rel: str) -> FileInfo | None:
+        try:
+            i = self.fs.get_file_info(self.abspath(rel))
+        except (OSError, pa.ArrowException) as e:
+            raise self._wrap("cannot stat", rel, e) from e
+        if i.type == pafs.FileType.NotFound:
+            return None
+        return FileInfo(safe_relpath(rel), i.size or 0, _ms(i), i.type == pafs.FileType.Directory)
+
+    def exists(self, rel: str) -> bool:
+        return self.info(rel) is not None
+
+    def read(self, rel: str) -> bytes:
+        """Whole-file read; raises FileNotFoundError when absent."""
+        try:
+            with self.fs.open_input_stream(self.abspath(rel)) as f:
+                return f.read()
+        except FileNotFoundError:
+            raise
+        except (OSError, pa.ArrowException) as e:
+            if self.info(rel) is None:
+                raise FileNotFoundError(rel) from e
+            raise self._wrap("cannot read", rel, e) from e
+
+    def open_input(self, rel: str):
+        try:
+            return self.fs.open_input_file(self.abspath(rel))
+        except (OSError, pa.ArrowException) as e:
+            raise self._wrap("cannot open", rel, e) from e
+
+    # -- writes ------------------------------------------------------------
+    def makedirs(self, rel: str) -> None:
+        try:
+            self.fs.create_dir(self.abspath(rel), recursive=True)
+        except (OSError, pa.ArrowException) as e:
+            raise self._wrap("cannot create directory", rel, e) from e
+
+    def open_output(self, rel: str):
+        """A new file stream (overwrites); parents are created as needed."""
+        parent = posixpath.dirname(safe_relpath(rel))
+        if parent:
+            self.makedirs(parent)
+        try:
+            return self.fs.open_output_stream(self.abspath(rel))
+        except (OSError, pa.ArrowException) as e:
+            raise self._wrap("cannot write", rel, e) from e
+
+    def write(self, rel: str, data: bytes) -> None:
+        with self.open_output(rel) as f:
+            f.write(data)
+
+    def sync(self, rel: str) -> None:
+        """Make a closed file durable before a commit references it (no-op remotely)."""
+
+    def delete(self, rel: str) -> None:
+        try:
+            self.fs.delete_file(self.abspath(rel))
+        except FileNotFoundError:
+            pass
+        except (OSError, pa.ArrowException) as e:
+            if self.info(rel) is not None:
+                raise self._wrap("cannot delete", rel, e) from e
+
+    def rename(self, src: str, dst: str) -> None:
+        try:
+            self.fs.move(self.abspath(src), self.abspath(dst))
+        except (OSError, pa.ArrowException) as e:
+            raise self._wrap("cannot rename", src, e) from e
+
+    def create_if_absent(self, rel: str, data: bytes) -> bool:
+        """Atomically create ``rel`` with ``data`` unless it exists.
+
+        Returns True when this call created the file, False when it already
+        existed. Readers never see a partial file.
+        """
+        raise NotImplementedError
+
+
+class LocalStorage(Storage):
+    """Local disk: commits are a fsynced temp file hard-linked into place."""
+
+    scheme = "file"
+
+    def __init__(self, root: str, fsync: bool = True):
+        root = os.path.abspath(os.path.expanduser(root))
+        super().__init__(pafs.LocalFileSystem(), root, "file://" + root)
+        self.fsync = fsync
+
+    def sync(self, rel: str) -> None:
+        if not self.fsync:
+            return
+        fd = os.open(self.abspath(rel), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _sync_dir(self, path: str) -> None:
+        if self.fsync:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def create_if_absent(self, rel: str, data: bytes) -> bool:
+        target = self.abspath(rel)
+        parent = os.path.dirname(target)
+        tmp = os.path.join(parent, f".tmp-{uuid.uuid4().hex}")
+        try:
+            os.makedirs(parent, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                if self.fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            try:
+                # link(2) fails with EEXIST instead of replacing: the file appears
+                # complete or not at all, which O_EXCL + write cannot promise.
+                os.link(tmp, target)
+            except FileExistsError:
+                return False
+            except OSError as e:
+                if e.errno not in (1, 18, 38, 95):  # EPERM/EXDEV/ENOSYS/EOPNOTSUPP
+                    raise
+                return self._create_excl(target, data)
+            self._sync_dir(parent)
+            return True
+        except OSError as e:
+            raise self._wrap("cannot commit", rel, e) from e
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+    def _create_excl(self, target: str, data: bytes) -> bool:
+        # Fallback for file systems without hard links; a crash mid-write can
+        # leave a short file, which readers report as ManifestCorruptError.
+        try:
+            fd = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        return True
+
+
+class S3Storage(Storage):
+    """S3 and S3-protocol stores: commits are ``PUT`` with ``If-None-Match: *``."""
+
+    scheme = "s3"
+
+    def __init__(self, bucket: str, key: str, options: Mapping[str, str]):
+        self.bucket = bucket
+        self.prefix = key.strip("/")
+        self.options = dict(options)
+        endpoint = self.options.get("endpoint_url")
+        kw: dict = {
+            "access_key": self.options.get("access_key_id"),
+            "secret_key": self.options.get("secret_access_key"),
+            "session_token": self.options.get("session_token"),
+            "region": self.options.get("region") or "us-east-1",
+        }
+        if endpoint:
+            u = urlparse(endpoint)
+            kw["endpoint_override"] = u.netloc or u.path
+            kw["scheme"] = u.scheme or "https"
+        kw = {k: v for k, v in kw.items() if v is not None}
+        fs = pafs.S3FileSystem(**kw)
+        root = f"{bucket}/{self.prefix}" if self.prefix else bucket
+        super().__init__(fs, root, f"s3://{root}")
+        self._client = None
+
+    def client(self):
+        if self._client is None:
+            try:
+                import boto3
+                from botocore.config import Config
+            except ImportError:
+                raise missing_extra("boto3", "s3") from None
+            self._client = boto3.client(
+                "s3",
+                endpoint_url=self.options.get("endpoint_url"),
+                aws_access_key_id=self.options.get("access_key_id"),
+                aws_secret_access_key=self.options.get("secret_access_key"),
+                aws_session_token=self.options.get("session_token"),
+                region_name=self.options.get("region") or "us-east-1",
+                config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+            )
+        return self._client
+
+    def create_if_absent(self, rel: str, data: bytes) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        key = self.abspath(rel)[len(self.bucket) + 1 :]
+        try:
+            self.client().put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+            return True
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            # 412: the key exists. 409: a concurrent conditional PUT on the same
+            # key is in flight; treat it as lost and let the caller re-read.
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+                return False
+            raise self._wrap("cannot commit", rel, e) from e
+        except BotoCoreError as e:
+            raise self._wrap("cannot commit", rel, e) from e
+
+
+class HdfsStorage(Storage):
+    """HDFS through libhdfs: commits are a temp file renamed into place.
+
+    HDFS ``rename`` refuses to replace an existing file, which makes it the
+    create-if-absent primitive (pyarrow cannot open a stream without overwrite).
+    """
+
+    scheme = "hdfs"
+
+    def __init__(self, host: str, port: int, path: str, options: Mapping[str, str]):
+        kw: dict = {"host": host or "default", "port": port or 0}
+        if options.get("user"):
+            kw["user"] = options["user"]
+        if options.get("kerb_ticket"):
+            kw["kerb_ticket"] = options["kerb_ticket"]
+        extra = {k[len("conf.") :]: v for k, v in options.items() if k.startswith("conf.")}
+        if options.get("kerberos_principal"):
+            extra["hadoop.security.authentication"] = "kerberos"
+            extra.setdefault("dfs.namenode.kerberos.principal", options["kerberos_principal"])
+        if extra:
+            kw["extra_conf"] = extra
+        try:
+            fs = pafs.HadoopFileSystem(**kw)
+        except (OSError, pa.ArrowException) as e:
+            raise StorageError(f"cannot connect to HDFS {host}:{port}: {str(e).splitlines()[0]}") from e
+        authority = f"{host}:{port}" if port else host
+        super().__init__(fs, path or "/", f"hdfs://{authority}{path}")
+
+    def create_if_absent(self, rel: str, data: bytes) -> bool:
+        parent = posixpath.dirname(safe_relpath(rel))
+        tmp = posixpath.join(parent, f".tmp-{uuid.uuid4().hex}")
+        self.write(tmp, data)
+        try:
+            self.fs.move(self.abspath(tmp), self.abspath(rel))
+            return True
+        except (OSError, pa.ArrowException) as e:
+            if self.info(rel) is not None:
+                return False
+            raise self._wrap("cannot commit", rel, e) from e
+        finally:
+            self.delete(tmp)
+
+
+def _open_local(u, options) -> Storage:
+    fsync = str(options.get("fsync", "true")).lower() not in ("0", "false", "no")
+    return LocalStorage(u.path, fsync=fsync)
+
+
+def _open_s3(u, options) -> Storage:
+    if not u.netloc:
+        raise InvalidInputError(f"S3 URI needs a bucket: {u.geturl()}")
+    return S3Storage(u.netloc, u.path, options)
+
+
+def _open_hdfs(u, options) -> Storage:
+    return HdfsStorage(u.hostname or "default", u.port or 0, u.path, options)
+
+
+#: URI scheme -> backend factory. New stores register here.
+BACKENDS: dict[str, Callable[..., Storage]] = {
+    "": _open_local,
+    "file": _open_local,
+    "s3": _open_s3,
+    "s3a": _open_s3,
+    "hdfs": _open_hdfs,
+    "viewfs": _open_hdfs,
+}
+
+#: Environment variables that fill storage options not given explicitly.
+ENV_OPTIONS = {
+    "endpoint_url": ("TRIB_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+    "access_key_id": ("AWS_ACCESS_KEY_ID",),
+    "secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
+    "session_token": ("AWS_SESSION_TOKEN",),
+    "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+    "kerb_ticket": ("KRB5CCNAME",),
+    "kerberos_principal": ("TRIB_HDFS_PRINCIPAL",),
+    "user": ("TRIB_HDFS_USER", "HADOOP_USER_NAME"),
+    "fsync": ("TRIB_FSYNC",),
+}
+
+
+def resolve_options(options: Mapping[str, str] | None = None) -> dict[str, str]:
+    opts = dict(options or {})
+    for key, names in ENV_OPTIONS.items():
+        if key not in opts:
+            for n in names:
+                if os.environ.get(n):
+                    opts[key] = os.environ[n]
+                    break
+    return opts
+
+
+def open_storage(uri: str, options: Mapping[str, str] | None = None) -> Storage:
+    """Open the storage rooted at ``uri`` (a path, ``file://``, ``s3://``, ``hdfs://``)."""
+    if not uri:
+        raise InvalidInputError("empty table root")
+    u = urlparse(uri)
+    scheme = u.scheme.lower() if len(u.scheme) > 1 else ""  # C:\ is not a scheme
+    factory = BACKENDS.get(scheme)
+    if factory is None:
+        raise InvalidInputError(f"unsupported storage scheme {scheme!r} in {uri!r}")
+    if scheme == "":
+        u = urlparse("")._replace(path=uri)
+    return factory(u, resolve_options(options))

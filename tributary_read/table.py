@@ -1,0 +1,178 @@
+"""A table: a root directory whose properties live in ``ROOT/_tributary/table.json``.
+
+Keeping the properties inside the table means every later command needs only
+ROOT: no external catalog to drift out of sync with the data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Mapping
+
+from .errors import InvalidInputError, ManifestCorruptError, NoSuchTableError, TableExistsError
+from .formats import check_format
+from .layout import Layout
+from .log import META_DIR, ManifestLog
+from .manifest import FORMAT, FORMAT_VERSION, load_document
+from .storage import Storage, open_storage
+
+PROPERTIES = f"{META_DIR}/table.json"
+PROTOCOLS = ("direct", "rename")
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+def parse_size(v: Any) -> int:
+    if isinstance(v, int):
+        return v
+    s = str(v).strip().upper().removesuffix("B")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:], 1)
+    try:
+        return int(float(s.rstrip("KMG")) * mult)
+    except ValueError:
+        raise InvalidInputError(f"bad size {v!r} (e.g. 128M, 1G)") from None
+
+
+@dataclass(frozen=True)
+class RollPolicy:
+    """When an open file is closed: whichever limit is reached first (0 = no limit)."""
+
+    max_bytes: int = 128 << 20
+    max_records: int = 0
+    inactivity_s: float = 60.0
+
+    def __post_init__(self):
+        if self.max_bytes < 0 or self.max_records < 0 or self.inactivity_s < 0:
+            raise InvalidInputError("roll limits must be >= 0")
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """Table properties, as stored in table.json."""
+
+    layout: Layout
+    format: str = "jsonl"
+    compression: str = "none"
+    protocol: str = "direct"
+    roll: RollPolicy = field(default_factory=RollPolicy)
+    checkpoint_interval: int = 100
+    #: Hive partition-commit settings, consumed by tributary_read.hive.
+    partition_commit: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    created_ms: int = 0
+
+    def __post_init__(self):
+        check_format(self.format, self.compression)
+        if self.protocol not in PROTOCOLS:
+            raise InvalidInputError(f"unknown protocol {self.protocol!r}; choose direct or rename")
+        if self.checkpoint_interval < 1:
+            raise InvalidInputError("checkpoint interval must be >= 1")
+
+    def to_json(self) -> dict:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "kind": "table",
+            "layout": self.layout.to_dict(),
+            "file_format": self.format,
+            "compression": self.compression,
+            "protocol": self.protocol,
+            "roll": asdict(self.roll),
+            "checkpoint_interval": self.checkpoint_interval,
+            "partition_commit": dict(self.partition_commit),
+            "created_ms": self.created_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> TableConfig:
+        d = load_document(data, where)
+        try:
+            lay = d["layout"]
+            return cls(
+                layout=Layout(lay["directory"], lay["partition"], lay.get("timezone", "UTC")),
+                format=d["file_format"],
+                compression=d.get("compression", "none"),
+                protocol=d.get("protocol", "direct"),
+                roll=RollPolicy(**d.get("roll", {})),
+                checkpoint_interval=int(d.get("checkpoint_interval", 100)),
+                partition_commit=d.get("partition_commit", {}),
+                created_ms=int(d.get("created_ms", 0)),
+            )
+        except (KeyError, TypeError, ValueError, InvalidInputError) as e:
+            raise ManifestCorruptError(f"corrupt table properties {where}: {e}") from None
+
+
+class Table:
+    """An opened table: storage, properties and manifest log."""
+
+    def __init__(self, storage: Storage, config: TableConfig):
+        self.storage = storage
+        self.config = config
+        self.log = ManifestLog(storage, config.checkpoint_interval)
+
+    @property
+    def uri(self) -> str:
+        return self.storage.uri
+
+    @property
+    def layout(self) -> Layout:
+        return self.config.layout
+
+    @classmethod
+    def create(cls, root: str, config: TableConfig, options: Mapping[str, str] | None = None) -> Table:
+        """Create the table's metadata; the directory may already hold foreign data."""
+        storage = open_storage(root, options)
+        config = replace(config, created_ms=config.created_ms or int(time.time() * 1000))
+        data = json.dumps(config.to_json(), indent=2, sort_keys=True).encode()
+        if storage.exists(PROPERTIES):
+            raise TableExistsError(f"a trib table already exists at {storage.uri}")
+        if not storage.create_if_absent(PROPERTIES, data):
+            raise TableExistsError(f"a trib table already exists at {storage.uri}")
+        return cls(storage, config)
+
+    @classmethod
+    def load(cls, root: str, options: Mapping[str, str] | None = None) -> Table:
+        storage = open_storage(root, options)
+        try:
+            data = storage.read(PROPERTIES)
+        except FileNotFoundError:
+            raise NoSuchTableError(
+                f"no trib table at {storage.uri} (create one with: trib table create)"
+            ) from None
+        return cls(storage, TableConfig.from_json(data, storage.uri_for(PROPERTIES)))
+
+
+# -- trib.toml ------------------------------------------------------------------
+def load_config(path: str | None = None) -> dict:
+    """Read trib.toml: ``[storage]`` defaults and ``[tables.NAME]`` aliases.
+
+    Looked up at ``path``, else $TRIB_CONFIG, else ./trib.toml; absent is fine.
+    """
+    path = path or os.environ.get("TRIB_CONFIG") or "trib.toml"
+    if not os.path.exists(path):
+        if path != "trib.toml":
+            raise InvalidInputError(f"config file {path} does not exist")
+        return {}
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise InvalidInputError(f"cannot read {path}: {e}") from None
+
+
+def resolve_table(name: str, config: Mapping | None = None) -> tuple[str, dict[str, str]]:
+    """Map a ROOT or an alias from trib.toml to (root URI, storage options)."""
+    config = config or {}
+    options = {k: str(v) for k, v in config.get("storage", {}).items()}
+    alias = config.get("tables", {}).get(name)
+    if alias is None:
+        return name, options
+    if "root" not in alias:
+        raise InvalidInputError(f"table alias {name!r} in trib.toml has no root")
+    options.update({k: str(v) for k, v in alias.get("storage", {}).items()})
+    return alias["root"], options

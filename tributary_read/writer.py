@@ -1,0 +1,220 @@
+"""Partitioned, rolling file writer: one open file per partition per writer.
+
+Files are written at their final name (``direct``) or under a hidden staged
+name (``rename``); either way nothing is visible to manifest readers until
+:meth:`TableWriter.commit` lands a manifest that lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import InvalidInputError
+from .formats import file_suffix, open_sink
+from .layout import PartitionCache, PartitionDir
+from .log import META_DIR
+from .manifest import KIND_DEAD_LETTER, Commit, FileEntry, Transaction
+from .table import RollPolicy, Table
+
+DEAD_LETTER_DIR = f"{META_DIR}/dead_letter"
+#: Names trib's writers produce; only these are ever deleted by ``clean``.
+WRITTEN_NAME = re.compile(r"^(\.)?(part|dl)-\d{14}-[0-9a-f]{8}-\d{6}\.[A-Za-z0-9.]+?(\.inprogress)?$")
+
+
+def new_writer_id() -> str:
+    return f"{datetime.now(timezone.utc):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+def staged_name(path: str) -> str:
+    d, name = posixpath.split(path)
+    return posixpath.join(d, f".{name}.inprogress")
+
+
+@dataclass
+class _OpenFile:
+    path: str  # visible, final name
+    write_path: str  # where bytes go now (== path for direct)
+    sink: object
+    partition: dict
+    kind: str = "data"
+    records: int = 0
+    last_write: float = field(default_factory=time.monotonic)
+
+
+class TableWriter:
+    """Writes records into a table's partitions and commits them atomically.
+
+    Args:
+        table: the target table.
+        protocol: ``direct`` or ``rename``; defaults to the table's.
+        roll: overrides the table's roll policy.
+        writer_id: part of every file name; unique per writer instance.
+    """
+
+    def __init__(self, table: Table, protocol: str | None = None, roll: RollPolicy | None = None,
+                 writer_id: str | None = None, clock: Callable[[], float] = time.monotonic):
+        self.table = table
+        self.storage = table.storage
+        self.protocol = protocol or table.config.protocol
+        if self.protocol not in ("direct", "rename"):
+            raise InvalidInputError(f"unknown protocol {self.protocol!r}; choose direct or rename")
+        self.roll = roll or table.config.roll
+        self.writer_id = writer_id or new_writer_id()
+        self.clock = clock
+        self._partition_of = PartitionCache(table.layout)
+        self._suffix = file_suffix(table.config.format, table.config.compression)
+        self._open: dict[str, _OpenFile] = {}
+        self._closed: list[tuple[FileEntry, str]] = []  # (entry, where it was written)
+        self._seq = 0
+        self._dead: _OpenFile | None = None
+        self._last_idle_check = clock()
+
+    # -- writing -----------------------------------------------------------
+    def partition_for(self, ts_ms: int) -> PartitionDir:
+        return self._partition_of(ts_ms)
+
+    def write(self, record: bytes | dict, ts_ms: int) -> None:
+        """Append one record (a line, or a row dict for Parquet) at event time ``ts_ms``."""
+        part = self._partition_of(ts_ms)
+        f = self._open.get(part.path)
+        if f is None:
+            f = self._open[part.path] = self._new_file(part)
+        if isinstance(record, dict):
+            f.sink.write_row(record)
+        else:
+            f.sink.write_line(record)
+        f.records += 1
+        f.last_write = now = self.clock()
+        roll = self.roll
+        if (roll.max_records and f.records >= roll.max_records) or (
+            roll.max_bytes and f.sink.bytes_written >= roll.max_bytes
+        ):
+            self._close(part.path)
+        if now - self._last_idle_check >= 1.0:
+            self.roll_idle(now)
+
+    def write_table(self, table: pa.Table, time_column: str) -> None:
+        """Append an Arrow table (Parquet tables), routing rows by ``time_column`` (epoch ms)."""
+        ts = table.column(time_column).cast(pa.int64())
+        minutes = pc.divide(ts, 60_000)
+        uniq = pc.unique(minutes).to_pylist()
+        by_part: dict[str, list[int]] = {}
+        for m in uniq:
+            by_part.setdefault(self._partition_of(m * 60_000).path, []).append(m)
+        for path, mins in by_part.items():
+            rows = table.filter(pc.is_in(minutes, value_set=pa.array(mins, pa.int64())))
+            part = self._partition_of(mins[0] * 60_000)
+            f = self._open.get(path) or self._open.setdefault(path, self._new_file(part))
+            f.sink.write_table(rows)
+            f.records += rows.num_rows
+            f.last_write = self.clock()
+            if (self.roll.max_records and f.records >= self.roll.max_records) or (
+                self.roll.max_bytes and f.sink.bytes_written >= self.roll.max_bytes
+            ):
+                self._close(path)
+
+    def write_dead_letter(self, line: bytes, offset: int, reason: str) -> None:
+        """Keep an unplaceable record, with why, in a file committed like data."""
+        if self._dead is None:
+            self._seq += 1
+            path = f"{DEAD_LETTER_DIR}/dl-{self.writer_id}-{self._seq:06d}.jsonl"
+            self._dead = _OpenFile(path, path, open_sink(self.storage.open_output(path), "jsonl", "none"),
+                                   {}, KIND_DEAD_LETTER)
+        doc = {"offset": offset, "reason": reason, "line": line.decode("utf-8", "replace")}
+        self._dead.sink.write_line(json.dumps(doc).encode())
+        self._dead.records += 1
+
+    def roll_idle(self, now: float | None = None) -> None:
+        """Close files that saw no record for the inactivity limit."""
+        now = self.clock() if now is None else now
+        self._last_idle_check = now
+        if self.roll.inactivity_s:
+            for path in [p for p, f in self._open.items() if now - f.last_write >= self.roll.inactivity_s]:
+                self._close(path)
+
+    def _new_file(self, part: PartitionDir) -> _OpenFile:
+        self._seq += 1
+        path = f"{part.path}/part-{self.writer_id}-{self._seq:06d}{self._suffix}"
+        write_path = staged_name(path) if self.protocol == "rename" else path
+        raw = self.storage.open_output(write_path)
+        sink = open_sink(raw, self.table.config.format, self.table.config.compression)
+        return _OpenFile(path, write_path, sink, dict(part.values))
+
+    def _finish(self, f: _OpenFile) -> None:
+        f.sink.close()
+        self.storage.sync(f.write_path)
+        info = self.storage.info(f.write_path)
+        staged = f.write_path if f.write_path != f.path else None
+        entry = FileEntry(f.path, info.size if info else 0, f.records, f.partition, staged, f.kind)
+        self._closed.append((entry, f.write_path))
+
+    def _close(self, path: str) -> None:
+        self._finish(self._open.pop(path))
+
+    # -- committing ----------------------------------------------------------
+    @property
+    def pending_records(self) -> int:
+        return sum(e.records for e, _ in self._closed) + sum(f.records for f in self._open.values()) + (
+            self._dead.records if self._dead else 0)
+
+    def flush(self) -> list[FileEntry]:
+        """Close every open file; return all files not yet committed."""
+        for path in list(self._open):
+            self._close(path)
+        if self._dead is not None:
+            self._finish(self._dead)
+            self._dead = None
+        return [e for e, _ in self._closed]
+
+    def commit(self, transaction: Transaction | None = None, base_version: int | None = None) -> Commit | None:
+        """Close files and commit them with ``transaction`` as one atomic step.
+
+        Under ``rename`` the staged files are renamed to visible right after the
+        manifest lands; a crash in between is repaired by :func:`roll_forward`.
+        """
+        files = self.flush()
+        if not files and transaction is None:
+            return None
+        commit = self.table.log.commit(files, transaction, base_version=base_version,
+                                       protocol=self.protocol, writer=self.writer_id)
+        self._closed.clear()
+        if self.protocol == "rename":
+            roll_forward(self.table, commit.files)
+        return commit
+
+    def abort(self) -> None:
+        """Drop everything not committed (best effort; ``clean`` catches the rest)."""
+        for f in list(self._open.values()) + ([self._dead] if self._dead else []):
+            try:
+                f.sink.close()
+            except Exception:  # noqa: BLE001 - we are discarding this file anyway
+                pass
+            self.storage.delete(f.write_path)
+        for _, where in self._closed:
+            self.storage.delete(where)
+        self._open.clear()
+        self._closed.clear()
+        self._dead = None
+
+
+def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
+    """Rename committed-but-still-hidden files to their visible names; idempotent."""
+    done = []
+    for f in files:
+        if f.staged and table.storage.exists(f.staged):
+            if not table.storage.exists(f.path):
+                table.storage.rename(f.staged, f.path)
+            else:  # renamed before a crash, staged copy left behind by a copying store
+                table.storage.delete(f.staged)
+            done.append(f.path)
+    return done
