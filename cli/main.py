@@ -55,11 +55,18 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     verbose = _verbose(argv)
     try:
-        cli.main(args=argv, prog_name="trib", standalone_mode=False)
+        # Non-standalone click returns (not raises) the code of ctx.exit(n).
+        rv = cli.main(args=argv, prog_name="trib", standalone_mode=False)
+        if isinstance(rv, int) and rv:
+            sys.exit(rv)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
+    except click.UsageError as e:
+        where = e.ctx.command_path if e.ctx else "trib"
+        click.echo(f"trib: error: {_one_line(e.format_message())} (see '{where} --help')", err=True)
+        sys.exit(e.exit_code)
     except click.ClickException as e:
-        e.show()
+        click.echo(f"trib: error: {_one_line(e.format_message())}", err=True)
         sys.exit(e.exit_code)
     except click.Abort:
         click.echo("trib: aborted", err=True)

@@ -128,7 +128,7 @@ class Storage:
     def read(self, rel: str) -> bytes:
         """Whole-file read; raises FileNotFoundError when absent."""
         try:
-            with self.fs.open_input_stream(self.abspath(rel)) as f:
+            with self.fs.open_input_stream(self.abspath(rel), compression=None) as f:
                 return f.read()
         except FileNotFoundError:
             raise
@@ -156,7 +156,9 @@ class Storage:
         if parent:
             self.makedirs(parent)
         try:
-            return self.fs.open_output_stream(self.abspath(rel))
+            # compression=None: pyarrow would otherwise gzip a '.gz' name itself;
+            # storage moves bytes verbatim and the format layer owns compression.
+            return self.fs.open_output_stream(self.abspath(rel), compression=None)
         except (OSError, pa.ArrowException) as e:
             raise self._wrap("cannot write", rel, e) from e
 
@@ -246,7 +248,7 @@ class LocalStorage(Storage):
         finally:
             try:
                 os.unlink(tmp)
-            except FileNotFoundError:
+            except OSError:  # never created (e.g. the parent could not be made)
                 pass
 
     def _create_excl(self, target: str, data: bytes) -> bool:

@@ -1,0 +1,103 @@
+"""The manifest log: contiguous versions, checkpoints, app transactions, conflicts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tributary_read.errors import CommitConflictError, ManifestCorruptError
+from tributary_read.layout import Layout
+from tributary_read.log import LAST_CHECKPOINT, checkpoint_path, commit_path
+from tributary_read.manifest import Commit, FileEntry, Transaction
+from tributary_read.table import Table, TableConfig
+
+from helpers import LAYOUT, PARTITION
+
+
+def _table(root, interval=10) -> Table:
+    return Table.create(root, TableConfig(Layout(LAYOUT, PARTITION), checkpoint_interval=interval))
+
+
+def _entry(i: int) -> FileEntry:
+    return FileEntry(f"2020_06_24/01/f{i}.jsonl", 10 + i, 1, {"dt": "2020062401"})
+
+
+class CountingStorage:
+    """Wraps a real storage and counts reads, to prove checkpoint reads are bounded."""
+
+    def __init__(self, inner):
+        self._inner, self.reads = inner, 0
+
+    def read(self, rel):
+        self.reads += 1
+        return self._inner.read(rel)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_versions_are_contiguous_and_checkpointed(any_root):
+    t = _table(any_root, interval=10)
+    for i in range(35):
+        c = t.log.commit([_entry(i)], Transaction(f"app{i % 3}", {"src": i}))
+        assert c.version == i + 1
+    assert t.log.latest_version() == 35
+    assert t.storage.exists(checkpoint_path(30)) and not t.storage.exists(checkpoint_path(35))
+    assert json.loads(t.storage.read(LAST_CHECKPOINT)) == {"version": 30}
+    st = t.log.state()
+    assert st.version == 35 and len(st.files) == 35
+    assert {a: s.transaction.offsets["src"] for a, s in st.apps.items()} == {"app0": 33, "app1": 34, "app2": 32}
+    # State at an older version comes from an older checkpoint plus its tail.
+    old = t.log.state(15)
+    assert old.version == 15 and len(old.files) == 15 and old.apps["app2"].version == 15
+
+
+def test_state_reads_a_bounded_number_of_files(tmp_path):
+    t = _table(str(tmp_path / "t"), interval=20)
+    for i in range(205):
+        t.log.commit([_entry(i)], Transaction("a", {"src": i}))
+    counting = CountingStorage(t.storage)
+    t.log.storage = counting
+    app = t.log.last_transaction("a")
+    assert app.transaction.offsets == {"src": 204}
+    # hint + checkpoint 200 + commits 201..205 (+1 probe miss), not 205 commits.
+    assert counting.reads <= 8
+
+
+def test_stale_or_garbage_hint_is_only_a_starting_point(tmp_path):
+    t = _table(str(tmp_path / "t"), interval=5)
+    for i in range(23):
+        t.log.commit([_entry(i)])
+    t.storage.write(LAST_CHECKPOINT, b"garbage")
+    assert t.log.latest_version() == 23 and len(t.log.state().files) == 23
+    t.storage.write(LAST_CHECKPOINT, b'{"version": 5}')
+    assert t.log.latest_version() == 23 and len(t.log.state().files) == 23
+
+
+def test_same_app_racing_itself_is_a_conflict(any_root):
+    t = _table(any_root)
+    base = t.log.latest_version()
+    t.log.commit([_entry(1)], Transaction("etl", {"src": 9}), base_version=base)
+    # A second copy of the same app that read the log before that commit.
+    with pytest.raises(CommitConflictError, match="another writer of app 'etl'"):
+        t.log.commit([_entry(2)], Transaction("etl", {"src": 9}), base_version=base)
+    # Another app with the same stale view just lands on the next version.
+    c = t.log.commit([_entry(3)], Transaction("other", {"src": 1}), base_version=base)
+    assert c.version == 2 and t.log.latest_version() == 2
+
+
+def test_a_commit_never_overwrites(any_root):
+    t = _table(any_root)
+    first = t.log.commit([_entry(1)])
+    assert not t.storage.create_if_absent(commit_path(1), Commit(1, 0, (_entry(9),)).encode())
+    assert t.log.read_commit(1) == first
+
+
+def test_gap_in_log_is_reported(tmp_path):
+    t = _table(str(tmp_path / "t"))
+    for i in range(3):
+        t.log.commit([_entry(i)])
+    t.storage.delete(commit_path(2))
+    with pytest.raises(ManifestCorruptError, match="gap"):
+        list(t.log.commits(0, 3))
