@@ -79,3 +79,11 @@ class Duration(click.ParamType):
             return parse_duration_ms(value)
         except InvalidInputError as e:
             self.fail(str(e), param, ctx)
+
+
+def echo_capped(lines: list[str], cap: int = 10) -> None:
+    """Print at most ``cap`` lines; the full list is one ``--json`` away."""
+    for line in lines[:cap]:
+        click.echo(line)
+    if len(lines) > cap:
+        click.echo(f"... and {len(lines) - cap} more (use --json for all)")

@@ -10,7 +10,7 @@ from tributary_read.ingest import recover as run_recover
 from tributary_read.maintenance import clean as run_clean
 from tributary_read.maintenance import verify as run_verify
 
-from .context import Duration, TribState, emit, json_option, pass_state
+from .context import Duration, TribState, echo_capped, emit, json_option, pass_state
 
 
 def _iso(ms: int) -> str:
@@ -75,10 +75,9 @@ def verify(state: TribState, root, as_json) -> None:
     report = run_verify(t)
 
     def human():
-        for p in report.problems:
-            click.echo(f"{p.problem}: {p.path} (expected {p.expected_size} bytes, found {p.actual_size})")
-        for o in report.orphans:
-            click.echo(f"orphan: {o.path} ({o.size} bytes)")
+        echo_capped([f"{p.problem}: {p.path} (expected {p.expected_size} bytes, found {p.actual_size})"
+                     for p in report.problems])
+        echo_capped([f"orphan: {o.path} ({o.size} bytes)" for o in report.orphans])
         if report.untracked:
             click.echo(f"untracked (not written by trib, left alone): {len(report.untracked)} files")
         status = "ok" if report.ok else f"FAILED: {len(report.problems)} problems"
@@ -106,8 +105,7 @@ def clean(state: TribState, root, older_than, dry_run, as_json) -> None:
     data = {"dry_run": dry_run, "deleted": [{"path": v.path, "size": v.size} for v in victims]}
 
     def human():
-        for v in victims:
-            click.echo(f"{verb}: {v.path}")
+        echo_capped([f"{verb}: {v.path}" for v in victims])
         click.echo(f"{verb} {len(victims)} orphans ({sum(v.size for v in victims)} bytes)")
     emit(as_json, data, human)
 
