@@ -21,6 +21,8 @@ class TribState:
     verbose: bool = False
     quiet: bool = False
     config_path: str | None = None
+    #: -o KEY=VALUE overrides, applied over trib.toml and environment variables.
+    storage_options: dict[str, str] = field(default_factory=dict)
     _config: dict | None = field(default=None, repr=False)
 
     @property
@@ -30,7 +32,8 @@ class TribState:
         return self._config
 
     def resolve(self, name: str) -> tuple[str, dict[str, str]]:
-        return resolve_table(name, self.config)
+        root, options = resolve_table(name, self.config)
+        return root, {**options, **self.storage_options}
 
     def table(self, name: str) -> Table:
         root, options = self.resolve(name)

@@ -18,11 +18,20 @@ from .context import TribState
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="trib.toml with [storage] options and [tables.NAME] aliases (default ./trib.toml).")
+@click.option("-o", "--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
+              help="Storage option, e.g. endpoint_url=http://host:9000, region=…, kerb_ticket=…, user=…")
 @click.version_option(package_name="tributary-read", prog_name="trib")
 @click.pass_context
-def cli(ctx: click.Context, verbose: bool, quiet: bool, config_path: str | None) -> None:
+def cli(ctx: click.Context, verbose: bool, quiet: bool, config_path: str | None,
+        storage_options: tuple[str, ...]) -> None:
     """Exact incremental loads on Hive/Spark: atomic manifest commits, exact file sets."""
-    ctx.obj = TribState(verbose=verbose, quiet=quiet, config_path=config_path)
+    opts = {}
+    for item in storage_options:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--storage-option")
+        opts[key.strip()] = value
+    ctx.obj = TribState(verbose=verbose, quiet=quiet, config_path=config_path, storage_options=opts)
 
 
 def _register() -> None:

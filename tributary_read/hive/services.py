@@ -4,13 +4,13 @@ Everything runs from the jars inside the pyspark wheel, so a dev box needs only
 ``pip install 'tributary-read[hive,spark]'`` and a JDK 17, never a Hive install.
 
 * The metastore is Hive 2.3's ``HiveMetaStore`` over embedded Derby in ``DIR/metastore_db``.
-  Hive 2.3 cannot pick its bind address (the server socket is created with a null
+  Hive 2.3 cannot choose its bind address (it opens its server socket with a null
   host), so it listens on all interfaces; clients use 127.0.0.1.
 * HiveServer2 is the Spark Thrift Server (``HiveThriftServer2``) in ``local[2]``
-  mode, bound to 127.0.0.1, using that metastore as its catalog.
+  mode, bound to 127.0.0.1, with that metastore as its catalog.
 
-State (pids, ports) lives in ``DIR/services.json``; logs in ``DIR/logs``; JVM temp
-files in ``DIR/tmp``; the default warehouse in ``DIR/warehouse``.
+State (pids, ports) lives in ``DIR/services.json``, logs in ``DIR/logs``, JVM temp
+files in ``DIR/tmp`` and the default warehouse in ``DIR/warehouse``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
+from xml.sax.saxutils import escape as xml_escape
 
 from tributary_read.errors import MetastoreError, missing_extra
 
@@ -38,44 +39,27 @@ _STATE = "services.json"
 _HMS_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 _HS2_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 
-# What Spark's launcher (JavaModuleOptions) passes so Hive/Spark reflection works on Java 17.
-_JAVA17_OPTS = [
-    "-XX:+IgnoreUnrecognizedVMOptions",
-    *(
-        f"--add-opens={m}=ALL-UNNAMED"
-        for m in (
-            "java.base/java.lang", "java.base/java.lang.invoke", "java.base/java.lang.reflect",
-            "java.base/java.io", "java.base/java.net", "java.base/java.nio", "java.base/java.util",
-            "java.base/java.util.concurrent", "java.base/java.util.concurrent.atomic",
-            "java.base/jdk.internal.ref", "java.base/sun.nio.ch", "java.base/sun.nio.cs",
-            "java.base/sun.security.action", "java.base/sun.util.calendar",
-            "java.security.jgss/sun.security.krb5",
-        )
-    ),
+# The module opens Spark's launcher (JavaModuleOptions) passes, so reflection works on Java 17.
+_JAVA17_OPTS = ["-XX:+IgnoreUnrecognizedVMOptions"] + [
+    f"--add-opens={m}=ALL-UNNAMED"
+    for m in (
+        "java.base/java.lang", "java.base/java.lang.invoke", "java.base/java.lang.reflect",
+        "java.base/java.io", "java.base/java.net", "java.base/java.nio", "java.base/java.util",
+        "java.base/java.util.concurrent", "java.base/java.util.concurrent.atomic",
+        "java.base/jdk.internal.ref", "java.base/sun.nio.ch", "java.base/sun.nio.cs",
+        "java.base/sun.security.action", "java.base/sun.util.calendar",
+        "java.security.jgss/sun.security.krb5",
+    )
 ]
 
-_LOG4J2 = """\
-status = WARN
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{{ISO8601}} %p [%t] %c{{1}}: %m%n%ex
-rootLogger.level = WARN
-rootLogger.appenderRef.console.ref = console
-logger.main.name = {main_logger}
-logger.main.level = INFO
-logger.dn.name = DataNucleus
-logger.dn.level = ERROR
-logger.ds.name = Datastore
-logger.ds.level = ERROR
-logger.audit.name = org.apache.hadoop.hive.metastore.HiveMetaStore.audit
-logger.audit.level = WARN
-logger.dag.name = org.apache.spark.scheduler.DAGScheduler
-logger.dag.level = ERROR
-logger.native.name = org.apache.hadoop.util.NativeCodeLoader
-logger.native.level = ERROR
-"""
+# Per-statement chatter that would bury the one line explaining a failure.
+_QUIET_LOGGERS = {
+    "DataNucleus": "ERROR",
+    "Datastore": "ERROR",
+    "org.apache.hadoop.hive.metastore.HiveMetaStore.audit": "WARN",
+    "org.apache.spark.scheduler.DAGScheduler": "ERROR",  # "Failed to cancel job group" per query
+    "org.apache.hadoop.util.NativeCodeLoader": "ERROR",
+}
 
 
 @dataclass(frozen=True)
@@ -96,12 +80,12 @@ class HiveServices:
 def start(
     dir: str = ".trib/hive", hms_port: int = 9083, hs2_port: int = 10000, timeout: float = 180.0
 ) -> HiveServices:
-    """Launch the metastore and HiveServer2 detached, and return once HS2 answers a query.
+    """Launch the metastore and HiveServer2 detached; return once HS2 answers ``SELECT 1``.
 
-    Reuses services already running from ``dir`` (their recorded ports win over the
-    arguments). A half-dead pair is stopped and started afresh, since the survivor
-    would hold the Derby lock. On any failure both processes are killed and
-    ``MetastoreError`` names the log file with its last meaningful line.
+    Services already running from ``dir`` are returned as they are (their recorded
+    ports win over the arguments). A half-dead pair is stopped and started afresh,
+    since a surviving metastore holds the Derby lock. On failure or timeout both
+    processes are killed and ``MetastoreError`` names the log and its telling line.
     """
     root = Path(dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -115,11 +99,10 @@ def start(
 
 
 def status(dir: str = ".trib/hive") -> dict:
-    """Report each service's pid, port and liveness (process alive AND port accepting TCP)."""
+    """Per service: pid, port, and alive (process alive AND port accepting TCP)."""
     current = _load(Path(dir).resolve())
     if current is None:
-        empty = {"pid": None, "port": None, "alive": False}
-        return {"hms": dict(empty), "hs2": dict(empty)}
+        return {name: {"pid": None, "port": None, "alive": False} for name in ("hms", "hs2")}
     return {
         "hms": {"pid": current.hms_pid, "port": current.hms_port,
                 "alive": _service_alive(current.hms_pid, _HMS_CLASS, current.hms_port)},
@@ -129,7 +112,7 @@ def status(dir: str = ".trib/hive") -> dict:
 
 
 def stop(dir: str = ".trib/hive", timeout: float = 30.0) -> None:
-    """SIGTERM both process groups, SIGKILL whatever outlives ``timeout``; a no-op if none run."""
+    """SIGTERM both process groups, SIGKILL what outlives ``timeout``; a no-op if none run."""
     root = Path(dir).resolve()
     if not (root / _STATE).exists():
         return
@@ -142,12 +125,14 @@ def stop(dir: str = ".trib/hive", timeout: float = 30.0) -> None:
 
 def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> HiveServices:
     deadline = time.monotonic() + timeout
-    spark_home = _spark_home()
-    java = _java()
+    try:  # fail before launching anything
+        from pyhive import hive
+    except ImportError as e:
+        raise missing_extra("pyhive", "hive") from e
+    spark_home, java = _spark_home(), _java()
     _check_port_free("", hms_port, "metastore")  # HMS binds the wildcard address
     _check_port_free(HOST, hs2_port, "HiveServer2")
     conf, logs, tmp, warehouse = (root / d for d in ("conf", "logs", "tmp", "warehouse"))
-    shutil.rmtree(tmp, ignore_errors=True)  # nothing runs now; drop old sessions' leftovers
     for d in (conf / "spark", logs, tmp / "scratch", warehouse):
         d.mkdir(parents=True, exist_ok=True)
     _write_conf(root, conf)
@@ -157,19 +142,18 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
         hms = _spawn(
             [java, "-Xmx512m", *_JAVA17_OPTS, f"-Djava.io.tmpdir={tmp}",
              f"-Dderby.stream.error.file={logs / 'derby.log'}",
-             # conf first so our hive-site.xml / hive-log4j2.properties win over jar defaults
-             "-cp", f"{conf}{os.pathsep}{spark_home / 'jars'}/*",
-             _HMS_CLASS, "-p", str(hms_port)],
+             # conf first, so our hive-site.xml / hive-log4j2.properties beat the jars' defaults
+             "-cp", f"{conf}{os.pathsep}{spark_home / 'jars'}/*", _HMS_CLASS, "-p", str(hms_port)],
             root, logs / "hms.log", os.environ.copy())
         _save(root, HiveServices(str(root), hms_port, hs2_port, hms.pid, 0))
         _wait(hms, logs / "hms.log", "metastore", deadline, lambda: _port_open(hms_port))
 
         env = os.environ.copy()
-        env["SPARK_HOME"] = str(spark_home)  # a user SPARK_HOME would run another Spark
-        env["SPARK_CONF_DIR"] = str(conf / "spark")  # no stray spark-defaults / hive-site
+        env["SPARK_HOME"] = str(spark_home)  # a user's SPARK_HOME would run another Spark
+        env["SPARK_CONF_DIR"] = str(conf / "spark")  # no stray spark-defaults.conf / hive-site.xml
         env["SPARK_LOCAL_IP"] = HOST  # driver RPC and block manager on loopback too
         for var in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "HIVE_CONF_DIR"):
-            env.pop(var, None)  # a cluster's core-site would turn '/tmp/x' into hdfs://
+            env.pop(var, None)  # a cluster core-site.xml would turn '/tmp/x' into hdfs://
         hs2 = _spawn(
             [str(spark_home / "bin" / "spark-submit"), "--class", _HS2_CLASS,
              "--master", "local[2]", "--name", "trib-hs2", "--driver-memory", "1g",
@@ -178,7 +162,7 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
              "--conf", f"spark.hadoop.hive.metastore.uris=thrift://{HOST}:{hms_port}",
              "--conf", f'spark.driver.extraJavaOptions=-Djava.io.tmpdir="{tmp}" '
                        f'-Dderby.stream.error.file="{logs / "derby-hs2.log"}"',
-             "spark-internal",  # the "no user jar" primary resource HiveThriftServer2 expects
+             "spark-internal",  # the "no application jar" primary resource
              "--hiveconf", f"hive.server2.thrift.port={hs2_port}",
              "--hiveconf", f"hive.server2.thrift.bind.host={HOST}",
              "--hiveconf", f"hive.server2.logging.operation.log.location={tmp / 'operation_logs'}",
@@ -186,15 +170,17 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
              "--hiveconf", f"hive.exec.local.scratchdir={tmp / 'scratch'}"],
             root, logs / "hs2.log", env)
         _save(root, HiveServices(str(root), hms_port, hs2_port, hms.pid, hs2.pid))
-        _wait(hs2, logs / "hs2.log", "HiveServer2", deadline, lambda: _hs2_answers(hs2_port, deadline))
-        # The metastore could have died meanwhile; HS2 only talks to it lazily.
+        _wait(hs2, logs / "hs2.log", "HiveServer2", deadline,
+              lambda: _port_open(hs2_port) and _answers(hive, hs2_port, deadline))
+        # HS2 reaches the metastore lazily, so check it did not die meanwhile.
         _wait(hms, logs / "hms.log", "metastore", deadline, lambda: _port_open(hms_port))
         return HiveServices(str(root), hms_port, hs2_port, hms.pid, hs2.pid)
     except BaseException:
         for proc in (hs2, hms):
             if proc is not None:
                 _kill_group(proc.pid, 10.0)
-                proc.wait()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(10.0)
         (root / _STATE).unlink(missing_ok=True)
         raise
 
@@ -208,12 +194,12 @@ def _spawn(cmd: list[str], cwd: Path, log: Path, env: dict) -> subprocess.Popen:
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _wait(proc: subprocess.Popen, log: Path, what: str, deadline: float, ready) -> None:
+def _wait(proc: subprocess.Popen, log: Path, what: str, deadline: float,
+          ready: Callable[[], bool]) -> None:
     while True:
         if proc.poll() is not None:
-            raise MetastoreError(
-                f"{what} exited with status {proc.returncode} while starting; "
-                f"see {log}: {_last_line(log)}")
+            raise MetastoreError(f"{what} exited with status {proc.returncode} while starting; "
+                                 f"see {log}: {_last_line(log)}")
         if ready():
             return
         if time.monotonic() > deadline:
@@ -221,15 +207,9 @@ def _wait(proc: subprocess.Popen, log: Path, what: str, deadline: float, ready) 
         time.sleep(0.5)
 
 
-def _hs2_answers(port: int, deadline: float) -> bool:
-    """True once ``SELECT 1`` round-trips; a bounded thread guards against a hung handshake."""
-    if not _port_open(port):
-        return False
-    try:
-        from pyhive import hive
-    except ImportError as e:
-        raise missing_extra("pyhive", "hive") from e
-    result: list = []
+def _answers(hive, port: int, deadline: float) -> bool:
+    """True once ``SELECT 1`` round-trips; run in a thread so a hung handshake cannot block."""
+    result: list[bool] = []
 
     def probe() -> None:
         try:
@@ -242,7 +222,7 @@ def _hs2_answers(port: int, deadline: float) -> bool:
                 result.append(cur.fetchall() == [(1,)])
             finally:
                 conn.close()
-        except Exception:  # not ready yet: the caller polls again
+        except Exception:  # not ready yet; the caller polls again
             result.append(False)
 
     thread = threading.Thread(target=probe, daemon=True)
@@ -259,27 +239,37 @@ def _write_conf(root: Path, conf: Path) -> None:
         "datanucleus.schema.autoCreateAll": "true",
         "hive.metastore.schema.verification": "false",
         "hive.metastore.warehouse.dir": (root / "warehouse").as_uri(),
-        "hive.async.log.enabled": "false",  # needs LMAX disruptor, which pyspark does not ship
+        "hive.async.log.enabled": "false",  # needs the LMAX disruptor jar, absent from pyspark
         "hive.log4j.file": str(conf / "hive-log4j2.properties"),
     }
-    body = "".join(
-        f"  <property><name>{k}</name><value>{_xml_escape(v)}</value></property>\n"
-        for k, v in props.items())
+    body = "".join(f"  <property><name>{k}</name><value>{xml_escape(v)}</value></property>\n"
+                   for k, v in props.items())
     _atomic_write(conf / "hive-site.xml",
                   f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n')
-    _atomic_write(conf / "hive-log4j2.properties",
-                  _LOG4J2.format(main_logger="org.apache.hadoop.hive.metastore"))
+    _atomic_write(conf / "hive-log4j2.properties", _log4j2("org.apache.hadoop.hive.metastore"))
     _atomic_write(conf / "spark" / "log4j2.properties",
-                  _LOG4J2.format(main_logger="org.apache.spark.sql.hive.thriftserver"))
+                  _log4j2("org.apache.spark.sql.hive.thriftserver"))
+
+
+def _log4j2(main_logger: str) -> str:
+    levels = {main_logger: "INFO", **_QUIET_LOGGERS}
+    return "".join(
+        ["status = WARN\n",
+         "appender.console.type = Console\nappender.console.name = console\n",
+         "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n",
+         "appender.console.layout.pattern = %d{ISO8601} %p [%t] %c{1}: %m%n%ex\n",
+         "rootLogger.level = WARN\nrootLogger.appenderRef.console.ref = console\n"]
+        + [f"logger.l{i}.name = {name}\nlogger.l{i}.level = {level}\n"
+           for i, (name, level) in enumerate(levels.items())])
 
 
 def _spark_home() -> Path:
-    spec = importlib.util.find_spec("pyspark")
+    spec = importlib.util.find_spec("pyspark")  # locates without importing pyspark
     if spec is None or not spec.submodule_search_locations:
         raise missing_extra("pyspark", "spark")
     home = Path(spec.submodule_search_locations[0])
     if not (home / "jars").is_dir():
-        raise MetastoreError(f"{home} has no jars/: need the pyspark wheel, not pyspark-client")
+        raise MetastoreError(f"{home} has no jars/: need the full pyspark wheel, not pyspark-client")
     return home
 
 
@@ -301,6 +291,8 @@ def _stop_locked(root: Path, timeout: float) -> None:
         for pid, marker in ((current.hs2_pid, _HS2_CLASS), (current.hms_pid, _HMS_CLASS)):
             if _is_ours(pid, marker):
                 _kill_group(pid, timeout)
+        # Only now that our JVMs are gone: HS2 leaves a *_resources dir per session here.
+        shutil.rmtree(root / "tmp", ignore_errors=True)
     (root / _STATE).unlink(missing_ok=True)
 
 
@@ -314,8 +306,7 @@ def _kill_group(pid: int, timeout: float) -> None:
         end = time.monotonic() + grace
         while time.monotonic() < end:
             if not _pid_alive(pid):
-                # Stragglers of the group (e.g. spark-submit's launcher JVM) go with it.
-                with contextlib.suppress(ProcessLookupError):
+                with contextlib.suppress(ProcessLookupError):  # stragglers of the group
                     os.killpg(pid, signal.SIGKILL)
                 return
             time.sleep(0.2)
@@ -359,9 +350,9 @@ def _port_open(port: int) -> bool:
 
 
 def _check_port_free(host: str, port: int, what: str) -> None:
-    # Otherwise a foreign listener would make "port accepts TCP" look like success.
+    # Otherwise a foreign listener would make "port accepts TCP" look like our success.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Java does; TIME_WAIT is fine
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Java does: TIME_WAIT is fine
         try:
             s.bind((host, port))
         except OSError as e:
@@ -399,24 +390,21 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _xml_escape(value: str) -> str:
-    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-_NOISE = re.compile(r"^\s*(at |\.\.\. \d+ more|at$)|^\s*$|^=+ ")
-_SIGNAL = re.compile(r"ERROR|Exception|Error:|Caused by|FATAL")
+_NOISE = re.compile(r"^\s*$|^\s*at |^\s*\.\.\. \d+ more")
+_TELLING = re.compile(r"\b(ERROR|FATAL)\b|^Caused by|^Exception in|^[\w.$]+(Exception|Error)\b")
 
 
 def _last_line(log: Path) -> str:
-    """The last error-looking line of the log (else its last line), for exception messages."""
+    """The last error-looking line of this run's log (else its last line)."""
     try:
         with open(log, "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - 64 * 1024))
             lines = f.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return "(no log)"
-    lines = [ln.strip() for ln in lines if not _NOISE.search(ln)]
+    runs = [i for i, ln in enumerate(lines) if ln.startswith("==== ")]  # _spawn's header
+    lines = [ln.strip() for ln in lines[runs[-1] + 1 if runs else 0:] if not _NOISE.search(ln)]
     for ln in reversed(lines):
-        if _SIGNAL.search(ln):
+        if _TELLING.search(ln):
             return ln[:500]
     return lines[-1][:500] if lines else "(empty log)"
