@@ -39,7 +39,10 @@ def parse_timezone(name: str) -> tzinfo:
         return timezone.utc
     m = re.fullmatch(r"([+-])([0-9]{2}):?([0-9]{2})", name or "")
     if m:
-        delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
+        hours, minutes = int(m.group(2)), int(m.group(3))
+        if hours > 23 or minutes > 59:  # "+08:99" is a typo, not 09:39
+            raise InvalidLayoutError(f"bad UTC offset {name!r}")
+        delta = timedelta(hours=hours, minutes=minutes)
         return timezone(-delta if m.group(1) == "-" else delta)
     try:
         return ZoneInfo(name)
@@ -65,7 +68,8 @@ def _parts(template: str, what: str) -> list[str | tuple[str]]:
     if pos < len(template):
         out.append(template[pos:])
     for p in out:
-        if isinstance(p, str) and ("{" in p or "}" in p or not _LITERAL.match(p)):
+        # fullmatch: with match(), '$' would let a trailing newline through.
+        if isinstance(p, str) and ("{" in p or "}" in p or not _LITERAL.fullmatch(p)):
             raise InvalidLayoutError(f"bad literal {p!r} in {what} {template!r}")
     return out
 
@@ -162,7 +166,7 @@ class Layout:
         keys = []
         for spec in self.partition.split(","):
             key, sep, tmpl = spec.strip().partition("=")
-            if not sep or not _KEY.match(key) or not tmpl:
+            if not sep or not _KEY.fullmatch(key) or not tmpl:
                 raise InvalidLayoutError(f"malformed partition spec {self.partition!r}")
             parts = _parts(tmpl, "partition")
             for p in parts:
@@ -204,10 +208,17 @@ class Layout:
             )
         except ValueError:
             raise InvalidLayoutError(f"{path!r} is not a real date/time") from None
-        if self.dir_for_datetime(start) != path.strip("/"):
-            # e.g. a local time skipped by a DST jump.
-            raise InvalidLayoutError(f"{path!r} does not round-trip under layout {self.directory!r}")
-        return self._partition(path.strip("/"), values, start)
+        try:
+            # Round-trip via UTC: astimezone() into start's own zone is a no-op, so a
+            # local time skipped by a DST jump would otherwise format back to itself.
+            if self.dir_for_datetime(start.astimezone(timezone.utc)) != path.strip("/"):
+                raise InvalidLayoutError(
+                    f"{path!r} does not round-trip under layout {self.directory!r}"
+                )
+            return self._partition(path.strip("/"), values, start)
+        except OverflowError:
+            # e.g. 9999-12-31 has no next period to end at.
+            raise InvalidLayoutError(f"{path!r} is outside the supported time range") from None
 
     def try_parse(self, path: str) -> PartitionDir | None:
         try:
@@ -258,8 +269,11 @@ def _to_ms(dt: datetime) -> int:
 class PartitionCache:
     """Memoises :meth:`Layout.for_time` per UTC minute for the writer's hot path.
 
-    Every real zone offset is a whole number of minutes, so all events in one
-    UTC minute fall in the same partition for periods of a minute or more.
+    When the zone's offset is one whole number of minutes throughout a UTC
+    minute, all events in it fall in the same partition (periods are a minute or
+    more). That holds for every zone today but not for historical local mean
+    time (Africa/Monrovia was UTC-00:44:30 until 1972), so such minutes are
+    computed every time instead of memoised.
     """
 
     def __init__(self, layout: Layout, limit: int = 100_000):
@@ -271,7 +285,15 @@ class PartitionCache:
         key = ts_ms // 60_000
         p = self._cache.get(key)
         if p is None:
-            if len(self._cache) >= self.limit:
-                self._cache.clear()
-            p = self._cache[key] = self.layout.for_time(ts_ms)
+            p = self.layout.for_time(ts_ms)
+            if self._uniform(key):
+                if len(self._cache) >= self.limit:
+                    self._cache.clear()
+                self._cache[key] = p
         return p
+
+    def _uniform(self, minute: int) -> bool:
+        """True when one whole-minute offset covers the minute (changes fall on whole seconds)."""
+        first = datetime.fromtimestamp(minute * 60, self.layout.tz).utcoffset()
+        last = datetime.fromtimestamp(minute * 60 + 59, self.layout.tz).utcoffset()
+        return first == last and first % timedelta(minutes=1) == timedelta(0)

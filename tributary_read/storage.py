@@ -152,9 +152,9 @@ class Storage:
 
     def open_output(self, rel: str):
         """A new file stream (overwrites); parents are created as needed."""
-        parent = posixpath.dirname(safe_relpath(rel))
-        if parent:
-            self.makedirs(parent)
+        # Also when the parent is the root ('' -> root): pyarrow's local open does
+        # not create directories, so a top-level file in a new table would fail.
+        self.makedirs(posixpath.dirname(safe_relpath(rel)))
         try:
             # compression=None: pyarrow would otherwise gzip a '.gz' name itself;
             # storage moves bytes verbatim and the format layer owns compression.
