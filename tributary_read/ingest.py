@@ -172,7 +172,7 @@ def ingest(
     try:
         with open(source, "rb") as src:
             offset = _seek(src, start, pos)
-            pending = 0
+            pending = unreported = 0
             for raw in src:
                 line = raw[:-1] if raw.endswith(b"\n") else raw
                 if line.endswith(b"\r"):
@@ -192,7 +192,10 @@ def ingest(
                 read += 1
                 pending += 1
                 if progress:
-                    progress(len(raw))
+                    unreported += len(raw)
+                    if unreported >= 1 << 20:  # a TTY redraw per record would dominate
+                        progress(unreported)
+                        unreported = 0
                 if pending >= commit_every:
                     base = _commit(writer, app_id, name, offset - 1, src.tell(), base, on_commit)
                     commits += 1
@@ -200,6 +203,8 @@ def ingest(
             if pending:
                 base = _commit(writer, app_id, name, offset - 1, src.tell(), base, on_commit)
                 commits += 1
+            if progress and unreported:
+                progress(unreported)
     except BaseException:
         writer.abort()
         raise
