@@ -73,10 +73,13 @@ class LineSink:
         self._buf: list[bytes] = []
         self._buffered = 0
         self.uncompressed = 0
+        # bytes_written is asked after every record: keep its parts at hand. Only
+        # _drain writes to ``raw``, so its position is re-read there, not per record.
+        self._raw_pos = raw.tell()
+        self._ratio = 4 if self.out is not raw else 1
 
     def write_line(self, line: bytes) -> None:
-        self._buf.append(line)
-        self._buf.append(b"\n")
+        self._buf += (line, b"\n")
         self._buffered += len(line) + 1
         if self._buffered >= self.FLUSH_BYTES:
             self._drain()
@@ -87,6 +90,7 @@ class LineSink:
     def _drain(self) -> None:
         if self._buf:
             self.out.write(b"".join(self._buf))
+            self._raw_pos = self.raw.tell()
             self.uncompressed += self._buffered
             self._buf.clear()
             self._buffered = 0
@@ -94,7 +98,7 @@ class LineSink:
     @property
     def bytes_written(self) -> int:
         """Approximate on-disk size, for size-based rolling."""
-        return self.raw.tell() + self._buffered // (4 if self.out is not self.raw else 1)
+        return self._raw_pos + self._buffered // self._ratio
 
     def close(self) -> None:
         self._drain()
@@ -131,16 +135,16 @@ class ParquetSink:
     def _write(self, table: pa.Table) -> None:
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.raw, table.schema, compression=self.codec)
-        elif table.schema != self.writer.schema.to_arrow_schema():
+        elif table.schema != self.writer.schema:
             try:
-                table = table.cast(self.writer.schema.to_arrow_schema())
+                table = table.cast(self.writer.schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as e:
                 raise InvalidInputError(f"record schema changed within a file: {e}") from None
         self.writer.write_table(table, row_group_size=self.ROW_GROUP)
 
     def _drain(self) -> None:
         if self._rows:
-            schema = self.writer.schema.to_arrow_schema() if self.writer else None
+            schema = self.writer.schema if self.writer else None
             try:
                 table = pa.Table.from_pylist(self._rows, schema=schema)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:

@@ -49,6 +49,7 @@ class _OpenFile:
     kind: str = "data"
     records: int = 0
     last_write: float = field(default_factory=time.monotonic)
+    key: str = ""  # the partition directory: this file's key in TableWriter._open
 
 
 class TableWriter:
@@ -74,6 +75,12 @@ class TableWriter:
         self._partition_of = PartitionCache(table.layout)
         self._suffix = file_suffix(table.config.format, table.config.compression)
         self._open: dict[str, _OpenFile] = {}
+        # Hot-path memo for write(): UTC minute (ts_ms // 60_000) -> open file of its
+        # partition. Only minutes that lie wholly in one partition are memoised, and
+        # the memo is dropped whenever a file closes, so it never outlives a file.
+        self._file_of_minute: dict[int, _OpenFile] = {}
+        # write_table()'s memo: minute m -> partition of m * 60_000 (a pure function of m).
+        self._part_of_minute: dict[int, PartitionDir] = {}
         self._closed: list[tuple[FileEntry, str]] = []  # (entry, where it was written)
         self._seq = 0
         self._dead: _OpenFile | None = None
@@ -85,10 +92,10 @@ class TableWriter:
 
     def write(self, record: bytes | dict, ts_ms: int) -> None:
         """Append one record (a line, or a row dict for Parquet) at event time ``ts_ms``."""
-        part = self._partition_of(ts_ms)
-        f = self._open.get(part.path)
+        # Per-record hot path: one memo lookup instead of partition + file lookups.
+        f = self._file_of_minute.get(ts_ms // 60_000)
         if f is None:
-            f = self._open[part.path] = self._new_file(part)
+            f = self._file_for(ts_ms)
         if isinstance(record, dict):
             f.sink.write_row(record)
         else:
@@ -99,21 +106,75 @@ class TableWriter:
         if (roll.max_records and f.records >= roll.max_records) or (
             roll.max_bytes and f.sink.bytes_written >= roll.max_bytes
         ):
-            self._close(part.path)
+            self._close(f.key)
         if now - self._last_idle_check >= 1.0:
             self.roll_idle(now)
+
+    def _file_for(self, ts_ms: int) -> _OpenFile:
+        """The open file for ``ts_ms``'s partition, opened if needed (write()'s slow path)."""
+        part = self._partition_of(ts_ms)
+        f = self._open.get(part.path)
+        if f is None:
+            f = self._open[part.path] = self._new_file(part)
+        minute = ts_ms // 60_000
+        start = minute * 60_000
+        # Memoise only when the whole minute is in this partition (not so across an
+        # offset change that is not on a minute boundary).
+        try:
+            whole = (self._partition_of(start).path == part.path
+                     and self._partition_of(start + 59_999).path == part.path)
+        except (ValueError, OverflowError, OSError):
+            whole = False
+        if whole:
+            if len(self._file_of_minute) >= 100_000:
+                self._file_of_minute.clear()
+            self._file_of_minute[minute] = f
+        return f
 
     def write_table(self, table: pa.Table, time_column: str) -> None:
         """Append an Arrow table (Parquet tables), routing rows by ``time_column`` (epoch ms)."""
         ts = table.column(time_column).cast(pa.int64())
         minutes = pc.divide(ts, 60_000)
-        uniq = pc.unique(minutes).to_pylist()
-        by_part: dict[str, list[int]] = {}
-        for m in uniq:
-            by_part.setdefault(self._partition_of(m * 60_000).path, []).append(m)
-        for path, mins in by_part.items():
-            rows = table.filter(pc.is_in(minutes, value_set=pa.array(mins, pa.int64())))
-            part = self._partition_of(mins[0] * 60_000)
+        uniq = pc.unique(minutes)
+        # Partitions in order of first appearance, and each distinct minute's partition.
+        slot: dict[str, int] = {}
+        parts: list[PartitionDir] = []
+        slot_of_minute: list[int] = []
+        memo, slot_get, add_slot = self._part_of_minute, slot.get, slot_of_minute.append
+        for m in uniq.to_pylist():
+            part = memo.get(m)
+            if part is None:
+                if len(memo) >= 100_000:
+                    memo.clear()
+                part = memo[m] = self._partition_of(m * 60_000)
+            i = slot_get(part.path)
+            if i is None:
+                i = slot[part.path] = len(parts)
+                parts.append(part)
+            add_slot(i)
+        if len(parts) == 1:
+            groups = [table]
+        elif parts:
+            # One pass instead of one is_in + filter per partition: a partition slot
+            # per row, a stable sort by slot (rows keep their order within a
+            # partition), then one compact take per partition.
+            row_slot = pc.take(pa.array(slot_of_minute, pa.int32()), pc.index_in(minutes, value_set=uniq))
+            vc = pc.value_counts(row_slot)
+            counts = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()))
+            n = len(row_slot)
+            if not pc.any(pc.less(row_slot.slice(1), row_slot.slice(0, n - 1))).as_py():
+                take = table.slice  # time-ordered input: each partition is one run, no copy
+            else:
+                order = pc.sort_indices(row_slot)
+                take = lambda start, count: table.take(order.slice(start, count))  # noqa: E731
+            groups, start = [], 0
+            for i in range(len(parts)):
+                groups.append(take(start, counts[i]))
+                start += counts[i]
+        else:
+            groups = []
+        for part, rows in zip(parts, groups):
+            path = part.path
             f = self._open.get(path) or self._open.setdefault(path, self._new_file(part))
             f.sink.write_table(rows)
             f.records += rows.num_rows
@@ -148,7 +209,7 @@ class TableWriter:
         write_path = staged_name(path) if self.protocol == "rename" else path
         raw = self.storage.open_output(write_path)
         sink = open_sink(raw, self.table.config.format, self.table.config.compression)
-        return _OpenFile(path, write_path, sink, dict(part.values))
+        return _OpenFile(path, write_path, sink, dict(part.values), key=part.path)
 
     def _finish(self, f: _OpenFile) -> None:
         f.sink.close()
@@ -159,6 +220,7 @@ class TableWriter:
         self._closed.append((entry, f.write_path))
 
     def _close(self, path: str) -> None:
+        self._file_of_minute.clear()
         self._finish(self._open.pop(path))
 
     # -- committing ----------------------------------------------------------
@@ -203,6 +265,7 @@ class TableWriter:
         for _, where in self._closed:
             self.storage.delete(where)
         self._open.clear()
+        self._file_of_minute.clear()
         self._closed.clear()
         self._dead = None
 

@@ -1,0 +1,110 @@
+"""Helpers shared by the benchmark scripts (not a test module: nothing here is timed by pytest)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+#: gitignored scratch space on the same disk as the repository
+DEFAULT_WORKDIR = HERE / "out"
+
+if str(REPO) not in sys.path:  # run as `python benchmarks/x.py` without installing
+    sys.path.insert(0, str(REPO))
+
+
+def machine_info() -> dict:
+    import pyarrow
+
+    try:
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover - not on Linux/macOS
+        load = "n/a"
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "python": sys.version.split()[0],
+        "pyarrow": pyarrow.__version__,
+        "platform": platform.platform(),
+        "loadavg": load,
+        "git": _git_rev(),
+    }
+
+
+def _git_rev() -> str:
+    try:
+        rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return rev + ("+dirty" if dirty else "") if rev else "n/a"
+    except (OSError, subprocess.SubprocessError):
+        return "n/a"
+
+
+def fs_type(path: str | os.PathLike) -> str:
+    """File-system type of ``path`` (Linux), to show the disk is real and not tmpfs."""
+    try:
+        out = subprocess.run(["df", "--output=fstype", str(path)], capture_output=True, text=True,
+                             timeout=10).stdout.split()
+        return out[-1] if len(out) > 1 else "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+class WorkDir:
+    """A fresh scratch directory, removed on exit unless ``keep``."""
+
+    def __init__(self, parent: str | os.PathLike | None = None, prefix: str = "bench-", keep: bool = False):
+        parent = Path(parent) if parent else DEFAULT_WORKDIR
+        parent.mkdir(parents=True, exist_ok=True)
+        self.path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        self.keep = keep
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        if not self.keep:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Nearest-rank percentile of already sorted values (p in 0..100)."""
+    if not sorted_values:
+        return float("nan")
+    k = max(0, min(len(sorted_values) - 1, math.ceil(p / 100 * len(sorted_values)) - 1))
+    return sorted_values[k]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def md_table(headers: list[str], rows: list[list]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def fmt_int(x: float) -> str:
+    return f"{x:,.0f}"

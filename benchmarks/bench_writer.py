@@ -1,0 +1,395 @@
+#!/usr/bin/env python
+"""Writer throughput: trib's TableWriter against a raw pyarrow baseline, same records, same run.
+
+Two variants, each timed ``--repeat`` times with trib and raw runs interleaved:
+
+* **text + gzip** -- N jsonl lines written through ``TableWriter.write(line, ts_ms)``
+  into an hourly-partitioned table plus one final ``commit()``, against the same
+  lines written to ONE gzip stream (``pa.CompressedOutputStream(pa.OSFile(..))``)
+  with the same buffering (chunks of ~1 MiB joined), with no partitioning.
+* **parquet** -- the same records as an Arrow table (id, ts, level, user, msg)
+  through ``TableWriter.write_table(batch, 'ts')`` in batches of ``--batch-rows``
+  plus one ``commit()``, against one ``pq.ParquetWriter`` fed the same batches
+  (and, for information, ``pq.write_table`` of the whole table).
+
+Data generation, table creation and clean-up are outside the timings. The
+trib side includes everything a real writer pays: partition routing, one file
+per partition, fsync of every data file, the fsynced manifest commit. The raw
+side does not fsync (as specified); its fsync cost is measured separately and
+shown so the reader can see how much of the gap durability explains.
+
+    .venv/bin/python benchmarks/bench_writer.py            # 1,000,000 records, median of 5
+    .venv/bin/python benchmarks/bench_writer.py --quick    # 20,000 records, 3 runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import shutil
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import WorkDir, fmt_int, fs_type, machine_info, md_table, median  # noqa: E402
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from tributary_read.layout import Layout  # noqa: E402
+from tributary_read.table import Table, TableConfig  # noqa: E402
+from tributary_read.writer import TableWriter  # noqa: E402
+
+LAYOUT = Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
+BASE_MS = 1_717_200_000_000  # 2024-06-01T00:00:00Z
+FLUSH_BYTES = 1 << 20  # the same chunking LineSink uses
+
+WORDS = ("the quick brown fox jumps over lazy dog request served user login logout cart checkout "
+         "payment accepted declined retry timeout cache miss hit upstream downstream shard replica "
+         "leader follower commit abort snapshot compaction partition offset lag consumer producer "
+         "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike").split()
+LEVELS = ("INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR")
+
+
+# -- data ---------------------------------------------------------------------
+class Records:
+    """N records as jsonl lines and as the equivalent Arrow table."""
+
+    def __init__(self, n: int, seed: int, hours: float, order: str):
+        rng = random.Random(seed)
+        span = int(hours * 3_600_000)
+        ts = [BASE_MS + rng.randrange(span) for _ in range(n)]
+        if order == "sorted":
+            ts.sort()
+        elif order == "nearly-sorted":  # log-like: mostly increasing, a few minutes of jitter
+            ts.sort()
+            ts = [max(BASE_MS, t - rng.randrange(300_000)) for t in ts]
+        levels = [rng.choice(LEVELS) for _ in range(n)]
+        users = [f"u{rng.randrange(100_000):05d}" for _ in range(n)]
+        choice, randint = rng.choice, rng.randint
+        msgs = [" ".join([choice(WORDS) for _ in range(randint(6, 18))]) for _ in range(n)]
+        self.n = n
+        self.ts = ts
+        self.lines = [
+            f'{{"id":{i},"ts":{t},"level":"{lv}","user":"{u}","msg":"{m}"}}'.encode()
+            for i, (t, lv, u, m) in enumerate(zip(ts, levels, users, msgs))
+        ]
+        self.text_bytes = sum(len(x) for x in self.lines) + n  # with newlines
+        self.table = pa.table({
+            "id": pa.array(range(n), pa.int64()),
+            "ts": pa.array(ts, pa.int64()),
+            "level": pa.array(levels, pa.string()),
+            "user": pa.array(users, pa.string()),
+            "msg": pa.array(msgs, pa.string()),
+        })
+        self.arrow_bytes = self.table.nbytes
+        self.partitions = Counter(LAYOUT.for_time(t).path for t in ts)
+
+    def batches(self, rows: int) -> list[pa.Table]:
+        return [pa.Table.from_batches([b]) for b in self.table.to_batches(max_chunksize=rows)]
+
+
+# -- the timed bodies ------------------------------------------------------------
+def raw_text(lines: list[bytes], path: Path, codec: str) -> dict:
+    t0 = time.perf_counter()
+    out = pa.CompressedOutputStream(pa.OSFile(str(path), "wb"), codec)
+    buf: list[bytes] = []
+    append = buf.append
+    buffered = 0
+    for line in lines:
+        append(line)
+        append(b"\n")
+        buffered += len(line) + 1
+        if buffered >= FLUSH_BYTES:
+            out.write(b"".join(buf))
+            buf.clear()
+            buffered = 0
+    if buf:
+        out.write(b"".join(buf))
+    out.close()
+    total = time.perf_counter() - t0
+    return {"total": total, "write": total, "commit": 0.0}
+
+
+def trib_text(recs: Records, root: Path, codec: str) -> dict:
+    table = Table.create(str(root), TableConfig(layout=LAYOUT, format="jsonl", compression=codec))
+    lines, ts = recs.lines, recs.ts
+    t0 = time.perf_counter()
+    w = TableWriter(table)
+    write = w.write
+    for line, t in zip(lines, ts):
+        write(line, t)
+    t1 = time.perf_counter()
+    commit = w.commit()
+    t2 = time.perf_counter()
+    return {"total": t2 - t0, "write": t1 - t0, "commit": t2 - t1, "_commit": commit}
+
+
+def raw_parquet(batches: list[pa.Table], path: Path, codec: str) -> dict:
+    t0 = time.perf_counter()
+    w = pq.ParquetWriter(str(path), batches[0].schema, compression=codec)
+    for b in batches:
+        w.write_table(b)
+    w.close()
+    total = time.perf_counter() - t0
+    return {"total": total, "write": total, "commit": 0.0}
+
+
+def raw_parquet_whole(table: pa.Table, path: Path, codec: str) -> dict:
+    t0 = time.perf_counter()
+    pq.write_table(table, str(path), compression=codec)
+    total = time.perf_counter() - t0
+    return {"total": total, "write": total, "commit": 0.0}
+
+
+def trib_parquet(batches: list[pa.Table], root: Path, codec: str) -> dict:
+    table = Table.create(str(root), TableConfig(layout=LAYOUT, format="parquet", compression=codec))
+    t0 = time.perf_counter()
+    w = TableWriter(table)
+    for b in batches:
+        w.write_table(b, "ts")
+    t1 = time.perf_counter()
+    commit = w.commit()
+    t2 = time.perf_counter()
+    return {"total": t2 - t0, "write": t1 - t0, "commit": t2 - t1, "_commit": commit}
+
+
+# -- harness ---------------------------------------------------------------------
+def _fsync_cost(path: Path) -> float:
+    t0 = time.perf_counter()
+    fd = os.open(str(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return time.perf_counter() - t0
+
+
+def _settle() -> None:
+    """Write back earlier runs' dirty pages and collect garbage, outside the timings."""
+    if hasattr(os, "sync"):
+        os.sync()
+    gc.collect()
+
+
+def run_variant(name: str, runs: dict, repeat: int, work: Path) -> dict[str, list[dict]]:
+    """Run each body in ``runs`` ``repeat`` times, interleaved, alternating the order."""
+    results: dict[str, list[dict]] = {k: [] for k in runs}
+    keys = list(runs)
+    for i in range(repeat):
+        for k in (keys if i % 2 == 0 else keys[::-1]):
+            target = work / f"{name}-{k}-{i}"
+            _settle()
+            r = runs[k](target)
+            if k.startswith("raw") and target.is_file():
+                r["raw_fsync"] = _fsync_cost(target)
+            r["out_bytes"] = _du(target)
+            results[k].append(r)
+            last = {kk: v for kk, v in r.items() if not kk.startswith("_")}
+            print(f"  {name:8s} {k:11s} run {i + 1}/{repeat}: "
+                  + ", ".join(f"{kk}={v:.3f}" if isinstance(v, float) else f"{kk}={v}" for kk, v in last.items()),
+                  file=sys.stderr, flush=True)
+            if i < repeat - 1:
+                shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+    return results
+
+
+def _du(p: Path) -> int:
+    if p.is_file():
+        return p.stat().st_size
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file() and "_tributary" not in f.parts)
+
+
+def verify_text(recs: Records, root: Path, commit, codec: str) -> str:
+    """Check the last trib run wrote exactly the input lines, each in its partition (not timed)."""
+    try:
+        got = Counter()
+        total = 0
+        nested = 0
+        for f in commit.files:
+            part = f.path.rsplit("/", 1)[0]
+            with pa.CompressedInputStream(pa.OSFile(str(root / f.path)), codec) as fh:
+                data = fh.read()
+            if data[:2] == b"\x1f\x8b" or data[:4] == b"\x28\xb5\x2f\xfd":  # gzip / zstd magic
+                nested += 1
+                with pa.CompressedInputStream(pa.BufferReader(data), codec) as fh:
+                    data = fh.read()
+            lines = data.split(b"\n")
+            assert lines[-1] == b"", f"{f.path} does not end with a newline"
+            n = len(lines) - 1
+            assert n == f.records, (f.path, n, f.records)
+            got[part] += n
+            total += n
+        assert total == recs.n, (total, recs.n)
+        assert got == recs.partitions, "per-partition record counts differ"
+    except AssertionError as e:
+        return f"FAILED: {e}"
+    if nested:
+        return (f"records OK, but {nested}/{len(commit.files)} files are {codec} inside {codec} "
+                "(compressed twice: the stream from Storage.open_output already compresses by extension)")
+    return "OK"
+
+
+def verify_parquet(recs: Records, root: Path, commit) -> str:
+    try:
+        got = Counter()
+        ids = []
+        row_groups = 0
+        for f in commit.files:
+            pf = pq.ParquetFile(root / f.path)
+            row_groups += pf.metadata.num_row_groups
+            t = pf.read(columns=["id", "ts"])
+            assert t.num_rows == f.records
+            sample = set(t.column("ts").to_pylist()[:: max(1, t.num_rows // 50)])
+            parts = {LAYOUT.for_time(x).path for x in sample}
+            assert parts == {f.path.rsplit("/", 1)[0]}, (f.path, parts)
+            got[f.path.rsplit("/", 1)[0]] += t.num_rows
+            ids.extend(t.column("id").chunks)
+        assert got == recs.partitions, "per-partition record counts differ"
+        all_ids = pa.chunked_array(ids, pa.int64()).to_pylist()
+        assert len(all_ids) == recs.n and len(set(all_ids)) == recs.n, "ids lost or duplicated"
+    except AssertionError as e:
+        return f"FAILED: {e}"
+    return f"OK ({row_groups} row groups in {len(commit.files)} files)"
+
+
+def summarise(n: int, in_bytes: int, runs: list[dict]) -> dict:
+    totals = [r["total"] for r in runs]
+    med, best = median(totals), min(totals)
+    out = {
+        "median_s": med, "best_s": best,
+        "rps_median": n / med, "rps_best": n / best,
+        "mbps_median": in_bytes / med / 1e6, "mbps_best": in_bytes / best / 1e6,
+        "write_s_median": median([r["write"] for r in runs]),
+        "commit_s_median": median([r["commit"] for r in runs]),
+        "out_bytes": runs[-1]["out_bytes"],
+        "runs_s": totals,
+    }
+    if "raw_fsync" in runs[0]:
+        out["raw_fsync_s_median"] = median([r["raw_fsync"] for r in runs])
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", "--records", type=int, default=1_000_000, help="records per variant (default 1,000,000)")
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs per side; median reported (default 5)")
+    ap.add_argument("--hours", type=float, default=24.0, help="event-time spread in hours (default 24)")
+    ap.add_argument("--order", choices=("random", "nearly-sorted", "sorted"), default="random",
+                    help="event-time order of the input (default random: every record may hit any partition)")
+    ap.add_argument("--batch-rows", type=int, default=65_536, help="Arrow batch size for parquet (default 65,536)")
+    ap.add_argument("--text-compression", choices=("gzip", "zstd"), default="gzip")
+    ap.add_argument("--parquet-compression", choices=("snappy", "zstd", "gzip", "none"), default="snappy")
+    ap.add_argument("--variants", default="text,parquet", help="comma list of text,parquet")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--dir", help="scratch directory parent (default benchmarks/out, on the repo's disk)")
+    ap.add_argument("--keep", action="store_true", help="keep the written files")
+    ap.add_argument("--quick", action="store_true", help="small smoke run: 20,000 records, 3 runs")
+    ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--markdown", help="also write the markdown section here")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.records = min(args.records, 20_000)
+        args.repeat = min(args.repeat, 3)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+
+    info = machine_info()
+    t0 = time.perf_counter()
+    recs = Records(args.records, args.seed, args.hours, args.order)
+    print(f"generated {recs.n:,} records ({recs.text_bytes / 1e6:.1f} MB as jsonl, "
+          f"{recs.arrow_bytes / 1e6:.1f} MB as Arrow, {len(recs.partitions)} partitions) "
+          f"in {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+
+    result: dict = {"args": vars(args), "machine": info, "records": recs.n,
+                    "text_bytes": recs.text_bytes, "arrow_bytes": recs.arrow_bytes,
+                    "partitions": len(recs.partitions), "variants": {}}
+    with WorkDir(args.dir, "writer-", args.keep) as work:
+        result["workdir_fstype"] = fs_type(work)
+        if "text" in variants:
+            codec = args.text_compression
+            runs = run_variant("text", {
+                "raw": lambda p: raw_text(recs.lines, p, codec),
+                "trib": lambda p: trib_text(recs, p, codec),
+            }, args.repeat, work)
+            check = verify_text(recs, work / f"text-trib-{args.repeat - 1}", runs["trib"][-1]["_commit"], codec)
+            result["variants"]["text"] = {
+                "label": f"text/jsonl + {codec}", "in_bytes": recs.text_bytes,
+                "raw": summarise(recs.n, recs.text_bytes, runs["raw"]),
+                "trib": summarise(recs.n, recs.text_bytes, runs["trib"]),
+                "files": len(runs["trib"][-1]["_commit"].files), "check": check,
+            }
+        if "parquet" in variants:
+            codec = args.parquet_compression
+            batches = recs.batches(args.batch_rows)
+            runs = run_variant("parquet", {
+                "raw": lambda p: raw_parquet(batches, p, codec),
+                "raw_whole": lambda p: raw_parquet_whole(recs.table, p, codec),
+                "trib": lambda p: trib_parquet(batches, p, codec),
+            }, args.repeat, work)
+            check = verify_parquet(recs, work / f"parquet-trib-{args.repeat - 1}", runs["trib"][-1]["_commit"])
+            result["variants"]["parquet"] = {
+                "label": f"parquet + {codec} ({args.batch_rows:,}-row batches)", "in_bytes": recs.arrow_bytes,
+                "raw": summarise(recs.n, recs.arrow_bytes, runs["raw"]),
+                "raw_whole": summarise(recs.n, recs.arrow_bytes, runs["raw_whole"]),
+                "trib": summarise(recs.n, recs.arrow_bytes, runs["trib"]),
+                "files": len(runs["trib"][-1]["_commit"].files), "check": check,
+            }
+    for v in result["variants"].values():
+        v["ratio_median"] = v["trib"]["rps_median"] / v["raw"]["rps_median"]
+        v["ratio_best"] = v["trib"]["rps_best"] / v["raw"]["rps_best"]
+
+    md = render(result, argv if argv is not None else sys.argv[1:])
+    print(md)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
+    if args.markdown:
+        Path(args.markdown).write_text(md + "\n")
+    return result
+
+
+def render(r: dict, argv: list[str]) -> str:
+    a = r["args"]
+    lines = [
+        f"## Writer throughput, {a['order']} event times (`benchmarks/bench_writer.py`)",
+        "",
+        f"{r['records']:,} records, event times spread over {a['hours']:g} h ({a['order']} order) -> "
+        f"{r['partitions']} hourly partitions; {r['text_bytes'] / 1e6:.1f} MB as jsonl, "
+        f"{r['arrow_bytes'] / 1e6:.1f} MB as Arrow. Median (and best) of {a['repeat']} interleaved runs; "
+        f"scratch dir on {r.get('workdir_fstype', '?')}. MB/s = uncompressed input "
+        "(jsonl bytes incl. newlines for text, Arrow `nbytes` for parquet) per second.",
+        "",
+    ]
+    rows = []
+    for v in r["variants"].values():
+        for side, label in (("raw", "raw pyarrow"), ("raw_whole", "raw `pq.write_table` (whole table, info)"),
+                            ("trib", "trib TableWriter + commit")):
+            if side not in v:
+                continue
+            s = v[side]
+            ratio = (f"**{v['ratio_median']:.2f}** ({v['ratio_best']:.2f})" if side == "trib"
+                     else ("1.00" if side == "raw" else f"{s['rps_median'] / v['raw']['rps_median']:.2f}"))
+            rows.append([v["label"], label, fmt_int(s["rps_median"]) + f" ({fmt_int(s['rps_best'])})",
+                         f"{s['mbps_median']:.1f} ({s['mbps_best']:.1f})", f"{s['median_s']:.3f}",
+                         f"{s['out_bytes'] / 1e6:.1f}", ratio])
+    lines.append(md_table(["variant", "writer", "records/s median (best)", "MB/s median (best)",
+                           "time s (median)", "output MB", "ratio trib/raw median (best)"], rows))
+    lines.append("")
+    for k, v in r["variants"].items():
+        t = v["trib"]
+        extra = f"; raw file fsync (not in raw time) {v['raw'].get('raw_fsync_s_median', 0) * 1000:.0f} ms"
+        lines.append(f"- {v['label']}: trib wrote {v['files']} files; time split (median) write "
+                     f"{t['write_s_median']:.3f} s + flush/fsync/commit {t['commit_s_median']:.3f} s{extra}; "
+                     f"output check of the last trib run: {v['check']}.")
+    lines.append(f"- goal (trib >= 90% of raw): " + ", ".join(
+        f"{v['label']}: {'met' if v['ratio_median'] >= 0.9 else 'NOT met'} ({v['ratio_median']:.0%})"
+        for v in r["variants"].values()))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
