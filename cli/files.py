@@ -2,27 +2,200 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from datetime import timezone as dt_timezone
+
 import click
 
-from tributary_read.resolve import manifest_files
+from tributary_read.errors import InvalidInputError
+from tributary_read.resolve import MODES, Source, plain_layout, resolve
+from tributary_read.window import TimeWindow, parse_instant
 
-from .context import TribState, emit, json_option, pass_state
+from .context import TribState, emit, json_option, parse_duration_ms, pass_state
+
+
+class ListingProgress:
+    """``listing ROOT: 120/4200 directories 3.1s`` on stderr, drawn only once a listing passes ``delay``.
+
+    A ticker thread redraws it, because a single recursive listing reports no
+    progress of its own until it is done.
+    """
+
+    def __init__(self, label: str, stream=None, delay: float = 1.0, interval: float = 0.2):
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.delay = delay
+        self.interval = interval
+        self.t0 = time.monotonic()
+        self.done, self.total = 0, None
+        self.shown = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+        self._thread.start()
+
+    def __call__(self, done: int, total: int | None) -> None:
+        self.done, self.total = done, total
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.interval):
+            if time.monotonic() - self.t0 >= self.delay:
+                self._draw()
+
+    def _draw(self) -> None:
+        with self._lock:
+            secs = time.monotonic() - self.t0
+            count = f"{self.done}/{self.total} directories " if self.total else ""
+            self.stream.write(f"\rlisting {self.label}: {count}{secs:.1f}s ")
+            self.stream.flush()
+            self.shown = True
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        with self._lock:
+            if self.shown:
+                self.stream.write("\r\x1b[K")
+                self.stream.flush()
+
+
+@contextmanager
+def listing_progress(state: TribState, label: str, quiet: bool = False):
+    """Yield a progress callback, or None when stderr is not a TTY or ``--quiet`` was given."""
+    if quiet or not state.progress_enabled():
+        yield None
+        return
+    bar = ListingProgress(label)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def open_source(state: TribState, root: str, layout: str | None, partition: str | None,
+                tz: str | None) -> tuple[Source, dict]:
+    """The table or plain directory named by ROOT (an alias from trib.toml works too)."""
+    if (partition or tz) and not layout:
+        raise InvalidInputError("--partition and --timezone describe a --layout; give --layout too")
+    lay = plain_layout(layout, partition, tz or "UTC") if layout else None
+    uri, options = state.resolve(root)
+    return Source.open(uri, options, lay), options
+
+
+def _window(start, end, schedule_time, period, lag, tz) -> TimeWindow | None:
+    if schedule_time is None:
+        if period is not None or lag is not None:
+            raise InvalidInputError("--period and --lag go with --schedule-time")
+        if start is None and end is None:
+            return None
+        return TimeWindow.parse(start, end, tz)
+    if start is not None or end is not None:
+        raise InvalidInputError("give --start/--end or --schedule-time, not both")
+    if period is None:
+        raise InvalidInputError("--schedule-time needs --period (e.g. 1h)")
+    return TimeWindow.previous_period(parse_instant(schedule_time, tz, "--schedule-time"),
+                                      parse_duration_ms(period), parse_duration_ms(lag or "0"), tz)
 
 
 @click.command()
 @click.argument("root")
-@click.option("--mode", type=click.Choice(["manifest"]), default="manifest", show_default=True)
-@click.option("--since-version", type=int, default=0, help="Exclusive lower bound on commit versions.")
-@click.option("--until-version", type=int, help="Inclusive upper bound (default: latest).")
+@click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
+              help="manifest: committed files; mtime: files by modification time; auto: manifest if ROOT has a log.")
+@click.option("--since-version", type=int, help="Manifest: exclusive lower bound on commit versions (default 0).")
+@click.option("--until-version", type=int, help="Manifest: inclusive upper bound (default: latest).")
+@click.option("--start", help="Window start, inclusive: ISO-8601 or epoch ms (naive times: table zone).")
+@click.option("--end", help="Window end, inclusive: ISO-8601 or epoch ms.")
+@click.option("--schedule-time", help="Derive the window: the whole --period before this time minus --lag.")
+@click.option("--period", help="Window length with --schedule-time, e.g. 1h or 1d.")
+@click.option("--lag", help="Shift --schedule-time back before flooring, e.g. 10m.")
+@click.option("--partitions", help="Partition range to list, e.g. 'dt>=2020061701,dt<=2020062401'.")
+@click.option("--layout", help="Plain directory: its template, e.g. '{yyyy}_{MM}_{dd}/{HH}'.")
+@click.option("--partition", "partition_spec", help="Plain directory: partition spec (default dt=<all tokens>).")
+@click.option("--timezone", help="Plain directory: zone of the directory times (default UTC).")
+@click.option("--consumer", help="Next batch of this durable consumer (nothing moves until `trib consumer ack`).")
+@click.option("--lookback", help="Listing consumer horizon by partition time (default: stored, else 7d).")
+@click.option("--min-age", help="Listing consumer: leave files modified within this long for a later run.")
+@click.option("--full-scan", is_flag=True, help="Listing consumer: list unchanged directories too (catches in-place rewrites).")
+@click.option("--state-dir", help="Keep consumer state in DIR/NAME instead of ROOT/_tributary/consumers (read-only tables).")
+@click.option("--parallel", type=int, help="Concurrent directory listings (default: 16 remote, 2-8 local).")
 @click.option("--uri/--relative", "as_uri", default=False, help="Print full URIs instead of ROOT-relative paths.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @json_option
 @pass_state
-def files(state: TribState, root, mode, since_version, until_version, as_uri, as_json) -> None:
-    """Print the committed files of ROOT, one per line."""
-    t = state.table(root)
-    fs = manifest_files(t, since_version, until_version)
+def files(state: TribState, root, mode, since_version, until_version, start, end, schedule_time, period, lag,
+          partitions, layout, partition_spec, timezone, consumer, lookback, min_age, full_scan, state_dir,
+          parallel, as_uri, quiet, as_json) -> None:
+    """Print the exact files of ROOT for this run, one per line.
+
+    \b
+    Windows are closed intervals [start, end] in ms, both ends inclusive.
+    Hidden and in-progress files, _SUCCESS and _tributary/ are never listed.
+    """
+    if consumer is None:
+        for opt, val in (("--lookback", lookback), ("--min-age", min_age), ("--state-dir", state_dir),
+                         ("--full-scan", full_scan or None)):
+            if val is not None:
+                raise InvalidInputError(f"{opt} goes with --consumer")
+    else:
+        for opt, val in (("--since-version", since_version), ("--until-version", until_version),
+                         ("--start", start), ("--end", end), ("--schedule-time", schedule_time),
+                         ("--partitions", partitions)):
+            if val is not None:
+                raise InvalidInputError(f"{opt} cannot be combined with --consumer: a consumer's batch is "
+                                        "whatever it has not delivered yet")
+    lookback_ms = parse_duration_ms(lookback) if lookback is not None else None
+    min_age_ms = parse_duration_ms(min_age) if min_age is not None else None
+    if parallel is not None and parallel < 1:
+        raise InvalidInputError("--parallel must be >= 1")
+    src, options = open_source(state, root, layout, partition_spec, timezone)
+    tz = src.layout.tz if src.layout else dt_timezone.utc
+    window = _window(start, end, schedule_time, period, lag, tz)
+
+    plan = None
+    with listing_progress(state, src.uri, quiet) as progress:
+        if consumer is not None:
+            from tributary_read.consumer import Consumer
+
+            c = Consumer(src, consumer, state_dir, options)
+            plan = c.plan(mode=mode, lookback_ms=lookback_ms, min_age_ms=min_age_ms, full_scan=full_scan,
+                          progress=progress, parallel=parallel)
+            fs = plan.fileset()
+        else:
+            fs = resolve(src, mode=mode, since_version=since_version or 0, until_version=until_version,
+                         window=window, partitions=partitions, parallel=parallel, progress=progress)
 
     def human():
         for f in fs.files:
-            click.echo(t.storage.uri_for(f.path) if as_uri else f.path)
+            click.echo(src.storage.uri_for(f.path) if as_uri else f.path)
+        _notes(fs, plan, root, state_dir)
     emit(as_json, fs.to_json(), human)
+
+
+def _notes(fs, plan, root: str, state_dir: str | None) -> None:
+    """One stderr line per thing a person should know; stdout stays a clean file list."""
+    def warn(msg: str) -> None:
+        click.echo(f"trib: {msg}", err=True)
+
+    if fs.skipped:
+        s = fs.skipped[0]
+        warn(f"warning: {len(fs.skipped)} files not returned (e.g. {s.path}: {s.reason}); see --json")
+    if plan is None:
+        return
+    if plan.conflicts:
+        warn(f"warning: {len(plan.conflicts)} delivered files changed since (e.g. {plan.conflicts[0]['path']}); "
+             "see --json")
+    if plan.beyond_horizon:
+        warn(f"warning: {len(plan.beyond_horizon)} files beyond the lookback horizon, not delivered "
+             f"(e.g. {plan.beyond_horizon[0]['path']}); see --json")
+    if plan.deferred:
+        warn(f"{plan.deferred} files younger than --min-age left for a later run")
+    if plan.baseline:
+        b = plan.baseline
+        warn(f"first plan: {b['files']} files in {b['directories']} partitions older than the horizon "
+             "were taken as already delivered")
+    extra = f" --state-dir {state_dir}" if state_dir else ""
+    warn(f"plan {plan.plan_id}: {len(plan.files)} files; after processing run: "
+         f"trib consumer ack {root} {plan.consumer} {plan.plan_id}{extra}")

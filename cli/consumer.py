@@ -1,0 +1,119 @@
+"""``trib consumer``: list, show, ack and reset durable consumers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import click
+
+from tributary_read.consumer import Consumer, list_consumers
+
+from .context import TribState, emit, json_option, pass_state
+from .files import listing_progress, open_source
+
+_state_dir = click.option("--state-dir", help="Consumer state lives in DIR/NAME (as given to `trib files`).")
+
+
+def _iso(ms) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+@click.group()
+def consumer() -> None:
+    """Durable consumers: exactly-once delivery across scheduled runs.
+
+    \b
+    A run does:  trib files ROOT --consumer NAME --json   (same plan until acked)
+                 ... process the files ...
+                 trib consumer ack ROOT NAME PLAN_ID
+    """
+
+
+@consumer.command("ack")
+@click.argument("root")
+@click.argument("name")
+@click.argument("plan_id")
+@_state_dir
+@json_option
+@pass_state
+def ack(state: TribState, root, name, plan_id, state_dir, as_json) -> None:
+    """Commit PLAN_ID: its files count as delivered. Acking it again is a no-op."""
+    src, options = open_source(state, root, None, None, None)
+    result = Consumer(src, name, state_dir, options).ack(plan_id)
+    msg = (f"plan {plan_id} was already acked (consumer {name} at version {result.state.version})"
+           if result.already_acked else f"acked {plan_id}: consumer {name} at version {result.state.version}")
+    emit(as_json, result.to_json(), msg)
+
+
+@consumer.command("list")
+@click.argument("root")
+@_state_dir
+@json_option
+@pass_state
+def list_(state: TribState, root, state_dir, as_json) -> None:
+    """List the consumers of ROOT."""
+    src, options = open_source(state, root, None, None, None)
+    rows = list_consumers(src, state_dir, options)
+
+    def human():
+        click.echo(f"{'consumer':<24} {'mode':<9} {'version':>7}  {'updated (UTC)':<25} pending")
+        for r in rows:
+            if "error" in r:
+                click.echo(f"{r['consumer']:<24} ERROR: {r['error']}")
+                continue
+            pend = r["pending"]["plan_id"] if r.get("pending") else "-"
+            click.echo(f"{r['consumer']:<24} {str(r.get('mode') or '-'):<9} {r['version']:>7}  "
+                       f"{_iso(r.get('updated_ms')):<25} {pend}")
+    emit(as_json, {"root": src.uri, "consumers": rows}, human)
+
+
+@consumer.command("show")
+@click.argument("root")
+@click.argument("name")
+@_state_dir
+@json_option
+@pass_state
+def show(state: TribState, root, name, state_dir, as_json) -> None:
+    """Show a consumer's position, ledger size and pending plan."""
+    src, options = open_source(state, root, None, None, None)
+    info = Consumer(src, name, state_dir, options).show()
+
+    def human():
+        click.echo(f"consumer   {info['consumer']}  ({info['location']})")
+        click.echo(f"version    {info['version']}  mode {info.get('mode') or '-'}  updated {_iso(info.get('updated_ms'))}")
+        if info.get("mode") == "manifest":
+            click.echo(f"position   table version {info['manifest_version']}")
+        elif info.get("mode") == "listing":
+            click.echo(f"ledger     {info['ledger_files']} files in {info['ledger_directories']} partitions, "
+                       f"{info['sealed_directories']} sealed; lookback {info['lookback_ms'] // 3_600_000}h; "
+                       f"{info.get('state_bytes')} bytes")
+        click.echo(f"delivered  {info.get('delivered_files', 0)} files, {info.get('delivered_bytes', 0)} bytes")
+        p = info["pending"]
+        click.echo("pending    " + (f"{p['plan_id']}: {p['files']} files, {p['bytes']} bytes, made "
+                                    f"{_iso(p['created_ms'])}" if p else "-"))
+    emit(as_json, info, human)
+
+
+@consumer.command("reset")
+@click.argument("root")
+@click.argument("name")
+@click.option("--to-version", type=int, help="Manifest consumers: continue after this table version.")
+@click.option("--to-latest", is_flag=True, help="Take everything visible now as delivered.")
+@click.option("--discard-plan", is_flag=True, help="Keep the position; drop only the pending plan.")
+@click.option("--layout", help="Plain directory without stored layout: its template (for --to-latest).")
+@click.option("--partition", "partition_spec", help="Plain directory: partition spec.")
+@click.option("--timezone", help="Plain directory: zone of the directory times.")
+@_state_dir
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@json_option
+@pass_state
+def reset(state: TribState, root, name, to_version, to_latest, discard_plan, layout, partition_spec, timezone,
+          state_dir, quiet, as_json) -> None:
+    """Move a consumer (default: forget everything delivered). Pending plans become stale."""
+    src, options = open_source(state, root, layout, partition_spec, timezone)
+    c = Consumer(src, name, state_dir, options)
+    with listing_progress(state, src.uri, quiet) as progress:
+        new = c.reset(to_version=to_version, to_latest=to_latest, discard_plan=discard_plan, progress=progress)
+    emit(as_json, new.summary(), f"consumer {name} at version {new.version}: {new.note}")

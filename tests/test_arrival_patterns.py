@@ -1,0 +1,284 @@
+"""A simulated 48-hour hourly schedule with files landing by every late-arrival pattern.
+
+Time is simulated: each file's mtime is set with os.utime, and so is its
+directory's whenever an entry is added or renamed (what the OS does with the
+real clock), so nothing sleeps. Each hour runs the real CLI twice over:
+
+* the mtime flow: ``trib files --schedule-time S --period 1h`` (seed 002's window);
+* the consumer flow: ``trib files --consumer sim`` then ``trib consumer ack``,
+  with ``--full-scan`` every sixth run, as a daily job would.
+
+One module-scoped simulation; one test per arrival pattern checks its files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from conftest import run_trib
+
+LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
+H = 3_600_000
+MIN = 60_000
+RUNS = 48
+FULL_SCAN_EVERY = 6
+NOW = int(datetime.now(timezone.utc).timestamp() * 1000)
+# Inside the consumers' default 7-day horizon of the real clock, ending well before it.
+T0 = NOW - NOW % H - 60 * H
+
+
+def part_dir(ms: int) -> str:
+    return f"{datetime.fromtimestamp(ms / 1000, timezone.utc):%Y_%m_%d/%H}"
+
+
+def schedule(run: int) -> int:
+    return T0 + (run + 1) * H + 5 * MIN
+
+
+def window(run: int) -> tuple[int, int]:
+    return T0 + run * H, T0 + (run + 1) * H - 1
+
+
+@dataclass(order=True)
+class Event:
+    t: int
+    seq: int
+    kind: str = field(compare=False)  # create | rename | append
+    path: str = field(compare=False)
+    mtime: int = field(compare=False, default=0)
+    dst: str = field(compare=False, default="")
+
+
+@dataclass
+class Sim:
+    root: Path
+    patterns: dict[str, list[str]] = field(default_factory=dict)  # pattern -> final paths
+    events: list[Event] = field(default_factory=list)
+    #: run -> [(path, mtime)] returned by the mtime flow / expected by the model
+    mtime_got: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
+    mtime_expected: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
+    consumer_files: dict[int, list[str]] = field(default_factory=dict)
+    conflicts: dict[int, list[str]] = field(default_factory=dict)
+    beyond: dict[int, list[dict]] = field(default_factory=dict)
+    hidden_seen_at_run: dict[str, list[int]] = field(default_factory=dict)
+    arrival: dict[str, int] = field(default_factory=dict)  # final path -> when it became visible
+    first_mtime: dict[str, int] = field(default_factory=dict)
+
+    def add(self, pattern: str, kind: str, t: int, path: str, mtime: int = 0, dst: str = "") -> None:
+        self.events.append(Event(t, len(self.events), kind, path, mtime, dst))
+        final = dst or path
+        if kind == "create":
+            self.first_mtime[path] = mtime
+        elif kind == "rename":
+            self.first_mtime[dst] = self.first_mtime[path]
+        names = self.patterns.setdefault(pattern, [])
+        if kind != "append" and not os.path.basename(final).startswith(".") and final not in names:
+            names.append(final)
+            self.arrival[final] = t
+
+    def run_of(self, t: int) -> int:
+        """The first run that sees something that happened at ``t``."""
+        return next(r for r in range(RUNS) if schedule(r) >= t)
+
+
+def _build(root: Path) -> Sim:
+    rng = random.Random(48)
+    sim = Sim(root)
+    for h in range(RUNS - 2):
+        for k in range(2):
+            t = T0 + h * H + rng.randrange(H)
+            sim.add("normal", "create", t, f"{part_dir(t)}/normal-{h}-{k}.log", t)
+    for i in range(10):  # rsync -t, S3 multipart: the mtime is older than the arrival
+        e = T0 + rng.randrange(2 * H, 40 * H)
+        sim.add("old_mtime", "create", e + rng.randrange(H, 6 * H), f"{part_dir(e)}/rsync-{i}.log", e)
+    for i in range(8):  # written hidden, renamed into place later; rename keeps the mtime
+        e = T0 + rng.randrange(2 * H, 40 * H)
+        d = part_dir(e)
+        sim.add("renamed", "create", e, f"{d}/.renamed-{i}.log.inprogress", e)
+        sim.add("renamed", "rename", e + rng.randrange(int(1.5 * H), 6 * H), f"{d}/.renamed-{i}.log.inprogress",
+                dst=f"{d}/renamed-{i}.log")
+    for h in (3, 10, 17, 24, 31, 38):  # exactly on a window's first and last millisecond
+        for t, tag in ((T0 + h * H, "start"), (T0 + h * H - 1, "end")):
+            sim.add("boundary", "create", t, f"{part_dir(t)}/boundary-{tag}-{h}.log", t)
+    for i in range(10):  # lands up to 6 h late in its (old) event-time partition, with a fresh mtime
+        e = T0 + rng.randrange(2 * H, 40 * H)
+        a = e + rng.randrange(H, 6 * H + 1)
+        sim.add("late", "create", a, f"{part_dir(e)}/late-{i}.log", a)
+    for k in range(2):  # lands in a partition ten days old: beyond the 7-day horizon
+        a = T0 + (20 + 7 * k) * H + 123
+        sim.add("beyond", "create", a, f"{part_dir(T0 - 240 * H + k * H)}/beyond-{k}.log", a)
+    for k in range(2):  # delivered, then rewritten in place
+        t = T0 + (5 + 10 * k) * H + 777
+        p = f"{part_dir(t)}/changed-{k}.log"
+        sim.add("changed", "create", t, p, t)
+        sim.add("changed", "append", t + 9 * H, p, t + 9 * H)
+    sim.events.sort()
+    return sim
+
+
+def _set_mtime(p: Path, ms: int) -> None:
+    os.utime(p, ns=(ms * 1_000_000, ms * 1_000_000))
+
+
+def _apply(sim: Sim, e: Event, model: dict[str, int]) -> None:
+    p = sim.root / e.path
+    if e.kind == "create":
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(f"{e.path}\n".encode())
+        _set_mtime(p, e.mtime)
+        _set_mtime(p.parent, e.t)
+        model[e.path] = e.mtime
+    elif e.kind == "rename":
+        p.rename(sim.root / e.dst)
+        _set_mtime(p.parent, e.t)
+        model[e.dst] = model.pop(e.path)
+    else:
+        with open(p, "ab") as f:
+            f.write(b"appended\n")
+        _set_mtime(p, e.mtime)  # the directory is untouched: in-place writes do not change it
+        model[e.path] = e.mtime
+
+
+def _cli_json(*args: str) -> dict:
+    proc = run_trib(*args, "--json")
+    assert proc.returncode == 0, f"trib {' '.join(args)}: {proc.stderr}"
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory) -> Sim:
+    root = tmp_path_factory.mktemp("arrivals") / "logs"
+    root.mkdir()
+    sim = _build(root)
+    model: dict[str, int] = {}  # every path on disk -> its mtime
+    pending = list(sim.events)
+    for run in range(RUNS):
+        s = schedule(run)
+        while pending and pending[0].t <= s:
+            _apply(sim, pending.pop(0), model)
+        lo, hi = window(run)
+        sim.mtime_expected[run] = sorted((p, m) for p, m in model.items()
+                                         if lo <= m <= hi and not os.path.basename(p).startswith("."))
+        for p in model:
+            if os.path.basename(p).startswith("."):
+                sim.hidden_seen_at_run.setdefault(p, []).append(run)
+        iso = datetime.fromtimestamp(s / 1000, timezone.utc).isoformat()
+        doc = _cli_json("files", str(root), "--layout", LAYOUT, "--schedule-time", iso, "--period", "1h")
+        assert (doc["window"]["start_ms"], doc["window"]["end_ms"]) == (lo, hi)
+        sim.mtime_got[run] = sorted((f["path"], f["mtime_ms"]) for f in doc["files"])
+        full = ["--full-scan"] if run % FULL_SCAN_EVERY == FULL_SCAN_EVERY - 1 or run == RUNS - 1 else []
+        plan = _cli_json("files", str(root), "--layout", LAYOUT, "--consumer", "sim", *full)
+        if run % 8 == 0:  # a retried run gets the same plan
+            again = _cli_json("files", str(root), "--consumer", "sim")
+            assert (again["plan_id"], again["files"]) == (plan["plan_id"], plan["files"])
+        sim.consumer_files[run] = [f["path"] for f in plan["files"]]
+        sim.conflicts[run] = [c["path"] for c in plan["conflicts"]]
+        sim.beyond[run] = plan["beyond_horizon"]
+        assert _cli_json("consumer", "ack", str(root), "sim", plan["plan_id"])["already_acked"] is False
+    assert not pending
+    return sim
+
+
+def _delivered(sim: Sim) -> Counter:
+    return Counter(p for files in sim.consumer_files.values() for p in files)
+
+
+def _mtime_runs(sim: Sim, path: str) -> list[int]:
+    return [r for r, got in sim.mtime_got.items() for p, _ in got if p == path]
+
+
+# -- the whole schedule ---------------------------------------------------------------
+def test_consumer_delivers_every_file_exactly_once(sim):
+    delivered = _delivered(sim)
+    expected = {p for pat, ps in sim.patterns.items() if pat != "beyond" for p in ps}
+    assert set(delivered) == expected
+    assert all(n == 1 for n in delivered.values()), [p for p, n in delivered.items() if n > 1]
+    for p in expected:  # and in the first run that could see it
+        assert p in sim.consumer_files[sim.run_of(sim.arrival[p])], p
+
+
+def test_mtime_windows_deliver_what_was_visible_when_they_ran_never_twice(sim):
+    for run in range(RUNS):
+        assert sim.mtime_got[run] == sim.mtime_expected[run], run
+    pairs = Counter(pm for got in sim.mtime_got.values() for pm in got)
+    assert all(n == 1 for n in pairs.values())
+
+
+# -- one test per arrival pattern ---------------------------------------------------------
+def test_old_mtime_rsync_t(sim):
+    files = sim.patterns["old_mtime"]
+    delivered = _delivered(sim)
+    assert all(delivered[p] == 1 for p in files)
+    # Seen by the mtime flow only if it landed before the window of its (old) mtime ran;
+    # otherwise only the consumer delivers it.
+    missed = 0
+    for p in files:
+        window_run = (sim.first_mtime[p] - T0) // H
+        visible_in_time = sim.arrival[p] <= schedule(window_run)
+        assert bool(_mtime_runs(sim, p)) == visible_in_time, p
+        missed += not visible_in_time
+    assert missed >= len(files) // 2
+
+
+def test_renamed_into_place_after_a_run_listed_its_directory(sim):
+    for p in sim.patterns["renamed"]:
+        hidden = f"{os.path.dirname(p)}/.{os.path.basename(p)}.inprogress"
+        seen = sim.hidden_seen_at_run[hidden]
+        assert seen, p  # a run listed the directory while the file was still hidden...
+        assert all(p not in sim.consumer_files[r] for r in seen)  # ...and did not return it
+        assert _delivered(sim)[p] == 1
+        assert sim.consumer_files[sim.run_of(sim.arrival[p])].count(p) == 1
+        assert not _mtime_runs(sim, p)  # the rename kept an mtime whose window had run
+
+
+def test_exact_window_boundaries(sim):
+    for p in sim.patterns["boundary"]:
+        h = int(p.rsplit("-", 1)[1].split(".")[0])
+        runs = _mtime_runs(sim, p)
+        assert runs == ([h] if "-start-" in p else [h - 1]), (p, runs)  # exactly one window, the right one
+        assert _delivered(sim)[p] == 1
+
+
+def test_late_landing_in_an_old_partition(sim):
+    for p in sim.patterns["late"]:
+        runs = _mtime_runs(sim, p)
+        assert len(runs) == 1 and _delivered(sim)[p] == 1
+        # "Read the previous hour's partition" would have missed it: the window that
+        # delivered it is not its partition's hour.
+        assert part_dir(window(runs[0])[0]) != os.path.dirname(p)
+
+
+def test_beyond_the_horizon_is_reported_never_delivered(sim):
+    delivered = _delivered(sim)
+    reported = Counter(b["path"] for bs in sim.beyond.values() for b in bs)
+    for p in sim.patterns["beyond"]:
+        assert delivered[p] == 0 and reported[p] == 1
+        run = sim.run_of(sim.arrival[p])
+        (b,) = [b for b in sim.beyond[run] if b["path"] == p]
+        assert b["reason"].startswith("new file in a partition older than the lookback horizon")
+    assert set(reported) == set(sim.patterns["beyond"])
+
+
+def test_changed_after_delivery_is_a_conflict_once(sim):
+    conflicts = Counter(p for ps in sim.conflicts.values() for p in ps)
+    assert set(conflicts) == set(sim.patterns["changed"]) and all(n == 1 for n in conflicts.values())
+    for p in sim.patterns["changed"]:
+        assert _delivered(sim)[p] == 1  # not delivered again
+        run = next(r for r, ps in sim.conflicts.items() if p in ps)
+        assert run % FULL_SCAN_EVERY == FULL_SCAN_EVERY - 1  # an in-place rewrite needs a full scan
+        assert len(_mtime_runs(sim, p)) == 2  # by mtime it is a new version, seen once per version
+
+
+def test_consumer_state_stays_small(sim):
+    show = _cli_json("consumer", "show", str(sim.root), "sim")
+    assert show["version"] == RUNS and show["pending"] is None
+    assert show["ledger_files"] == len(_delivered(sim)) and show["state_bytes"] < 64_000
+    assert len(list((sim.root / "_tributary/consumers/sim").glob("state-*.json"))) <= 3

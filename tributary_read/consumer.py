@@ -1,0 +1,820 @@
+"""Durable consumers: every file delivered exactly once across scheduled runs.
+
+A consumer is a name plus numbered files under ``ROOT/_tributary/consumers/NAME/``
+(or ``STATE_DIR/NAME/`` when the table is read-only)::
+
+    state-<20 digits>.json   committed states; the highest number is current
+    plan-<20 digits>.json    the pending plan built on that state version
+
+:meth:`Consumer.plan` persists the next batch with create-if-absent keyed to
+the current state version, so until it is acked every call returns the same
+plan id and files (a failed run retries idempotently; concurrent callers get
+one plan). :meth:`Consumer.ack` creates ``state-<n+1>.json`` the same way: of
+two concurrent acks exactly one wins, and a crash leaves the old state or the
+new one, never half of either.
+
+On manifest tables the state is the last delivered table version. On plain
+directories it is a ledger (see docs/reading.md): per partition directory the
+delivered files' (size, mtime, valid length) while the partition is inside the
+lookback horizon, then a constant-size digest ("seal") once it falls out, so
+the state is bounded by the horizon and late arrivals in old partitions are
+still detected and reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+from .errors import (
+    CommitConflictError,
+    ConsumerStateCorruptError,
+    InvalidInputError,
+    ManifestCorruptError,
+    NoSuchConsumerError,
+    NoSuchPlanError,
+    PendingPlanError,
+    StalePlanError,
+    StorageError,
+    UnsupportedFormatVersionError,
+)
+from .layout import Layout, PartitionDir
+from .listing import ListedFile, Progress, Skipped, scan, supports_dir_mtime
+from .log import META_DIR
+from .manifest import FORMAT, FORMAT_VERSION, load_document
+from .resolve import FileSet, ResolvedFile, Source, manifest_files
+from .storage import Storage, open_storage
+from .window import DAY_MS
+
+CONSUMERS_DIR = f"{META_DIR}/consumers"
+DEFAULT_LOOKBACK_MS = 7 * DAY_MS
+#: States (and their plans) kept after an ack; older ones are deleted.
+KEEP_STATES = 3
+#: A directory's mtime is trusted to skip it only if it was this much older
+#: than the listing: an entry added later in the same timestamp tick (1-2 s on
+#: some file systems) would otherwise leave the mtime unchanged.
+QUIESCENT_MS = 2000
+CONSUMER_MODES = ("manifest", "listing")
+NEW_BEYOND = "new file in a partition older than the lookback horizon"
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+_PLAN_ID = re.compile(r"^([0-9]{1,20})-([0-9a-f]{12})$")
+_FILE = re.compile(r"^(state|plan)-([0-9]{20})\.json$")
+_MASK = (1 << 64) - 1
+
+Fingerprint = tuple  # (size, mtime_ms, valid_length or None)
+
+
+# -- ledger encoding ------------------------------------------------------------
+def _enc(fp: Fingerprint, present: bool = True) -> list:
+    """``[size, mtime]``, ``[size, mtime, valid_length]``, or with a trailing 0 once gone."""
+    size, mtime, vl = fp
+    if present:
+        return [size, mtime] if vl is None else [size, mtime, vl]
+    return [size, mtime, vl, 0]
+
+
+def _dec(v: list) -> tuple[Fingerprint, bool]:
+    return (v[0], v[1], v[2] if len(v) > 2 else None), len(v) < 4 or v[3] != 0
+
+
+def _digest(items: Iterable[tuple[str, Fingerprint]]) -> tuple[int, str, int]:
+    """(count, order-free 64-bit sum of per-file hashes, max mtime) of a directory."""
+    total = n = mx = 0
+    for name, (size, mtime, vl) in items:
+        key = f"{name}\0{size}\0{mtime}\0{'' if vl is None else vl}".encode()
+        total = (total + int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")) & _MASK
+        n += 1
+        mx = max(mx, mtime)
+    return n, f"{total:016x}", mx
+
+
+def _seal(items: Iterable[tuple[str, Fingerprint]], mtime: int | None, listed: int | None) -> dict:
+    n, h, mx = _digest(items)
+    return {"count": n, "digest": h, "max_mtime_ms": mx, "mtime_ms": mtime,
+            "listed_ms": listed if mtime is not None else None}
+
+
+def _present(entry: Mapping) -> Iterable[tuple[str, Fingerprint]]:
+    for name, v in entry["files"].items():
+        fp, present = _dec(v)
+        if present:
+            yield name, fp
+
+
+def _skippable(e: Mapping) -> bool:
+    m, listed = e.get("mtime_ms"), e.get("listed_ms")
+    return m is not None and listed is not None and listed - m >= QUIESCENT_MS
+
+
+def _meta_differs(e: Mapping | None, mtime: int | None, listed: int) -> bool:
+    """Whether a listed directory's skip metadata must be rewritten."""
+    if e is None:
+        return True
+    if mtime is None:
+        return e.get("mtime_ms") is not None
+    return e.get("mtime_ms") != mtime or not _skippable(e)
+
+
+def _check_ledger(ledger, sealed) -> None:
+    for d, e in ledger.items():
+        if not isinstance(e, dict) or not isinstance(e.get("files"), dict):
+            raise ValueError(f"bad ledger entry for {d!r}")
+        for name, v in e["files"].items():
+            if (not isinstance(v, list) or not 2 <= len(v) <= 4
+                    or not all(isinstance(x, int) or x is None for x in v)):
+                raise ValueError(f"bad ledger file {d}/{name}")
+    for d, s in sealed.items():
+        if not isinstance(s, dict) or not isinstance(s.get("count"), int) or not isinstance(s.get("digest"), str):
+            raise ValueError(f"bad seal for {d!r}")
+
+
+# -- value objects --------------------------------------------------------------
+@dataclass(frozen=True)
+class ConsumerState:
+    """One committed consumer state (``state-<version>.json``)."""
+
+    consumer: str
+    version: int
+    table: str
+    mode: str | None = None
+    lookback_ms: int = DEFAULT_LOOKBACK_MS
+    layout: Mapping[str, str] | None = field(default=None, hash=False)
+    manifest_version: int = 0
+    ledger: Mapping[str, Mapping] = field(default_factory=dict, hash=False)
+    sealed: Mapping[str, Mapping] = field(default_factory=dict, hash=False)
+    plan_id: str | None = None
+    note: str | None = None
+    created_ms: int = 0
+    updated_ms: int = 0
+    delivered_files: int = 0
+    delivered_bytes: int = 0
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "consumer_state",
+                "consumer": self.consumer, "version": self.version, "table": self.table,
+                "mode": self.mode, "lookback_ms": self.lookback_ms, "layout": self.layout,
+                "manifest_version": self.manifest_version, "plan_id": self.plan_id, "note": self.note,
+                "created_ms": self.created_ms, "updated_ms": self.updated_ms,
+                "delivered_files": self.delivered_files, "delivered_bytes": self.delivered_bytes,
+                "ledger": self.ledger, "sealed": self.sealed}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> ConsumerState:
+        if d.get("kind") != "consumer_state":
+            raise ValueError("not a consumer state")
+        st = cls(d["consumer"], int(d["version"]), d["table"], d.get("mode"), int(d["lookback_ms"]),
+                 d.get("layout"), int(d.get("manifest_version", 0)), d.get("ledger") or {},
+                 d.get("sealed") or {}, d.get("plan_id"), d.get("note"), int(d.get("created_ms", 0)),
+                 int(d.get("updated_ms", 0)), int(d.get("delivered_files", 0)),
+                 int(d.get("delivered_bytes", 0)))
+        if st.mode not in (None, *CONSUMER_MODES):
+            raise ValueError(f"unknown mode {st.mode!r}")
+        _check_ledger(st.ledger, st.sealed)
+        return st
+
+    def summary(self) -> dict:
+        d = {k: v for k, v in self.to_json().items()
+             if k not in ("format", "format_version", "kind", "ledger", "sealed")}
+        if self.mode == "listing":
+            d["ledger_directories"] = len(self.ledger)
+            d["ledger_files"] = sum(len(e["files"]) for e in self.ledger.values())
+            d["sealed_directories"] = len(self.sealed)
+        return d
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The next batch of a consumer, persisted until acked (``plan-<base>.json``)."""
+
+    plan_id: str
+    consumer: str
+    base_version: int
+    mode: str
+    table: str
+    created_ms: int
+    files: tuple[ResolvedFile, ...]
+    lookback_ms: int | None = None
+    min_age_ms: int = 0
+    conflicts: tuple[Mapping, ...] = ()
+    beyond_horizon: tuple[Mapping, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    deferred: int = 0
+    baseline: Mapping | None = field(default=None, hash=False)
+    versions: tuple[int, int] | None = None  # manifest: (since, until]
+    stats: Mapping = field(default_factory=dict, hash=False)
+    #: What the ack applies to the base state; opaque outside this module.
+    delta: Mapping = field(default_factory=dict, hash=False, repr=False)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.readable_bytes for f in self.files)
+
+    def fileset(self) -> FileSet:
+        plan: dict[str, Any] = {"consumer": self.consumer, "plan_id": self.plan_id,
+                                "base_version": self.base_version, "tracking": self.mode,
+                                "created_ms": self.created_ms}
+        if self.mode == "manifest":
+            plan["since_version"], plan["until_version"] = self.versions
+        else:
+            plan.update({"lookback_ms": self.lookback_ms, "min_age_ms": self.min_age_ms,
+                         "horizon_ms": self.created_ms - self.lookback_ms, "deferred": self.deferred,
+                         "conflicts": list(self.conflicts), "beyond_horizon": list(self.beyond_horizon),
+                         "baseline": self.baseline})
+        return FileSet("consumer", self.files, plan, self.table, self.skipped, self.stats)
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "consumer_plan",
+                "plan_id": self.plan_id, "consumer": self.consumer, "base_version": self.base_version,
+                "mode": self.mode, "table": self.table, "created_ms": self.created_ms,
+                "lookback_ms": self.lookback_ms, "min_age_ms": self.min_age_ms,
+                "files": [f.to_json() for f in self.files], "conflicts": list(self.conflicts),
+                "beyond_horizon": list(self.beyond_horizon), "skipped": [s.to_json() for s in self.skipped],
+                "deferred": self.deferred, "baseline": self.baseline,
+                "versions": list(self.versions) if self.versions else None,
+                "stats": dict(self.stats), "delta": dict(self.delta)}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> Plan:
+        if d.get("kind") != "consumer_plan":
+            raise ValueError("not a consumer plan")
+        return cls(d["plan_id"], d["consumer"], int(d["base_version"]), d["mode"], d["table"],
+                   int(d["created_ms"]), tuple(ResolvedFile.from_json(f) for f in d["files"]),
+                   d.get("lookback_ms"), int(d.get("min_age_ms") or 0), tuple(d.get("conflicts") or ()),
+                   tuple(d.get("beyond_horizon") or ()),
+                   tuple(Skipped(s["path"], s["reason"], s.get("size", 0), s.get("mtime_ms", 0))
+                         for s in d.get("skipped") or ()),
+                   int(d.get("deferred") or 0), d.get("baseline"),
+                   tuple(d["versions"]) if d.get("versions") else None, d.get("stats") or {},
+                   d.get("delta") or {})
+
+
+@dataclass(frozen=True)
+class AckResult:
+    state: ConsumerState
+    plan_id: str
+    already_acked: bool
+
+    def to_json(self) -> dict:
+        return {"consumer": self.state.consumer, "plan_id": self.plan_id, "version": self.state.version,
+                "already_acked": self.already_acked, "delivered_files": self.state.delivered_files}
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InvalidInputError(
+            f"bad consumer name {name!r}: letters, digits, '_', '-', '.', starting with a letter or digit")
+    return name
+
+
+# -- the consumer ---------------------------------------------------------------
+class Consumer:
+    """A named, durable reader of one table.
+
+    Args:
+        source: the table (a Source, Table or root URI).
+        name: the consumer's name.
+        state_dir: where to keep state instead of ``ROOT/_tributary/consumers``
+            (for read-only tables); the consumer lives in ``STATE_DIR/NAME/``.
+    """
+
+    def __init__(self, source: Source, name: str, state_dir: str | None = None,
+                 options: Mapping[str, str] | None = None):
+        self.source = Source.of(source, options)
+        self.name = check_name(name)
+        self.external = bool(state_dir)
+        if state_dir:
+            self.storage: Storage = open_storage(state_dir, options)
+            self.prefix = name
+        else:
+            self.storage = self.source.storage
+            self.prefix = f"{CONSUMERS_DIR}/{name}"
+
+    @property
+    def location(self) -> str:
+        return f"{self.storage.uri}/{self.prefix}"
+
+    # -- files ---------------------------------------------------------------
+    def _path(self, kind: str, v: int) -> str:
+        return f"{self.prefix}/{kind}-{v:020d}.json"
+
+    def _versions(self) -> tuple[list[int], list[int]]:
+        states, plans = [], []
+        for f in self.storage.list(self.prefix, recursive=False):
+            m = _FILE.match(f.path.rsplit("/", 1)[-1])
+            if m:
+                (states if m.group(1) == "state" else plans).append(int(m.group(2)))
+        return sorted(states), sorted(plans)
+
+    def exists(self) -> bool:
+        states, plans = self._versions()
+        return bool(states or plans)
+
+    def _load(self, kind: str, v: int) -> dict | None:
+        path = self._path(kind, v)
+        try:
+            data = self.storage.read(path)
+        except FileNotFoundError:
+            return None
+        where = self.storage.uri_for(path)
+        try:
+            return load_document(data, where)
+        except UnsupportedFormatVersionError:
+            raise
+        except ManifestCorruptError as e:
+            raise ConsumerStateCorruptError(f"{e}; start over with `trib consumer reset`") from None
+
+    def _corrupt(self, kind: str, v: int, e: Exception) -> ConsumerStateCorruptError:
+        return ConsumerStateCorruptError(
+            f"corrupt consumer {kind} {self.storage.uri_for(self._path(kind, v))}: {e}; "
+            "start over with `trib consumer reset`")
+
+    def _read_state(self, v: int) -> ConsumerState | None:
+        d = self._load("state", v)
+        if d is None:
+            return None
+        try:
+            st = ConsumerState.from_json(d)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise self._corrupt("state", v, e) from None
+        if st.version != v or st.consumer != self.name:
+            raise self._corrupt("state", v, f"says consumer {st.consumer!r} version {st.version}")
+        if self.external and st.table != self.source.uri:
+            raise InvalidInputError(
+                f"consumer {self.name!r} in {self.storage.uri} belongs to table {st.table}, not {self.source.uri}")
+        return st
+
+    def _read_plan(self, base: int) -> Plan | None:
+        d = self._load("plan", base)
+        if d is None:
+            return None
+        try:
+            p = Plan.from_json(d)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise self._corrupt("plan", base, e) from None
+        if p.base_version != base or not _PLAN_ID.match(p.plan_id):
+            raise self._corrupt("plan", base, "plan id or base version does not match its file name")
+        return p
+
+    def current(self) -> ConsumerState | None:
+        """The current state, or None before the first ack."""
+        for _ in range(3):
+            states, _ = self._versions()
+            if not states:
+                return None
+            st = self._read_state(states[-1])
+            if st is not None:
+                return st  # else: pruned between listing and reading; look again
+        raise StorageError(f"consumer state under {self.location} keeps changing; retry")
+
+    def _create(self, path: str, doc: dict) -> bool:
+        data = json.dumps(doc, separators=(",", ":")).encode()
+        try:
+            return self.storage.create_if_absent(path, data)
+        except StorageError as e:
+            if self.external:
+                raise
+            raise StorageError(f"{e} (for a read-only table keep consumer state elsewhere: --state-dir DIR)") from None
+
+    def _prune(self, current: int) -> None:
+        states, plans = self._versions()
+        try:
+            for v in states:
+                if v <= current - KEEP_STATES:
+                    self.storage.delete(self._path("state", v))
+            for v in plans:
+                if v <= current - KEEP_STATES:
+                    self.storage.delete(self._path("plan", v))
+        except StorageError:
+            pass  # old files only cost space; the next ack tries again
+
+    # -- planning ------------------------------------------------------------
+    def pending(self) -> Plan | None:
+        st = self.current()
+        return self._read_plan(st.version if st else 0)
+
+    def plan(self, *, mode: str = "auto", lookback_ms: int | None = None, min_age_ms: int | None = None,
+             full_scan: bool = False, now_ms: int | None = None, progress: Progress | None = None,
+             parallel: int | None = None) -> Plan:
+        """The next batch, without moving the consumer; the same plan until acked.
+
+        Args:
+            mode: ``auto``, ``manifest``, or ``listing`` (``mtime`` is an alias);
+                fixed when the consumer is first acked.
+            lookback_ms: listing consumers: partitions whose period ended longer
+                ago are beyond the horizon (default: the stored value, else 7 days).
+            min_age_ms: listing consumers: leave files modified more recently
+                than this for a later run (they may still be growing).
+            full_scan: list every directory, even unchanged ones, to catch files
+                rewritten in place (which leave their directory's mtime alone).
+            now_ms: the clock, for simulations; defaults to the wall clock.
+        """
+        if lookback_ms is not None and lookback_ms <= 0:
+            raise InvalidInputError("--lookback must be positive")
+        if min_age_ms is not None and min_age_ms < 0:
+            raise InvalidInputError("--min-age must not be negative")
+        state = self.current()
+        base = state.version if state else 0
+        pending = self._read_plan(base)
+        if pending is not None:
+            return self._check_pending(pending, mode, lookback_ms, min_age_ms)
+        plan = self._compute(state, mode, lookback_ms, min_age_ms, full_scan, now_ms, progress, parallel)
+        for _ in range(20):
+            if self._create(self._path("plan", base), plan.to_json()):
+                return plan
+            winner = self._read_plan(base)
+            if winner is not None:  # a concurrent caller planned first: theirs is the plan
+                return self._check_pending(winner, mode, lookback_ms, min_age_ms)
+            time.sleep(0.01)  # an S3 conditional PUT lost to one in flight
+        raise StorageError(f"cannot create a plan under {self.location}; retry")
+
+    def _check_pending(self, p: Plan, mode: str, lookback_ms, min_age_ms) -> Plan:
+        wanted = _consumer_mode(mode)
+        diffs = []
+        if wanted is not None and wanted != p.mode:
+            diffs.append(f"mode {p.mode}")
+        if p.mode == "listing" and lookback_ms is not None and lookback_ms != p.lookback_ms:
+            diffs.append(f"--lookback {p.lookback_ms} ms")
+        if p.mode == "listing" and min_age_ms is not None and min_age_ms != p.min_age_ms:
+            diffs.append(f"--min-age {p.min_age_ms} ms")
+        if diffs:
+            raise PendingPlanError(
+                f"consumer {self.name!r} has pending plan {p.plan_id} made with {', '.join(diffs)}; "
+                f"ack it, or drop it with `trib consumer reset ROOT {self.name} --discard-plan`")
+        return p
+
+    def _compute(self, state: ConsumerState | None, mode: str, lookback_ms, min_age_ms, full_scan,
+                 now_ms, progress, parallel=None) -> Plan:
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        base = state.version if state else 0
+        wanted = _consumer_mode(mode)
+        have = state.mode if state else None
+        if wanted is not None and have is not None and wanted != have:
+            raise InvalidInputError(
+                f"consumer {self.name!r} tracks {'versions' if have == 'manifest' else 'a listing ledger'} "
+                f"(mode {have}); drop --mode or use another consumer name")
+        m = wanted or have or ("manifest" if self.source.has_log() else "listing")
+        plan_id = f"{base}-{uuid.uuid4().hex[:12]}"
+        if m == "manifest":
+            return self._plan_manifest(state, plan_id, now)
+        lookback = lookback_ms if lookback_ms is not None else (state.lookback_ms if state else DEFAULT_LOOKBACK_MS)
+        layout = self._layout(state)
+        return _ListingPlanner(self, state, layout, lookback, min_age_ms or 0, now).plan(
+            plan_id, full_scan, progress, parallel)
+
+    def _layout(self, state: ConsumerState | None) -> Layout:
+        stored = Layout(**state.layout) if state and state.layout else None
+        lay = self.source.layout
+        if lay is not None and stored is not None and lay != stored:
+            raise InvalidInputError(
+                f"consumer {self.name!r} was created with layout {stored.directory!r} -> {stored.partition!r} "
+                f"({stored.timezone}); this call passes {lay.directory!r} -> {lay.partition!r} ({lay.timezone})")
+        lay = lay or stored
+        if lay is None:
+            raise InvalidInputError(
+                "a listing consumer needs a layout: pass --layout (and --partition), or create the table "
+                "with `trib table create`")
+        return lay
+
+    def _plan_manifest(self, state: ConsumerState | None, plan_id: str, now: int) -> Plan:
+        table = self.source.table
+        if table is None:
+            raise InvalidInputError(f"{self.source.uri} has no manifest log; use a listing consumer")
+        since = state.manifest_version if state else 0
+        latest = table.log.latest_version()
+        if since > latest:
+            raise ConsumerStateCorruptError(
+                f"consumer {self.name!r} is at table version {since} but {table.uri} ends at {latest} "
+                "(was the table recreated?); `trib consumer reset` to start over")
+        fs = manifest_files(table, since, latest)
+        until = fs.plan["until_version"]
+        return Plan(plan_id, self.name, state.version if state else 0, "manifest", self.source.uri, now,
+                    fs.files, versions=(since, until), delta={"manifest_version": until})
+
+    # -- committing ----------------------------------------------------------
+    def _apply(self, state: ConsumerState | None, plan: Plan, now: int, note: str | None = None) -> ConsumerState:
+        base = state or ConsumerState(self.name, 0, self.source.uri, created_ms=now)
+        d = plan.delta
+        if plan.mode == "manifest":
+            new = replace(base, mode="manifest", manifest_version=int(d["manifest_version"]))
+        else:
+            ledger, sealed = dict(base.ledger), dict(base.sealed)
+            for k in d.get("drop", ()):
+                ledger.pop(k, None)
+                sealed.pop(k, None)
+            for k, e in d.get("put", {}).items():
+                ledger[k] = e
+                sealed.pop(k, None)
+            for k, s in d.get("seal", {}).items():
+                sealed[k] = s
+                ledger.pop(k, None)
+            new = replace(base, mode="listing", ledger=ledger, sealed=sealed, lookback_ms=plan.lookback_ms,
+                          layout=d.get("layout"))
+        return replace(new, version=base.version + 1, table=self.source.uri, plan_id=plan.plan_id,
+                       note=note, created_ms=base.created_ms or now, updated_ms=now,
+                       delivered_files=base.delivered_files + len(plan.files),
+                       delivered_bytes=base.delivered_bytes + plan.bytes)
+
+    def ack(self, plan_id: str, now_ms: int | None = None) -> AckResult:
+        """Commit a plan: its files count as delivered. Acking the plan twice is a no-op."""
+        m = _PLAN_ID.match(plan_id or "")
+        if not m:
+            raise NoSuchPlanError(f"{plan_id!r} is not a plan id (they look like 3-9f1c2ab4d3e1)")
+        if not self.exists():
+            raise self._no_such()
+        base = int(m.group(1))
+        state = self.current()
+        cur = state.version if state else 0
+        if base < cur:
+            if state.plan_id == plan_id:
+                return AckResult(state, plan_id, True)
+            why = state.note or (f"plan {state.plan_id} was acked" if state.plan_id else "it was reset")
+            raise StalePlanError(
+                f"plan {plan_id} was made at version {base} of consumer {self.name!r}, which is now at "
+                f"version {cur} ({why}); get a new plan with `trib files --consumer {self.name}`")
+        plan = self._read_plan(cur) if base == cur else None
+        if plan is None or plan.plan_id != plan_id:
+            pend = f" (the pending plan is {plan.plan_id})" if plan else ""
+            raise NoSuchPlanError(f"consumer {self.name!r} has no plan {plan_id}{pend}")
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        new = self._apply(state, plan, now, note=f"acked plan {plan_id}")
+        if self._create(self._path("state", cur + 1), new.to_json()):
+            self._prune(cur + 1)
+            return AckResult(new, plan_id, False)
+        other = self.current()
+        if other is not None and other.plan_id == plan_id:
+            return AckResult(other, plan_id, True)
+        raise StalePlanError(f"consumer {self.name!r} moved to version {cur + 1} while acking {plan_id}; plan again")
+
+    def reset(self, *, to_version: int | None = None, to_latest: bool = False, discard_plan: bool = False,
+              now_ms: int | None = None, progress: Progress | None = None) -> ConsumerState:
+        """Move the consumer; every pending plan becomes stale.
+
+        Default: forget everything delivered. ``to_version`` (manifest
+        consumers): continue after that table version. ``to_latest``: treat
+        everything visible now as delivered. ``discard_plan``: keep the
+        position, drop only the pending plan.
+        """
+        if sum([to_version is not None, to_latest, discard_plan]) > 1:
+            raise InvalidInputError("give at most one of --to-version, --to-latest, --discard-plan")
+        if not self.exists():
+            raise self._no_such()
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        states, _ = self._versions()
+        cur = states[-1] if states else 0
+        try:
+            state = self.current()
+        except ConsumerStateCorruptError:
+            if discard_plan or to_latest:
+                raise
+            state = None
+        keep = dict(lookback_ms=state.lookback_ms, layout=state.layout, created_ms=state.created_ms,
+                    delivered_files=state.delivered_files, delivered_bytes=state.delivered_bytes) if state else {}
+        if discard_plan:
+            pend = self._read_plan(cur)
+            if state is None:
+                new = ConsumerState(self.name, 1, self.source.uri, created_ms=now, updated_ms=now,
+                                    note=f"discarded plan {pend.plan_id if pend else '-'}")
+            else:
+                new = replace(state, version=cur + 1, plan_id=None, updated_ms=now,
+                              note=f"discarded plan {pend.plan_id if pend else '-'}")
+        elif to_version is not None:
+            table = self.source.table
+            if table is None or (state is not None and state.mode == "listing"):
+                raise InvalidInputError("--to-version applies to manifest consumers only")
+            latest = table.log.latest_version()
+            if not 0 <= to_version <= latest:
+                raise InvalidInputError(f"--to-version must be between 0 and the latest version {latest}")
+            new = ConsumerState(self.name, cur + 1, self.source.uri, mode="manifest", manifest_version=to_version,
+                                updated_ms=now, note=f"reset to version {to_version}", **keep)
+        elif to_latest:
+            plan = self._compute(state, "auto", None, 0, True, now, progress)
+            new = self._apply(state, plan, now, note="reset to latest")
+            new = replace(new, version=cur + 1, plan_id=None, delivered_files=state.delivered_files if state else 0,
+                          delivered_bytes=state.delivered_bytes if state else 0)
+        else:
+            new = ConsumerState(self.name, cur + 1, self.source.uri, mode=state.mode if state else None,
+                                updated_ms=now, note="reset", **keep)
+        if not new.created_ms:
+            new = replace(new, created_ms=now)
+        if not self._create(self._path("state", cur + 1), new.to_json()):
+            raise CommitConflictError(f"consumer {self.name!r} changed during the reset; look and retry")
+        self._prune(cur + 1)
+        return new
+
+    # -- inspection ----------------------------------------------------------
+    def _no_such(self) -> NoSuchConsumerError:
+        return NoSuchConsumerError(
+            f"no consumer {self.name!r} at {self.location} "
+            f"(start one with: trib files {self.source.uri} --consumer {self.name})")
+
+    def show(self) -> dict:
+        if not self.exists():
+            raise self._no_such()
+        state = self.current()
+        base = state.version if state else 0
+        pend = self._read_plan(base)
+        out: dict[str, Any] = {"consumer": self.name, "table": self.source.uri, "location": self.location,
+                               "version": base}
+        if state is not None:
+            out.update(state.summary())
+            info = self.storage.info(self._path("state", base))
+            out["state_bytes"] = info.size if info else None
+        out["pending"] = None if pend is None else {
+            "plan_id": pend.plan_id, "created_ms": pend.created_ms, "files": len(pend.files),
+            "bytes": pend.bytes, "conflicts": len(pend.conflicts), "beyond_horizon": len(pend.beyond_horizon)}
+        return out
+
+
+def _consumer_mode(mode: str) -> str | None:
+    if mode in (None, "auto"):
+        return None
+    if mode in ("listing", "mtime"):
+        return "listing"
+    if mode == "manifest":
+        return "manifest"
+    raise InvalidInputError(f"unknown consumer mode {mode!r}; choose auto, manifest or mtime")
+
+
+def list_consumers(source: Source | str, state_dir: str | None = None,
+                   options: Mapping[str, str] | None = None) -> list[dict]:
+    """Every consumer of ``source`` (in ``state_dir`` if given), with a summary or the error reading it."""
+    src = Source.of(source, options)
+    storage = open_storage(state_dir, options) if state_dir else src.storage
+    base = "" if state_dir else CONSUMERS_DIR
+    out = []
+    for d in sorted(storage.list_dirs(base), key=lambda i: i.path):
+        name = d.path.rsplit("/", 1)[-1]
+        if not _NAME.match(name):
+            continue
+        c = Consumer(src, name, state_dir, options)
+        try:
+            out.append(c.show())
+        except NoSuchConsumerError:
+            continue
+        except (ConsumerStateCorruptError, InvalidInputError) as e:
+            out.append({"consumer": name, "location": c.location, "error": str(e)})
+    return out
+
+
+class _ListingPlanner:
+    """Builds a listing consumer's plan: compare a listing with the ledger, partition by partition."""
+
+    def __init__(self, consumer: Consumer, state: ConsumerState | None, layout: Layout,
+                 lookback_ms: int, min_age_ms: int, now_ms: int):
+        self.c = consumer
+        self.state = state
+        self.layout = layout
+        self.lookback_ms = lookback_ms
+        self.min_age_ms = min_age_ms
+        self.now = now_ms
+        self.ledger = state.ledger if state else {}
+        self.sealed = state.sealed if state else {}
+        self.files: list[ResolvedFile] = []
+        self.conflicts: list[dict] = []
+        self.beyond: list[dict] = []
+        self.put: dict[str, dict] = {}
+        self.seal: dict[str, dict] = {}
+
+    def plan(self, plan_id: str, full_scan: bool, progress: Progress | None, parallel: int | None) -> Plan:
+        storage = self.c.source.storage
+        known = None
+        if not full_scan and supports_dir_mtime(storage) and (self.ledger or self.sealed):
+            known = {d: e["mtime_ms"] for d, e in self.ledger.items() if _skippable(e)}
+            known.update({d: s["mtime_ms"] for d, s in self.sealed.items() if _skippable(s)})
+        listing = scan(storage, self.layout, known_dirs=known, progress=progress, parallel=parallel)
+        first = not self.ledger and not self.sealed
+        horizon = self.now - self.lookback_ms
+        settle = self.now - self.min_age_ms if self.min_age_ms else None
+        by_dir: dict[str, list[ListedFile]] = {}
+        for f in listing.files:
+            by_dir.setdefault(f.directory, []).append(f)
+        troubled = {s.path.rpartition("/")[0] for s in listing.skipped}
+        deferred = 0
+        baseline = {"directories": 0, "files": 0, "bytes": 0}
+        listed = listing.started_ms
+        for d, dir_mtime in listing.leaves.items():
+            part = listing.partitions[d]
+            in_horizon = part.end_ms > horizon
+            entry, sl = self.ledger.get(d), self.sealed.get(d)
+            if d in listing.unchanged:
+                if entry is not None and not in_horizon:
+                    self.seal[d] = _seal(_present(entry), entry.get("mtime_ms"), entry.get("listed_ms"))
+                continue
+            cur = by_dir.get(d, [])
+            young: set[str] = set()
+            if settle is not None:
+                young = {_base(f.path) for f in cur if f.mtime_ms > settle}
+                if young:
+                    deferred += len(young)
+                    cur = [f for f in cur if f.mtime_ms <= settle]
+            # Deferred or withheld files must be looked at again: never let this
+            # directory be skipped by its mtime until they are resolved.
+            mtime = dir_mtime if not young and d not in troubled else None
+            fps = {_base(f.path): (f.size, f.mtime_ms, f.valid_length) for f in cur}
+            if entry is None and sl is not None:
+                self._check_seal(d, part, cur, fps, sl, mtime, listed)
+            elif entry is None and not in_horizon:
+                if first:
+                    baseline["directories"] += 1
+                    baseline["files"] += len(cur)
+                    baseline["bytes"] += sum(f.size for f in cur)
+                else:
+                    self.beyond.extend(_beyond(f, part, NEW_BEYOND) for f in cur)
+                self.seal[d] = _seal(fps.items(), mtime, listed)
+            else:
+                self._compare(d, part, cur, fps, entry, young, in_horizon, mtime, listed)
+        drop = [d for d in (*self.ledger, *self.sealed) if d not in listing.leaves]
+        self.files.sort(key=lambda f: f.path)
+        delta = {"put": self.put, "seal": self.seal, "drop": drop, "layout": self.layout.to_dict()}
+        stats = {**listing.stats(), "ledger_directories_changed": len(self.put), "sealed": len(self.seal)}
+        st = self.state
+        return Plan(plan_id, self.c.name, st.version if st else 0, "listing", self.c.source.uri, self.now,
+                    tuple(self.files), self.lookback_ms, self.min_age_ms, tuple(self.conflicts),
+                    tuple(sorted(self.beyond, key=lambda b: b["path"])),
+                    tuple(sorted(listing.skipped, key=lambda s: s.path)), deferred,
+                    baseline if first and baseline["directories"] else None, None, stats, delta)
+
+    def _compare(self, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, entry: Mapping | None,
+                 young: set[str], in_horizon: bool, mtime: int | None, listed: int) -> None:
+        fmap = dict(entry["files"]) if entry else {}
+        changed = False
+        for f in cur:
+            name = _base(f.path)
+            fp = fps[name]
+            old = fmap.get(name)
+            if old is None:
+                if in_horizon:
+                    self.files.append(_resolved(f, part))
+                else:
+                    self.beyond.append(_beyond(f, part, NEW_BEYOND))
+                fmap[name] = _enc(fp)
+                changed = True
+                continue
+            ofp, present = _dec(old)
+            if ofp != fp:
+                self.conflicts.append(_conflict(f, part, ofp))
+                fmap[name] = _enc(fp)  # reported once: the ack acknowledges it
+                changed = True
+            elif not present:
+                fmap[name] = _enc(fp)
+                changed = True
+        for name, v in list(fmap.items()):
+            if name not in fps and name not in young:
+                fp, present = _dec(v)
+                if present:
+                    # Kept, marked gone: a file reappearing under this name is then
+                    # a conflict (a rewrite) however the runs interleave.
+                    fmap[name] = _enc(fp, present=False)
+                    changed = True
+        if not in_horizon:
+            self.seal[d] = _seal(((n, fps[n]) for n in fps), mtime, listed)
+        elif changed or _meta_differs(entry, mtime, listed):
+            self.put[d] = {"mtime_ms": mtime, "listed_ms": listed if mtime is not None else None, "files": fmap}
+
+    def _check_seal(self, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, sl: Mapping,
+                    mtime: int | None, listed: int) -> None:
+        new_seal = _seal(fps.items(), mtime, listed)
+        if (new_seal["count"], new_seal["digest"]) != (sl["count"], sl["digest"]):
+            mx = sl.get("max_mtime_ms", 0)
+            newer = [f for f in cur if f.mtime_ms > mx]
+            rest = _digest((n, fp) for n, fp in fps.items() if fp[1] <= mx)
+            if newer and rest[:2] == (sl["count"], sl["digest"]):
+                self.beyond.extend(_beyond(f, part, NEW_BEYOND) for f in newer)
+            else:
+                why = (f"partition changed after it left the lookback horizon ({sl['count']} files then, "
+                       f"{len(cur)} now); cannot tell which files are new")
+                self.beyond.extend(_beyond(f, part, why) for f in cur)
+                if not cur:
+                    self.beyond.append({"path": d + "/", "size": 0, "mtime_ms": None,
+                                        "partition": dict(part.values), "reason": why})
+            self.seal[d] = new_seal
+        elif _meta_differs(sl, mtime, listed):
+            self.seal[d] = new_seal
+
+
+def _base(path: str) -> str:
+    return path.rpartition("/")[2]
+
+
+def _resolved(f: ListedFile, part: PartitionDir) -> ResolvedFile:
+    return ResolvedFile(f.path, f.size, part.values, mtime_ms=f.mtime_ms, valid_length=f.valid_length)
+
+
+def _beyond(f: ListedFile, part: PartitionDir, reason: str) -> dict:
+    d = {"path": f.path, "size": f.size, "mtime_ms": f.mtime_ms, "partition": dict(part.values), "reason": reason}
+    if f.valid_length is not None:
+        d["valid_length"] = f.valid_length
+    return d
+
+
+def _conflict(f: ListedFile, part: PartitionDir, old: Fingerprint) -> dict:
+    return {"path": f.path, "partition": dict(part.values),
+            "delivered": {"size": old[0], "mtime_ms": old[1], "valid_length": old[2]},
+            "now": {"size": f.size, "mtime_ms": f.mtime_ms, "valid_length": f.valid_length},
+            "reason": "changed after it was delivered"}

@@ -1,0 +1,630 @@
+"""Listing a table directory: visibility rules, partition pruning, sidecars, parallelism.
+
+One :func:`scan` serves every listing-based reader (mtime windows and listing
+consumers). It picks the cheapest strategy that still sees every file the
+request can match:
+
+* ``candidates``: the directories of a partition range (``dt>=..,dt<=..``);
+* ``tree``: each top-level directory with one recursive pyarrow listing,
+  concurrently (pyarrow releases the GIL, so even local stat-bound listings
+  overlap);
+* ``walk``: level by level down to the partition directories, which are then
+  listed concurrently; it prunes by partition filters and, for consumers on
+  stores with real directories, skips leaves whose mtime has not changed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Callable, Mapping, NamedTuple
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from .errors import InvalidInputError, InvalidLayoutError
+from .layout import Layout, PartitionDir
+from .storage import Storage
+from .window import TimeWindow
+
+#: Name endings of files that are still being written or staged. Flink's
+#: BucketingSink uses ``.in-progress``/``.pending``, Hadoop ``-put`` ``._COPYING_``.
+IN_PROGRESS_SUFFIXES = (".tmp", ".inprogress", ".in-progress", ".pending", "._COPYING_")
+#: Flink BucketingSink's sidecar: ``_NAME.valid-length`` caps the readable bytes of NAME.
+VALID_LENGTH_PREFIX = "_"
+VALID_LENGTH_SUFFIX = ".valid-length"
+#: Stores whose directories are real inodes with an mtime that changes when an
+#: entry is added, removed or renamed (object stores only fake directories).
+REAL_DIRECTORY_SCHEMES = ("file", "hdfs")
+#: More candidate directories than this and a walk is cheaper than probing each.
+MAX_CANDIDATES = 20_000
+REMOTE_PARALLELISM = 16
+#: Up to this many window matches, their sidecars are probed by name (one stat each).
+SIDECAR_PROBE_LIMIT = 2_000
+#: Local listings are stat-bound; a few threads overlap the system calls
+#: (measured: 2 threads list 100k files ~1.7x faster than one on 2 cores).
+LOCAL_PARALLELISM = max(2, min(8, os.cpu_count() or 2))
+
+Progress = Callable[[int, "int | None"], None]
+
+
+def is_hidden_name(name: str) -> bool:
+    """Hive/Hadoop's rule (``_`` and ``.`` prefixes) plus in-progress suffixes."""
+    return name[:1] in ("_", ".") or name.endswith(IN_PROGRESS_SUFFIXES)
+
+
+def is_visible(rel: str) -> bool:
+    """True unless some segment of the root-relative path is hidden."""
+    return not any(is_hidden_name(seg) for seg in rel.split("/"))
+
+
+def parse_valid_length(data: bytes) -> int:
+    """Decode a ``.valid-length`` sidecar.
+
+    Flink writes it with Java's ``DataOutputStream.writeUTF``: a 2-byte
+    big-endian length, then the decimal digits. Plain decimal text (what a
+    person or another tool writes) is accepted too.
+    """
+    body = data
+    if len(data) >= 2 and int.from_bytes(data[:2], "big") == len(data) - 2:
+        body = data[2:]
+    text = body.decode("ascii", "replace").strip()
+    if not text.isdigit() or not text.isascii():
+        raise ValueError(f"not a decimal byte count: {body[:20]!r}")
+    return int(text)
+
+
+class ListedFile(NamedTuple):
+    """A visible file. A NamedTuple rather than a dataclass: a listing makes 10^5 of these."""
+
+    path: str
+    size: int
+    mtime_ms: int
+    directory: str  # the partition directory ("" without a layout)
+    valid_length: int | None = None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file that could be data but is not returned, and why (never guessed)."""
+
+    path: str
+    reason: str
+    size: int = 0
+    mtime_ms: int = 0
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "reason": self.reason, "size": self.size, "mtime_ms": self.mtime_ms}
+
+
+# -- partition ranges -----------------------------------------------------------
+_COND = re.compile(
+    r"""^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|!=|==|=|>|<)\s*(?:'([^']*)'|"([^"]*)"|([^\s'"<>=!][^\s'"]*))\s*$"""
+)
+_SPLIT = re.compile(r"\s*,\s*|\s+(?:and|AND)\s+")
+_TOKEN = re.compile(r"\{(yyyy|MM|dd|HH|mm)\}")
+_ORDER = ("yyyy", "MM", "dd", "HH", "mm")
+_WIDTH = {"yyyy": 4, "MM": 2, "dd": 2, "HH": 2, "mm": 2}
+_OPS: dict[str, Callable[[str, str], bool]] = {
+    ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+    "<": lambda a, b: a < b, "=": lambda a, b: a == b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+}
+
+
+@dataclass(frozen=True)
+class Condition:
+    key: str
+    op: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.key}{self.op}{self.value}"
+
+
+@dataclass(frozen=True)
+class PartitionFilter:
+    """Conditions on partition values, ANDed, compared as strings like Hive's ``dt >= '...'``.
+
+    The filter decides membership; the time range derived from it only prunes
+    which directories get listed, so a value the derivation cannot read simply
+    prunes nothing.
+    """
+
+    conditions: tuple[Condition, ...]
+
+    @classmethod
+    def parse(cls, text: str, layout: Layout | None) -> PartitionFilter:
+        if layout is None:
+            raise InvalidInputError("--partitions needs a layout (pass --layout/--partition)")
+        conds = []
+        for part in _SPLIT.split(text.strip()):
+            if not part:
+                continue
+            m = _COND.match(part)
+            if not m:
+                raise InvalidInputError(
+                    f"bad partition condition {part!r} (e.g. 'dt>=2020061701,dt<=2020062401')")
+            key, op = m.group(1), m.group(2)
+            value = next(g for g in m.groups()[2:] if g is not None)
+            if key not in layout.keys:
+                raise InvalidInputError(
+                    f"unknown partition key {key!r}; this layout's keys are {', '.join(layout.keys)}")
+            conds.append(Condition(key, op, value))
+        if not conds:
+            raise InvalidInputError("empty --partitions")
+        return cls(tuple(conds))
+
+    def matches(self, values: Mapping[str, str]) -> bool:
+        return all(_OPS[c.op](values.get(c.key, ""), c.value) for c in self.conditions)
+
+    def time_range(self, layout: Layout) -> tuple[int | None, int | None]:
+        """[lo, hi) in ms of partition starts the conditions allow (None = unbounded)."""
+        templates = _partition_templates(layout)
+        lo: int | None = None
+        hi: int | None = None
+        for c in self.conditions:
+            span = _value_span(templates.get(c.key), c.value, layout)
+            if span is None or c.op == "!=":
+                continue
+            start, end = span
+            if c.op in (">=", "=", "=="):
+                lo = start if lo is None else max(lo, start)
+            if c.op == ">":
+                lo = end if lo is None else max(lo, end)
+            if c.op in ("<=", "=", "=="):
+                hi = end if hi is None else min(hi, end)
+            if c.op == "<":
+                hi = start if hi is None else min(hi, start)
+        return lo, hi
+
+    def __str__(self) -> str:
+        return ",".join(str(c) for c in self.conditions)
+
+
+def _partition_templates(layout: Layout) -> dict[str, str]:
+    out = {}
+    for spec in layout.partition.split(","):
+        key, _, tmpl = spec.strip().partition("=")
+        out[key] = tmpl
+    return out
+
+
+def _value_span(tmpl: str | None, value: str, layout: Layout) -> tuple[int, int] | None:
+    """The time span a partition value stands for, when string order is time order.
+
+    Only templates whose tokens run coarse to fine from ``{yyyy}`` qualify: for
+    them fixed-width zero-padded digits compare as strings exactly as in time.
+    """
+    if not tmpl:
+        return None
+    toks = _TOKEN.findall(tmpl)
+    if not toks or tuple(toks) != _ORDER[: len(toks)]:
+        return None
+    rx, pos = [], 0
+    for m in _TOKEN.finditer(tmpl):
+        rx.append(re.escape(tmpl[pos : m.start()]))
+        rx.append(f"(?P<{m.group(1)}>[0-9]{{{_WIDTH[m.group(1)]}}})")
+        pos = m.end()
+    rx.append(re.escape(tmpl[pos:]))
+    m = re.fullmatch("".join(rx), value)
+    if not m:
+        return None
+    v = {k: int(x) for k, x in m.groupdict().items()}
+    try:
+        start = datetime(v["yyyy"], v.get("MM", 1), v.get("dd", 1), v.get("HH", 0), v.get("mm", 0))
+    except ValueError:
+        return None
+    last = toks[-1]
+    if last == "yyyy":
+        end = start.replace(year=start.year + 1)
+    elif last == "MM":
+        end = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+    else:
+        end = start + {"dd": timedelta(days=1), "HH": timedelta(hours=1), "mm": timedelta(minutes=1)}[last]
+    tz = layout.tz
+    return int(start.replace(tzinfo=tz).timestamp() * 1000), int(end.replace(tzinfo=tz).timestamp() * 1000)
+
+
+def candidate_dirs(layout: Layout, lo: int | None, hi: int | None) -> list[PartitionDir] | None:
+    """Every partition directory whose period starts in [lo, hi), or None if too many."""
+    if lo is None or hi is None:
+        return None
+    if hi <= lo:
+        return []
+    period_ms = int(layout.period.total_seconds() * 1000)
+    if (hi - lo) // period_ms > MAX_CANDIDATES:
+        return None
+    out: list[PartitionDir] = []
+    p = layout.for_time(lo)
+    while p.start_ms < hi:
+        if p.start_ms >= lo:
+            out.append(p)
+        p = layout.for_time(p.end_ms)
+    return out
+
+
+# -- the listing --------------------------------------------------------------
+@dataclass
+class Listing:
+    """What a scan saw.
+
+    ``leaves`` holds every partition directory seen (listed or unchanged) with
+    its mtime where the store has real directories, else None.
+    """
+
+    files: list[ListedFile] = field(default_factory=list)
+    partitions: dict[str, PartitionDir] = field(default_factory=dict)
+    leaves: dict[str, int | None] = field(default_factory=dict)
+    unchanged: set[str] = field(default_factory=set)
+    skipped: list[Skipped] = field(default_factory=list)
+    started_ms: int = 0
+    listed_dirs: int = 0
+    listed_entries: int = 0
+    seconds: float = 0.0
+    strategy: str = ""
+
+    def stats(self) -> dict:
+        return {"strategy": self.strategy, "listed_dirs": self.listed_dirs,
+                "unchanged_dirs": len(self.unchanged), "listed_entries": self.listed_entries,
+                "seconds": round(self.seconds, 4)}
+
+
+def supports_dir_mtime(storage: Storage) -> bool:
+    return storage.scheme in REAL_DIRECTORY_SCHEMES
+
+
+_PLAIN = object()  # a visible directory of a table without a layout
+
+
+class _Collector:
+    """Turns raw pyarrow FileInfos into a Listing; the per-file loop is the hot path."""
+
+    def __init__(self, storage: Storage, layout: Layout | None, window: TimeWindow | None,
+                 pfilter: PartitionFilter | None, listing: Listing):
+        self.storage = storage
+        self.layout = layout
+        self.pfilter = pfilter
+        self.listing = listing
+        self.cut = len(storage.root.rstrip("/")) + 1
+        self.windowed = window is not None
+        self.lo_ns, self.hi_ns = (-(2**63), 2**63 - 1) if window is None else _ns_bounds(window)
+        self.matched: list[pafs.FileInfo] = []
+        self.batches: list[list[pafs.FileInfo]] = []  # kept to find sidecars when many files match
+        self.sidecars: dict[str, str] = {}  # target path -> sidecar path
+        self._dirs: dict[str, PartitionDir | Skipped | None] = {}
+        self.real_dirs = supports_dir_mtime(storage)
+
+    def feed(self, infos: list[pafs.FileInfo]) -> None:
+        if self.windowed:
+            self._feed_window(infos)
+            return
+        cut = self.cut
+        FILE, DIR = pafs.FileType.File, pafs.FileType.Directory
+        for i in infos:
+            t = i.type
+            if t == FILE:
+                path = i.path
+                if path.endswith(VALID_LENGTH_SUFFIX):
+                    self._sidecar(path[cut:])
+                else:
+                    self._file(path[cut:], i.size or 0, (i.mtime_ns or 0) // 1_000_000)
+            elif t == DIR:
+                self._leaf(i)
+        self.listing.listed_entries += len(infos)
+
+    def _feed_window(self, infos: list[pafs.FileInfo]) -> None:
+        """The hot loop of an mtime window: one attribute read per entry.
+
+        Types, names and sidecars are looked at afterwards, for matches only
+        (:meth:`finish`); an mtime window has no use for directory mtimes.
+        """
+        lo, hi = self.lo_ns, self.hi_ns
+        matched = self.matched
+        self.batches.append(infos)
+        for i in infos:
+            m = i.mtime_ns
+            if m is not None and lo <= m <= hi:
+                matched.append(i)
+        self.listing.listed_entries += len(infos)
+
+    def _leaf(self, i: pafs.FileInfo) -> None:
+        if self.layout is None:
+            return
+        rel = i.path[self.cut :]
+        if rel.count("/") + 1 == self.layout.depth:
+            part = self._dir(rel)
+            if isinstance(part, PartitionDir):
+                self.listing.leaves[rel] = _ms(i) if self.real_dirs else None
+
+    def _sidecar(self, rel: str) -> None:
+        d, _, name = rel.rpartition("/")
+        target = name[len(VALID_LENGTH_PREFIX) : -len(VALID_LENGTH_SUFFIX)]
+        if name.startswith(VALID_LENGTH_PREFIX) and target and (not d or is_visible(d)):
+            self.sidecars[f"{d}/{target}" if d else target] = rel
+
+    def _dir(self, d: str):
+        """Classify a directory once: PartitionDir, Skipped, _PLAIN, or None (drop silently)."""
+        try:
+            return self._dirs[d]
+        except KeyError:
+            pass
+        layout = self.layout
+        result: PartitionDir | Skipped | object | None
+        if d and not is_visible(d):
+            result = None
+        elif layout is None:
+            result = _PLAIN
+        else:
+            depth = d.count("/") + 1 if d else 0
+            if depth == layout.depth:
+                try:
+                    result = layout.parse(d)
+                except InvalidLayoutError:
+                    result = Skipped(d, f"directory does not match layout {layout.directory!r}")
+            elif depth < layout.depth:
+                result = Skipped(d, "not inside a partition directory")
+            else:
+                top = "/".join(d.split("/")[: layout.depth])
+                outer = self._dir(top)
+                result = (Skipped(d, f"nested inside partition directory {top}")
+                          if isinstance(outer, PartitionDir) else outer)
+            if isinstance(result, PartitionDir):
+                if self.pfilter is not None and not self.pfilter.matches(result.values):
+                    result = None
+                else:
+                    self.listing.partitions[d] = result
+            elif isinstance(result, Skipped) and self.pfilter is not None:
+                result = None  # an unparsable directory cannot be in the requested range
+        self._dirs[d] = result
+        return result
+
+    def _file(self, rel: str, size: int, mtime_ms: int) -> None:
+        d, _, name = rel.rpartition("/")
+        if is_hidden_name(name):
+            return
+        part = self._dir(d)
+        if part is None:
+            return
+        if part is _PLAIN:
+            self.listing.files.append(ListedFile(rel, size, mtime_ms, ""))
+        elif isinstance(part, Skipped):
+            self.listing.skipped.append(Skipped(rel, part.reason, size, mtime_ms))
+        else:
+            self.listing.files.append(ListedFile(rel, size, mtime_ms, d))
+            if d not in self.listing.leaves:
+                self.listing.leaves[d] = None
+
+    def finish(self) -> None:
+        """Resolve window matches, then apply valid-length sidecars; a malformed one withholds its file."""
+        if self.windowed:
+            self._finish_window()
+        if not self.sidecars:
+            return
+        kept: list[ListedFile] = []
+        for f in self.listing.files:
+            side = self.sidecars.get(f.path)
+            if side is None:
+                kept.append(f)
+                continue
+            try:
+                vl = parse_valid_length(self.storage.read(side))
+            except FileNotFoundError:
+                kept.append(f)  # removed since the listing: no cap applies
+                continue
+            except ValueError as e:
+                self.listing.skipped.append(
+                    Skipped(f.path, f"malformed valid-length sidecar {side}: {e}", f.size, f.mtime_ms))
+                continue
+            kept.append(f._replace(valid_length=min(vl, f.size)))
+        self.listing.files = kept
+
+
+    def _finish_window(self) -> None:
+        cut = self.cut
+        FILE = pafs.FileType.File
+        for i in self.matched:
+            if i.type != FILE:
+                continue
+            path = i.path
+            if path.endswith(VALID_LENGTH_SUFFIX):
+                self._sidecar(path[cut:])
+            else:
+                self._file(path[cut:], i.size or 0, (i.mtime_ns or 0) // 1_000_000)
+        # A sidecar's own mtime may lie outside the window. Few matches: probe
+        # their sidecar names; many: one pass over every listed name is cheaper.
+        if len(self.listing.files) > SIDECAR_PROBE_LIMIT:
+            for batch in self.batches:
+                for i in batch:
+                    if i.path.endswith(VALID_LENGTH_SUFFIX) and i.type == FILE:
+                        self._sidecar(i.path[cut:])
+        else:
+            probes = []
+            for f in self.listing.files:
+                d, _, name = f.path.rpartition("/")
+                probes.append(f"{d}/{VALID_LENGTH_PREFIX}{name}{VALID_LENGTH_SUFFIX}" if d
+                              else f"{VALID_LENGTH_PREFIX}{name}{VALID_LENGTH_SUFFIX}")
+            for rel, info in zip(probes, _stat_many(self.storage, probes)):
+                if info.type == FILE:
+                    self._sidecar(rel)
+        self.batches.clear()
+
+
+def _stat_many(storage: Storage, rels: list[str]) -> list[pafs.FileInfo]:
+    from .errors import StorageError
+
+    if not rels:
+        return []
+    try:
+        return storage.fs.get_file_info([storage.abspath(r) for r in rels])
+    except (OSError, pa.ArrowException) as e:
+        raise StorageError(f"cannot stat files under {storage.uri}: {str(e).splitlines()[0]}") from e
+
+
+def _ns_bounds(w: TimeWindow) -> tuple[int, int]:
+    # mtime_ns compared against whole-ms bounds: [start ms, end ms + 999_999 ns]
+    # keeps "mtime in ms lies in [start, end]" exact after truncation to ms.
+    return w.start_ms * 1_000_000, w.end_ms * 1_000_000 + 999_999
+
+
+def _ms(info: pafs.FileInfo) -> int | None:
+    return info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
+
+
+def _get(storage: Storage, rel: str, recursive: bool) -> list[pafs.FileInfo]:
+    from .errors import StorageError
+
+    base = storage.abspath(rel) if rel else storage.root
+    try:
+        return storage.fs.get_file_info(pafs.FileSelector(base, recursive=recursive, allow_not_found=True))
+    except (OSError, pa.ArrowException) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise StorageError(f"cannot list {storage.uri}/{rel}: {msg}") from e
+
+
+def _map(fn, items: list, parallel: int, progress: Progress | None, done: list[int]):
+    """Yield fn(item) for each item, concurrently when parallel > 1 (pyarrow releases the GIL)."""
+    if parallel <= 1 or len(items) <= 1:
+        for it in items:
+            yield fn(it)
+            done[0] += 1
+            if progress:
+                progress(done[0], done[1])
+        return
+    with ThreadPoolExecutor(max_workers=min(parallel, len(items))) as pool:
+        for r in pool.map(fn, items):
+            yield r
+            done[0] += 1
+            if progress:
+                progress(done[0], done[1])
+
+
+def scan(
+    storage: Storage,
+    layout: Layout | None,
+    *,
+    window: TimeWindow | None = None,
+    partitions: PartitionFilter | None = None,
+    known_dirs: Mapping[str, int] | None = None,
+    parallel: int | None = None,
+    progress: Progress | None = None,
+) -> Listing:
+    """List the visible files of a table directory.
+
+    Args:
+        window: only files whose mtime (ms) lies in it; skipped files are
+            reported only when they would have matched.
+        partitions: only partition directories the filter accepts.
+        known_dirs: partition dir -> mtime from an earlier scan; on stores with
+            real directories, a leaf whose mtime is unchanged is not listed and
+            is reported in ``Listing.unchanged``. A file rewritten in place does
+            not touch its directory's mtime, so callers that must see rewrites
+            pass None (a full scan).
+        parallel: concurrent directory listings (default: 16 remote, 2-8 local).
+        progress: called with (directories done, total or None).
+    """
+    listing = Listing(started_ms=int(time.time() * 1000))
+    t0 = time.perf_counter()
+    remote = storage.scheme != "file"
+    parallel = parallel if parallel is not None else (REMOTE_PARALLELISM if remote else LOCAL_PARALLELISM)
+    col = _Collector(storage, layout, window, partitions, listing)
+    skip = known_dirs is not None and supports_dir_mtime(storage) and layout is not None
+    cands = None
+    if layout is not None and partitions is not None and not skip:
+        cands = candidate_dirs(layout, *partitions.time_range(layout))
+    done = [0, None]
+
+    def rec(rel: str) -> list[pafs.FileInfo]:
+        return _get(storage, rel, True)
+
+    if cands is not None:
+        listing.strategy = "candidates"
+        paths = [p.path for p in cands]
+        done[1] = len(paths)
+        for infos in _map(rec, paths, parallel, progress, done):
+            col.feed(infos)
+        listing.listed_dirs = len(paths)
+    elif layout is not None and (skip or partitions is not None):
+        listing.strategy = "walk"
+        _walk(storage, layout, col, known_dirs if skip else None, parallel, progress, done)
+    else:
+        listing.strategy = "tree"
+        _tree(storage, col, parallel, progress, done)
+    col.finish()
+    listing.seconds = time.perf_counter() - t0
+    return listing
+
+
+def _tree(storage: Storage, col: _Collector, parallel: int, progress: Progress | None, done: list) -> None:
+    """The root, then each visible top-level directory recursively, concurrently."""
+    listing = col.listing
+    DIR = pafs.FileType.Directory
+    top = _get(storage, "", False)
+    subdirs = [i.path[col.cut :] for i in top if i.type == DIR and not is_hidden_name(i.base_name)]
+    col.feed([i for i in top if i.type != DIR or not is_hidden_name(i.base_name)])
+    done[1] = len(subdirs)
+
+    def rec(rel: str) -> list[pafs.FileInfo]:
+        return _get(storage, rel, True)
+
+    for infos in _map(rec, subdirs, parallel, progress, done):
+        col.feed(infos)
+    listing.listed_dirs = 1 + len(subdirs)
+
+
+def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str, int] | None,
+          parallel: int, progress: Progress | None, done: list) -> None:
+    """List intermediate levels, then only the leaves that need it, concurrently."""
+    listing = col.listing
+    cut = col.cut
+    DIR = pafs.FileType.Directory
+
+    def flat(rel: str) -> list[pafs.FileInfo]:
+        return _get(storage, rel, False)
+
+    level = [""]
+    for _ in range(layout.depth - 1):
+        nxt: list[str] = []
+        for infos in _map(flat, level, parallel, None, [0, None]):
+            listing.listed_dirs += 1
+            for i in infos:
+                rel = i.path[cut:]
+                if i.type == DIR:
+                    if not is_hidden_name(i.base_name):
+                        nxt.append(rel)
+                else:
+                    col.feed([i])  # a file above partition depth: reported as skipped
+        level = nxt
+    to_list: list[str] = []
+    for infos in _map(flat, level, parallel, None, [0, None]):
+        listing.listed_dirs += 1
+        for i in infos:
+            rel = i.path[cut:]
+            if i.type != DIR:
+                col.feed([i])
+                continue
+            if is_hidden_name(i.base_name):
+                continue
+            part = col._dir(rel)
+            if part is None:
+                continue  # outside the requested partitions
+            if isinstance(part, Skipped):
+                to_list.append(rel)  # list it so its files are reported
+                continue
+            mtime = _ms(i) if col.real_dirs else None
+            listing.leaves[rel] = mtime
+            if known is not None and mtime is not None and known.get(rel) == mtime:
+                listing.unchanged.add(rel)
+            else:
+                to_list.append(rel)
+    done[1] = len(to_list)
+
+    def rec(rel: str) -> list[pafs.FileInfo]:
+        return _get(storage, rel, True)
+
+    for infos in _map(rec, to_list, parallel, progress, done):
+        listing.listed_dirs += 1
+        col.feed(infos)
