@@ -3,11 +3,12 @@
 Everything runs from the jars inside the pyspark wheel, so a dev box needs only
 ``pip install 'tributary-read[hive,spark]'`` and a JDK 17, never a Hive install.
 
-* The metastore is Hive 2.3's ``HiveMetaStore`` over embedded Derby in ``DIR/metastore_db``.
-  Hive 2.3 cannot choose its bind address (it opens its server socket with a null
-  host), so it listens on all interfaces; clients use 127.0.0.1.
+* The metastore is Hive 2.3's metastore handler over embedded Derby in ``DIR/metastore_db``,
+  served by ``java/LoopbackMetaStore.java`` on 127.0.0.1: stock ``HiveMetaStore`` opens its
+  socket with a null host (all interfaces) and 2.3 has no setting for it. The launcher is
+  compiled with the JDK's javac at first start and cached in ``DIR/classes``.
 * HiveServer2 is the Spark Thrift Server (``HiveThriftServer2``) in ``local[2]``
-  mode, bound to 127.0.0.1, with that metastore as its catalog.
+  mode, bound to 127.0.0.1 like its driver ports, with that metastore as its catalog.
 
 State (pids, ports) lives in ``DIR/services.json``, logs in ``DIR/logs``, JVM temp
 files in ``DIR/tmp`` and the default warehouse in ``DIR/warehouse``.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import importlib.util
 import json
 import os
@@ -25,6 +27,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -36,7 +39,9 @@ from tributary_read.errors import MetastoreError, missing_extra
 
 HOST = "127.0.0.1"
 _STATE = "services.json"
-_HMS_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+_HMS_CLASS = "trib.hive.LoopbackMetaStore"
+_LEGACY_HMS_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"  # pairs started before it
+_LAUNCHER_SRC = Path(__file__).with_name("java") / "LoopbackMetaStore.java"
 _HS2_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 
 # The module opens Spark's launcher (JavaModuleOptions) passes, so reflection works on Java 17.
@@ -75,6 +80,11 @@ class HiveServices:
     @property
     def metastore_uri(self) -> str:
         return f"thrift://{HOST}:{self.hms_port}"
+
+    @property
+    def warehouse_uri(self) -> str:
+        """Clients must use this warehouse too, or their managed tables land elsewhere."""
+        return (Path(self.dir) / "warehouse").as_uri()
 
 
 def start(
@@ -130,8 +140,9 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
     except ImportError as e:
         raise missing_extra("pyhive", "hive") from e
     spark_home, java = _spark_home(), _java()
-    _check_port_free("", hms_port, "metastore")  # HMS binds the wildcard address
+    _check_port_free(HOST, hms_port, "metastore")
     _check_port_free(HOST, hs2_port, "HiveServer2")
+    classes = _launcher(root, java, spark_home / "jars", deadline)
     conf, logs, tmp, warehouse = (root / d for d in ("conf", "logs", "tmp", "warehouse"))
     for d in (conf / "spark", logs, tmp / "scratch", warehouse):
         d.mkdir(parents=True, exist_ok=True)
@@ -143,7 +154,8 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
             [java, "-Xmx512m", *_JAVA17_OPTS, f"-Djava.io.tmpdir={tmp}",
              f"-Dderby.stream.error.file={logs / 'derby.log'}",
              # conf first, so our hive-site.xml / hive-log4j2.properties beat the jars' defaults
-             "-cp", f"{conf}{os.pathsep}{spark_home / 'jars'}/*", _HMS_CLASS, "-p", str(hms_port)],
+             "-cp", os.pathsep.join([str(conf), str(classes), f"{spark_home / 'jars'}/*"]),
+             _HMS_CLASS, str(hms_port), HOST],
             root, logs / "hms.log", os.environ.copy())
         _save(root, HiveServices(str(root), hms_port, hs2_port, hms.pid, 0))
         _wait(hms, logs / "hms.log", "metastore", deadline, lambda: _port_open(hms_port))
@@ -241,6 +253,8 @@ def _write_conf(root: Path, conf: Path) -> None:
         "hive.metastore.warehouse.dir": (root / "warehouse").as_uri(),
         "hive.async.log.enabled": "false",  # needs the LMAX disruptor jar, absent from pyspark
         "hive.log4j.file": str(conf / "hive-log4j2.properties"),
+        "hive.metastore.server.min.threads": "5",  # stock 200 core threads never time out
+        "hive.metastore.server.max.threads": "200",
     }
     body = "".join(f"  <property><name>{k}</name><value>{xml_escape(v)}</value></property>\n"
                    for k, v in props.items())
@@ -281,6 +295,37 @@ def _java() -> str:
     return java
 
 
+def _launcher(root: Path, java: str, jars: Path, deadline: float) -> Path:
+    """Compile LoopbackMetaStore.java once per source and jar set; return its classes dir."""
+    if not _LAUNCHER_SRC.is_file():
+        raise MetastoreError(f"{_LAUNCHER_SRC} is missing: reinstall tributary-read")
+    key = _LAUNCHER_SRC.read_bytes() + "\n".join(sorted(p.name for p in jars.glob("*.jar"))).encode()
+    cache = root / "classes"
+    out = cache / hashlib.sha256(key).hexdigest()[:16]
+    if (out / "trib" / "hive" / "LoopbackMetaStore.class").is_file():
+        return out
+    # javac beside the resolved java: another JDK's javac could emit too new a class file.
+    javac = Path(java).resolve().with_name("javac")
+    javac = str(javac) if os.access(javac, os.X_OK) else shutil.which("javac")
+    if not javac:
+        raise MetastoreError("javac not found: the loopback metastore launcher is compiled at "
+                             "first start, so install a full JDK 17 (not a JRE) or set JAVA_HOME")
+    shutil.rmtree(cache, ignore_errors=True)  # launchers of other sources or jar sets
+    cache.mkdir(parents=True)
+    tmp = tempfile.mkdtemp(dir=cache)
+    try:
+        proc = subprocess.run([javac, "-proc:none", "-nowarn", "-encoding", "UTF-8", "-cp",
+                               f"{jars}/*", "-d", tmp, str(_LAUNCHER_SRC)], capture_output=True,
+                              text=True, timeout=max(10.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired as e:
+        raise MetastoreError("compiling the metastore launcher timed out") from e
+    if proc.returncode:
+        errors = [ln for ln in proc.stderr.splitlines() if "error" in ln] or [proc.stderr.strip()]
+        raise MetastoreError(f"compiling {_LAUNCHER_SRC} failed: {errors[0]}")
+    os.rename(tmp, out)  # complete or absent, even if we are killed mid-compile
+    return out
+
+
 # --- stopping and liveness ---------------------------------------------------------------
 
 
@@ -288,7 +333,8 @@ def _stop_locked(root: Path, timeout: float) -> None:
     current = _load(root)
     if current is not None:
         # HS2 first, so it does not log metastore connection errors while shutting down.
-        for pid, marker in ((current.hs2_pid, _HS2_CLASS), (current.hms_pid, _HMS_CLASS)):
+        for pid, marker in ((current.hs2_pid, _HS2_CLASS), (current.hms_pid, _HMS_CLASS),
+                            (current.hms_pid, _LEGACY_HMS_CLASS)):
             if _is_ours(pid, marker):
                 _kill_group(pid, timeout)
         # Only now that our JVMs are gone: HS2 leaves a *_resources dir per session here.

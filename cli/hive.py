@@ -1,0 +1,92 @@
+"""``trib hive up|status|down``: the local metastore + HiveServer2 pair for dev and tests.
+
+Thin over :mod:`tributary_read.hive.services`, which owns the processes and their state.
+"""
+
+from __future__ import annotations
+
+import click
+
+from tributary_read.errors import MetastoreError
+from tributary_read.hive import services
+
+from .context import emit, json_option
+
+_DIR_HELP = "State dir: services.json, logs, Derby metastore_db, warehouse."
+_NAMES = {"hms": "metastore", "hs2": "HiveServer2"}
+
+
+def _dir_option(f):
+    return click.option("--dir", "dir_", default=".trib/hive", show_default=True,
+                        type=click.Path(file_okay=False), help=_DIR_HELP)(f)
+
+
+@click.group()
+def hive() -> None:
+    """Run a local Hive metastore + HiveServer2 (Spark Thrift Server) on 127.0.0.1."""
+
+
+@hive.command()
+@_dir_option
+@click.option("--hms-port", default=9083, show_default=True, type=click.IntRange(1, 65535),
+              help="Metastore Thrift port.")
+@click.option("--hs2-port", default=10000, show_default=True, type=click.IntRange(1, 65535),
+              help="HiveServer2 Thrift port.")
+@click.option("--timeout", default=180.0, show_default=True, type=click.FloatRange(min=1),
+              help="Seconds to wait until HiveServer2 answers SELECT 1.")
+@json_option
+def up(dir_, hms_port, hs2_port, timeout, as_json) -> None:
+    """Start the pair in the background (a no-op if it already runs from DIR)."""
+    running = all(s["alive"] for s in services.status(dir_).values())
+    if not running:  # stderr, so --json output stays parseable
+        click.echo(f"trib: starting metastore and HiveServer2 in {dir_}, up to {timeout:g}s "
+                   "(a first start also compiles the launcher and creates the schema)...", err=True)
+    s = services.start(dir_, hms_port=hms_port, hs2_port=hs2_port, timeout=timeout)
+    hs2 = f"{services.HOST}:{s.hs2_port}"
+    data = {"dir": s.dir, "hms_port": s.hms_port, "hs2_port": s.hs2_port, "hms_pid": s.hms_pid,
+            "hs2_pid": s.hs2_pid, "metastore_uri": s.metastore_uri, "hs2": hs2,
+            "warehouse_dir": s.warehouse_uri, "already_running": running}
+
+    def human() -> None:
+        click.echo(f"{'already running' if running else 'started'} from {s.dir}")
+        click.echo(f"  metastore    {s.metastore_uri}  (pid {s.hms_pid})")
+        click.echo(f"  HiveServer2  {hs2}  (pid {s.hs2_pid})")
+        click.echo("connect:")
+        click.echo(f"  beeline -u jdbc:hive2://{hs2}/default -n trib")
+        click.echo(f"  python: pyhive.hive.connect(host='{services.HOST}', port={s.hs2_port}, "
+                   "auth='NONE', username='trib')")
+        click.echo(f"  spark:  --conf spark.hadoop.hive.metastore.uris={s.metastore_uri} "
+                   f"--conf spark.sql.warehouse.dir={s.warehouse_uri}")
+        click.echo(f"stop with: trib hive down --dir {dir_}")
+    emit(as_json, data, human)
+
+
+@hive.command()
+@_dir_option
+@json_option
+def status(dir_, as_json) -> None:
+    """Show pid, port and liveness of each service; exit 8 unless both are alive."""
+    st = services.status(dir_)
+    alive = all(s["alive"] for s in st.values())
+
+    def human() -> None:
+        for key, s in st.items():
+            where = f"pid {s['pid']}, port {s['port']}" if s["pid"] else "never started or stopped"
+            click.echo(f"{_NAMES[key]:<12} {'alive' if s['alive'] else 'NOT RUNNING':<12} {where}")
+    emit(as_json, {"dir": dir_, "alive": alive, **st}, human)
+    if not alive:
+        raise click.exceptions.Exit(MetastoreError.exit_code)
+
+
+@hive.command()
+@_dir_option
+@json_option
+def down(dir_, as_json) -> None:
+    """Stop both services (SIGTERM, then SIGKILL); a no-op if nothing runs from DIR."""
+    was = {key: s["alive"] for key, s in services.status(dir_).items()}
+    services.stop(dir_)
+    emit(as_json, {"dir": dir_, "was_alive": was, "stopped": True},
+         f"stopped ({', '.join(_NAMES[k] for k, v in was.items() if v) or 'nothing was running'})")
+
+
+COMMANDS = [hive]

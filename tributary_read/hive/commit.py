@@ -1,0 +1,303 @@
+"""Partition commit after a writer commit (Flink's partition-commit idea).
+
+Per table, in ``table.json``'s ``partition_commit``, one or both policies:
+
+* ``metastore``: mount the partitions a commit touched (``ADD IF NOT EXISTS``
+  with the directory as location), right after the commit.
+* ``success-file``: write an empty ``_SUCCESS`` into a partition once its end
+  time plus a delay has passed on the chosen clock: ``processing`` (wall
+  clock) or ``event`` (a watermark: the start of the newest partition that
+  received data, a lower bound of the newest event time).
+
+They run from ``trib ingest`` (through its ``on_commit`` hook) and from
+``trib partitions commit``. Both are idempotent. Which partitions were already
+marked is remembered as one time, ``through_ms`` (every partition of the log
+ending at or before it is done), in ``_tributary/partition-commit.json``; a
+commit into an older partition is handled on the spot. That file is a hint: if
+it is lost, the next pass re-checks the whole log and writes nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+import uuid
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+from ..errors import (
+    CommitConflictError,
+    InvalidInputError,
+    ManifestCorruptError,
+    StorageError,
+    TributaryError,
+)
+from ..layout import PartitionDir
+from ..log import META_DIR
+from ..manifest import FORMAT, FORMAT_VERSION, KIND_DATA, Commit, load_document
+from ..storage import Storage
+from ..table import PROPERTIES, Table
+from .metastore import Metastore, TableName, open_metastore
+from .sync import Known, StateStore, SyncState, location_for
+
+POLICIES = ("metastore", "success-file")
+CLOCKS = ("processing", "event")
+MARK = f"{META_DIR}/partition-commit.json"
+
+
+@dataclass(frozen=True)
+class CommitPolicy:
+    """A table's partition-commit settings (``table.json`` → ``partition_commit``)."""
+
+    policies: tuple[str, ...] = ()
+    hive_table: str | None = None
+    metastore: str | None = None
+    delay_ms: int = 0
+    clock: str = "processing"
+    success_file: str = "_SUCCESS"
+    batch_size: int | None = None
+    location_base: str | None = None
+
+    def __post_init__(self):
+        bad = [p for p in self.policies if p not in POLICIES]
+        if bad:
+            raise InvalidInputError(f"unknown partition-commit policy {bad[0]!r}; choose {', '.join(POLICIES)}")
+        if self.clock not in CLOCKS:
+            raise InvalidInputError(f"unknown clock {self.clock!r}; choose {', '.join(CLOCKS)}")
+        if self.delay_ms < 0:
+            raise InvalidInputError("--delay must be >= 0")
+        if "metastore" in self.policies and not (self.hive_table and self.metastore):
+            raise InvalidInputError("policy metastore needs --hive-table and --metastore")
+        if self.hive_table:
+            TableName.parse(self.hive_table)
+        name = self.success_file
+        # Hidden (``_``/``.``) so no engine reads the marker as data.
+        if not name or "/" in name or name in (".", "..") or name[0] not in "_.":
+            raise InvalidInputError(f"success file {name!r} must be a plain name starting with '_' or '.'")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.policies)
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"policies": list(self.policies), "delay_ms": self.delay_ms, "clock": self.clock,
+                             "success_file": self.success_file}
+        for k in ("hive_table", "metastore", "batch_size", "location_base"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping | None) -> CommitPolicy:
+        d = dict(d or {})
+        try:
+            return cls(tuple(d.get("policies", ())), d.get("hive_table"), d.get("metastore"),
+                       int(d.get("delay_ms", 0)), d.get("clock", "processing"), d.get("success_file", "_SUCCESS"),
+                       d.get("batch_size"), d.get("location_base"))
+        except (TypeError, ValueError) as e:
+            raise ManifestCorruptError(f"corrupt partition_commit settings in table.json: {e}") from None
+
+
+def save_policy(table: Table, policy: CommitPolicy) -> Table:
+    """Rewrite ``table.json`` with ``policy``; readers see the old file or the new one."""
+    config = replace(table.config, partition_commit=policy.to_json())
+    data = json.dumps(config.to_json(), indent=2, sort_keys=True).encode()
+    _replace_file(table.storage, PROPERTIES, data)
+    return Table(table.storage, config)
+
+
+def _replace_file(storage: Storage, rel: str, data: bytes) -> None:
+    if storage.scheme == "s3":
+        storage.write(rel, data)  # a PUT replaces atomically
+        return
+    tmp = f"{posixpath.dirname(rel)}/.{posixpath.basename(rel)}.{uuid.uuid4().hex}.tmp"
+    storage.write(tmp, data)
+    try:
+        storage.rename(tmp, rel)  # rename(2) replaces atomically on local disk
+    except StorageError:
+        # HDFS renames never replace: a short window without the file, never a torn one.
+        storage.delete(rel)
+        storage.rename(tmp, rel)
+
+
+# -- the committer -------------------------------------------------------------------
+@dataclass
+class _Mark:
+    through_ms: int = 0
+    watermark_ms: int = 0
+
+
+class PartitionCommitter:
+    """Applies a table's policy to each commit, and to what became due when closed.
+
+    Metastore errors do not interrupt the writer: the data commit already
+    landed. The first error is kept, the metastore policy stops for the run, and
+    :meth:`close` reports it so the caller exits non-zero and says how to catch up.
+    """
+
+    def __init__(self, table: Table, policy: CommitPolicy | None = None, *, metastore: Metastore | None = None,
+                 now_ms: Callable[[], int] | None = None, metastore_factory: Callable[[str], Metastore] | None = None):
+        self.table = table
+        self.policy = policy or CommitPolicy.from_json(table.config.partition_commit)
+        self.now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self._ms = metastore
+        self._own_ms = metastore is None
+        self._factory = metastore_factory or open_metastore
+        self._present: set[str] | None = None
+        self._pending: dict[str, PartitionDir] = {}
+        self._watermark = 0
+        self.added: list[str] = []
+        self.success_files: list[str] = []
+        self.locations: dict[str, str] = {}
+        self.error: TributaryError | None = None
+
+    @property
+    def hive(self) -> TableName:
+        return TableName.parse(self.policy.hive_table or "")
+
+    def _metastore(self) -> Metastore:
+        if self._ms is None:
+            self._ms = self._factory(self.policy.metastore)
+        return self._ms
+
+    # -- per commit ------------------------------------------------------------------
+    def partitions_of(self, files) -> dict[str, PartitionDir]:
+        out: dict[str, PartitionDir] = {}
+        for f in files:
+            if f.kind != KIND_DATA:
+                continue
+            d = posixpath.dirname(f.path)
+            if d not in out:
+                p = self.table.layout.try_parse(d)
+                if p is not None:
+                    out[d] = p
+        return out
+
+    def on_commit(self, commit: Commit) -> None:
+        touched = self.partitions_of(commit.files)
+        if not touched:
+            return
+        if "metastore" in self.policy.policies and self.error is None:
+            try:
+                self.mount(touched)
+            except TributaryError as e:
+                self.error = e
+        if "success-file" in self.policy.policies:
+            self._watermark = max(self._watermark, max(p.start_ms for p in touched.values()))
+            self._pending.update(touched)
+            for d in self._mark_due(self._pending, self._clock(self._watermark)):
+                del self._pending[d]
+
+    def mount(self, parts: Mapping[str, PartitionDir], dry_run: bool = False) -> list[str]:
+        """ADD the partitions the metastore does not have yet; returns their names."""
+        ms = self._metastore()
+        if self._present is None:
+            self._present = {p.spec.lower() for p in ms.list_partitions(self.hive)}
+        new = {d: p for d, p in parts.items() if p.spec.lower() not in self._present}
+        if new and not dry_run:
+            base = self.policy.location_base
+            locs = {d: location_for(self.table.storage, d, base) for d in new}
+            ms.add_partitions(self.hive, [(p.values, locs[d]) for d, p in new.items()], self.policy.batch_size)
+            for d, p in new.items():
+                self.locations[p.spec.lower()] = locs[d]
+        if not dry_run:
+            self._present.update(p.spec.lower() for p in new.values())
+        names = [p.spec for p in new.values()]
+        self.added.extend(names)
+        return names
+
+    def _clock(self, watermark_ms: int) -> int:
+        return self.now_ms() if self.policy.clock == "processing" else watermark_ms
+
+    def _mark_due(self, parts: Mapping[str, PartitionDir], clock_ms: int, dry_run: bool = False) -> list[str]:
+        """Write the success file into each due partition; returns the due directories."""
+        due = sorted(d for d, p in parts.items() if p.end_ms + self.policy.delay_ms <= clock_ms)
+        for d in due:
+            rel = f"{d}/{self.policy.success_file}"
+            if dry_run:
+                if not self.table.storage.exists(rel):
+                    self.success_files.append(d)
+            elif self.table.storage.create_if_absent(rel, b""):
+                self.success_files.append(d)
+        return due
+
+    # -- whole-log passes ------------------------------------------------------------
+    def _read_mark(self) -> _Mark:
+        try:
+            d = load_document(self.table.storage.read(MARK), self.table.storage.uri_for(MARK))
+            return _Mark(int(d.get("through_ms", 0)), int(d.get("watermark_ms", 0)))
+        except (FileNotFoundError, ManifestCorruptError, TypeError, ValueError):
+            return _Mark()  # a lost or torn hint: re-check the whole log
+
+    def _write_mark(self, mark: _Mark) -> None:
+        doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "partition-commit",
+               "through_ms": mark.through_ms, "watermark_ms": mark.watermark_ms}
+        self.table.storage.write(MARK, json.dumps(doc).encode())
+
+    def catch_up(self, *, all_partitions: bool = False, dry_run: bool = False) -> dict:
+        """Apply the policies to every partition of the log (once per partition)."""
+        parts = self.partitions_of(self.table.log.state().files.values())
+        if "metastore" in self.policy.policies and self.error is None:
+            try:
+                self.mount(parts, dry_run)
+            except TributaryError as e:
+                self.error = e
+        mark = self._read_mark()
+        if "success-file" in self.policy.policies:
+            newest = max((p.start_ms for p in parts.values()), default=0)
+            mark.watermark_ms = max(mark.watermark_ms, self._watermark, newest)
+            clock = self._clock(mark.watermark_ms)
+            limit = clock - self.policy.delay_ms
+            lo = -(2**62) if all_partitions else mark.through_ms
+            self._mark_due({d: p for d, p in parts.items() if lo < p.end_ms <= limit}, clock, dry_run)
+            for d in self._mark_due(self._pending, clock, dry_run):
+                del self._pending[d]
+            mark.through_ms = max(mark.through_ms, limit)
+            if not dry_run:
+                self._write_mark(mark)
+        return {"watermark_ms": mark.watermark_ms or None, "through_ms": mark.through_ms or None}
+
+    def close(self, *, catch_up: bool = True, all_partitions: bool = False, dry_run: bool = False) -> dict:
+        """Finish the run: commit what became due, remember mounted locations, release the metastore."""
+        extra: dict = {}
+        try:
+            if catch_up:
+                extra = self.catch_up(all_partitions=all_partitions, dry_run=dry_run)
+            if self.locations and self.error is None and not dry_run:
+                self._remember_locations()
+        except TributaryError as e:
+            self.error = self.error or e
+        finally:
+            if self._own_ms and self._ms is not None:
+                self._ms.close()
+        return self.summary(extra)
+
+    def summary(self, extra: Mapping | None = None) -> dict:
+        return {"policies": list(self.policy.policies), "added": self.added,
+                "success_files": self.success_files, **(extra or {}),
+                "error": str(self.error) if self.error else None}
+
+    def _remember_locations(self) -> None:
+        """Tell the sync state where these partitions are, so a sync need not DESCRIBE them."""
+        store = StateStore.for_table(self.table, self.hive)
+        for _ in range(5):
+            prev = store.latest()
+            parts = dict(prev.partitions) if prev else {}
+            for spec, loc in self.locations.items():
+                if spec not in parts:
+                    parts[spec] = Known(loc)  # no fingerprint: the next sync refreshes its stats
+            table_location = prev.table_location if prev else self._metastore().table_info(self.hive).location
+            state = SyncState((prev.version if prev else 0) + 1, str(self.hive), self._metastore().address,
+                              table_location, self.table.uri, int(time.time() * 1000), parts)
+            try:
+                store.save(state)
+                return
+            except CommitConflictError:
+                continue  # a concurrent sync or committer: merge into its state
+
+
+def committer_for(table: Table, **kwargs) -> PartitionCommitter | None:
+    """The table's committer, or None when it has no partition-commit policy."""
+    policy = CommitPolicy.from_json(table.config.partition_commit)
+    return PartitionCommitter(table, policy, **kwargs) if policy.enabled else None

@@ -1,0 +1,80 @@
+// Serves Hive 2.3's metastore on one address (127.0.0.1 unless told) instead of on every interface.
+//
+// HiveMetaStore.startMetaStore opens its Thrift socket with HiveAuthUtils.getServerSocket(null, port),
+// i.e. the wildcard address, and Hive 2.3 has no setting for the bind host. The project rule is that
+// dev and test servers listen on loopback only, so tributary_read.hive.services compiles this file
+// at first start (javac against the pyspark jars) and runs it in place of HiveMetaStore.
+//
+// It mirrors startMetaStore's unsecured path: the same HMSHandler behind RetryingHMSHandler, binary
+// protocol with the configured message size limit, a thread pool sized by
+// hive.metastore.server.{min,max}.threads. Left out because our hive-site.xml turns them off:
+// SASL/Kerberos, SSL, framed or compact transports, ACID compactor and housekeeping threads.
+// TSetIpAddressProcessor (stock HMS's choice when hive.metastore.execute.setugi=false) still
+// answers clients' set_ugi calls; every call runs as this JVM's user, the same local user anyway.
+//
+// Usage: java -cp CONF:CLASSES:JARS/* trib.hive.LoopbackMetaStore PORT [HOST]
+package trib.hive;
+
+import java.lang.reflect.Field;
+import java.net.InetSocketAddress;
+import org.apache.hadoop.hive.common.LogUtils;
+import org.apache.hadoop.hive.conf.HiveConf;
+import org.apache.hadoop.hive.conf.HiveConf.ConfVars;
+import org.apache.hadoop.hive.metastore.HiveMetaStore;
+import org.apache.hadoop.hive.metastore.IHMSHandler;
+import org.apache.hadoop.hive.metastore.TSetIpAddressProcessor;
+import org.apache.thrift.protocol.TBinaryProtocol;
+import org.apache.thrift.server.TServer;
+import org.apache.thrift.server.TThreadPoolServer;
+import org.apache.thrift.transport.TServerSocket;
+import org.apache.thrift.transport.TTransportFactory;
+
+public final class LoopbackMetaStore {
+  private LoopbackMetaStore() {}
+
+  public static void main(String[] args) {
+    try {
+      if (args.length < 1 || args.length > 2) {
+        throw new IllegalArgumentException("usage: LoopbackMetaStore PORT [HOST]");
+      }
+      serve(args.length == 2 ? args[1] : "127.0.0.1", Integer.parseInt(args[0]));
+    } catch (Throwable t) {
+      // Derby and DataNucleus leave non-daemon threads running: without exit() a failed start hangs.
+      System.err.println("ERROR LoopbackMetaStore failed to start: " + t);
+      t.printStackTrace();
+      System.exit(1);
+    }
+  }
+
+  private static void serve(String host, int port) throws Throwable {
+    HiveConf.setLoadMetastoreConfig(true);
+    HiveConf conf = new HiveConf(HiveMetaStore.HMSHandler.class);
+    if (System.getProperty("log4j.configurationFile") == null) {
+      try {
+        LogUtils.initHiveLog4j(); // honours hive.log4j.file, as HiveMetaStore.main does
+      } catch (LogUtils.LogInitializationException e) {
+        System.err.println("WARN LoopbackMetaStore: " + e.getMessage());
+      }
+    }
+    // HiveMetaStore.isMetaStoreRemote() must say true, as it does under HiveMetaStore.main.
+    Field remote = HiveMetaStore.class.getDeclaredField("isMetaStoreRemote");
+    remote.setAccessible(true);
+    remote.setBoolean(null, true);
+
+    // Handler first (it creates the Derby schema), socket second: an open port means ready.
+    IHMSHandler handler = HiveMetaStore.newRetryingHMSHandler(
+        new HiveMetaStore.HMSHandler("new db based metaserver", conf, false), conf);
+    long maxMessageSize = conf.getLongVar(ConfVars.METASTORESERVERMAXMESSAGESIZE);
+    TServerSocket socket = new TServerSocket(new InetSocketAddress(host, port));
+    TServer server = new TThreadPoolServer(new TThreadPoolServer.Args(socket)
+        .processor(new TSetIpAddressProcessor<IHMSHandler>(handler))
+        .transportFactory(new TTransportFactory())
+        .protocolFactory(new TBinaryProtocol.Factory())
+        .inputProtocolFactory(new TBinaryProtocol.Factory(true, true, maxMessageSize, maxMessageSize))
+        .minWorkerThreads(conf.getIntVar(ConfVars.METASTORESERVERMINTHREADS))
+        .maxWorkerThreads(conf.getIntVar(ConfVars.METASTORESERVERMAXTHREADS)));
+    System.out.println("LoopbackMetaStore started on " + host + ":" + port);
+    System.out.flush();
+    server.serve();
+  }
+}
