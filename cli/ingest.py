@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from tributary_read.hive.commit import committer_for
 from tributary_read.ingest import ON_BAD_RECORD, TimeSpec
 from tributary_read.ingest import ingest as run_ingest
 from tributary_read.table import PROTOCOLS, RollPolicy, parse_size
@@ -46,15 +47,23 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
     )
     spec = TimeSpec(time_field, time_regex, time_format)
     size = os.path.getsize(source) if os.path.isfile(source) else 0
+    committer = committer_for(t)  # the table's partition-commit policy, if any
     kwargs = dict(time_spec=spec, commit_every=commit_every, protocol=protocol, roll=roll,
-                  on_bad_record=on_bad_record, source_name=source_name)
-    if state.progress_enabled():
-        with click.progressbar(length=size, label="ingest", file=sys.stderr) as bar:
-            result = run_ingest(t, source, app_id, progress=bar.update, **kwargs)
-    else:
-        result = run_ingest(t, source, app_id, **kwargs)
+                  on_bad_record=on_bad_record, source_name=source_name,
+                  on_commit=committer.on_commit if committer else None)
+    try:
+        if state.progress_enabled():
+            with click.progressbar(length=size, label="ingest", file=sys.stderr) as bar:
+                result = run_ingest(t, source, app_id, progress=bar.update, **kwargs)
+        else:
+            result = run_ingest(t, source, app_id, **kwargs)
+    finally:
+        committed = committer.close() if committer else None
     msg = (f"{result.records} records from {result.source} (offsets {result.start_offset}..{result.last_offset}) "
            f"in {result.commits} commits" + (f", {result.dead_letters} dead letters" if result.dead_letters else ""))
     if result.dead_letters and not as_json:
         click.echo(f"trib: warning: {result.dead_letters} records went to {t.uri}/_tributary/dead_letter", err=True)
-    emit(as_json, result.to_json(), msg)
+    emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, msg)
+    if committer and committer.error:  # the records are committed; only the partition commit is behind
+        raise type(committer.error)(f"records committed, but the partition commit failed: {committer.error}; "
+                                    f"catch up with: trib partitions commit {root}")

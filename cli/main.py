@@ -35,11 +35,13 @@ def cli(ctx: click.Context, verbose: bool, quiet: bool, config_path: str | None,
 
 
 def _register() -> None:
-    from . import files, ingest, maintenance, table
+    from . import consumer, files, ingest, maintenance, partitions, table
 
     cli.add_command(table.table)
+    cli.add_command(partitions.partitions)
     cli.add_command(ingest.ingest)
     cli.add_command(files.files)
+    cli.add_command(consumer.consumer)
     for cmd in maintenance.COMMANDS:
         cli.add_command(cmd)
     try:

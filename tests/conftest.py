@@ -83,3 +83,93 @@ def run_trib(*args: str, env: dict | None = None, check: bool = False, cwd=None)
     if check and proc.returncode != 0:
         raise AssertionError(f"trib {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+# -- Hive: one metastore + HiveServer2 pair and one SparkSession per test session --------
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports (held open together, so they cannot repeat)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.fixture(scope="session")
+def hive_services(tmp_path_factory):
+    """The metastore + HiveServer2 pair, started once per session on free loopback ports.
+
+    Fails (never skips) without Java: CI has a JDK, so a skip would hide a broken setup.
+    Starting a pair costs ~25 s and two JVMs, so tests share this one.
+    """
+    from tributary_read.errors import TributaryError
+    from tributary_read.hive import services
+
+    root = str(tmp_path_factory.mktemp("hive"))
+    hms_port, hs2_port = _free_ports(2)
+    try:
+        started = services.start(root, hms_port=hms_port, hs2_port=hs2_port, timeout=300)
+    except TributaryError as e:
+        pytest.fail(f"Hive services did not start (needs a JDK 17 and the [hive,spark] extras): {e}",
+                    pytrace=False)
+    try:
+        yield started
+    finally:
+        services.stop(root)
+
+
+@pytest.fixture(scope="session")
+def spark(hive_services, tmp_path_factory):
+    """One Hive-enabled SparkSession for the session, cataloged by ``hive_services``."""
+    from pyspark.sql import SparkSession
+
+    scratch = tmp_path_factory.mktemp("spark-scratch")
+    with pytest.MonkeyPatch.context() as mp:  # only while the driver JVM is launched
+        for var in ("SPARK_HOME", "SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "HIVE_CONF_DIR"):
+            mp.delenv(var, raising=False)  # the pyspark wheel's own Spark, local files only
+        mp.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+        session = (
+            SparkSession.builder.master("local[2]").appName("trib-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.hadoop.hive.metastore.uris", hive_services.metastore_uri)
+            .config("spark.sql.warehouse.dir", hive_services.warehouse_uri)
+            # Hive's session dirs default to /tmp/hive and /tmp/$USER: keep them per run.
+            .config("spark.hadoop.hive.exec.scratchdir", str(scratch / "hdfs"))
+            .config("spark.hadoop.hive.exec.local.scratchdir", str(scratch / "local"))
+            .config("spark.hadoop.hive.downloaded.resources.dir", str(scratch / "resources"))
+            .enableHiveSupport()
+            .getOrCreate()
+        )
+    if session.conf.get("spark.sql.catalogImplementation") != "hive":  # an earlier plain session
+        session.stop()
+        pytest.fail("a SparkSession without Hive support already existed", pytrace=False)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def hs2_connect(services):
+    """A pyhive connection to ``services``'s HiveServer2 (SASL PLAIN, as Spark's HS2 expects)."""
+    from pyhive import hive
+
+    return hive.connect(host="127.0.0.1", port=services.hs2_port, auth="NONE", username="trib")
+
+
+@pytest.fixture
+def hs2_cursor(hive_services):
+    """A cursor on the session's HiveServer2; its connection is closed after the test."""
+    conn = hs2_connect(hive_services)
+    try:
+        yield conn.cursor()
+    finally:
+        conn.close()

@@ -84,3 +84,45 @@ def missing_extra(module: str, extra: str) -> MissingDependencyError:
     return MissingDependencyError(
         f"{module} is not installed: pip install 'tributary-read[{extra}]'"
     )
+
+
+# -- read side: consumers -------------------------------------------------------
+class NoSuchConsumerError(TributaryError):
+    """No consumer of that name: check the name and --state-dir, or start it with ``trib files --consumer``."""
+
+    exit_code = 4
+
+
+class NoSuchPlanError(InvalidInputError):
+    """The plan id was never issued for this consumer: use the id ``trib files --consumer`` printed."""
+
+
+class StalePlanError(TributaryError):
+    """The plan was made on a consumer state that is no longer current: plan again and redo the run."""
+
+    exit_code = 5
+
+
+class PendingPlanError(TributaryError):
+    """A different plan is pending: ack it, or drop it with ``trib consumer reset --discard-plan``."""
+
+    exit_code = 5
+
+
+class ConsumerStateCorruptError(TributaryError):
+    """A consumer's state or plan file cannot be read: inspect it, or start over with ``trib consumer reset``."""
+
+    exit_code = 6
+
+
+# -- Hive partitions -----------------------------------------------------------
+class NoSuchHiveTableError(MetastoreError):
+    """The Hive table does not exist: create it (EXTERNAL, partitioned by the layout's keys) or fix --hive-table."""
+
+    exit_code = 4
+
+
+class UnsafePlanError(TributaryError):
+    """A partition plan exceeds a safety limit (e.g. --max-drop-fraction): check the listing, or rerun with --force."""
+
+    exit_code = 11

@@ -1,0 +1,2 @@
+-- Mount many partitions in one statement: one metastore round trip per batch.
+ALTER TABLE {table} ADD IF NOT EXISTS {items}

@@ -1,0 +1,1 @@
+PARTITION ({spec})

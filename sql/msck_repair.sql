@@ -1,0 +1,2 @@
+-- Benchmark baseline: discovers key=value directories only.
+MSCK REPAIR TABLE {table}

@@ -1,0 +1,192 @@
+"""Partition commit after writer commits: ``trib partitions configure|commit`` and ``trib ingest``."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import uuid
+
+import pytest
+
+from conftest import hs2_connect, run_trib
+from helpers import BASE_MS, LAYOUT, PARTITION, make_source
+from tributary_read.hive.metastore import TableName
+from tributary_read.hive.sync import STATE_DIR
+from tributary_read.layout import Layout
+
+LAY = Layout(LAYOUT, PARTITION)
+HOUR = 3_600_000
+
+
+@pytest.fixture
+def hive_table(hive_services, tmp_path):
+    conn = hs2_connect(hive_services)
+    cur = conn.cursor()
+    name = TableName("default", f"c_{uuid.uuid4().hex[:10]}")
+    root = tmp_path / "root"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, "--format", "text",
+             check=True)
+    cur.execute(f"CREATE EXTERNAL TABLE {name.sql} (line STRING) PARTITIONED BY (dt STRING) "
+                f"STORED AS TEXTFILE LOCATION 'file://{root}'")
+    yield name, root, cur
+    cur.execute(f"DROP TABLE IF EXISTS {name.sql}")
+    conn.close()
+
+
+def _hs2(services) -> str:
+    return f"hs2://127.0.0.1:{services.hs2_port}?user=trib"
+
+
+def _source(path, hours: list[int], per_hour: int = 3):
+    with open(path, "w") as f:
+        i = 0
+        for h in hours:
+            for k in range(per_hour):
+                f.write(json.dumps({"id": i, "ts": BASE_MS + h * HOUR + k * 1000}) + "\n")
+                i += 1
+    return path
+
+
+def _ingest(root, src, *extra):
+    return run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", "--json",
+                    *extra)
+
+
+def _marked(root) -> list[str]:
+    return sorted(str(p.parent.relative_to(root)) for p in root.rglob("_SUCCESS"))
+
+
+def _hour_path(h: int) -> str:
+    return LAY.for_time(BASE_MS + h * HOUR).path
+
+
+def test_configure_shows_sets_and_removes(tmp_path):
+    root = tmp_path / "t"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    shown = json.loads(run_trib("partitions", "configure", str(root), "--json", check=True).stdout)
+    assert shown["partition_commit"]["policies"] == []
+    p = run_trib("partitions", "configure", str(root), "--policy", "success-file", "--policy", "metastore",
+                 "--hive-table", "db.t", "--metastore", "hs2://h:10000", "--delay", "1h", "--clock", "event",
+                 "--json", check=True)
+    want = {"policies": ["success-file", "metastore"], "hive_table": "db.t", "metastore": "hs2://h:10000",
+            "delay_ms": HOUR, "clock": "event", "success_file": "_SUCCESS"}
+    assert json.loads(p.stdout)["partition_commit"] == want
+    assert json.loads((root / "_tributary" / "table.json").read_text())["partition_commit"] == want
+    assert json.loads(run_trib("table", "show", str(root), "--json", check=True).stdout)["partition_commit"] == want
+    assert not [f for f in (root / "_tributary").iterdir() if f.name.endswith(".tmp")]
+    for args, msg in [(["--policy", "metastore", "--off"], None),
+                      (["--policy", "bogus"], "Invalid value"),
+                      (["--success-file", "SUCCESS"], "must be a plain name starting with '_'"),
+                      (["--hive-table", "a;b"], "bad Hive table name"),
+                      (["--metastore", "mysql://x"], "unknown metastore")]:
+        if msg is None:
+            continue
+        p = run_trib("partitions", "configure", str(root), *args)
+        assert p.returncode in (2, 3) and msg in p.stderr, (args, p.stderr)
+    p = run_trib("partitions", "configure", str(root), "--off", "--json", check=True)
+    assert json.loads(p.stdout)["partition_commit"]["policies"] == []
+    p = run_trib("partitions", "configure", str(root), "--policy", "metastore")
+    assert p.returncode == 3 and "needs --hive-table and --metastore" in p.stderr
+    p = run_trib("partitions", "commit", str(root))
+    assert p.returncode == 3 and "no partition-commit policy" in p.stderr
+
+
+def test_ingest_mounts_the_partitions_it_commits(hive_services, hive_table, tmp_path):
+    name, root, cur = hive_table
+    run_trib("partitions", "configure", str(root), "--policy", "metastore", "--hive-table", str(name),
+             "--metastore", _hs2(hive_services), check=True)
+    src = make_source(tmp_path / "s.jsonl", 600, hours=12)
+    p = _ingest(root, src, "--commit-every", "100")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["commits"] == 6 and out["partition_commit"]["error"] is None
+    assert len(out["partition_commit"]["added"]) == 12
+    cur.execute(f"SHOW PARTITIONS {name.sql}")
+    assert len(cur.fetchall()) == 12
+    cur.execute(f"SELECT count(*) FROM {name.sql}")
+    assert cur.fetchall() == [(600,)]  # every committed record, through HS2
+
+    # The committer told the sync state where the partitions are: no DESCRIBE needed.
+    sync = run_trib("partitions", "sync", str(root), "--json", check=True)  # target from the policy
+    plan = json.loads(sync.stdout)
+    assert plan["summary"]["described"] == 0 and plan["add"] == []
+    assert all(e["reason"] == "files unknown since the partition was committed" for e in plan["refresh"])
+    assert json.loads(run_trib("partitions", "sync", str(root), "--json", check=True).stdout)["statements"] == 0
+
+    # A second ingest into the same hours adds nothing; the records are there.
+    src2 = make_source(tmp_path / "s2.jsonl", 50, seed=9, hours=12)
+    out = json.loads(run_trib("ingest", str(root), "--source", str(src2), "--app-id", "b", "--time-field", "ts",
+                              "--json", check=True).stdout)
+    assert out["partition_commit"]["added"] == []
+    cur.execute(f"SELECT count(*) FROM {name.sql}")
+    assert cur.fetchall() == [(650,)]
+
+
+def test_success_file_on_the_processing_clock(tmp_path):
+    root = tmp_path / "t"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    run_trib("partitions", "configure", str(root), "--policy", "success-file", "--delay", "10m", check=True)
+    src = _source(tmp_path / "s.jsonl", [0, 1, 2])
+    now_ms = int(time.time() * 1000)
+    with open(src, "a") as f:  # and one record in the current hour, which is not over yet
+        f.write(json.dumps({"id": 99, "ts": now_ms}) + "\n")
+    out = json.loads(_ingest(root, src).stdout)
+    assert out["partition_commit"]["success_files"] == [_hour_path(0), _hour_path(1), _hour_path(2)]
+    assert _marked(root) == [_hour_path(0), _hour_path(1), _hour_path(2)]
+    assert (root / _hour_path(0) / "_SUCCESS").read_bytes() == b""
+    # Hidden from readers: trib files does not list it as data.
+    files = json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]
+    assert not [f for f in files if f["path"].endswith("_SUCCESS")]
+    # Idempotent: nothing new to mark.
+    again = json.loads(run_trib("partitions", "commit", str(root), "--json", check=True).stdout)
+    assert again["success_files"] == []
+    assert json.loads(run_trib("partitions", "commit", str(root), "--all", "--json", check=True).stdout)[
+        "success_files"] == []
+
+
+def test_success_file_on_the_event_clock(tmp_path):
+    root = tmp_path / "t"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    run_trib("partitions", "configure", str(root), "--policy", "success-file", "--clock", "event", "--delay", "1h",
+             check=True)
+    out = json.loads(_ingest(root, _source(tmp_path / "a.jsonl", [0, 1, 2, 3, 5])).stdout)
+    # Watermark: the start of hour 5, so hours ending at least 1 h before it are complete.
+    assert out["partition_commit"]["success_files"] == [_hour_path(h) for h in (0, 1, 2, 3)]
+    out = json.loads(run_trib("ingest", str(root), "--source", str(_source(tmp_path / "b.jsonl", [9])),
+                              "--app-id", "b", "--time-field", "ts", "--json", check=True).stdout)
+    assert out["partition_commit"]["success_files"] == [_hour_path(5)]  # hours 6-8 hold no data
+    dry = json.loads(run_trib("partitions", "commit", str(root), "--dry-run", "--json", check=True).stdout)
+    assert dry["success_files"] == [] and dry["watermark_ms"] == LAY.for_time(BASE_MS + 9 * HOUR).start_ms
+    # A late record into an old, already complete hour: marked at once (it is past due).
+    (root / _hour_path(2) / "_SUCCESS").unlink()
+    run_trib("ingest", str(root), "--source", str(_source(tmp_path / "c.jsonl", [2], 1)), "--app-id", "c",
+             "--time-field", "ts", check=True)
+    assert _hour_path(2) in _marked(root)
+
+
+def test_metastore_down_during_ingest_then_catch_up(hive_services, hive_table, tmp_path):
+    name, root, cur = hive_table
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"hs2://127.0.0.1:{s.getsockname()[1]}"
+        run_trib("partitions", "configure", str(root), "--policy", "metastore", "--hive-table", str(name),
+                 "--metastore", dead, check=True)
+        p = _ingest(root, _source(tmp_path / "s.jsonl", [0, 1]), "--commit-every", "2")
+    assert p.returncode == 8
+    assert "records committed, but the partition commit failed: cannot reach HiveServer2" in p.stderr
+    assert f"trib partitions commit {root}" in p.stderr
+    assert json.loads(p.stdout)["records"] == 6  # the data commit landed all the same
+    files = json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]
+    assert sum(f["records"] for f in files) == 6
+
+    run_trib("partitions", "configure", str(root), "--metastore", _hs2(hive_services), check=True)
+    dry = json.loads(run_trib("partitions", "commit", str(root), "--dry-run", "--json", check=True).stdout)
+    assert dry["added"] == ["dt=2020062401", "dt=2020062402"]
+    cur.execute(f"SHOW PARTITIONS {name.sql}")
+    assert cur.fetchall() == []
+    out = json.loads(run_trib("partitions", "commit", str(root), "--json", check=True).stdout)
+    assert out["added"] == ["dt=2020062401", "dt=2020062402"]
+    cur.execute(f"SELECT count(*) FROM {name.sql}")
+    assert cur.fetchall() == [(6,)]
+    assert (root / STATE_DIR / str(name)).is_dir()
