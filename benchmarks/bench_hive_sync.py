@@ -26,6 +26,8 @@ batched DROP.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import socket
@@ -101,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--single-sample", type=int, help="partitions mounted one statement each (default 300)")
     ap.add_argument("--skip", default="", help="comma list of single,msck,cli,info to skip")
     ap.add_argument("--json", dest="json_out", help="also write the results as JSON here")
+    ap.add_argument("--markdown", help="also write the markdown section here")
     args = ap.parse_args(argv)
     hours = args.hours or (720 if args.quick else 8760)
     batch_sizes = [int(x) for x in (args.batch_sizes or ("1000" if args.quick else "100,500,1000,2000")).split(",")]
@@ -120,7 +123,12 @@ def main(argv: list[str] | None = None) -> int:
         fs = fs_type(work)
     after = machine_info()
     report = {"hours": hours, "machine": before, "loadavg_after": after["loadavg"], "fs": fs, **results}
-    print_report(report)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_report(report)
+    sys.stdout.write(buf.getvalue())
+    if args.markdown:
+        Path(args.markdown).write_text(buf.getvalue().strip() + "\n")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2))
     return 0
@@ -256,7 +264,7 @@ def print_report(r: dict) -> None:
         m = r["msck"]
         rows.append(["MSCK REPAIR TABLE (key=value copy)", f"{m['seconds']:.1f}", f"{m['ms_per_partition']:.2f}", 1,
                      "measured"])
-    print(f"\n### Mounting {n:,} hourly partitions through HiveServer2 (Spark Thrift Server 4.3 + HMS 2.3, Derby)\n")
+    print(f"\n## Mounting {n:,} hourly partitions through HiveServer2 (Spark Thrift Server 4.3 + HMS 2.3, Derby)\n")
     print(f"machine: {r['machine']['nproc']} cores, {r['machine']['cpu']}; load {r['machine']['loadavg']} before, "
           f"{r['loadavg_after']} after; data on {r['fs']}; {r['machine']['date']}\n")
     print(md_table(["method", "total s", "ms / partition", "statements", "how"], rows))

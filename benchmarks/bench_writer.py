@@ -385,7 +385,7 @@ def render(r: dict, argv: list[str]) -> str:
         lines.append(f"- {v['label']}: trib wrote {v['files']} files; time split (median) write "
                      f"{t['write_s_median']:.3f} s + flush/fsync/commit {t['commit_s_median']:.3f} s{extra}; "
                      f"output check of the last trib run: {v['check']}.")
-    lines.append(f"- goal (trib >= 90% of raw): " + ", ".join(
+    lines.append("- goal (trib >= 90% of raw): " + ", ".join(
         f"{v['label']}: {'met' if v['ratio_median'] >= 0.9 else 'NOT met'} ({v['ratio_median']:.0%})"
         for v in r["variants"].values()))
     return "\n".join(lines)

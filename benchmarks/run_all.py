@@ -30,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="event-time orders to run the writer benchmark with (default random,nearly-sorted,sorted)")
     ap.add_argument("--writer-args", default="", help="extra arguments for bench_writer.py (quoted)")
     ap.add_argument("--commit-args", default="", help="extra arguments for bench_commit.py (quoted)")
-    ap.add_argument("--skip", default="", help="comma list of writer,commit to skip")
+    ap.add_argument("--listing-args", default="", help="extra arguments for bench_listing.py (quoted)")
+    ap.add_argument("--hive-args", default="", help="extra arguments for bench_hive_sync.py (quoted)")
+    ap.add_argument("--skip", default="", help="comma list of writer,commit,listing,hive to skip")
     ap.add_argument("--output", default=str(HERE / "results.md"), help="summary file (default benchmarks/results.md)")
     args = ap.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -48,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
             jobs.append((f"writer-{order}", "bench_writer.py", quick + ["--order", order] + shlex.split(args.writer_args)))
     if "commit" not in skip:
         jobs.append(("commit", "bench_commit.py", quick + shlex.split(args.commit_args)))
+    if "listing" not in skip:
+        jobs.append(("listing", "bench_listing.py", quick + shlex.split(args.listing_args)))
+    if "hive" not in skip:
+        jobs.append(("hive", "bench_hive_sync.py", quick + shlex.split(args.hive_args)))
     for name, script, extra in jobs:
         md = DEFAULT_WORKDIR / f"{name}.md"
         md.unlink(missing_ok=True)

@@ -121,7 +121,7 @@ def _window(start, end, schedule_time, period, lag, tz) -> TimeWindow | None:
 @click.option("--full-scan", is_flag=True, help="Listing consumer: list unchanged directories too (catches in-place rewrites).")
 @click.option("--state-dir", help="Keep consumer state in DIR/NAME instead of ROOT/_tributary/consumers (read-only tables).")
 @click.option("--parallel", type=int, help="Concurrent directory listings (default: 16 remote, 2-8 local).")
-@click.option("--uri/--relative", "as_uri", default=False, help="Print full URIs instead of ROOT-relative paths.")
+@click.option("--uri/--relative", "as_uri", default=False, help="Print full URIs instead of ROOT-relative paths (--json: add a `uri` per file).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @json_option
 @pass_state
@@ -171,7 +171,11 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
         for f in fs.files:
             click.echo(src.storage.uri_for(f.path) if as_uri else f.path)
         _notes(fs, plan, root, state_dir)
-    emit(as_json, fs.to_json(), human)
+    doc = fs.to_json()
+    if as_uri:  # JSON keeps ROOT-relative paths (the stable contract) and adds the full URI
+        for f in doc["files"]:
+            f["uri"] = src.storage.uri_for(f["path"])
+    emit(as_json, doc, human)
 
 
 def _notes(fs, plan, root: str, state_dir: str | None) -> None:

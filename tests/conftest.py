@@ -173,3 +173,18 @@ def hs2_cursor(hive_services):
         yield conn.cursor()
     finally:
         conn.close()
+
+
+@pytest.fixture(params=["hs2", "spark"])
+def metastore(request, hive_services):
+    """Each metastore backend in turn, on the session's services (the behaviour-suite pattern)."""
+    if request.param == "hs2":
+        from tributary_read.hive.hs2 import Hs2Metastore
+
+        m = Hs2Metastore("127.0.0.1", hive_services.hs2_port, user="trib")
+    else:
+        from tributary_read.hive.spark_catalog import SparkCatalogMetastore
+
+        m = SparkCatalogMetastore(request.getfixturevalue("spark"))
+    yield m
+    m.close()

@@ -78,3 +78,12 @@ def snapshot(root: str | os.PathLike) -> dict[str, str]:
             with open(p, "rb") as f:
                 out[os.path.relpath(p, root)] = hashlib.sha1(f.read()).hexdigest()
     return out
+
+
+def put(root: Path, rel: str, mtime_ms: int, data: bytes = b"x\n") -> Path:
+    """Write ``root/rel`` with an exact mtime (ms), as a late or rsync'd file would have."""
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(data)
+    os.utime(p, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+    return p

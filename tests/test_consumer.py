@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_trib
+from helpers import put
 from tributary_read import FileEntry, Layout, Table, TableConfig
 from tributary_read.consumer import Consumer, list_consumers
 from tributary_read.errors import CommitConflictError, PendingPlanError, StalePlanError, TributaryError
@@ -25,14 +26,6 @@ PARTITION = "dt={yyyy}{MM}{dd}{HH}"
 H = 3_600_000
 DAY = 24 * H
 T0 = 1_592_956_800_000  # 2020-06-24T00:00:00Z
-
-
-def put(root: Path, rel: str, mtime_ms: int, data: bytes = b"x\n") -> Path:
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(data)
-    os.utime(p, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
-    return p
 
 
 def hour_dir(ms: int) -> str:

@@ -26,21 +26,11 @@ from tributary_read.hive.metastore import (
 from tributary_read.hive.sync import PartitionMapper
 from tributary_read.layout import Layout
 
-BACKENDS = ["hs2", "spark"]
 
 
-@pytest.fixture(params=BACKENDS)
-def ms(request, hive_services):
-    if request.param == "hs2":
-        from tributary_read.hive.hs2 import Hs2Metastore
-
-        m = Hs2Metastore("127.0.0.1", hive_services.hs2_port, user="trib")
-    else:
-        from tributary_read.hive.spark_catalog import SparkCatalogMetastore
-
-        m = SparkCatalogMetastore(request.getfixturevalue("spark"))
-    yield m
-    m.close()
+@pytest.fixture
+def ms(metastore):
+    return metastore
 
 
 @pytest.fixture

@@ -233,18 +233,9 @@ def test_wrong_partition_keys_are_refused(hive_services, hive_table):
 
 
 # -- the sync behaviours through both backends (in-process) -----------------------------
-@pytest.fixture(params=["hs2", "spark"])
-def backend(request, hive_services):
-    if request.param == "hs2":
-        from tributary_read.hive.hs2 import Hs2Metastore
-
-        m = Hs2Metastore("127.0.0.1", hive_services.hs2_port, user="trib")
-    else:
-        from tributary_read.hive.spark_catalog import SparkCatalogMetastore
-
-        m = SparkCatalogMetastore(request.getfixturevalue("spark"))
-    yield m
-    m.close()
+@pytest.fixture
+def backend(metastore):
+    return metastore
 
 
 def test_sync_behaviour(backend, hive_table):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from cli.files import ListingProgress
 from conftest import run_trib
+from helpers import put
 from tributary_read import FileEntry, Layout, Table, TableConfig
 from tributary_read.errors import InvalidInputError
 from tributary_read.layout import parse_timezone
@@ -29,14 +29,6 @@ T0 = 1_592_956_800_000  # 2020-06-24T00:00:00Z
 
 def ms(text: str) -> int:
     return int(datetime.fromisoformat(text).timestamp() * 1000)
-
-
-def put(root: Path, rel: str, mtime_ms: int, data: bytes = b"x\n") -> Path:
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(data)
-    os.utime(p, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
-    return p
 
 
 def files_json(*args) -> dict:

@@ -23,13 +23,12 @@ still detected and reported.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from .errors import (
     CommitConflictError,
@@ -43,8 +42,9 @@ from .errors import (
     StorageError,
     UnsupportedFormatVersionError,
 )
-from .layout import Layout, PartitionDir
-from .listing import ListedFile, Progress, Skipped, scan, supports_dir_mtime
+from .layout import Layout
+from .ledger import LedgerPlanner, apply_delta, check_ledger
+from .listing import Progress, Skipped
 from .log import META_DIR
 from .manifest import FORMAT, FORMAT_VERSION, load_document
 from .resolve import FileSet, ResolvedFile, Source, manifest_files
@@ -55,83 +55,11 @@ CONSUMERS_DIR = f"{META_DIR}/consumers"
 DEFAULT_LOOKBACK_MS = 7 * DAY_MS
 #: States (and their plans) kept after an ack; older ones are deleted.
 KEEP_STATES = 3
-#: A directory's mtime is trusted to skip it only if it was this much older
-#: than the listing: an entry added later in the same timestamp tick (1-2 s on
-#: some file systems) would otherwise leave the mtime unchanged.
-QUIESCENT_MS = 2000
 CONSUMER_MODES = ("manifest", "listing")
-NEW_BEYOND = "new file in a partition older than the lookback horizon"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 _PLAN_ID = re.compile(r"^([0-9]{1,20})-([0-9a-f]{12})$")
 _FILE = re.compile(r"^(state|plan)-([0-9]{20})\.json$")
-_MASK = (1 << 64) - 1
-
-Fingerprint = tuple  # (size, mtime_ms, valid_length or None)
-
-
-# -- ledger encoding ------------------------------------------------------------
-def _enc(fp: Fingerprint, present: bool = True) -> list:
-    """``[size, mtime]``, ``[size, mtime, valid_length]``, or with a trailing 0 once gone."""
-    size, mtime, vl = fp
-    if present:
-        return [size, mtime] if vl is None else [size, mtime, vl]
-    return [size, mtime, vl, 0]
-
-
-def _dec(v: list) -> tuple[Fingerprint, bool]:
-    return (v[0], v[1], v[2] if len(v) > 2 else None), len(v) < 4 or v[3] != 0
-
-
-def _digest(items: Iterable[tuple[str, Fingerprint]]) -> tuple[int, str, int]:
-    """(count, order-free 64-bit sum of per-file hashes, max mtime) of a directory."""
-    total = n = mx = 0
-    for name, (size, mtime, vl) in items:
-        key = f"{name}\0{size}\0{mtime}\0{'' if vl is None else vl}".encode()
-        total = (total + int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")) & _MASK
-        n += 1
-        mx = max(mx, mtime)
-    return n, f"{total:016x}", mx
-
-
-def _seal(items: Iterable[tuple[str, Fingerprint]], mtime: int | None, listed: int | None) -> dict:
-    n, h, mx = _digest(items)
-    return {"count": n, "digest": h, "max_mtime_ms": mx, "mtime_ms": mtime,
-            "listed_ms": listed if mtime is not None else None}
-
-
-def _present(entry: Mapping) -> Iterable[tuple[str, Fingerprint]]:
-    for name, v in entry["files"].items():
-        fp, present = _dec(v)
-        if present:
-            yield name, fp
-
-
-def _skippable(e: Mapping) -> bool:
-    m, listed = e.get("mtime_ms"), e.get("listed_ms")
-    return m is not None and listed is not None and listed - m >= QUIESCENT_MS
-
-
-def _meta_differs(e: Mapping | None, mtime: int | None, listed: int) -> bool:
-    """Whether a listed directory's skip metadata must be rewritten."""
-    if e is None:
-        return True
-    if mtime is None:
-        return e.get("mtime_ms") is not None
-    return e.get("mtime_ms") != mtime or not _skippable(e)
-
-
-def _check_ledger(ledger, sealed) -> None:
-    for d, e in ledger.items():
-        if not isinstance(e, dict) or not isinstance(e.get("files"), dict):
-            raise ValueError(f"bad ledger entry for {d!r}")
-        for name, v in e["files"].items():
-            if (not isinstance(v, list) or not 2 <= len(v) <= 4
-                    or not all(isinstance(x, int) or x is None for x in v)):
-                raise ValueError(f"bad ledger file {d}/{name}")
-    for d, s in sealed.items():
-        if not isinstance(s, dict) or not isinstance(s.get("count"), int) or not isinstance(s.get("digest"), str):
-            raise ValueError(f"bad seal for {d!r}")
 
 
 # -- value objects --------------------------------------------------------------
@@ -175,7 +103,7 @@ class ConsumerState:
                  int(d.get("delivered_bytes", 0)))
         if st.mode not in (None, *CONSUMER_MODES):
             raise ValueError(f"unknown mode {st.mode!r}")
-        _check_ledger(st.ledger, st.sealed)
+        check_ledger(st.ledger, st.sealed)
         return st
 
     def summary(self) -> dict:
@@ -464,8 +392,11 @@ class Consumer:
             return self._plan_manifest(state, plan_id, now)
         lookback = lookback_ms if lookback_ms is not None else (state.lookback_ms if state else DEFAULT_LOOKBACK_MS)
         layout = self._layout(state)
-        return _ListingPlanner(self, state, layout, lookback, min_age_ms or 0, now).plan(
-            plan_id, full_scan, progress, parallel)
+        diff = LedgerPlanner(self.source.storage, state.ledger if state else {}, state.sealed if state else {},
+                             layout, lookback, min_age_ms or 0, now).plan(full_scan, progress, parallel)
+        return Plan(plan_id, self.name, base, "listing", self.source.uri, now, diff.files, lookback,
+                    min_age_ms or 0, diff.conflicts, diff.beyond_horizon, diff.skipped, diff.deferred,
+                    diff.baseline, None, diff.stats, diff.delta)
 
     def _layout(self, state: ConsumerState | None) -> Layout:
         stored = Layout(**state.layout) if state and state.layout else None
@@ -503,16 +434,7 @@ class Consumer:
         if plan.mode == "manifest":
             new = replace(base, mode="manifest", manifest_version=int(d["manifest_version"]))
         else:
-            ledger, sealed = dict(base.ledger), dict(base.sealed)
-            for k in d.get("drop", ()):
-                ledger.pop(k, None)
-                sealed.pop(k, None)
-            for k, e in d.get("put", {}).items():
-                ledger[k] = e
-                sealed.pop(k, None)
-            for k, s in d.get("seal", {}).items():
-                sealed[k] = s
-                ledger.pop(k, None)
+            ledger, sealed = apply_delta(base.ledger, base.sealed, d)
             new = replace(base, mode="listing", ledger=ledger, sealed=sealed, lookback_ms=plan.lookback_ms,
                           layout=d.get("layout"))
         return replace(new, version=base.version + 1, table=self.source.uri, plan_id=plan.plan_id,
@@ -660,161 +582,3 @@ def list_consumers(source: Source | str, state_dir: str | None = None,
         except (ConsumerStateCorruptError, InvalidInputError) as e:
             out.append({"consumer": name, "location": c.location, "error": str(e)})
     return out
-
-
-class _ListingPlanner:
-    """Builds a listing consumer's plan: compare a listing with the ledger, partition by partition."""
-
-    def __init__(self, consumer: Consumer, state: ConsumerState | None, layout: Layout,
-                 lookback_ms: int, min_age_ms: int, now_ms: int):
-        self.c = consumer
-        self.state = state
-        self.layout = layout
-        self.lookback_ms = lookback_ms
-        self.min_age_ms = min_age_ms
-        self.now = now_ms
-        self.ledger = state.ledger if state else {}
-        self.sealed = state.sealed if state else {}
-        self.files: list[ResolvedFile] = []
-        self.conflicts: list[dict] = []
-        self.beyond: list[dict] = []
-        self.put: dict[str, dict] = {}
-        self.seal: dict[str, dict] = {}
-
-    def plan(self, plan_id: str, full_scan: bool, progress: Progress | None, parallel: int | None) -> Plan:
-        storage = self.c.source.storage
-        known = None
-        if not full_scan and supports_dir_mtime(storage) and (self.ledger or self.sealed):
-            known = {d: e["mtime_ms"] for d, e in self.ledger.items() if _skippable(e)}
-            known.update({d: s["mtime_ms"] for d, s in self.sealed.items() if _skippable(s)})
-        listing = scan(storage, self.layout, known_dirs=known, progress=progress, parallel=parallel)
-        first = not self.ledger and not self.sealed
-        horizon = self.now - self.lookback_ms
-        settle = self.now - self.min_age_ms if self.min_age_ms else None
-        by_dir: dict[str, list[ListedFile]] = {}
-        for f in listing.files:
-            by_dir.setdefault(f.directory, []).append(f)
-        troubled = {s.path.rpartition("/")[0] for s in listing.skipped}
-        deferred = 0
-        baseline = {"directories": 0, "files": 0, "bytes": 0}
-        listed = listing.started_ms
-        for d, dir_mtime in listing.leaves.items():
-            part = listing.partitions[d]
-            in_horizon = part.end_ms > horizon
-            entry, sl = self.ledger.get(d), self.sealed.get(d)
-            if d in listing.unchanged:
-                if entry is not None and not in_horizon:
-                    self.seal[d] = _seal(_present(entry), entry.get("mtime_ms"), entry.get("listed_ms"))
-                continue
-            cur = by_dir.get(d, [])
-            young: set[str] = set()
-            if settle is not None:
-                young = {_base(f.path) for f in cur if f.mtime_ms > settle}
-                if young:
-                    deferred += len(young)
-                    cur = [f for f in cur if f.mtime_ms <= settle]
-            # Deferred or withheld files must be looked at again: never let this
-            # directory be skipped by its mtime until they are resolved.
-            mtime = dir_mtime if not young and d not in troubled else None
-            fps = {_base(f.path): (f.size, f.mtime_ms, f.valid_length) for f in cur}
-            if entry is None and sl is not None:
-                self._check_seal(d, part, cur, fps, sl, mtime, listed)
-            elif entry is None and not in_horizon:
-                if first:
-                    baseline["directories"] += 1
-                    baseline["files"] += len(cur)
-                    baseline["bytes"] += sum(f.size for f in cur)
-                else:
-                    self.beyond.extend(_beyond(f, part, NEW_BEYOND) for f in cur)
-                self.seal[d] = _seal(fps.items(), mtime, listed)
-            else:
-                self._compare(d, part, cur, fps, entry, young, in_horizon, mtime, listed)
-        drop = [d for d in (*self.ledger, *self.sealed) if d not in listing.leaves]
-        self.files.sort(key=lambda f: f.path)
-        delta = {"put": self.put, "seal": self.seal, "drop": drop, "layout": self.layout.to_dict()}
-        stats = {**listing.stats(), "ledger_directories_changed": len(self.put), "sealed": len(self.seal)}
-        st = self.state
-        return Plan(plan_id, self.c.name, st.version if st else 0, "listing", self.c.source.uri, self.now,
-                    tuple(self.files), self.lookback_ms, self.min_age_ms, tuple(self.conflicts),
-                    tuple(sorted(self.beyond, key=lambda b: b["path"])),
-                    tuple(sorted(listing.skipped, key=lambda s: s.path)), deferred,
-                    baseline if first and baseline["directories"] else None, None, stats, delta)
-
-    def _compare(self, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, entry: Mapping | None,
-                 young: set[str], in_horizon: bool, mtime: int | None, listed: int) -> None:
-        fmap = dict(entry["files"]) if entry else {}
-        changed = False
-        for f in cur:
-            name = _base(f.path)
-            fp = fps[name]
-            old = fmap.get(name)
-            if old is None:
-                if in_horizon:
-                    self.files.append(_resolved(f, part))
-                else:
-                    self.beyond.append(_beyond(f, part, NEW_BEYOND))
-                fmap[name] = _enc(fp)
-                changed = True
-                continue
-            ofp, present = _dec(old)
-            if ofp != fp:
-                self.conflicts.append(_conflict(f, part, ofp))
-                fmap[name] = _enc(fp)  # reported once: the ack acknowledges it
-                changed = True
-            elif not present:
-                fmap[name] = _enc(fp)
-                changed = True
-        for name, v in list(fmap.items()):
-            if name not in fps and name not in young:
-                fp, present = _dec(v)
-                if present:
-                    # Kept, marked gone: a file reappearing under this name is then
-                    # a conflict (a rewrite) however the runs interleave.
-                    fmap[name] = _enc(fp, present=False)
-                    changed = True
-        if not in_horizon:
-            self.seal[d] = _seal(((n, fps[n]) for n in fps), mtime, listed)
-        elif changed or _meta_differs(entry, mtime, listed):
-            self.put[d] = {"mtime_ms": mtime, "listed_ms": listed if mtime is not None else None, "files": fmap}
-
-    def _check_seal(self, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, sl: Mapping,
-                    mtime: int | None, listed: int) -> None:
-        new_seal = _seal(fps.items(), mtime, listed)
-        if (new_seal["count"], new_seal["digest"]) != (sl["count"], sl["digest"]):
-            mx = sl.get("max_mtime_ms", 0)
-            newer = [f for f in cur if f.mtime_ms > mx]
-            rest = _digest((n, fp) for n, fp in fps.items() if fp[1] <= mx)
-            if newer and rest[:2] == (sl["count"], sl["digest"]):
-                self.beyond.extend(_beyond(f, part, NEW_BEYOND) for f in newer)
-            else:
-                why = (f"partition changed after it left the lookback horizon ({sl['count']} files then, "
-                       f"{len(cur)} now); cannot tell which files are new")
-                self.beyond.extend(_beyond(f, part, why) for f in cur)
-                if not cur:
-                    self.beyond.append({"path": d + "/", "size": 0, "mtime_ms": None,
-                                        "partition": dict(part.values), "reason": why})
-            self.seal[d] = new_seal
-        elif _meta_differs(sl, mtime, listed):
-            self.seal[d] = new_seal
-
-
-def _base(path: str) -> str:
-    return path.rpartition("/")[2]
-
-
-def _resolved(f: ListedFile, part: PartitionDir) -> ResolvedFile:
-    return ResolvedFile(f.path, f.size, part.values, mtime_ms=f.mtime_ms, valid_length=f.valid_length)
-
-
-def _beyond(f: ListedFile, part: PartitionDir, reason: str) -> dict:
-    d = {"path": f.path, "size": f.size, "mtime_ms": f.mtime_ms, "partition": dict(part.values), "reason": reason}
-    if f.valid_length is not None:
-        d["valid_length"] = f.valid_length
-    return d
-
-
-def _conflict(f: ListedFile, part: PartitionDir, old: Fingerprint) -> dict:
-    return {"path": f.path, "partition": dict(part.values),
-            "delivered": {"size": old[0], "mtime_ms": old[1], "valid_length": old[2]},
-            "now": {"size": f.size, "mtime_ms": f.mtime_ms, "valid_length": f.valid_length},
-            "reason": "changed after it was delivered"}

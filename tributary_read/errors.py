@@ -126,3 +126,7 @@ class UnsafePlanError(TributaryError):
     """A partition plan exceeds a safety limit (e.g. --max-drop-fraction): check the listing, or rerun with --force."""
 
     exit_code = 11
+
+
+__all__ = sorted(n for n, v in list(globals().items())
+                 if isinstance(v, type) and issubclass(v, TributaryError)) + ["missing_extra"]

@@ -108,15 +108,25 @@ class LineSink:
 
 
 class ParquetSink:
-    """Rows buffered into row groups; the schema is fixed by the first batch."""
+    """Rows buffered into row groups; the schema is fixed by the first batch.
+
+    Arrow batches are held until a whole row group is pending: a writer that
+    routes each incoming batch across 24 hourly files would otherwise emit one
+    tiny row group per batch and file (slower to write and to scan).
+    """
 
     ROW_GROUP = 65_536
+    #: Flush earlier when wide rows make a row group's worth of buffer this big.
+    MAX_PENDING_BYTES = 16 << 20
 
     def __init__(self, raw, compression: str):
         self.raw = raw
         self.codec = COMPRESSIONS[compression][1] or "none"
         self.writer: pq.ParquetWriter | None = None
         self._rows: list[dict] = []
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
 
     def write_line(self, line: bytes) -> None:
         self._rows.append({"value": line.decode("utf-8", "replace")})
@@ -130,9 +140,9 @@ class ParquetSink:
 
     def write_table(self, table: pa.Table) -> None:
         self._drain()
-        self._write(table)
+        self._add(table)
 
-    def _write(self, table: pa.Table) -> None:
+    def _add(self, table: pa.Table) -> None:
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.raw, table.schema, compression=self.codec)
         elif table.schema != self.writer.schema:
@@ -140,7 +150,18 @@ class ParquetSink:
                 table = table.cast(self.writer.schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as e:
                 raise InvalidInputError(f"record schema changed within a file: {e}") from None
-        self.writer.write_table(table, row_group_size=self.ROW_GROUP)
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        self._pending_bytes += table.nbytes
+        if self._pending_rows >= self.ROW_GROUP or self._pending_bytes >= self.MAX_PENDING_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            table = self._pending[0] if len(self._pending) == 1 else pa.concat_tables(self._pending)
+            self._pending.clear()
+            self._pending_rows = self._pending_bytes = 0
+            self.writer.write_table(table, row_group_size=self.ROW_GROUP)
 
     def _drain(self) -> None:
         if self._rows:
@@ -150,14 +171,16 @@ class ParquetSink:
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
                 raise InvalidInputError(f"records do not fit the file's schema: {e}") from None
             self._rows.clear()
-            self._write(table)
+            self._add(table)
 
     @property
     def bytes_written(self) -> int:
-        return self.raw.tell()
+        # Buffered Arrow bytes count too, so size-based rolling is not late by a row group.
+        return self.raw.tell() + self._pending_bytes
 
     def close(self) -> None:
         self._drain()
+        self._flush()
         if self.writer is not None:
             self.writer.close()
         if not self.raw.closed:

@@ -12,7 +12,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from .log import LOG_DIR, META_DIR
+from .log import META_DIR
 from .storage import FileInfo
 from .table import Table
 from .writer import WRITTEN_NAME

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import InvalidInputError
+from .errors import BadRecordError, InvalidInputError
 from .formats import file_suffix, open_sink
 from .layout import PartitionCache, PartitionDir
 from .log import META_DIR
@@ -133,7 +133,16 @@ class TableWriter:
 
     def write_table(self, table: pa.Table, time_column: str) -> None:
         """Append an Arrow table (Parquet tables), routing rows by ``time_column`` (epoch ms)."""
+        if time_column not in table.column_names:
+            raise BadRecordError(f"time column {time_column!r} is not in the batch (columns: "
+                                 f"{', '.join(table.column_names)})")
         ts = table.column(time_column).cast(pa.int64())
+        if ts.null_count:
+            raise BadRecordError(f"time column {time_column!r} has {ts.null_count} null values")
+        # Integer division truncates toward zero; shift negatives (before 1970) so
+        # it floors, or -1 ms would land in 1970-01-01T00:00 instead of 1969.
+        if len(ts) and pc.min(ts).as_py() < 0:
+            ts = pc.if_else(pc.less(ts, 0), pc.subtract(ts, 59_999), ts)
         minutes = pc.divide(ts, 60_000)
         uniq = pc.unique(minutes)
         # Partitions in order of first appearance, and each distinct minute's partition.

@@ -1,0 +1,99 @@
+"""TableWriter.write_table (Arrow batches into Parquet) on every storage backend."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import run_trib
+
+from tributary_read import BadRecordError, InvalidInputError, Layout, RollPolicy, Table, TableConfig, TableWriter
+from tributary_read.storage import open_storage
+
+H = 3_600_000
+LAYOUT = Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
+
+
+def _table(root: str, **kw) -> Table:
+    return Table.create(root, TableConfig(layout=LAYOUT, format="parquet", compression="snappy", **kw))
+
+
+def _read(root: str, path: str) -> pq.ParquetFile:
+    return pq.ParquetFile(io.BytesIO(open_storage(root).read(path)))
+
+
+def test_rows_go_to_the_hour_of_their_time_and_batches_share_row_groups(any_root):
+    table = _table(any_root)
+    w = TableWriter(table)
+    start = 1_592_956_800_000  # 2020-06-24T00:00Z
+    # 10 batches, each spread over 3 hours in shuffled order: every batch hits every file.
+    for b in range(10):
+        ts = [start + ((i * 7919 + b) % 3) * H + i for i in range(300)]
+        w.write_table(pa.table({"ts": ts, "batch": [b] * 300, "i": list(range(300))}), "ts")
+    commit = w.commit()
+    assert sorted(f.path.rsplit("/", 1)[0] for f in commit.files) == ["2020_06_24/00", "2020_06_24/01",
+                                                                       "2020_06_24/02"]
+    assert sum(f.records for f in commit.files) == 3000
+    for f in commit.files:
+        pf = _read(any_root, f.path)
+        # Ten routed slices per file, but one row group: slices are buffered, not written one by one.
+        assert pf.metadata.num_row_groups == 1
+        t = pf.read()
+        assert t.num_rows == f.records
+        hour = int(f.path.split("/")[1])
+        assert all(hour == (x - start) // H for x in t.column("ts").to_pylist())
+        assert dict(f.partition) == {"dt": f"20200624{hour:02d}"}
+        pairs = list(zip(t.column("batch").to_pylist(), t.column("i").to_pylist()))
+        assert pairs == sorted(pairs), "rows keep their input order within a partition"
+
+
+def test_times_before_1970_floor_to_their_own_hour(tmp_path):
+    table = _table(str(tmp_path))
+    w = TableWriter(table)
+    w.write_table(pa.table({"ts": [-1, 0, -H, -H - 1], "v": [1, 2, 3, 4]}), "ts")
+    got = {f.path.rsplit("/", 1)[0]: _read(str(tmp_path), f.path).read().column("v").to_pylist()
+           for f in w.commit().files}
+    assert got == {"1969_12_31/23": [1, 3], "1970_01_01/00": [2], "1969_12_31/22": [4]}
+
+
+@pytest.mark.parametrize("batch, why", [
+    (pa.table({"ts": pa.array([1, None], pa.int64()), "v": [1, 2]}), "null values"),
+    (pa.table({"time": [1, 2]}), "not in the batch"),
+])
+def test_a_batch_without_usable_times_is_refused_and_nothing_is_committed(tmp_path, batch, why):
+    table = _table(str(tmp_path))
+    w = TableWriter(table)
+    with pytest.raises(BadRecordError, match=why):
+        w.write_table(batch, "ts")
+    assert table.log.latest_version() == 0
+
+
+def test_a_schema_change_within_a_file_is_an_input_error(tmp_path):
+    table = _table(str(tmp_path))
+    w = TableWriter(table)
+    w.write_table(pa.table({"ts": [1], "v": [1]}), "ts")
+    with pytest.raises(InvalidInputError, match="schema"):
+        w.write_table(pa.table({"ts": [2], "v": ["not a number"]}), "ts")
+
+
+def test_files_roll_by_record_count(tmp_path):
+    table = _table(str(tmp_path))
+    w = TableWriter(table, roll=RollPolicy(max_records=1000))
+    for b in range(5):
+        w.write_table(pa.table({"ts": [b * 1000 + i for i in range(1000)]}), "ts")
+    files = w.commit().files
+    assert len(files) == 5 and all(f.records == 1000 for f in files)
+
+
+def test_files_uri_json_adds_full_uris(tmp_path):
+    root = tmp_path / "logs"
+    (root / "2020_06_24" / "00").mkdir(parents=True)
+    (root / "2020_06_24" / "00" / "a.log").write_text("x\n")
+    p = run_trib("files", str(root), "--layout", "{yyyy}_{MM}_{dd}/{HH}", "--mode", "mtime", "--uri", "--json",
+                 check=True)
+    [f] = json.loads(p.stdout)["files"]
+    assert f["path"] == "2020_06_24/00/a.log"
+    assert f["uri"] == f"file://{root}/2020_06_24/00/a.log"
