@@ -124,7 +124,7 @@ class ParquetSink:
         self.codec = COMPRESSIONS[compression][1] or "none"
         self.writer: pq.ParquetWriter | None = None
         self._rows: list[dict] = []
-        self._pending: list[pa.Table] = []
+        self._pending: list[tuple[pa.Table, pa.Array | None]] = []
         self._pending_rows = 0
         self._pending_bytes = 0
 
@@ -138,11 +138,12 @@ class ParquetSink:
         if len(self._rows) >= self.ROW_GROUP:
             self._drain()
 
-    def write_table(self, table: pa.Table) -> None:
+    def write_table(self, table: pa.Table, indices: pa.Array | None = None) -> None:
+        """Append ``table``, or only its rows at ``indices`` (taken lazily, at flush)."""
         self._drain()
-        self._add(table)
+        self._add(table, indices)
 
-    def _add(self, table: pa.Table) -> None:
+    def _add(self, table: pa.Table, indices: pa.Array | None = None) -> None:
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.raw, table.schema, compression=self.codec)
         elif table.schema != self.writer.schema:
@@ -150,15 +151,17 @@ class ParquetSink:
                 table = table.cast(self.writer.schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as e:
                 raise InvalidInputError(f"record schema changed within a file: {e}") from None
-        self._pending.append(table)
-        self._pending_rows += table.num_rows
-        self._pending_bytes += table.nbytes
+        rows = table.num_rows if indices is None else len(indices)
+        self._pending.append((table, indices))
+        self._pending_rows += rows
+        self._pending_bytes += table.nbytes * rows // max(1, table.num_rows)
         if self._pending_rows >= self.ROW_GROUP or self._pending_bytes >= self.MAX_PENDING_BYTES:
             self._flush()
 
     def _flush(self) -> None:
         if self._pending:
-            table = self._pending[0] if len(self._pending) == 1 else pa.concat_tables(self._pending)
+            parts = [t if i is None else t.take(i) for t, i in self._pending]
+            table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
             self._pending.clear()
             self._pending_rows = self._pending_bytes = 0
             self.writer.write_table(table, row_group_size=self.ROW_GROUP)

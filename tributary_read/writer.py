@@ -12,6 +12,7 @@ import posixpath
 import re
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Sequence
@@ -60,10 +61,12 @@ class TableWriter:
         protocol: ``direct`` or ``rename``; defaults to the table's.
         roll: overrides the table's roll policy.
         writer_id: part of every file name; unique per writer instance.
+        close_threads: files closed concurrently at a commit (encode, fsync, upload).
     """
 
     def __init__(self, table: Table, protocol: str | None = None, roll: RollPolicy | None = None,
-                 writer_id: str | None = None, clock: Callable[[], float] = time.monotonic):
+                 writer_id: str | None = None, clock: Callable[[], float] = time.monotonic,
+                 close_threads: int = 8):
         self.table = table
         self.storage = table.storage
         self.protocol = protocol or table.config.protocol
@@ -82,6 +85,8 @@ class TableWriter:
         # write_table()'s memo: minute m -> partition of m * 60_000 (a pure function of m).
         self._part_of_minute: dict[int, PartitionDir] = {}
         self._closed: list[tuple[FileEntry, str]] = []  # (entry, where it was written)
+        self._closing: list[_OpenFile] = []  # being closed; abort() deletes them if that fails
+        self.close_threads = max(1, close_threads)
         self._seq = 0
         self._dead: _OpenFile | None = None
         self._last_idle_check = clock()
@@ -162,7 +167,7 @@ class TableWriter:
                 parts.append(part)
             add_slot(i)
         if len(parts) == 1:
-            groups = [table]
+            groups = [(table, None, table.num_rows)]
         elif parts:
             # One pass instead of one is_in + filter per partition: a partition slot
             # per row, a stable sort by slot (rows keep their order within a
@@ -171,22 +176,22 @@ class TableWriter:
             vc = pc.value_counts(row_slot)
             counts = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()))
             n = len(row_slot)
-            if not pc.any(pc.less(row_slot.slice(1), row_slot.slice(0, n - 1))).as_py():
-                take = table.slice  # time-ordered input: each partition is one run, no copy
-            else:
-                order = pc.sort_indices(row_slot)
-                take = lambda start, count: table.take(order.slice(start, count))  # noqa: E731
+            ordered = not pc.any(pc.less(row_slot.slice(1), row_slot.slice(0, n - 1))).as_py()
+            order = None if ordered else pc.sort_indices(row_slot)
             groups, start = [], 0
             for i in range(len(parts)):
-                groups.append(take(start, counts[i]))
+                if ordered:  # time-ordered input: each partition is one run, no copy
+                    groups.append((table.slice(start, counts[i]), None, counts[i]))
+                else:
+                    groups.append((table.take(order.slice(start, counts[i])), None, counts[i]))
                 start += counts[i]
         else:
             groups = []
-        for part, rows in zip(parts, groups):
+        for part, (rows, indices, count) in zip(parts, groups):
             path = part.path
             f = self._open.get(path) or self._open.setdefault(path, self._new_file(part))
-            f.sink.write_table(rows)
-            f.records += rows.num_rows
+            f.sink.write_table(rows, indices)
+            f.records += count
             f.last_write = self.clock()
             if (self.roll.max_records and f.records >= self.roll.max_records) or (
                 self.roll.max_bytes and f.sink.bytes_written >= self.roll.max_bytes
@@ -220,17 +225,30 @@ class TableWriter:
         sink = open_sink(raw, self.table.config.format, self.table.config.compression)
         return _OpenFile(path, write_path, sink, dict(part.values), key=part.path)
 
-    def _finish(self, f: _OpenFile) -> None:
+    def _finish(self, f: _OpenFile) -> tuple[FileEntry, str]:
         f.sink.close()
         self.storage.sync(f.write_path)
         info = self.storage.info(f.write_path)
         staged = f.write_path if f.write_path != f.path else None
-        entry = FileEntry(f.path, info.size if info else 0, f.records, f.partition, staged, f.kind)
-        self._closed.append((entry, f.write_path))
+        return FileEntry(f.path, info.size if info else 0, f.records, f.partition, staged, f.kind), f.write_path
+
+    def _finish_all(self, files: list[_OpenFile]) -> None:
+        """Close files concurrently: closing encodes a Parquet file's buffered row
+        group, fsyncs locally and completes the upload on object stores, and
+        pyarrow releases the GIL for all three, so a commit touching 24 hourly
+        files costs about one file's close per thread instead of 24."""
+        self._closing = files
+        if len(files) > 1 and self.close_threads > 1:
+            with ThreadPoolExecutor(min(len(files), self.close_threads), "trib-close") as pool:
+                done = list(pool.map(self._finish, files))
+        else:
+            done = [self._finish(f) for f in files]
+        self._closed.extend(done)
+        self._closing = []
 
     def _close(self, path: str) -> None:
         self._file_of_minute.clear()
-        self._finish(self._open.pop(path))
+        self._finish_all([self._open.pop(path)])
 
     # -- committing ----------------------------------------------------------
     @property
@@ -240,11 +258,13 @@ class TableWriter:
 
     def flush(self) -> list[FileEntry]:
         """Close every open file; return all files not yet committed."""
-        for path in list(self._open):
-            self._close(path)
+        files = list(self._open.values())
+        self._open.clear()
+        self._file_of_minute.clear()
         if self._dead is not None:
-            self._finish(self._dead)
+            files.append(self._dead)
             self._dead = None
+        self._finish_all(files)
         return [e for e, _ in self._closed]
 
     def commit(self, transaction: Transaction | None = None, base_version: int | None = None) -> Commit | None:
@@ -265,7 +285,7 @@ class TableWriter:
 
     def abort(self) -> None:
         """Drop everything not committed (best effort; ``clean`` catches the rest)."""
-        for f in list(self._open.values()) + ([self._dead] if self._dead else []):
+        for f in list(self._open.values()) + ([self._dead] if self._dead else []) + self._closing:
             try:
                 f.sink.close()
             except Exception:  # noqa: BLE001 - we are discarding this file anyway
@@ -276,6 +296,7 @@ class TableWriter:
         self._open.clear()
         self._file_of_minute.clear()
         self._closed.clear()
+        self._closing = []
         self._dead = None
 
 
