@@ -17,14 +17,16 @@ import abc
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 from urllib.parse import parse_qsl, unquote, urlparse
 
 from ..errors import InvalidInputError, MetastoreError, NoSuchHiveTableError
 
-#: Where the SQL templates live (the repository's ``sql/``).
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+#: Where the SQL templates live: the repository's ``sql/``, installed as the
+#: package ``tributary_read.sql`` (see pyproject.toml).
+SQL_DIR = Path(str(resources.files("tributary_read.sql")))
 
 _IDENT = re.compile(r"^[A-Za-z0-9_]{1,128}$")
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")

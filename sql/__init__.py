@@ -1,0 +1,1 @@
+"""SQL templates (``*.sql``), installed as ``tributary_read.sql``; see README.md here."""
