@@ -277,7 +277,9 @@ def test_progress_bar_draws_only_after_its_delay_and_clears():
     out = Tty()
     bar = ListingProgress("file:///t", stream=out, delay=0.0, interval=0.01)
     bar(3, 10)
-    time.sleep(0.1)
+    deadline = time.monotonic() + 10  # a loaded CI machine may be slow to run the drawing thread
+    while "3/10" not in out.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
     bar.close()
     assert "listing file:///t: 3/10 directories" in out.getvalue() and out.getvalue().endswith("\x1b[K")
     quiet = Tty()
