@@ -17,13 +17,25 @@ PARTITION = "dt={yyyy}{MM}{dd}{HH}"
 BASE_MS = 1_592_960_400_000  # 2020-06-24T01:00:00Z
 
 
+def _source_lines(start: int, stop: int, seed: int, hours: int):
+    rng = random.Random(seed)
+    for i in range(stop):
+        ts = BASE_MS + rng.randrange(hours * 3_600_000)
+        if i >= start:
+            yield json.dumps({"id": i, "ts": ts, "msg": f"event {i}"}) + "\n"
+
+
 def make_source(path: Path, n: int, seed: int = 7, hours: int = 48) -> Path:
     """n jsonl records with unique ids and event times spread over ``hours``."""
-    rng = random.Random(seed)
     with open(path, "w") as f:
-        for i in range(n):
-            ts = BASE_MS + rng.randrange(hours * 3_600_000)
-            f.write(json.dumps({"id": i, "ts": ts, "msg": f"event {i}"}) + "\n")
+        f.writelines(_source_lines(0, n, seed, hours))
+    return path
+
+
+def grow_source(path: Path, n: int, extra: int, seed: int = 7, hours: int = 48) -> Path:
+    """Append records n..n+extra-1, as if a live log grew: the file then equals make_source(path, n + extra)."""
+    with open(path, "a") as f:
+        f.writelines(_source_lines(n, n + extra, seed, hours))
     return path
 
 

@@ -6,7 +6,7 @@ import json
 import time
 
 from conftest import run_trib
-from helpers import LAYOUT, PARTITION, make_source
+from helpers import LAYOUT, PARTITION, grow_source, make_source
 
 
 def _files(root):
@@ -63,9 +63,7 @@ def test_resume_appends_only_new_lines(tmp_path):
     src = make_source(tmp_path / "s.jsonl", 100)
     run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
     # The source grows (a log being appended to); the next run takes only the new lines.
-    lines = src.read_text().splitlines()
-    more = make_source(tmp_path / "more.jsonl", 130).read_text().splitlines()[100:]
-    src.write_text("\n".join(lines + more) + "\n")
+    grow_source(src, 100, 30)
     r = json.loads(run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts",
                             "--json", check=True).stdout)
     assert (r["start_offset"], r["last_offset"], r["records"]) == (100, 129, 30)
