@@ -83,12 +83,15 @@ def show(state: TribState, root, name, state_dir, as_json) -> None:
     def human():
         click.echo(f"consumer   {info['consumer']}  ({info['location']})")
         click.echo(f"version    {info['version']}  mode {info.get('mode') or '-'}  updated {_iso(info.get('updated_ms'))}")
-        if info.get("mode") == "manifest":
+        if info.get("mode") in ("manifest", "both"):
             click.echo(f"position   table version {info['manifest_version']}")
-        elif info.get("mode") == "listing":
+        if info.get("mode") in ("listing", "both"):
             click.echo(f"ledger     {info['ledger_files']} files in {info['ledger_directories']} partitions, "
                        f"{info['sealed_directories']} sealed; lookback {info['lookback_ms'] // 3_600_000}h; "
                        f"{info.get('state_bytes')} bytes")
+            every = info.get("full_scan_every_ms") or 0
+            click.echo(f"full scan  every {every / 3_600_000:g}h, last {_iso(info.get('last_full_scan_ms'))}"
+                       if every else f"full scan  only with --full-scan, last {_iso(info.get('last_full_scan_ms'))}")
         click.echo(f"delivered  {info.get('delivered_files', 0)} files, {info.get('delivered_bytes', 0)} bytes")
         p = info["pending"]
         click.echo("pending    " + (f"{p['plan_id']}: {p['files']} files, {p['bytes']} bytes, made "

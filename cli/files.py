@@ -103,7 +103,8 @@ def _window(start, end, schedule_time, period, lag, tz) -> TimeWindow | None:
 @click.command()
 @click.argument("root")
 @click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
-              help="manifest: committed files; mtime: files by modification time; auto: manifest if ROOT has a log.")
+              help="manifest: committed files; mtime: files by modification time; both: committed trib files + "
+                   "other tools' files by mtime; auto: as the table's tracking says, mtime for a plain directory.")
 @click.option("--since-version", type=int, help="Manifest: exclusive lower bound on commit versions (default 0).")
 @click.option("--until-version", type=int, help="Manifest: inclusive upper bound (default: latest).")
 @click.option("--start", help="Window start, inclusive: ISO-8601 or epoch ms (naive times: table zone).")
@@ -119,15 +120,19 @@ def _window(start, end, schedule_time, period, lag, tz) -> TimeWindow | None:
 @click.option("--lookback", help="Listing consumer horizon by partition time (default: stored, else 7d).")
 @click.option("--min-age", help="Listing consumer: leave files modified within this long for a later run.")
 @click.option("--full-scan", is_flag=True, help="Listing consumer: list unchanged directories too (catches in-place rewrites).")
+@click.option("--full-scan-every", help="Listing consumer: make a run a full scan when the last one is this old "
+                                        "(stored; default 24h; 0 or off = only with --full-scan).")
 @click.option("--state-dir", help="Keep consumer state in DIR/NAME instead of ROOT/_tributary/consumers (read-only tables).")
 @click.option("--parallel", type=int, help="Concurrent directory listings (default: 16 remote, 2-8 local).")
 @click.option("--uri/--relative", "as_uri", default=False, help="Print full URIs instead of ROOT-relative paths (--json: add a `uri` per file).")
+@click.option("-0", "--null", "null", is_flag=True,
+              help="End each path with NUL instead of a newline (for names with newlines; xargs -0).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @json_option
 @pass_state
 def files(state: TribState, root, mode, since_version, until_version, start, end, schedule_time, period, lag,
-          partitions, layout, partition_spec, timezone, consumer, lookback, min_age, full_scan, state_dir,
-          parallel, as_uri, quiet, as_json) -> None:
+          partitions, layout, partition_spec, timezone, consumer, lookback, min_age, full_scan, full_scan_every,
+          state_dir, parallel, as_uri, null, quiet, as_json) -> None:
     """Print the exact files of ROOT for this run, one per line.
 
     \b
@@ -136,7 +141,7 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
     """
     if consumer is None:
         for opt, val in (("--lookback", lookback), ("--min-age", min_age), ("--state-dir", state_dir),
-                         ("--full-scan", full_scan or None)):
+                         ("--full-scan", full_scan or None), ("--full-scan-every", full_scan_every)):
             if val is not None:
                 raise InvalidInputError(f"{opt} goes with --consumer")
     else:
@@ -146,8 +151,12 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
             if val is not None:
                 raise InvalidInputError(f"{opt} cannot be combined with --consumer: a consumer's batch is "
                                         "whatever it has not delivered yet")
+    if null and as_json:
+        raise InvalidInputError("-0/--null is for the path list; --json already quotes every path")
     lookback_ms = parse_duration_ms(lookback) if lookback is not None else None
     min_age_ms = parse_duration_ms(min_age) if min_age is not None else None
+    every_ms = None if full_scan_every is None else (
+        0 if full_scan_every.strip().lower() in ("off", "never") else parse_duration_ms(full_scan_every))
     if parallel is not None and parallel < 1:
         raise InvalidInputError("--parallel must be >= 1")
     src, options = open_source(state, root, layout, partition_spec, timezone)
@@ -161,21 +170,24 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
 
             c = Consumer(src, consumer, state_dir, options)
             plan = c.plan(mode=mode, lookback_ms=lookback_ms, min_age_ms=min_age_ms, full_scan=full_scan,
-                          progress=progress, parallel=parallel)
+                          progress=progress, parallel=parallel, full_scan_every_ms=every_ms)
             fs = plan.fileset()
         else:
             fs = resolve(src, mode=mode, since_version=since_version or 0, until_version=until_version,
                          window=window, partitions=partitions, parallel=parallel, progress=progress)
 
     def human():
+        end = "\0" if null else "\n"
         for f in fs.files:
-            click.echo(src.storage.uri_for(f.path) if as_uri else f.path)
+            click.echo((src.storage.uri_for(f.path) if as_uri else f.path) + end, nl=False)
         _notes(fs, plan, root, state_dir)
     doc = fs.to_json()
     if as_uri:  # JSON keeps ROOT-relative paths (the stable contract) and adds the full URI
         for f in doc["files"]:
             f["uri"] = src.storage.uri_for(f["path"])
     emit(as_json, doc, human)
+    if as_json and fs.untracked is not None:  # a scheduled job logs stderr: untracked data is never silent
+        click.echo(f"trib: {fs.untracked.message()}", err=True)
 
 
 def _notes(fs, plan, root: str, state_dir: str | None) -> None:
@@ -186,6 +198,8 @@ def _notes(fs, plan, root: str, state_dir: str | None) -> None:
     if fs.skipped:
         s = fs.skipped[0]
         warn(f"warning: {len(fs.skipped)} files not returned (e.g. {s.path}: {s.reason}); see --json")
+    if fs.untracked is not None:
+        warn(fs.untracked.message())
     if plan is None:
         return
     if plan.conflicts:

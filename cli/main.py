@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import traceback
+
+# While the modules load, Ctrl-C ends the process the plain way (killed by
+# SIGINT, exit 130 in a shell, no traceback): a KeyboardInterrupt raised inside
+# an import can surface as an unrelated error, e.g. a RuntimeError from a class
+# body. Nothing has been read or written yet. Restored once loaded, below.
+_SIGINT = signal.getsignal(signal.SIGINT)
+if _SIGINT is signal.default_int_handler and threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 import click
 
@@ -53,6 +63,8 @@ def _register() -> None:
 
 
 _register()
+if signal.getsignal(signal.SIGINT) is signal.SIG_DFL and _SIGINT is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _SIGINT)
 
 
 def _verbose(argv: list[str]) -> bool:

@@ -9,6 +9,8 @@ import click
 from tributary_read.ingest import recover as run_recover
 from tributary_read.maintenance import clean as run_clean
 from tributary_read.maintenance import verify as run_verify
+from tributary_read.retention import clean_log, delete_removed
+from tributary_read.retention import expire as run_expire
 
 from .context import Duration, TribState, echo_capped, emit, json_option, pass_state
 
@@ -29,20 +31,28 @@ def log(state: TribState, root, since_version, limit, as_json) -> None:
     since = since_version
     if limit:
         since = max(since, t.log.latest_version() - limit)
+    # Log retention may have removed the oldest commits: show what exists, and say so.
+    oldest = t.log.oldest_version()
+    since = max(since, oldest - 1) if oldest > 1 else since
     rows = []
     for c in t.log.commits(since):
         txn = c.transaction
         rows.append({"version": c.version, "timestamp_ms": c.timestamp_ms, "time": _iso(c.timestamp_ms),
-                     "app_id": txn.app_id if txn else None, "files": len(c.files), "records": c.records,
+                     "operation": c.operation, "app_id": txn.app_id if txn else None, "files": len(c.files),
+                     "removed": len(c.removed), "records": c.records,
                      "offsets": dict(txn.offsets) if txn else {}, "protocol": c.protocol})
 
     def human():
+        if oldest > 1:
+            click.echo(f"(commits before version {oldest} were removed by log retention)")
         click.echo(f"{'version':>8}  {'time (UTC)':<29} {'app':<16} {'files':>5} {'records':>9}  offsets")
         for r in rows:
             offs = ", ".join(f"{k}={v}" for k, v in r["offsets"].items())
+            if r["operation"] != "append":
+                offs = f"{r['operation']}: removed {r['removed']} files"
             click.echo(f"{r['version']:>8}  {r['time']:<29} {str(r['app_id'] or '-'):<16} "
                        f"{r['files']:>5} {r['records']:>9}  {offs}")
-    emit(as_json, {"root": t.uri, "commits": rows}, human)
+    emit(as_json, {"root": t.uri, "oldest_retained": oldest, "commits": rows}, human)
 
 
 @click.command()
@@ -75,11 +85,15 @@ def verify(state: TribState, root, as_json) -> None:
     report = run_verify(t)
 
     def human():
-        echo_capped([f"{p.problem}: {p.path} (expected {p.expected_size} bytes, found {p.actual_size})"
+        echo_capped([f"{p.problem}: {p.path}: {p.detail}" if p.detail else
+                     f"{p.problem}: {p.path} (expected {p.expected_size} bytes, found {p.actual_size})"
                      for p in report.problems])
         echo_capped([f"orphan: {o.path} ({o.size} bytes)" for o in report.orphans])
         if report.untracked:
             click.echo(f"untracked (not written by trib, left alone): {len(report.untracked)} files")
+        if report.removed:
+            click.echo(f"removed by trib expire, deleted after the grace period: {len(report.removed)} files")
+        echo_capped([f"warning: left alone: {u.path} ({u.reason})" for u in report.unlisted])
         status = "ok" if report.ok else f"FAILED: {len(report.problems)} problems"
         click.echo(f"{status}: {report.committed_files} committed files at version {report.version}, "
                    f"{len(report.orphans)} orphans")
@@ -95,19 +109,75 @@ def verify(state: TribState, root, as_json) -> None:
 @click.option("--older-than", type=Duration(), default="24h", show_default=True,
               help="Grace period: younger orphans may belong to a running writer.")
 @click.option("--dry-run", is_flag=True, help="List what would be deleted.")
+@click.option("--log-retention", type=Duration(), default=None,
+              help="Keep commit files this long [default: the table's log_retention, 30d].")
 @json_option
 @pass_state
-def clean(state: TribState, root, older_than, dry_run, as_json) -> None:
-    """Delete orphans (trib-written, unreferenced) older than the grace period."""
+def clean(state: TribState, root, older_than, dry_run, log_retention, as_json) -> None:
+    """Delete orphans and expired files older than the grace period; trim the log.
+
+    Orphans: trib-written files no commit references. Expired: files a
+    `trib expire` commit removed at least the grace period ago. Log: commit files
+    older than the log retention and below the newest checkpoint.
+    """
     t = state.table(root)
     victims = run_clean(t, older_than, dry_run)
+    expired = delete_removed(t, older_than, dry_run=dry_run)
+    trimmed = clean_log(t, log_retention, dry_run=dry_run)
     verb = "would delete" if dry_run else "deleted"
-    data = {"dry_run": dry_run, "deleted": [{"path": v.path, "size": v.size} for v in victims]}
+    data = {"dry_run": dry_run, "deleted": [{"path": v.path, "size": v.size} for v in victims],
+            "expired_deleted": [{"path": v.path, "size": v.size} for v in expired],
+            "log": trimmed.to_json()}
 
     def human():
-        echo_capped([f"{verb}: {v.path}" for v in victims])
+        echo_capped([f"{verb}: {v.path}" for v in victims + expired])
         click.echo(f"{verb} {len(victims)} orphans ({sum(v.size for v in victims)} bytes)")
+        if expired:
+            click.echo(f"{verb} {len(expired)} expired files ({sum(v.size for v in expired)} bytes)")
+        if trimmed.commits or trimmed.checkpoints:
+            click.echo(f"{verb} {len(trimmed.commits)} commit files and {len(trimmed.checkpoints)} checkpoints "
+                       f"older than the log retention; the log keeps versions {trimmed.oldest_retained} on "
+                       f"(checkpoint {trimmed.checkpoint})")
     emit(as_json, data, human)
 
 
-COMMANDS = [log, recover, verify, clean]
+@click.command()
+@click.argument("root")
+@click.option("--older-than", type=Duration(), required=True,
+              help="Expire partitions whose period ended longer ago than this (e.g. 30d).")
+@click.option("--grace", type=Duration(), default="24h", show_default=True,
+              help="Delete an expired partition's files only this long after their removal was committed "
+                   "(readers that planned before it can finish).")
+@click.option("--dry-run", is_flag=True, help="Show what would be expired and deleted; change nothing.")
+@json_option
+@pass_state
+def expire(state: TribState, root, older_than, grace, dry_run, as_json) -> None:
+    """Remove whole partitions older than --older-than from the table, in one commit.
+
+    The commit is the point of removal: from then on no reader returns their
+    files. The files are deleted once the removal is older than --grace, by this
+    run (--grace 0s) or a later `trib expire` / `trib clean`. Only files trib
+    committed are removed: files other tools put into an expired partition are
+    reported and left alone.
+    """
+    t = state.table(root)
+    r = run_expire(t, older_than, grace, dry_run=dry_run)
+    p = r.plan
+
+    def human():
+        what = "would remove" if dry_run else "removed"
+        where = f" at version {r.version}" if r.version else ""
+        click.echo(f"{what} {len(p.removed)} files of {len(p.directories)} partitions ending before "
+                   f"{_iso(p.cutoff_ms)}{where}")
+        echo_capped([f"{what}: {d}" for d in p.directories])
+        verb = "would delete" if dry_run else "deleted"
+        echo_capped([f"{verb}: {d.path}" for d in r.deleted])
+        click.echo(f"{verb} {len(r.deleted)} files of removals older than the grace period")
+    emit(as_json, r.to_json(), human)
+    if p.kept:
+        click.echo(f"trib: warning: {len(p.kept)} files in expired partitions are not in the log (written by "
+                   f"other tools, or orphans) and were left alone, e.g. {p.kept[0].path}; see --json",
+                   err=True)
+
+
+COMMANDS = [log, recover, verify, clean, expire]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
 from tributary_read.formats import COMPRESSIONS, FORMATS
 from tributary_read.layout import Layout
-from tributary_read.table import PROTOCOLS, RollPolicy, Table, TableConfig, parse_size
+from tributary_read.storage import open_storage
+from tributary_read.table import PROTOCOLS, TRACKINGS, RollPolicy, Table, TableConfig, parse_size
+from tributary_read.tracking import find_foreign
 
 from .context import Duration, TribState, emit, json_option, pass_state
 
@@ -29,11 +33,17 @@ def table() -> None:
 @click.option("--roll-records", type=int, default=0, show_default=True, help="Roll after N records (0 = off).")
 @click.option("--roll-inactivity", type=Duration(), default="60s", show_default=True,
               help="Roll a file idle this long.")
+@click.option("--tracking", type=click.Choice(TRACKINGS),
+              help="How readers find files: manifest (trib-written only), listing, or both "
+                   "(default: both if ROOT already holds files written by other tools, else manifest).")
 @click.option("--checkpoint-interval", type=int, default=100, show_default=True)
+@click.option("--log-retention", type=Duration(), default="30d", show_default=True,
+              help="Keep commit files this long (older ones below a checkpoint: removed by `trib clean`).")
 @json_option
 @pass_state
 def create(state: TribState, root, layout, partition, fmt, compression, timezone, protocol,
-           roll_size, roll_records, roll_inactivity, checkpoint_interval, as_json) -> None:
+           roll_size, roll_records, roll_inactivity, checkpoint_interval, log_retention, tracking,
+           as_json) -> None:
     """Create a table at ROOT (which may already hold data written by other tools)."""
     config = TableConfig(
         layout=Layout(layout, partition, timezone),
@@ -42,10 +52,42 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
         protocol=protocol,
         roll=RollPolicy(parse_size(roll_size), roll_records, roll_inactivity / 1000),
         checkpoint_interval=checkpoint_interval,
+        log_retention_ms=log_retention,
     )
     root_uri, options = state.resolve(root)
-    t = Table.create(root_uri, config, options)
-    emit(as_json, {"root": t.uri, **t.config.to_json()}, f"created table {t.uri}")
+    # Adopting a directory other tools write to: their files are read by listing
+    # unless the user says otherwise (tributary_read.tracking).
+    found, outside = find_foreign(open_storage(root_uri, options), config.layout)
+    chosen = tracking or ("both" if found else "manifest")
+    t = Table.create(root_uri, replace(config, tracking=chosen), options)
+    msg = f"created table {t.uri}, tracking {chosen}"
+    if found and tracking is None:
+        msg += (f": it already holds {len(found)} files written by other tools (e.g. {found[0]}); consumers and "
+                "--mode auto read those by listing and trib-written files by the manifest")
+    emit(as_json, {"root": t.uri, **t.config.to_json(), "foreign_files": len(found), "outside_layout": outside},
+         msg)
+    if found and chosen == "manifest":
+        click.echo(f"trib: warning: {len(found)} files written by other tools (e.g. {found[0]}) are not tracked "
+                   f"by the manifest and manifest reads will not return them; to read them too: "
+                   f"trib table set {root} --tracking both", err=True)
+    if outside:
+        click.echo(f"trib: warning: {outside} files lie outside the layout's partition directories; no read "
+                   f"returns them (is --layout right?)", err=True)
+
+
+@table.command("set")
+@click.argument("root")
+@click.option("--tracking", type=click.Choice(TRACKINGS), required=True,
+              help="manifest: trib-written files only; listing: files other tools write only; both.")
+@json_option
+@pass_state
+def set_(state: TribState, root, tracking, as_json) -> None:
+    """Change how ROOT's files are tracked (e.g. after a warning about untracked files)."""
+    t = state.table(root)
+    old = t.config.tracking
+    t = t.set_tracking(tracking)
+    emit(as_json, {"root": t.uri, "previous_tracking": old, **t.config.to_json()},
+         f"table {t.uri}: tracking {old} -> {tracking}")
 
 
 @table.command("show")
@@ -63,5 +105,6 @@ def show(state: TribState, root, as_json) -> None:
         click.echo(f"table     {t.uri}")
         click.echo(f"layout    {c.layout.directory}  ->  {c.layout.partition}  ({c.layout.timezone})")
         click.echo(f"format    {c.format} / {c.compression}, protocol {c.protocol}")
+        click.echo(f"tracking  {c.tracking}")
         click.echo(f"version   {latest}")
     emit(as_json, data, human)

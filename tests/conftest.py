@@ -25,11 +25,37 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _atomic_conditional_puts() -> None:
+    """Give moto S3's semantics for conditional PUTs.
+
+    moto checks ``If-None-Match: *`` and then writes, with no lock in between:
+    two concurrent conditional PUTs of one key can both succeed (seen with 8
+    committers), which S3 never allows and the commit point relies on. One lock
+    around moto's PutObject handler makes the check and the write atomic.
+    """
+    import threading
+
+    from moto.s3.responses import S3Response
+
+    original = S3Response.put_object
+    if getattr(original, "atomic", False):
+        return
+    lock = threading.Lock()
+
+    def put_object(self, *args, **kwargs):
+        with lock:
+            return original(self, *args, **kwargs)
+
+    put_object.atomic = True
+    S3Response.put_object = put_object
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """A real S3-protocol HTTP server for the whole session; yields storage options."""
     from moto.server import ThreadedMotoServer
 
+    _atomic_conditional_puts()
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

@@ -99,3 +99,61 @@ def put(root: Path, rel: str, mtime_ms: int, data: bytes = b"x\n") -> Path:
     p.write_bytes(data)
     os.utime(p, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
     return p
+
+
+def kill9(p) -> bool:
+    """The default ``send`` of :func:`signal_loop`: SIGKILL, a hit if the process was still alive."""
+    import signal
+
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    return True
+
+
+def signal_loop(cmd, hits_wanted: int, rng, window=(0.1, 0.5), env=None, send=kill9) -> int:
+    """Start ``cmd``, call ``send(process)`` after a random delay, repeat; return the hits.
+
+    ``send`` signals the live process, waits for it, checks how it ended and
+    returns whether the signal counted (landed while the work was under way).
+    A run that ends before the signal is due must succeed; then the loop stops.
+    """
+    import subprocess
+    import time
+
+    from conftest import REPO
+
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO)}
+    hits = 0
+    for _ in range(hits_wanted * 3):
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        time.sleep(rng.uniform(*window))
+        if p.poll() is None:
+            hits += bool(send(p))
+        else:
+            err = p.stderr.read().decode()
+            assert p.returncode == 0, f"ingest failed between signals: {err}"
+            return hits  # finished before we could signal it again
+        p.stderr.close()
+        if hits >= hits_wanted:
+            break
+    return hits
+
+
+def signal_growing_source(cmd, src, n: int, hits_wanted: int, rng, hours=48, **kw) -> tuple[int, int]:
+    """Signal the ingest ``hits_wanted`` times; return (hits, records now in the source).
+
+    A fast machine can finish the source between signals. Rather than count on
+    timing, the source then grows the way a live log does (appended lines with
+    new ids) and the signals go on, so every run lands them whatever the speed.
+    """
+    hits = signal_loop(cmd, hits_wanted, rng, **kw)
+    for _ in range(10):
+        if hits >= hits_wanted:
+            break
+        # Whole thousands keep every commit full (250 or 100 records), so a
+        # commit count can still be compared with n // commit_every.
+        extra = max(1000, n // 2000 * 1000)
+        grow_source(src, n, extra, hours=hours)
+        n += extra
+        hits += signal_loop(cmd, hits_wanted - hits, rng, **kw)
+    return hits, n

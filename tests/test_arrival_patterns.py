@@ -4,11 +4,21 @@ Time is simulated: each file's mtime is set with os.utime, and so is its
 directory's whenever an entry is added or renamed (what the OS does with the
 real clock), so nothing sleeps. Each hour runs the real CLI twice over:
 
-* the mtime flow: ``trib files --schedule-time S --period 1h`` (seed 002's window);
+* the mtime flow: ``trib files --schedule-time S --period 1h`` (seed 002's window;
+  through the library in the table ways, to keep the suite fast);
 * the consumer flow: ``trib files --consumer sim`` then ``trib consumer ack``,
   with ``--full-scan`` every sixth run, as a daily job would.
 
-One module-scoped simulation; one test per arrival pattern checks its files.
+Three ways, one module-scoped simulation each (one test per arrival pattern
+checks its files in each):
+
+* ``plain``: a plain directory, read with ``--layout``;
+* ``foreign_table``: the directory adopted with ``trib table create`` once other
+  tools have written to it (tracking ``both`` is detected);
+* ``mixed_table``: the same, plus a real ``trib ingest`` every few hours writing
+  into the same partitions. Its files come from the manifest (their commit
+  times are the real clock's, outside every simulated window), the others by
+  listing, each exactly once.
 """
 
 from __future__ import annotations
@@ -24,12 +34,17 @@ from pathlib import Path
 import pytest
 
 from conftest import run_trib
+from tributary_read.resolve import resolve
+from tributary_read.window import TimeWindow
 
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 H = 3_600_000
 MIN = 60_000
 RUNS = 48
 FULL_SCAN_EVERY = 6
+WAYS = ("plain", "foreign_table", "mixed_table")
+INGEST_EVERY = 6  # mixed_table: a trib ingest at every run r with r % INGEST_EVERY == 2
+PARTITION = "dt={yyyy}{MM}{dd}{HH}"
 NOW = int(datetime.now(timezone.utc).timestamp() * 1000)
 # Inside the consumers' default 7-day horizon of the real clock, ending well before it.
 T0 = NOW - NOW % H - 60 * H
@@ -60,6 +75,8 @@ class Event:
 @dataclass
 class Sim:
     root: Path
+    way: str = "plain"
+    trib_files: dict[int, list[str]] = field(default_factory=dict)  # run -> files its ingest committed
     patterns: dict[str, list[str]] = field(default_factory=dict)  # pattern -> final paths
     events: list[Event] = field(default_factory=list)
     #: run -> [(path, mtime)] returned by the mtime flow / expected by the model
@@ -153,29 +170,57 @@ def _cli_json(*args: str) -> dict:
     return json.loads(proc.stdout)
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory) -> Sim:
-    root = tmp_path_factory.mktemp("arrivals") / "logs"
+def _ingest(sim: Sim, run: int, version: int) -> tuple[list[str], int]:
+    """A real ``trib ingest`` of records whose event times lie in the last 3 simulated hours."""
+    from tributary_read.resolve import manifest_files
+    from tributary_read.table import Table
+
+    src = sim.root.parent / "source.jsonl"
+    rng = random.Random(run)
+    with open(src, "a") as f:
+        for i in range(5):
+            f.write(json.dumps({"run": run, "i": i, "ts": schedule(run) - rng.randrange(3 * H)}) + "\n")
+    _cli_json("ingest", str(sim.root), "--source", str(src), "--app-id", "sim", "--time-field", "ts")
+    fs = manifest_files(Table.load(str(sim.root)), version)
+    return [f.path for f in fs.files], fs.plan["until_version"]
+
+
+@pytest.fixture(scope="module", params=WAYS)
+def sim(request, tmp_path_factory) -> Sim:
+    root = tmp_path_factory.mktemp(f"arrivals-{request.param}") / "logs"
     root.mkdir()
     sim = _build(root)
+    sim.way = request.param
+    layout = ["--layout", LAYOUT] if sim.way == "plain" else []
     model: dict[str, int] = {}  # every path on disk -> its mtime
     pending = list(sim.events)
+    version = 0
     for run in range(RUNS):
         s = schedule(run)
         while pending and pending[0].t <= s:
             _apply(sim, pending.pop(0), model)
+        if run == 0 and sim.way != "plain":  # adopt the directory other tools already write to
+            proc = run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION)
+            assert proc.returncode == 0 and "tracking both" in proc.stdout, proc.stdout + proc.stderr
+        if sim.way == "mixed_table" and run % INGEST_EVERY == 2:
+            sim.trib_files[run], version = _ingest(sim, run, version)
+            assert sim.trib_files[run]
         lo, hi = window(run)
         sim.mtime_expected[run] = sorted((p, m) for p, m in model.items()
                                          if lo <= m <= hi and not os.path.basename(p).startswith("."))
         for p in model:
             if os.path.basename(p).startswith("."):
                 sim.hidden_seen_at_run.setdefault(p, []).append(run)
-        iso = datetime.fromtimestamp(s / 1000, timezone.utc).isoformat()
-        doc = _cli_json("files", str(root), "--layout", LAYOUT, "--schedule-time", iso, "--period", "1h")
-        assert (doc["window"]["start_ms"], doc["window"]["end_ms"]) == (lo, hi)
+        if sim.way == "plain":
+            iso = datetime.fromtimestamp(s / 1000, timezone.utc).isoformat()
+            doc = _cli_json("files", str(root), *layout, "--schedule-time", iso, "--period", "1h")
+            assert (doc["window"]["start_ms"], doc["window"]["end_ms"]) == (lo, hi)
+        else:  # the same window through the library, in-process: a third of the CLI runs saved
+            doc = resolve(str(root), window=TimeWindow(lo, hi)).to_json()
+            assert doc["mode"] == "both"
         sim.mtime_got[run] = sorted((f["path"], f["mtime_ms"]) for f in doc["files"])
         full = ["--full-scan"] if run % FULL_SCAN_EVERY == FULL_SCAN_EVERY - 1 or run == RUNS - 1 else []
-        plan = _cli_json("files", str(root), "--layout", LAYOUT, "--consumer", "sim", *full)
+        plan = _cli_json("files", str(root), *layout, "--consumer", "sim", *full)
         if run % 8 == 0:  # a retried run gets the same plan
             again = _cli_json("files", str(root), "--consumer", "sim")
             assert (again["plan_id"], again["files"]) == (plan["plan_id"], plan["files"])
@@ -199,10 +244,27 @@ def _mtime_runs(sim: Sim, path: str) -> list[int]:
 def test_consumer_delivers_every_file_exactly_once(sim):
     delivered = _delivered(sim)
     expected = {p for pat, ps in sim.patterns.items() if pat != "beyond" for p in ps}
-    assert set(delivered) == expected
+    trib = {p for ps in sim.trib_files.values() for p in ps}
+    assert set(delivered) == expected | trib
     assert all(n == 1 for n in delivered.values()), [p for p, n in delivered.items() if n > 1]
     for p in expected:  # and in the first run that could see it
         assert p in sim.consumer_files[sim.run_of(sim.arrival[p])], p
+    for run, ps in sim.trib_files.items():  # committed before that run's plan
+        assert set(ps) <= set(sim.consumer_files[run]), run
+
+
+def test_trib_written_files_come_from_the_manifest_only(sim):
+    if sim.way != "mixed_table":
+        pytest.skip("no trib-written files in this way")
+    trib = [p for ps in sim.trib_files.values() for p in ps]
+    assert len(trib) >= 8 and all(os.path.basename(p).startswith("part-") for p in trib)
+    # Never by listing: the mtime windows (listing part) never return one; the
+    # consumer's ledger (listing part) never records one.
+    assert not {p for got in sim.mtime_got.values() for p, _ in got} & set(trib)
+    state = max((sim.root / "_tributary/consumers/sim").glob("state-*.json"))
+    ledger = json.loads(state.read_text())["ledger"]
+    assert not {f"{d}/{n}" for d, e in ledger.items() for n in e["files"]} & set(trib)
+    assert json.loads(state.read_text())["manifest_version"] == len(sim.trib_files)
 
 
 def test_mtime_windows_deliver_what_was_visible_when_they_ran_never_twice(sim):
@@ -280,5 +342,7 @@ def test_changed_after_delivery_is_a_conflict_once(sim):
 def test_consumer_state_stays_small(sim):
     show = _cli_json("consumer", "show", str(sim.root), "sim")
     assert show["version"] == RUNS and show["pending"] is None
-    assert show["ledger_files"] == len(_delivered(sim)) and show["state_bytes"] < 64_000
+    assert show["mode"] == ("listing" if sim.way == "plain" else "both")
+    trib = {p for ps in sim.trib_files.values() for p in ps}
+    assert show["ledger_files"] == len(set(_delivered(sim)) - trib) and show["state_bytes"] < 64_000
     assert len(list((sim.root / "_tributary/consumers/sim").glob("state-*.json"))) <= 3

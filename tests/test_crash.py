@@ -8,66 +8,21 @@ the commit and the renames of the rename protocol).
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import subprocess
-import time
 
 import pytest
 
 from tributary_read.storage import open_storage
 
-from conftest import REPO, TRIB, run_trib
+from conftest import TRIB, run_trib
 from helpers import (
-    LAYOUT, PARTITION, assert_exactly_once, committed_records, grow_source, make_source, visible_records,
+    LAYOUT, PARTITION, assert_exactly_once, committed_records, make_source, signal_growing_source, visible_records,
 )
 
 
 def _ingest_cmd(root, src, protocol, commit_every):
     return [*TRIB, "ingest", str(root), "--source", str(src), "--app-id", "etl",
             "--time-field", "ts", "--commit-every", str(commit_every), "--protocol", protocol]
-
-
-def _kill_loop(cmd, kills_wanted: int, rng: random.Random, window=(0.1, 0.5), env=None) -> int:
-    """Start the ingest, SIGKILL it after a random delay, repeat; return kills that hit a live process."""
-    env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO)}
-    kills = 0
-    for _ in range(kills_wanted * 3):
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-        time.sleep(rng.uniform(*window))
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-            p.wait()
-            kills += 1
-        else:
-            err = p.stderr.read().decode()
-            assert p.returncode == 0, f"ingest failed between kills: {err}"
-            return kills  # finished before we could kill it again
-        p.stderr.close()
-        if kills >= kills_wanted:
-            break
-    return kills
-
-
-def _kill_growing_source(cmd, src, n: int, kills_wanted: int, rng: random.Random, hours=48, **kw) -> tuple[int, int]:
-    """Kill the ingest ``kills_wanted`` times; return (kills, records now in the source).
-
-    A fast machine can finish the source between kills. Rather than count on
-    timing, the source then grows the way a live log does (appended lines with
-    new ids) and the kills go on, so every run lands its kills whatever the speed.
-    """
-    kills = _kill_loop(cmd, kills_wanted, rng, **kw)
-    for _ in range(10):
-        if kills >= kills_wanted:
-            break
-        # Whole thousands keep every commit full (250 or 100 records), so a
-        # commit count can still be compared with n // commit_every.
-        extra = max(1000, n // 2000 * 1000)
-        grow_source(src, n, extra, hours=hours)
-        n += extra
-        kills += _kill_loop(cmd, kills_wanted - kills, rng, **kw)
-    return kills, n
 
 
 def _check_table(root, n, protocol, env=None):
@@ -95,7 +50,7 @@ def test_kill9_at_30_random_moments_local(tmp_path, protocol):
 
     # Interpreter start-up takes ~0.3-0.5 s, so the window reaches past it
     # into writing and committing.
-    kills, n = _kill_growing_source(cmd, src, n, 30, rng, window=(0.2, 0.8))
+    kills, n = signal_growing_source(cmd, src, n, 30, rng, window=(0.2, 0.8))
     assert kills >= 30, f"only {kills} kills landed"
     # Progress was made across the kills, so they hit the middle of the run.
     log = json.loads(run_trib("log", str(root), "--json", check=True).stdout)["commits"]
@@ -120,7 +75,7 @@ def test_kill9_against_s3_server(tmp_path, s3_root, s3_env, protocol):
     rng = random.Random(f"kill9-s3-{protocol}")
     cmd = _ingest_cmd(s3_root, src, protocol, commit_every=100)
 
-    kills, n = _kill_growing_source(cmd, src, n, 8, rng, hours=6, window=(0.3, 1.2), env=s3_env)
+    kills, n = signal_growing_source(cmd, src, n, 8, rng, hours=6, window=(0.3, 1.2), env=s3_env)
     assert kills >= 8
     done = run_trib(*cmd[len(TRIB):], env=s3_env)
     assert done.returncode == 0, done.stderr

@@ -13,27 +13,43 @@ one plan). :meth:`Consumer.ack` creates ``state-<n+1>.json`` the same way: of
 two concurrent acks exactly one wins, and a crash leaves the old state or the
 new one, never half of either.
 
-On manifest tables the state is the last delivered table version. On plain
-directories it is a ledger (see docs/reading.md): per partition directory the
-delivered files' (size, mtime, valid length) while the partition is inside the
-lookback horizon, then a constant-size digest ("seal") once it falls out, so
-the state is bounded by the horizon and late arrivals in old partitions are
-still detected and reported.
+On manifest-tracked tables the state is the last delivered table version. On
+plain directories (and listing-tracked tables) it is a ledger (see
+docs/reading.md): per partition directory the delivered files' (size, mtime,
+valid length) while the partition is inside the lookback horizon, then a
+constant-size digest ("seal") once it falls out, so the state is bounded by the
+horizon and late arrivals in old partitions are still detected and reported. A
+table tracked ``both`` (tributary_read.tracking) keeps both in one state:
+trib-written files by version, the others by ledger.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Mapping
 
+from .consumer_state import (
+    _FILE,
+    _NAME,
+    _PLAN_ID,
+    CONSUMER_MODES,
+    CONSUMERS_DIR,
+    DEFAULT_FULL_SCAN_EVERY_MS,
+    DEFAULT_LOOKBACK_MS,
+    KEEP_STATES,
+    AckResult,
+    ConsumerState,
+    Plan,
+    check_name,
+)
 from .errors import (
     CommitConflictError,
     ConsumerStateCorruptError,
     InvalidInputError,
+    LogRetentionError,
     ManifestCorruptError,
     NoSuchConsumerError,
     NoSuchPlanError,
@@ -43,162 +59,15 @@ from .errors import (
     UnsupportedFormatVersionError,
 )
 from .layout import Layout
-from .ledger import LedgerPlanner, apply_delta, check_ledger
-from .listing import Progress, Skipped
-from .log import META_DIR
-from .manifest import FORMAT, FORMAT_VERSION, load_document
-from .resolve import FileSet, ResolvedFile, Source, manifest_files
+from .ledger import LedgerPlanner, apply_delta
+from .listing import Progress
+from .manifest import load_document
+from .resolve import Source, manifest_files
 from .storage import Storage, open_storage
-from .window import DAY_MS
+from .tracking import check_untracked, written
 
-CONSUMERS_DIR = f"{META_DIR}/consumers"
-DEFAULT_LOOKBACK_MS = 7 * DAY_MS
-#: States (and their plans) kept after an ack; older ones are deleted.
-KEEP_STATES = 3
-CONSUMER_MODES = ("manifest", "listing")
-
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
-_PLAN_ID = re.compile(r"^([0-9]{1,20})-([0-9a-f]{12})$")
-_FILE = re.compile(r"^(state|plan)-([0-9]{20})\.json$")
-
-
-# -- value objects --------------------------------------------------------------
-@dataclass(frozen=True)
-class ConsumerState:
-    """One committed consumer state (``state-<version>.json``)."""
-
-    consumer: str
-    version: int
-    table: str
-    mode: str | None = None
-    lookback_ms: int = DEFAULT_LOOKBACK_MS
-    layout: Mapping[str, str] | None = field(default=None, hash=False)
-    manifest_version: int = 0
-    ledger: Mapping[str, Mapping] = field(default_factory=dict, hash=False)
-    sealed: Mapping[str, Mapping] = field(default_factory=dict, hash=False)
-    plan_id: str | None = None
-    note: str | None = None
-    created_ms: int = 0
-    updated_ms: int = 0
-    delivered_files: int = 0
-    delivered_bytes: int = 0
-
-    def to_json(self) -> dict:
-        return {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "consumer_state",
-                "consumer": self.consumer, "version": self.version, "table": self.table,
-                "mode": self.mode, "lookback_ms": self.lookback_ms, "layout": self.layout,
-                "manifest_version": self.manifest_version, "plan_id": self.plan_id, "note": self.note,
-                "created_ms": self.created_ms, "updated_ms": self.updated_ms,
-                "delivered_files": self.delivered_files, "delivered_bytes": self.delivered_bytes,
-                "ledger": self.ledger, "sealed": self.sealed}
-
-    @classmethod
-    def from_json(cls, d: Mapping) -> ConsumerState:
-        if d.get("kind") != "consumer_state":
-            raise ValueError("not a consumer state")
-        st = cls(d["consumer"], int(d["version"]), d["table"], d.get("mode"), int(d["lookback_ms"]),
-                 d.get("layout"), int(d.get("manifest_version", 0)), d.get("ledger") or {},
-                 d.get("sealed") or {}, d.get("plan_id"), d.get("note"), int(d.get("created_ms", 0)),
-                 int(d.get("updated_ms", 0)), int(d.get("delivered_files", 0)),
-                 int(d.get("delivered_bytes", 0)))
-        if st.mode not in (None, *CONSUMER_MODES):
-            raise ValueError(f"unknown mode {st.mode!r}")
-        check_ledger(st.ledger, st.sealed)
-        return st
-
-    def summary(self) -> dict:
-        d = {k: v for k, v in self.to_json().items()
-             if k not in ("format", "format_version", "kind", "ledger", "sealed")}
-        if self.mode == "listing":
-            d["ledger_directories"] = len(self.ledger)
-            d["ledger_files"] = sum(len(e["files"]) for e in self.ledger.values())
-            d["sealed_directories"] = len(self.sealed)
-        return d
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The next batch of a consumer, persisted until acked (``plan-<base>.json``)."""
-
-    plan_id: str
-    consumer: str
-    base_version: int
-    mode: str
-    table: str
-    created_ms: int
-    files: tuple[ResolvedFile, ...]
-    lookback_ms: int | None = None
-    min_age_ms: int = 0
-    conflicts: tuple[Mapping, ...] = ()
-    beyond_horizon: tuple[Mapping, ...] = ()
-    skipped: tuple[Skipped, ...] = ()
-    deferred: int = 0
-    baseline: Mapping | None = field(default=None, hash=False)
-    versions: tuple[int, int] | None = None  # manifest: (since, until]
-    stats: Mapping = field(default_factory=dict, hash=False)
-    #: What the ack applies to the base state; opaque outside this module.
-    delta: Mapping = field(default_factory=dict, hash=False, repr=False)
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.readable_bytes for f in self.files)
-
-    def fileset(self) -> FileSet:
-        plan: dict[str, Any] = {"consumer": self.consumer, "plan_id": self.plan_id,
-                                "base_version": self.base_version, "tracking": self.mode,
-                                "created_ms": self.created_ms}
-        if self.mode == "manifest":
-            plan["since_version"], plan["until_version"] = self.versions
-        else:
-            plan.update({"lookback_ms": self.lookback_ms, "min_age_ms": self.min_age_ms,
-                         "horizon_ms": self.created_ms - self.lookback_ms, "deferred": self.deferred,
-                         "conflicts": list(self.conflicts), "beyond_horizon": list(self.beyond_horizon),
-                         "baseline": self.baseline})
-        return FileSet("consumer", self.files, plan, self.table, self.skipped, self.stats)
-
-    def to_json(self) -> dict:
-        return {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "consumer_plan",
-                "plan_id": self.plan_id, "consumer": self.consumer, "base_version": self.base_version,
-                "mode": self.mode, "table": self.table, "created_ms": self.created_ms,
-                "lookback_ms": self.lookback_ms, "min_age_ms": self.min_age_ms,
-                "files": [f.to_json() for f in self.files], "conflicts": list(self.conflicts),
-                "beyond_horizon": list(self.beyond_horizon), "skipped": [s.to_json() for s in self.skipped],
-                "deferred": self.deferred, "baseline": self.baseline,
-                "versions": list(self.versions) if self.versions else None,
-                "stats": dict(self.stats), "delta": dict(self.delta)}
-
-    @classmethod
-    def from_json(cls, d: Mapping) -> Plan:
-        if d.get("kind") != "consumer_plan":
-            raise ValueError("not a consumer plan")
-        return cls(d["plan_id"], d["consumer"], int(d["base_version"]), d["mode"], d["table"],
-                   int(d["created_ms"]), tuple(ResolvedFile.from_json(f) for f in d["files"]),
-                   d.get("lookback_ms"), int(d.get("min_age_ms") or 0), tuple(d.get("conflicts") or ()),
-                   tuple(d.get("beyond_horizon") or ()),
-                   tuple(Skipped(s["path"], s["reason"], s.get("size", 0), s.get("mtime_ms", 0))
-                         for s in d.get("skipped") or ()),
-                   int(d.get("deferred") or 0), d.get("baseline"),
-                   tuple(d["versions"]) if d.get("versions") else None, d.get("stats") or {},
-                   d.get("delta") or {})
-
-
-@dataclass(frozen=True)
-class AckResult:
-    state: ConsumerState
-    plan_id: str
-    already_acked: bool
-
-    def to_json(self) -> dict:
-        return {"consumer": self.state.consumer, "plan_id": self.plan_id, "version": self.state.version,
-                "already_acked": self.already_acked, "delivered_files": self.state.delivered_files}
-
-
-def check_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidInputError(
-            f"bad consumer name {name!r}: letters, digits, '_', '-', '.', starting with a letter or digit")
-    return name
-
+__all__ = ["AckResult", "Consumer", "ConsumerState", "Plan", "check_name", "list_consumers",
+           "CONSUMER_MODES", "CONSUMERS_DIR", "DEFAULT_LOOKBACK_MS", "DEFAULT_FULL_SCAN_EVERY_MS"]
 
 # -- the consumer ---------------------------------------------------------------
 class Consumer:
@@ -328,12 +197,15 @@ class Consumer:
 
     def plan(self, *, mode: str = "auto", lookback_ms: int | None = None, min_age_ms: int | None = None,
              full_scan: bool = False, now_ms: int | None = None, progress: Progress | None = None,
-             parallel: int | None = None) -> Plan:
+             parallel: int | None = None, full_scan_every_ms: int | None = None) -> Plan:
         """The next batch, without moving the consumer; the same plan until acked.
 
         Args:
-            mode: ``auto``, ``manifest``, or ``listing`` (``mtime`` is an alias);
-                fixed when the consumer is first acked.
+            mode: ``auto`` (what the table's tracking says; a plain directory
+                is listed), ``manifest``, ``listing`` (``mtime`` is an alias) or
+                ``both``; fixed when the consumer is first acked, except that a
+                manifest consumer follows its table to ``both`` (the fix for
+                untracked files: ``trib table set ROOT --tracking both``).
             lookback_ms: listing consumers: partitions whose period ended longer
                 ago are beyond the horizon (default: the stored value, else 7 days).
             min_age_ms: listing consumers: leave files modified more recently
@@ -341,62 +213,106 @@ class Consumer:
             full_scan: list every directory, even unchanged ones, to catch files
                 rewritten in place (which leave their directory's mtime alone).
             now_ms: the clock, for simulations; defaults to the wall clock.
+            full_scan_every_ms: listing consumers: make a plan a full scan when
+                the last acked one is this old (default: the stored value, else
+                24 h; 0 = only when asked). Stored at the ack.
         """
         if lookback_ms is not None and lookback_ms <= 0:
             raise InvalidInputError("--lookback must be positive")
         if min_age_ms is not None and min_age_ms < 0:
             raise InvalidInputError("--min-age must not be negative")
+        if full_scan_every_ms is not None and full_scan_every_ms < 0:
+            raise InvalidInputError("--full-scan-every must not be negative (0 = off)")
         state = self.current()
         base = state.version if state else 0
         pending = self._read_plan(base)
         if pending is not None:
-            return self._check_pending(pending, mode, lookback_ms, min_age_ms)
-        plan = self._compute(state, mode, lookback_ms, min_age_ms, full_scan, now_ms, progress, parallel)
+            return self._check_pending(pending, mode, lookback_ms, min_age_ms, full_scan_every_ms)
+        plan = self._compute(state, mode, lookback_ms, min_age_ms, full_scan, now_ms, progress, parallel,
+                             full_scan_every_ms)
         for _ in range(20):
             if self._create(self._path("plan", base), plan.to_json()):
                 return plan
             winner = self._read_plan(base)
             if winner is not None:  # a concurrent caller planned first: theirs is the plan
-                return self._check_pending(winner, mode, lookback_ms, min_age_ms)
+                return self._check_pending(winner, mode, lookback_ms, min_age_ms, full_scan_every_ms)
             time.sleep(0.01)  # an S3 conditional PUT lost to one in flight
         raise StorageError(f"cannot create a plan under {self.location}; retry")
 
-    def _check_pending(self, p: Plan, mode: str, lookback_ms, min_age_ms) -> Plan:
+    def _check_pending(self, p: Plan, mode: str, lookback_ms, min_age_ms, full_scan_every_ms=None) -> Plan:
         wanted = _consumer_mode(mode)
         diffs = []
+        listing = p.mode in ("listing", "both")
         if wanted is not None and wanted != p.mode:
             diffs.append(f"mode {p.mode}")
-        if p.mode == "listing" and lookback_ms is not None and lookback_ms != p.lookback_ms:
+        if listing and lookback_ms is not None and lookback_ms != p.lookback_ms:
             diffs.append(f"--lookback {p.lookback_ms} ms")
-        if p.mode == "listing" and min_age_ms is not None and min_age_ms != p.min_age_ms:
+        if listing and min_age_ms is not None and min_age_ms != p.min_age_ms:
             diffs.append(f"--min-age {p.min_age_ms} ms")
+        every = p.delta.get("full_scan_every_ms")
+        if listing and full_scan_every_ms is not None and every is not None and full_scan_every_ms != every:
+            diffs.append(f"--full-scan-every {every} ms")
         if diffs:
             raise PendingPlanError(
                 f"consumer {self.name!r} has pending plan {p.plan_id} made with {', '.join(diffs)}; "
                 f"ack it, or drop it with `trib consumer reset ROOT {self.name} --discard-plan`")
         return p
 
-    def _compute(self, state: ConsumerState | None, mode: str, lookback_ms, min_age_ms, full_scan,
-                 now_ms, progress, parallel=None) -> Plan:
-        now = int(time.time() * 1000) if now_ms is None else now_ms
-        base = state.version if state else 0
+    def _mode(self, state: ConsumerState | None, mode: str) -> str:
         wanted = _consumer_mode(mode)
         have = state.mode if state else None
+        table = self.source.table
         if wanted is not None and have is not None and wanted != have:
+            what = {"manifest": "versions", "listing": "a listing ledger",
+                    "both": "versions and a listing ledger"}[have]
             raise InvalidInputError(
-                f"consumer {self.name!r} tracks {'versions' if have == 'manifest' else 'a listing ledger'} "
-                f"(mode {have}); drop --mode or use another consumer name")
-        m = wanted or have or ("manifest" if self.source.has_log() else "listing")
+                f"consumer {self.name!r} tracks {what} (mode {have}); drop --mode or use another consumer name")
+        if wanted == "both" and table is None:
+            raise InvalidInputError(f"--mode both needs a trib table; {self.source.uri} has no manifest log")
+        tracking = table.config.tracking if table is not None else "listing"
+        if wanted is None and have == "manifest" and tracking == "both":
+            return "both"  # the table was set to track both: keep the version, start a ledger
+        return wanted or have or tracking
+
+    def _compute(self, state: ConsumerState | None, mode: str, lookback_ms, min_age_ms, full_scan,
+                 now_ms, progress, parallel=None, full_scan_every_ms=None) -> Plan:
+        """A ``both`` plan is a manifest plan and a ledger plan in one: the files
+        of each side (disjoint by name, tributary_read.tracking) and one delta,
+        so the ack moves the version and the ledger together in one state file."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        base = state.version if state else 0
+        m = self._mode(state, mode)
         plan_id = f"{base}-{uuid.uuid4().hex[:12]}"
-        if m == "manifest":
-            return self._plan_manifest(state, plan_id, now)
+        table = self.source.table
+        manifest = self._plan_manifest(state, plan_id, now) if m in ("manifest", "both") else None
+        if manifest is not None and m == "manifest":
+            untracked = check_untracked(table, manifest.files, tracking="manifest", asked=mode)
+            return replace(manifest, stats={"untracked": untracked.to_json()} if untracked else {})
         lookback = lookback_ms if lookback_ms is not None else (state.lookback_ms if state else DEFAULT_LOOKBACK_MS)
         layout = self._layout(state)
+        every = full_scan_every_ms if full_scan_every_ms is not None else (
+            state.full_scan_every_ms if state else DEFAULT_FULL_SCAN_EVERY_MS)
+        periodic = every > 0 and now - (state.last_full_scan_ms if state else 0) >= every
+        why = ("requested" if full_scan else "first" if not (state and (state.ledger or state.sealed))
+               else "periodic" if periodic else None)  # an empty ledger has no directory to skip
         diff = LedgerPlanner(self.source.storage, state.ledger if state else {}, state.sealed if state else {},
-                             layout, lookback, min_age_ms or 0, now).plan(full_scan, progress, parallel)
-        return Plan(plan_id, self.name, base, "listing", self.source.uri, now, diff.files, lookback,
-                    min_age_ms or 0, diff.conflicts, diff.beyond_horizon, diff.skipped, diff.deferred,
-                    diff.baseline, None, diff.stats, diff.delta)
+                             layout, lookback, min_age_ms or 0, now, foreign_only=table is not None
+                             ).plan(why is not None, progress, parallel)
+        delta = {**diff.delta, "full_scan": why is not None, "full_scan_every_ms": every}
+        stats = {**diff.stats, "full_scan": why}
+        files, skipped, versions = diff.files, diff.skipped, None
+        if manifest is not None:
+            files = tuple(sorted((*written(manifest.files), *files), key=lambda f: f.path))
+            skipped = tuple(sorted((*manifest.skipped, *skipped), key=lambda s: s.path))
+            versions = manifest.versions
+            delta["manifest_version"] = manifest.delta["manifest_version"]
+        elif table is not None:
+            untracked = check_untracked(table, files, tracking="listing", asked=mode)
+            if untracked:
+                stats["untracked"] = untracked.to_json()
+        return Plan(plan_id, self.name, base, m, self.source.uri, now, files, lookback,
+                    min_age_ms or 0, diff.conflicts, diff.beyond_horizon, skipped, diff.deferred,
+                    diff.baseline, versions, stats, delta)
 
     def _layout(self, state: ConsumerState | None) -> Layout:
         stored = Layout(**state.layout) if state and state.layout else None
@@ -422,21 +338,30 @@ class Consumer:
             raise ConsumerStateCorruptError(
                 f"consumer {self.name!r} is at table version {since} but {table.uri} ends at {latest} "
                 "(was the table recreated?); `trib consumer reset` to start over")
-        fs = manifest_files(table, since, latest)
+        try:
+            fs = manifest_files(table, since, latest)
+        except LogRetentionError as e:
+            raise LogRetentionError(
+                f"consumer {self.name!r} is at table version {since}, further behind than the log keeps ({e}); "
+                f"`trib consumer reset ROOT {self.name} --to-latest` skips what it missed, "
+                f"`trib consumer reset ROOT {self.name}` delivers the whole table again") from None
         until = fs.plan["until_version"]
         return Plan(plan_id, self.name, state.version if state else 0, "manifest", self.source.uri, now,
-                    fs.files, versions=(since, until), delta={"manifest_version": until})
+                    fs.files, skipped=fs.skipped, versions=(since, until), delta={"manifest_version": until})
 
     # -- committing ----------------------------------------------------------
     def _apply(self, state: ConsumerState | None, plan: Plan, now: int, note: str | None = None) -> ConsumerState:
         base = state or ConsumerState(self.name, 0, self.source.uri, created_ms=now)
         d = plan.delta
-        if plan.mode == "manifest":
-            new = replace(base, mode="manifest", manifest_version=int(d["manifest_version"]))
-        else:
+        new = replace(base, mode=plan.mode)
+        if plan.mode in ("manifest", "both"):
+            new = replace(new, manifest_version=int(d["manifest_version"]))
+        if plan.mode in ("listing", "both"):
             ledger, sealed = apply_delta(base.ledger, base.sealed, d)
-            new = replace(base, mode="listing", ledger=ledger, sealed=sealed, lookback_ms=plan.lookback_ms,
-                          layout=d.get("layout"))
+            new = replace(new, ledger=ledger, sealed=sealed, lookback_ms=plan.lookback_ms, layout=d.get("layout"))
+            if "full_scan_every_ms" in d:  # absent in plans made before periodic full scans
+                new = replace(new, full_scan_every_ms=int(d["full_scan_every_ms"]),
+                              last_full_scan_ms=plan.created_ms if d.get("full_scan") else base.last_full_scan_ms)
         return replace(new, version=base.version + 1, table=self.source.uri, plan_id=plan.plan_id,
                        note=note, created_ms=base.created_ms or now, updated_ms=now,
                        delivered_files=base.delivered_files + len(plan.files),
@@ -477,8 +402,8 @@ class Consumer:
               now_ms: int | None = None, progress: Progress | None = None) -> ConsumerState:
         """Move the consumer; every pending plan becomes stale.
 
-        Default: forget everything delivered. ``to_version`` (manifest
-        consumers): continue after that table version. ``to_latest``: treat
+        Default: forget everything delivered. ``to_version`` (manifest and
+        both consumers): continue after that table version. ``to_latest``: treat
         everything visible now as delivered. ``discard_plan``: keep the
         position, drop only the pending plan.
         """
@@ -496,7 +421,8 @@ class Consumer:
                 raise
             state = None
         keep = dict(lookback_ms=state.lookback_ms, layout=state.layout, created_ms=state.created_ms,
-                    delivered_files=state.delivered_files, delivered_bytes=state.delivered_bytes) if state else {}
+                    delivered_files=state.delivered_files, delivered_bytes=state.delivered_bytes,
+                    full_scan_every_ms=state.full_scan_every_ms) if state else {}
         if discard_plan:
             pend = self._read_plan(cur)
             if state is None:
@@ -508,14 +434,24 @@ class Consumer:
         elif to_version is not None:
             table = self.source.table
             if table is None or (state is not None and state.mode == "listing"):
-                raise InvalidInputError("--to-version applies to manifest consumers only")
+                raise InvalidInputError("--to-version applies to manifest and both consumers only")
             latest = table.log.latest_version()
             if not 0 <= to_version <= latest:
                 raise InvalidInputError(f"--to-version must be between 0 and the latest version {latest}")
-            new = ConsumerState(self.name, cur + 1, self.source.uri, mode="manifest", manifest_version=to_version,
-                                updated_ms=now, note=f"reset to version {to_version}", **keep)
+            if state is not None and state.mode == "both":  # the ledger of foreign files stays as it is
+                new = replace(state, version=cur + 1, manifest_version=to_version, plan_id=None, updated_ms=now,
+                              note=f"reset to version {to_version}")
+            else:
+                new = ConsumerState(self.name, cur + 1, self.source.uri, mode="manifest",
+                                    manifest_version=to_version, updated_ms=now,
+                                    note=f"reset to version {to_version}", **keep)
         elif to_latest:
-            plan = self._compute(state, "auto", None, 0, True, now, progress)
+            try:
+                plan = self._compute(state, "auto", None, 0, True, now, progress)
+            except LogRetentionError:
+                # Behind the retained log: the versions it missed can only be skipped, not listed.
+                at_latest = replace(state, manifest_version=self.source.table.log.latest_version())
+                plan = self._compute(at_latest, "auto", None, 0, True, now, progress)
             new = self._apply(state, plan, now, note="reset to latest")
             new = replace(new, version=cur + 1, plan_id=None, delivered_files=state.delivered_files if state else 0,
                           delivered_bytes=state.delivered_bytes if state else 0)
@@ -558,9 +494,9 @@ def _consumer_mode(mode: str) -> str | None:
         return None
     if mode in ("listing", "mtime"):
         return "listing"
-    if mode == "manifest":
-        return "manifest"
-    raise InvalidInputError(f"unknown consumer mode {mode!r}; choose auto, manifest or mtime")
+    if mode in ("manifest", "both"):
+        return mode
+    raise InvalidInputError(f"unknown consumer mode {mode!r}; choose auto, manifest, mtime or both")
 
 
 def list_consumers(source: Source | str, state_dir: str | None = None,

@@ -28,6 +28,29 @@ class BadRecordError(InvalidInputError):
     """A source record cannot be placed (e.g. its time field is missing)."""
 
 
+class TimeOutOfRangeError(BadRecordError):
+    """A time has no partition: the layout cannot name its directory, or the end
+    of its period, in the table's zone (years 1..9999). The one "cannot be placed"
+    class for times that parsed: ``Layout.for_time`` raises it, so ingest sends
+    such a record to the dead-letter file like any other bad record.
+    """
+
+
+class SchemaConflictError(BadRecordError):
+    """A record has a value its file's column cannot hold without loss (a string
+    in a number column, an integer beyond 64 bits): see docs/parquet.md. Raised
+    by ``TableWriter.write`` before the record is buffered, so ingest dead-letters
+    it with its offset and goes on, like a record with a bad time.
+    """
+
+
+class SourceMismatchError(InvalidInputError):
+    """The source file is not the one its committed offsets were read from (a
+    different file under the same name, or one truncated, rotated or replaced):
+    pass ``--source-name`` to ingest it as a new source.
+    """
+
+
 class NoSuchTableError(TributaryError):
     """ROOT holds no trib table: create it first or check the path/alias."""
 
@@ -44,6 +67,25 @@ class CommitConflictError(TributaryError):
     """Another writer committed first in a way that cannot be merged: re-read and retry."""
 
     exit_code = 5
+
+
+class CommitStateUnknownError(TributaryError):
+    """A commit was attempted but its outcome could not be learned (a lost reply,
+    a timeout, storage that stopped answering). It may have landed. Do not retry
+    blindly and do not delete its files: run again (ingest re-reads its offsets
+    from the log) or look with ``trib log``; ``trib clean`` removes the files
+    later if the commit never landed. Kept apart from CommitConflictError, as
+    pyiceberg keeps CommitStateUnknownException apart from CommitFailedException.
+    """
+
+    exit_code = 12
+
+
+class LogRetentionError(InvalidInputError):
+    """The versions asked for are older than the log keeps (log retention removed
+    their commit files; the state survives in a checkpoint): read from a newer
+    version or the whole current state, or reset the consumer that fell behind.
+    """
 
 
 class ManifestCorruptError(TributaryError):

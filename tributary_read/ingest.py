@@ -9,16 +9,21 @@ previous run died at, its uncommitted files are simply never referenced.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import signal
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
+from typing import Callable, Iterator
 
-from .errors import BadRecordError, InvalidInputError
+from .errors import (BadRecordError, InvalidInputError, SchemaConflictError, SourceMismatchError,
+                     TimeOutOfRangeError)
 from .log import AppState
 from .manifest import Transaction
+from .sources import SourceOffsets
 from .table import RollPolicy, Table
 from .writer import TableWriter, roll_forward
 
@@ -72,6 +77,10 @@ def parse_time(v, tz, fmt: str | None = None) -> int:
     Numbers below 1e11 are seconds (1e11 s is the year 5138; 1e11 ms is 1973),
     so both encodings of any real log timestamp are told apart. Naive times are
     read in the table's time zone, as the directory names are.
+
+    NaN and infinities (JSON parsers accept them) are bad values. Huge finite
+    numbers parse; whether a partition can hold them is the layout's one range
+    check (TimeOutOfRangeError), so every "cannot be placed" ends the same way.
     """
     if isinstance(v, bytes):
         v = v.decode("utf-8", "replace")
@@ -79,10 +88,12 @@ def parse_time(v, tz, fmt: str | None = None) -> int:
         raise ValueError(f"bad time value {v!r}")
     if isinstance(v, str) and fmt is None and re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", v.strip()):
         v = float(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"time value {v!r} is not a finite number")
     if isinstance(v, (int, float)):
         return int(v) if abs(v) >= 1e11 else int(v * 1000)
     if not isinstance(v, str):
-        raise ValueError(f"bad time value {v!r}")
+        raise ValueError(f"bad time value {v!r}"[:80])
     try:
         dt = datetime.strptime(v, fmt) if fmt else datetime.fromisoformat(v.strip())
     except ValueError:
@@ -102,9 +113,52 @@ class IngestResult:
     dead_letters: int
     commits: int
     rolled_forward: int
+    stopped_by: str | None = None  # the signal that stopped the run early ("SIGINT"), if any
+    # Bytes of a last line with no newline yet, left for the next run (0 if none; see ``final``).
+    partial_line_bytes: int = 0
 
     def to_json(self) -> dict:
         return self.__dict__.copy()
+
+
+class StopRequest:
+    """Set by the first SIGINT/SIGTERM; the ingest polls it between records.
+
+    A flag rather than an exception: an exception can land anywhere, including
+    inside a commit in flight, and the first signal must not interrupt that.
+    """
+
+    signum: int | None = None
+
+
+class Interrupted(KeyboardInterrupt):
+    """The second signal: stop at once. Safe because nothing deletes the files
+    of a commit that was attempted; only the unattempted batch is dropped."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def stop_on_signals(signals=(signal.SIGINT, signal.SIGTERM)) -> Iterator[StopRequest]:
+    """First signal: stop at the next safe point (between records, never mid-commit).
+    Second signal: raise :class:`Interrupted` wherever the main thread is."""
+    stop = StopRequest()
+
+    def handler(signum, frame):
+        if stop.signum is None:
+            stop.signum = signum
+        else:
+            raise Interrupted(signum)
+
+    # An ignored signal stays ignored (nohup, a background job of a script).
+    old = {s: signal.signal(s, handler) for s in signals if signal.getsignal(s) is not signal.SIG_IGN}
+    try:
+        yield stop
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def recover(table: Table, app_id: str) -> tuple[AppState | None, list[str]]:
@@ -131,16 +185,25 @@ def ingest(
     roll: RollPolicy | None = None,
     on_bad_record: str = "dead-letter",
     source_name: str | None = None,
+    final: bool = False,
     progress: Callable[[int], None] | None = None,
     on_commit: Callable[[object], None] | None = None,
+    stop: StopRequest | None = None,
 ) -> IngestResult:
     """Append the records of ``source`` not yet committed for ``app_id``.
 
     Args:
         source_name: the key of this source in the transaction's offsets;
             defaults to the file's base name so a moved file keeps its offsets.
+            A different file under a known name is refused (SourceMismatchError):
+            each commit records a fingerprint of the bytes read, checked on resume.
+        final: the producer is done with ``source``: also take a last line that
+            has no newline. By default such a line is a record still being
+            written; it is left (``partial_line_bytes``) for the next run.
         progress: called with the number of source bytes consumed since the last call.
         on_commit: called with each Commit (partition-commit hooks).
+        stop: polled after each record; once set, the run commits the records
+            read so far and returns (``stopped_by`` names the signal).
     """
     if commit_every < 1:
         raise InvalidInputError("--commit-every must be >= 1")
@@ -162,32 +225,42 @@ def ingest(
     if app is not None:
         last = table.log.read_commit(app.version)
         rolled = len(roll_forward(table, last.files)) if last else 0
-    last_offset = app.transaction.offsets.get(name, -1) if app else -1
+    prior = SourceOffsets(app_id, name, app.transaction if app else None)
+    last_offset = prior.last_offset
     start = last_offset + 1
-    pos = (app.transaction.meta.get("positions", {}).get(name) if app else None)
 
     writer = TableWriter(table, protocol=protocol, roll=roll)
     base = state.version
-    offset = read = dead = commits = 0
+    offset = read = dead = commits = partial = 0
     try:
         with open(source, "rb") as src:
-            offset = _seek(src, start, pos)
+            end = prior.seek(src, source, start)  # byte position after the last whole line read
+            offset = start
             pending = unreported = 0
             for raw in src:
+                if not final and not raw.endswith(b"\n"):
+                    partial = len(raw)  # the producer is mid-line: read it whole next run
+                    break
+                end += len(raw)
                 line = raw[:-1] if raw.endswith(b"\n") else raw
                 if line.endswith(b"\r"):
                     line = line[:-1]
+                reason = None
                 try:
                     doc = json.loads(line) if needs_json else None
                     ts = extract(line, doc)
-                except (ValueError, TypeError, OverflowError) as e:
-                    reason = str(e) if not isinstance(e, json.JSONDecodeError) else "not valid JSON"
+                except (ValueError, TypeError, OverflowError, RecursionError) as e:
+                    reason = _reason(e)
+                else:
+                    try:
+                        writer.write(doc if as_rows and isinstance(doc, dict) else line, ts)
+                    except (TimeOutOfRangeError, SchemaConflictError) as e:  # raised before anything was written
+                        reason = str(e)
+                if reason is not None:
                     if on_bad_record == "fail":
                         raise BadRecordError(f"{name} line {offset}: {reason}") from None
-                    writer.write_dead_letter(line, offset, reason)
+                    writer.write_dead_letter(line, offset, reason, name)
                     dead += 1
-                else:
-                    writer.write(doc if as_rows and isinstance(doc, dict) else line, ts)
                 offset += 1
                 read += 1
                 pending += 1
@@ -197,41 +270,37 @@ def ingest(
                         progress(unreported)
                         unreported = 0
                 if pending >= commit_every:
-                    base = _commit(writer, app_id, name, offset - 1, src.tell(), base, on_commit)
+                    base = _commit(writer, prior.transaction(src, offset - 1, end), base, on_commit)
                     commits += 1
                     pending = 0
+                if stop is not None and stop.signum is not None:
+                    break  # after a whole record, so ``end`` is still its end
             if pending:
-                base = _commit(writer, app_id, name, offset - 1, src.tell(), base, on_commit)
+                base = _commit(writer, prior.transaction(src, offset - 1, end), base, on_commit)
                 commits += 1
             if progress and unreported:
                 progress(unreported)
     except BaseException:
-        writer.abort()
+        writer.abort()  # deletes only a batch whose commit was never attempted
         raise
-    return IngestResult(app_id, name, start, offset - 1 if read else last_offset, read, dead, commits, rolled)
+    stopped_by = signal.Signals(stop.signum).name if stop is not None and stop.signum is not None else None
+    return IngestResult(app_id, name, start, offset - 1 if read else last_offset, read, dead, commits, rolled,
+                        stopped_by, partial_line_bytes=partial)
 
 
-def _seek(src, start: int, pos: int | None) -> int:
-    """Position ``src`` at line ``start``; a byte position from the log skips the scan."""
-    if start == 0:
-        return 0
-    if isinstance(pos, int) and 0 < pos <= os.fstat(src.fileno()).st_size:
-        src.seek(pos - 1)
-        if src.read(1) == b"\n":  # still the same file up to that point
-            return start
-        src.seek(0)
-    n = 0
-    while n < start:
-        if not src.readline():
-            raise InvalidInputError(
-                f"source has only {n} lines but offsets say {start} were already committed"
-            )
-        n += 1
-    return start
+def _reason(e: Exception) -> str:
+    """Why a record is bad, in one short line (a decoder's message can be long and cryptic)."""
+    if isinstance(e, json.JSONDecodeError):
+        return "not valid JSON"
+    if isinstance(e, UnicodeDecodeError):
+        # json detects UTF-16/32 from the first bytes, so name the codec it tried.
+        return f"not valid {e.encoding.upper()} (byte {e.object[e.start]:#04x} at position {e.start})"
+    if isinstance(e, RecursionError):
+        return "JSON nested too deeply"
+    return str(e)
 
 
-def _commit(writer: TableWriter, app_id, name, last_offset, pos, base, on_commit) -> int:
-    txn = Transaction(app_id, {name: last_offset}, {"positions": {name: pos}})
+def _commit(writer: TableWriter, txn: Transaction, base, on_commit) -> int:
     commit = writer.commit(txn, base_version=base)
     if on_commit:
         on_commit(commit)

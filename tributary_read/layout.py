@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from functools import cached_property
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .errors import InvalidLayoutError
+from .errors import InvalidLayoutError, TimeOutOfRangeError
 
 #: token -> (width, datetime field, period it implies). Ordered coarse to fine.
 TOKENS: dict[str, tuple[int, str, timedelta | None]] = {
@@ -123,6 +123,9 @@ class Layout:
     timezone: str = "UTC"
 
     def __post_init__(self):
+        for what, v in (("layout", self.directory), ("partition spec", self.partition), ("timezone", self.timezone)):
+            if not isinstance(v, str):  # table.json is data from disk: a number here is corruption
+                raise InvalidLayoutError(f"{what} must be a string, not {type(v).__name__} {v!r}")
         # Parse eagerly so a bad layout fails at construction, with its message.
         self._segments  # noqa: B018
         self._keys  # noqa: B018
@@ -136,9 +139,18 @@ class Layout:
     def _segments(self) -> list[list[str | tuple[str]]]:
         if not self.directory or self.directory.startswith("/") or self.directory.endswith("/"):
             raise InvalidLayoutError(f"malformed layout {self.directory!r}")
-        segs = [_parts(s, "layout") for s in self.directory.split("/")]
-        if any(not s for s in segs):
+        raw = self.directory.split("/")
+        if any(not s for s in raw):
             raise InvalidLayoutError(f"empty segment in layout {self.directory!r}")
+        # Directories are joined under ROOT: '..' would write outside the table,
+        # '.', '\\' and a hidden first character ('_', '.': Hive and every trib
+        # reader skip such directories) would write data nobody reads back.
+        bad = [s for s in raw if s in (".", "..") or s[:1] in ("_", ".") or "\\" in s]
+        if bad:
+            raise InvalidLayoutError(
+                f"layout {self.directory!r} has segment {bad[0]!r}: segments must stay inside ROOT "
+                "and must not start with '_' or '.' (hidden from Hive and trib readers)")
+        segs = [_parts(s, "layout") for s in raw]
         toks = [p[0] for s in segs for p in s if isinstance(p, tuple)]
         uniq = [t for t in _ORDER if t in toks]
         if not uniq or uniq != _ORDER[: len(uniq)] or len(uniq) < 3:
@@ -247,16 +259,30 @@ class Layout:
         return "/".join(_format(s, values) for s in self._segments)
 
     def for_time(self, ts_ms: int) -> PartitionDir:
-        """The partition directory that holds an event at ``ts_ms`` (epoch ms)."""
-        local = datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc).astimezone(self.tz)
-        values = self._values(local)
-        start = datetime(
-            local.year, local.month, local.day,
-            local.hour if "HH" in self.tokens else 0,
-            local.minute if "mm" in self.tokens else 0, tzinfo=self.tz,
-        )
-        path = "/".join(_format(s, values) for s in self._segments)
-        return self._partition(path, values, start)
+        """The partition directory that holds an event at ``ts_ms`` (epoch ms).
+
+        Raises TimeOutOfRangeError, never a bare OverflowError/ValueError/OSError,
+        when the time or the end of its period falls outside datetime's years
+        1..9999 in the table's zone (``9999-12-31T23:30Z`` has no hour end,
+        ``-1e17`` ms is ~3 million years BC): callers treat it as a bad record.
+        """
+        try:
+            local = datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc).astimezone(self.tz)
+            values = self._values(local)
+            start = datetime(
+                local.year, local.month, local.day,
+                local.hour if "HH" in self.tokens else 0,
+                local.minute if "mm" in self.tokens else 0, tzinfo=self.tz,
+            )
+            path = "/".join(_format(s, values) for s in self._segments)
+            return self._partition(path, values, start)
+        except (OverflowError, ValueError, OSError):
+            shown = str(ts_ms)
+            shown = shown if len(shown) <= 24 else f"{shown[:8]}...({len(shown)} digits)"
+            raise TimeOutOfRangeError(
+                f"event time {shown} ms is out of range: no partition of layout {self.directory!r} "
+                f"holds it in zone {self.timezone} (years 0001..9999)"
+            ) from None
 
     def to_dict(self) -> dict:
         return {"directory": self.directory, "partition": self.partition, "timezone": self.timezone}

@@ -18,6 +18,7 @@ from .layout import Layout, PartitionDir
 from .listing import ListedFile, Progress, Skipped, scan, supports_dir_mtime
 from .resolve import ResolvedFile
 from .storage import Storage
+from .tracking import foreign
 
 #: A directory's mtime is trusted to skip it only if it was this much older
 #: than the listing: an entry added later in the same timestamp tick (1-2 s on
@@ -126,8 +127,10 @@ class LedgerPlanner:
     """Compares a listing with the ledger, partition by partition."""
 
     def __init__(self, storage: Storage, ledger: Mapping, sealed: Mapping, layout: Layout,
-                 lookback_ms: int, min_age_ms: int, now_ms: int):
+                 lookback_ms: int, min_age_ms: int, now_ms: int, foreign_only: bool = False):
         self.storage = storage
+        #: A trib table's listing part: trib-named files are the manifest's (tributary_read.tracking).
+        self.foreign_only = foreign_only
         self.layout = layout
         self.lookback_ms = lookback_ms
         self.min_age_ms = min_age_ms
@@ -151,7 +154,7 @@ class LedgerPlanner:
         horizon = self.now - self.lookback_ms
         settle = self.now - self.min_age_ms if self.min_age_ms else None
         by_dir: dict[str, list[ListedFile]] = {}
-        for f in listing.files:
+        for f in foreign(listing.files) if self.foreign_only else listing.files:
             by_dir.setdefault(f.directory, []).append(f)
         troubled = {s.path.rpartition("/")[0] for s in listing.skipped}
         deferred = 0

@@ -28,7 +28,7 @@ import pyarrow.fs as pafs
 
 from .errors import InvalidInputError, InvalidLayoutError
 from .layout import Layout, PartitionDir
-from .storage import Storage
+from .storage import LINK_REASON, Storage
 from .window import TimeWindow
 
 #: Name endings of files that are still being written or staged. Flink's
@@ -219,14 +219,17 @@ def _value_span(tmpl: str | None, value: str, layout: Layout) -> tuple[int, int]
     except ValueError:
         return None
     last = toks[-1]
-    if last == "yyyy":
-        end = start.replace(year=start.year + 1)
-    elif last == "MM":
-        end = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
-    else:
-        end = start + {"dd": timedelta(days=1), "HH": timedelta(hours=1), "mm": timedelta(minutes=1)}[last]
     tz = layout.tz
-    return int(start.replace(tzinfo=tz).timestamp() * 1000), int(end.replace(tzinfo=tz).timestamp() * 1000)
+    try:  # the last period of year 9999 has no end datetime can show: it prunes nothing
+        if last == "yyyy":
+            end = start.replace(year=start.year + 1)
+        elif last == "MM":
+            end = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+        else:
+            end = start + {"dd": timedelta(days=1), "HH": timedelta(hours=1), "mm": timedelta(minutes=1)}[last]
+        return int(start.replace(tzinfo=tz).timestamp() * 1000), int(end.replace(tzinfo=tz).timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def candidate_dirs(layout: Layout, lo: int | None, hi: int | None) -> list[PartitionDir] | None:
@@ -402,6 +405,11 @@ class _Collector:
         """Resolve window matches, then apply valid-length sidecars; a malformed one withholds its file."""
         if self.windowed:
             self._finish_window()
+        linked = self.storage.links([f.path for f in self.listing.files]) if self.storage.has_links else ()
+        if linked:  # a linked file may point anywhere: reported, never returned
+            self.listing.skipped.extend(Skipped(f.path, LINK_REASON, f.size, f.mtime_ms)
+                                        for f in self.listing.files if f.path in linked)
+            self.listing.files = [f for f in self.listing.files if f.path not in linked]
         if not self.sidecars:
             return
         kept: list[ListedFile] = []
@@ -474,15 +482,12 @@ def _ms(info: pafs.FileInfo) -> int | None:
     return info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
 
 
-def _get(storage: Storage, rel: str, recursive: bool) -> list[pafs.FileInfo]:
-    from .errors import StorageError
-
-    base = storage.abspath(rel) if rel else storage.root
-    try:
-        return storage.fs.get_file_info(pafs.FileSelector(base, recursive=recursive, allow_not_found=True))
-    except (OSError, pa.ArrowException) as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise StorageError(f"cannot list {storage.uri}/{rel}: {msg}") from e
+def _get(storage: Storage, rel: str, recursive: bool, col: _Collector) -> list[pafs.FileInfo]:
+    """One listing; links and undecodable names go to the report, never to the files."""
+    infos, unlisted = storage.list_infos(rel, recursive)
+    if unlisted:
+        col.listing.skipped.extend(Skipped(u.path, u.reason) for u in unlisted)
+    return infos
 
 
 def _map(fn, items: list, parallel: int, progress: Progress | None, done: list[int]):
@@ -538,7 +543,7 @@ def scan(
     done = [0, None]
 
     def rec(rel: str) -> list[pafs.FileInfo]:
-        return _get(storage, rel, True)
+        return _get(storage, rel, True, col)
 
     if cands is not None:
         listing.strategy = "candidates"
@@ -562,13 +567,13 @@ def _tree(storage: Storage, col: _Collector, parallel: int, progress: Progress |
     """The root, then each visible top-level directory recursively, concurrently."""
     listing = col.listing
     DIR = pafs.FileType.Directory
-    top = _get(storage, "", False)
+    top = _get(storage, "", False, col)
     subdirs = [i.path[col.cut :] for i in top if i.type == DIR and not is_hidden_name(i.base_name)]
     col.feed([i for i in top if i.type != DIR or not is_hidden_name(i.base_name)])
     done[1] = len(subdirs)
 
     def rec(rel: str) -> list[pafs.FileInfo]:
-        return _get(storage, rel, True)
+        return _get(storage, rel, True, col)
 
     for infos in _map(rec, subdirs, parallel, progress, done):
         col.feed(infos)
@@ -583,7 +588,7 @@ def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str,
     DIR = pafs.FileType.Directory
 
     def flat(rel: str) -> list[pafs.FileInfo]:
-        return _get(storage, rel, False)
+        return _get(storage, rel, False, col)
 
     level = [""]
     for _ in range(layout.depth - 1):
@@ -623,7 +628,7 @@ def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str,
     done[1] = len(to_list)
 
     def rec(rel: str) -> list[pafs.FileInfo]:
-        return _get(storage, rel, True)
+        return _get(storage, rel, True, col)
 
     for infos in _map(rec, to_list, parallel, progress, done):
         listing.listed_dirs += 1

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import random
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
-from .errors import CommitConflictError, ManifestCorruptError, StorageError
+from .errors import CommitConflictError, CommitStateUnknownError, LogRetentionError, ManifestCorruptError, StorageError
 from .manifest import FORMAT, FORMAT_VERSION, Commit, FileEntry, Transaction, load_document
 from .storage import Storage
 
@@ -22,6 +23,17 @@ META_DIR = "_tributary"
 LOG_DIR = f"{META_DIR}/log"
 LAST_CHECKPOINT = f"{META_DIR}/_last_checkpoint"
 _WIDTH = 20  # zero-padded so lexical order is version order on every store
+#: Tries at one slot whose outcome stays unknown before CommitStateUnknownError.
+SLOT_ATTEMPTS = 6
+#: Lost races never make a committer give up under honest contention; time does.
+COMMIT_TIMEOUT_S = 600.0
+#: Default ``log_retention`` (Delta's logRetentionDuration): commit files older
+#: than this and older than the newest checkpoint may be removed by ``trib clean``.
+DEFAULT_LOG_RETENTION_MS = 30 * 86_400_000
+#: How long the state (and so every checkpoint) remembers a removed file, counted
+#: in commit time. Removed files are deleted only while remembered, so a deletion
+#: grace must be shorter; afterwards a leftover is an ordinary orphan.
+REMOVAL_MEMORY_MS = 30 * 86_400_000
 
 
 def commit_path(version: int) -> str:
@@ -30,6 +42,23 @@ def commit_path(version: int) -> str:
 
 def checkpoint_path(version: int) -> str:
     return f"{LOG_DIR}/{version:0{_WIDTH}d}.checkpoint.json"
+
+
+def new_commit_id(writer: str | None) -> str:
+    """Writer id plus a nonce: unique per commit, so a committer can recognise its own."""
+    return f"{writer or 'anonymous'}-{uuid.uuid4().hex}"
+
+
+def _check_other_app(transaction: Transaction | None, c: Commit) -> None:
+    if transaction is not None and c.transaction is not None and c.transaction.app_id == transaction.app_id:
+        raise CommitConflictError(
+            f"version {c.version} was committed by another writer of app {transaction.app_id!r} "
+            f"(offsets {dict(c.transaction.offsets)}); is a second copy running?"
+        )
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]
 
 
 @dataclass(frozen=True)
@@ -41,21 +70,48 @@ class AppState:
 
 
 @dataclass(frozen=True)
+class Removal:
+    """A file an expire commit took out of the state, remembered until it may be deleted."""
+
+    version: int
+    timestamp_ms: int
+    entry: FileEntry
+
+    def to_json(self) -> dict:
+        return {"version": self.version, "timestamp_ms": self.timestamp_ms, "file": self.entry.to_json()}
+
+
+@dataclass(frozen=True)
 class TableState:
-    """All committed files and the last transaction per app, as of ``version``."""
+    """All committed files and the last transaction per app, as of ``version``.
+
+    ``removed`` holds the files expire commits removed, for :data:`REMOVAL_MEMORY_MS`
+    of commit time: they are no longer part of the table, but their bytes may
+    still be on storage (deleted only after a grace period), so ``verify`` and
+    ``clean`` must not call them orphans. Forgetting by commit time keeps every
+    way of computing a state (checkpoint + tail, or all commits) identical.
+    """
 
     version: int
     files: Mapping[str, FileEntry] = field(default_factory=dict, hash=False)
     apps: Mapping[str, AppState] = field(default_factory=dict, hash=False)
+    removed: Mapping[str, Removal] = field(default_factory=dict, hash=False)
 
     def apply(self, c: Commit) -> TableState:
         files = dict(self.files)
         apps = dict(self.apps)
+        horizon = c.timestamp_ms - REMOVAL_MEMORY_MS
+        removed = {p: r for p, r in self.removed.items() if r.timestamp_ms >= horizon}
         for f in c.files:
             files[f.path] = f
+            removed.pop(f.path, None)
+        for f in c.removed:
+            gone = files.pop(f.path, None)
+            if gone is not None:
+                removed[f.path] = Removal(c.version, c.timestamp_ms, gone)
         if c.transaction is not None:
             apps[c.transaction.app_id] = AppState(c.version, c.transaction)
-        return TableState(c.version, files, apps)
+        return TableState(c.version, files, apps, removed)
 
     def to_json(self) -> dict:
         return {
@@ -66,6 +122,8 @@ class TableState:
             "files": [f.to_json() for f in self.files.values()],
             "apps": {a: {"version": s.version, "transaction": s.transaction.to_json()}
                      for a, s in self.apps.items()},
+            # Optional within version 1: a reader that ignores it still gets the right files.
+            **({"removed": [r.to_json() for r in self.removed.values()]} if self.removed else {}),
         }
 
     @classmethod
@@ -75,7 +133,11 @@ class TableState:
             files = {f.path: f for f in (FileEntry.from_json(x) for x in d["files"])}
             apps = {a: AppState(int(s["version"]), Transaction.from_json(s["transaction"]))
                     for a, s in d["apps"].items()}
-            return cls(int(d["version"]), files, apps)
+            removed = {}
+            for r in d.get("removed", []):
+                e = FileEntry.from_json(r["file"])
+                removed[e.path] = Removal(int(r["version"]), int(r["timestamp_ms"]), e)
+            return cls(int(d["version"]), files, apps, removed)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ManifestCorruptError(f"corrupt checkpoint {where}: {e}") from None
 
@@ -114,8 +176,10 @@ class ManifestLog:
         try:
             v = int(json.loads(self.storage.read(LAST_CHECKPOINT))["version"])
         except FileNotFoundError:
-            return 0
-        except (ValueError, KeyError, TypeError):
+            # Without a hint, version 0 is a safe start only while commit 1 exists:
+            # log retention may have removed the commits below a checkpoint.
+            return 0 if self._exists(1) else self._scan_checkpoints()
+        except (ValueError, KeyError, TypeError, RecursionError):
             return self._scan_checkpoints()
         return v if v > 0 and self.storage.exists(checkpoint_path(v)) else self._scan_checkpoints()
 
@@ -145,36 +209,77 @@ class ManifestLog:
         return lo
 
     def commits(self, since: int = 0, until: int | None = None) -> Iterator[Commit]:
-        """Commits with ``since < version <= until`` (until defaults to the latest)."""
+        """Commits with ``since < version <= until`` (until defaults to the latest).
+
+        A missing commit at or below the newest checkpoint is never "the end of
+        the log": log retention removed it (or the log has a gap), and stopping
+        there would silently drop every later commit.
+        """
         v = since + 1
         while until is None or v <= until:
             c = self.read_commit(v)
             if c is None:
-                if until is not None:
-                    raise ManifestCorruptError(
-                        f"commit {v} is missing from {self.storage.uri}/{LOG_DIR} (log has a gap)"
-                    )
+                if until is not None or self._below_checkpoint(v):
+                    raise self._absent(v)
                 return
             yield c
             v += 1
 
+    def _below_checkpoint(self, v: int) -> bool:
+        """Whether the missing commit ``v`` lies at or below the newest checkpoint.
+
+        While commit 1 exists, log retention never ran and a miss is the end of
+        the log (one existence check). Otherwise the hint is read afresh: a
+        stale starting point may have been trimmed away while it was read.
+        """
+        return not self._exists(1) and v <= self.last_checkpoint()
+
+    def oldest_version(self) -> int:
+        """The oldest commit still in the log (1 unless log retention removed some; 0 if none)."""
+        if self._exists(1):
+            return 1
+        names = (f.path.rsplit("/", 1)[-1] for f in self.storage.list(LOG_DIR, recursive=False))
+        return min((int(n[:_WIDTH]) for n in names if len(n) == _WIDTH + 5 and n.endswith(".json")
+                    and n[:_WIDTH].isdigit()), default=0)
+
+    def _absent(self, v: int) -> Exception:
+        oldest = self.oldest_version()
+        if 0 < v < oldest:
+            return LogRetentionError(
+                f"commit {v} of {self.storage.uri} was removed by log retention (the log keeps versions "
+                f"{oldest} on; older state lives in the checkpoints): read from version {oldest - 1} on, "
+                "or the whole current state")
+        return ManifestCorruptError(f"commit {v} is missing from {self.storage.uri}/{LOG_DIR} (log has a gap)")
+
     def state(self, version: int | None = None) -> TableState:
-        """The table state at ``version`` (default: latest), from a checkpoint plus commits."""
-        cp = self.last_checkpoint()
-        if version is not None and cp > version:
-            cp = max((v for v in range(0, version + 1, self.checkpoint_interval)
-                      if v == 0 or self.storage.exists(checkpoint_path(v))), default=0)
-        st = self._read_checkpoint(cp) if cp else TableState(0)
-        for c in self.commits(st.version, version):
-            st = st.apply(c)
-        return st
+        """The table state at ``version`` (default: latest), from a checkpoint plus commits.
+
+        The latest state is read a second time when log retention removed what a
+        stale checkpoint hint pointed at while it was being read.
+        """
+        for attempt in range(2):
+            try:
+                cp = self.last_checkpoint()
+                if version is not None and cp > version:
+                    cp = max((v for v in range(0, version + 1, self.checkpoint_interval)
+                              if v == 0 or self.storage.exists(checkpoint_path(v))), default=0)
+                st = self._read_checkpoint(cp) if cp else TableState(0)
+                for c in self.commits(st.version, version):
+                    st = st.apply(c)
+                return st
+            except LogRetentionError:
+                if version is not None or attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     def _read_checkpoint(self, version: int) -> TableState:
         path = checkpoint_path(version)
         try:
             data = self.storage.read(path)
         except FileNotFoundError:
-            raise ManifestCorruptError(f"checkpoint {self.storage.uri_for(path)} vanished") from None
+            # It existed a moment ago (the caller checked): only log retention deletes checkpoints.
+            raise LogRetentionError(f"checkpoint {self.storage.uri_for(path)} was removed while being read; "
+                                    "run again") from None
         st = TableState.from_json(data, self.storage.uri_for(path))
         if st.version != version:
             raise ManifestCorruptError(f"checkpoint {path} says version {st.version}")
@@ -192,7 +297,7 @@ class ManifestLog:
         base_version: int | None = None,
         protocol: str = "direct",
         writer: str | None = None,
-        max_attempts: int = 200,
+        timeout_s: float = COMMIT_TIMEOUT_S,
     ) -> Commit:
         """Append one commit, retrying on lost races.
 
@@ -201,9 +306,19 @@ class ManifestLog:
         same app made after that view: that writer would have consumed the same
         source records, so this raises :class:`CommitConflictError` instead of
         duplicating them. Commits of other apps are simply skipped over.
+
+        A loser jumps to the newest version (checking every commit it jumps over
+        for its app) rather than stepping one slot per lost race, and backs off
+        with jitter; under honest contention every lost race means somebody else
+        made progress, so only ``timeout_s`` ends the attempts, never a count.
+        An outcome that stays unknown raises :class:`CommitStateUnknownError`
+        without ever moving to a higher slot: our commit might be in this one.
         """
-        v = (self.latest_version() if base_version is None else base_version) + 1
-        for attempt in range(max_attempts):
+        base = self.latest_version() if base_version is None else base_version
+        commit_id = new_commit_id(writer)
+        deadline = time.monotonic() + timeout_s
+        v, losses = base + 1, 0
+        while True:
             commit = Commit(
                 version=v,
                 timestamp_ms=int(time.time() * 1000),
@@ -211,23 +326,57 @@ class ManifestLog:
                 transaction=transaction,
                 protocol=protocol,
                 writer=writer,
+                commit_id=commit_id,
             )
-            if self.storage.create_if_absent(commit_path(v), commit.encode()):
+            winner = self._claim(commit)
+            if winner is None:
                 self._maybe_checkpoint(v)
                 return commit
-            winner = self.read_commit(v)
-            if winner is None:
-                # A concurrent conditional PUT that failed (S3 409): retry the same slot.
-                time.sleep(random.uniform(0, 0.005 * (attempt + 1)))
-                continue
-            if (transaction is not None and winner.transaction is not None
-                    and winner.transaction.app_id == transaction.app_id):
+            # Lost at v. Every commit after our view, up to the newest, must not
+            # be our app's: those records would be committed twice.
+            latest = max(v, self.latest_version(start=v))
+            _check_other_app(transaction, winner)
+            for c in self.commits(v, latest):
+                _check_other_app(transaction, c)
+            v, losses = latest + 1, losses + 1
+            if time.monotonic() >= deadline:
                 raise CommitConflictError(
-                    f"version {v} was committed by another writer of app {transaction.app_id!r} "
-                    f"(offsets {dict(winner.transaction.offsets)}); is a second copy running?"
+                    f"gave up after {losses} lost commit races in {timeout_s:.0f} s (newest version {latest})"
                 )
-            v += 1
-        raise CommitConflictError(f"gave up after {max_attempts} lost commit races at version {v}")
+            time.sleep(random.uniform(0, min(0.25, 0.001 * 2 ** min(losses, 8))))
+
+    def _claim(self, commit: Commit) -> Commit | None:
+        """Create ``commit``'s slot; None when our commit is there, else the winner.
+
+        Whenever the create does not plainly succeed (it answers "exists", or
+        raises after the request may have reached the store), the slot is read:
+        our ``commit_id`` there is success, whatever the create said. An empty or
+        unreadable slot is retried with the same bytes, which is idempotent: it
+        either lands or finds ours. Only then is the outcome declared unknown.
+        """
+        path = commit_path(commit.version)
+        data = commit.encode()
+        doubt: BaseException | None = None
+        for attempt in range(SLOT_ATTEMPTS):
+            if attempt:
+                time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.0))
+            try:
+                if self.storage.create_if_absent(path, data):
+                    return None
+            except Exception as e:  # noqa: BLE001 - any failure after sending is "maybe landed"
+                doubt = e
+            try:
+                there = self.read_commit(commit.version)
+            except (StorageError, OSError) as e:
+                doubt = e
+                continue
+            if there is not None:
+                return None if there.commit_id == commit.commit_id else there
+        why = f": {_first_line(doubt)}" if doubt else ""
+        raise CommitStateUnknownError(
+            f"commit {commit.version} of {self.storage.uri} may or may not have landed{why}; its files are kept. "
+            f"Run again (offsets are re-read from the log) or look with `trib log`"
+        )
 
     def _maybe_checkpoint(self, version: int) -> None:
         if version % self.checkpoint_interval:
@@ -237,6 +386,18 @@ class ManifestLog:
             data = json.dumps(st.to_json(), separators=(",", ":")).encode()
             self.storage.create_if_absent(checkpoint_path(version), data)
             self.storage.write(LAST_CHECKPOINT, json.dumps({"version": version}).encode())
-        except StorageError:
-            # A checkpoint is an optimisation; the commit itself already landed.
+        except Exception:  # noqa: BLE001
+            # A checkpoint is an optimisation; the commit itself already landed and
+            # must be reported as such, whatever went wrong here.
             pass
+
+    # -- checking ------------------------------------------------------------
+    def check(self):
+        """Cross-check the log with what is on storage: a :class:`~.logcheck.LogCheck`.
+
+        Lists the log directory, so it sees what probing from the checkpoint
+        hint cannot (commits past a gap); ``verify`` and ``clean`` call it.
+        """
+        from .logcheck import check_log  # it builds on this module
+
+        return check_log(self)

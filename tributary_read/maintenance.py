@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from .log import META_DIR
-from .storage import FileInfo
+from .storage import FileInfo, Unlisted
 from .table import Table
 from .writer import WRITTEN_NAME
 
@@ -27,6 +27,7 @@ class Problem:
     problem: str  # missing | size_mismatch | pending_roll_forward
     expected_size: int
     actual_size: int | None = None
+    detail: str = ""  # log problems (log_gap, checkpoint_mismatch, …): what is wrong
 
     def to_json(self) -> dict:
         return self.__dict__.copy()
@@ -39,6 +40,10 @@ class VerifyReport:
     problems: list[Problem] = field(default_factory=list)
     orphans: list[FileInfo] = field(default_factory=list)
     untracked: list[FileInfo] = field(default_factory=list)
+    #: Symbolic links and undecodable names: reported, never followed or deleted.
+    unlisted: list[Unlisted] = field(default_factory=list)
+    #: Files an expire commit removed whose bytes wait for the grace period (not orphans).
+    removed: list[FileInfo] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -52,6 +57,8 @@ class VerifyReport:
             "problems": [p.to_json() for p in self.problems],
             "orphans": [{"path": o.path, "size": o.size, "mtime_ms": o.mtime_ms} for o in self.orphans],
             "untracked": [{"path": o.path, "size": o.size, "mtime_ms": o.mtime_ms} for o in self.untracked],
+            "unlisted": [u.to_json() for u in self.unlisted],
+            "removed": [{"path": o.path, "size": o.size, "mtime_ms": o.mtime_ms} for o in self.removed],
         }
 
 
@@ -66,10 +73,12 @@ def verify(table: Table) -> VerifyReport:
     The listing is taken before the state is read, so a file committed in
     between is seen as referenced rather than as an orphan.
     """
-    listed = {f.path: f for f in table.storage.list()}
+    files, unlisted = table.storage.walk()
+    listed = {f.path: f for f in files}
     state = table.log.state()
-    problems: list[Problem] = []
-    referenced: set[str] = set()
+    logcheck = table.log.check()  # listed after the files: it sees every commit they can belong to
+    problems = [Problem(p.path, p.problem, 0, None, p.detail) for p in logcheck.problems]
+    referenced: set[str] = set(logcheck.referenced)
     for entry in state.files.values():
         referenced.add(entry.path)
         if entry.staged:
@@ -83,12 +92,16 @@ def verify(table: Table) -> VerifyReport:
                 problems.append(Problem(entry.path, "missing", entry.size))
         elif got.size != entry.size:
             problems.append(Problem(entry.path, "size_mismatch", entry.size, got.size))
-    orphans, untracked = [], []
+    orphans, untracked, removed = [], [], []
+    gone = {p for r in state.removed.values() for p in (r.entry.path, r.entry.staged) if p}
     for path, f in sorted(listed.items()):
         if path in referenced or _METADATA.match(path):
             continue
+        if path in gone:
+            removed.append(f)  # deleted by `trib clean`/`trib expire` once past the grace
+            continue
         (orphans if _is_trib_written(path) else untracked).append(f)
-    return VerifyReport(state.version, len(state.files), problems, orphans, untracked)
+    return VerifyReport(state.version, len(state.files), problems, orphans, untracked, unlisted, removed)
 
 
 def clean(table: Table, older_than_ms: int, dry_run: bool = False) -> list[FileInfo]:
@@ -106,6 +119,7 @@ def clean(table: Table, older_than_ms: int, dry_run: bool = False) -> list[FileI
         # Re-read the state just before deleting: a commit may have landed since.
         state = table.log.state()
         live = set(state.files) | {f.staged for f in state.files.values() if f.staged}
+        live |= table.log.check().referenced  # any commit file on storage, reachable or not
         victims = [v for v in victims if v.path not in live]
         for v in victims:
             table.storage.delete(v.path)

@@ -20,7 +20,16 @@ FORMAT_VERSION = 1
 READABLE_VERSIONS = frozenset({1})
 
 KIND_DATA = "data"
+#: 9999-12-31T23:59:59.999Z, the last instant Python's datetime can show.
+MAX_TIMESTAMP_MS = 253_402_300_799_999
 KIND_DEAD_LETTER = "dead_letter"
+
+OP_APPEND = "append"
+#: Removes whole partitions' files from the state (``trib expire``). A reader
+#: that does not know an operation refuses the commit, so an older trib fails
+#: loudly on an expired table instead of returning removed files.
+OP_EXPIRE = "expire"
+OPERATIONS = (OP_APPEND, OP_EXPIRE)
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,11 @@ class Commit:
     operation: str = "append"
     protocol: str = "direct"
     writer: str | None = None
+    #: Unique per commit attempt (writer id + nonce). A committer whose reply was
+    #: lost reads the slot back and recognises its own commit by this id.
+    commit_id: str | None = None
+    #: ``expire`` only: the files this commit removes from the state.
+    removed: tuple[FileEntry, ...] = ()
 
     @property
     def records(self) -> int:
@@ -135,6 +149,10 @@ class Commit:
             d["transaction"] = self.transaction.to_json()
         if self.writer:
             d["writer"] = self.writer
+        if self.commit_id:
+            d["commit_id"] = self.commit_id
+        if self.operation == OP_EXPIRE:
+            d["removed"] = [f.to_json() for f in self.removed]
         return d
 
     def encode(self) -> bytes:
@@ -144,8 +162,10 @@ class Commit:
     def decode(cls, data: bytes, where: str, expect_version: int | None = None) -> Commit:
         d = load_document(data, where)
         try:
-            files = tuple(FileEntry.from_json(f) for f in d["files"])
+            files = tuple(FileEntry.from_json(f) for f in _objects(d["files"], "files"))
             txn = d.get("transaction")
+            if txn is not None and not isinstance(txn, dict):
+                raise ValueError("transaction must be an object")
             commit = cls(
                 version=d["version"],
                 timestamp_ms=d["timestamp_ms"],
@@ -154,11 +174,21 @@ class Commit:
                 operation=d.get("operation", "append"),
                 protocol=d.get("protocol", "direct"),
                 writer=d.get("writer"),
+                commit_id=d.get("commit_id"),
+                removed=tuple(FileEntry.from_json(f) for f in _objects(d.get("removed", []), "removed")),
             )
             if not _is_count(commit.version) or not _is_count(commit.timestamp_ms):
                 raise ValueError("version and timestamp_ms must be non-negative integers")
-            if commit.operation != "append":
+            if commit.timestamp_ms > MAX_TIMESTAMP_MS:  # every reader prints or compares it as a date
+                raise ValueError(f"timestamp_ms {commit.timestamp_ms} is past the year 9999")
+            if commit.commit_id is not None and not isinstance(commit.commit_id, str):
+                raise ValueError("commit_id must be a string")
+            if commit.operation not in OPERATIONS:
                 raise ValueError(f"unknown operation {commit.operation!r}")
+            if commit.operation == OP_EXPIRE and (commit.files or commit.transaction is not None):
+                raise ValueError("an expire commit adds no files and carries no transaction")
+            if commit.operation == OP_APPEND and "removed" in d:
+                raise ValueError("an append commit removes no files")
         except (KeyError, TypeError, ValueError, InvalidInputError) as e:
             raise ManifestCorruptError(f"corrupt commit {where}: {_reason(e)}") from None
         if expect_version is not None and commit.version != expect_version:
@@ -172,7 +202,7 @@ def load_document(data: bytes, where: str) -> dict:
     """Parse a log/checkpoint/state JSON document and check its format header."""
     try:
         d = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nesting too deep
         raise ManifestCorruptError(f"corrupt file {where}: not valid JSON ({_reason(e)})") from None
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise ManifestCorruptError(f"corrupt file {where}: not a {FORMAT} document")
@@ -182,6 +212,12 @@ def load_document(data: bytes, where: str) -> dict:
             f"{where} has format_version {v!r}; this trib reads {sorted(READABLE_VERSIONS)}: upgrade trib"
         )
     return d
+
+
+def _objects(x, what: str) -> list:
+    if not isinstance(x, list) or not all(isinstance(i, dict) for i in x):
+        raise ValueError(f"{what} must be an array of objects")
+    return x
 
 
 def _is_count(x) -> bool:

@@ -1,12 +1,16 @@
 """Resolve the exact set of files a run should read.
 
 This module answers "which files" and nothing else, returning a typed
-:class:`FileSet` that the CLI prints and engines consume. Three ways to ask:
+:class:`FileSet` that the CLI prints and engines consume. The ways to ask:
 
 * ``manifest``: the files of commits in a version range or a commit-time window;
 * ``mtime``: the files whose modification time lies in a closed window [start, end]
   (seed 002's semantics), optionally pruned to a partition range;
-* ``auto``: manifest for a trib table (it has a manifest log), mtime for a plain directory.
+* ``both``: a trib table holding files other tools write: trib-written files by
+  the manifest, the others by mtime (:mod:`tributary_read.tracking`);
+* ``auto``: what the table's ``tracking`` says (manifest, mtime of the files other
+  tools write, or both), mtime for a plain directory. An answer that leaves out
+  data the table holds says so in ``untracked``.
 
 Durable consumers (:mod:`tributary_read.consumer`) build on the same pieces.
 """
@@ -14,18 +18,19 @@ Durable consumers (:mod:`tributary_read.consumer`) build on the same pieces.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from .errors import InvalidInputError, NoSuchTableError, StorageError
+from .errors import InvalidInputError, LogRetentionError, NoSuchTableError, StorageError
 from .layout import Layout
 from .listing import PartitionFilter, Progress, Skipped, is_visible, scan
 from .manifest import KIND_DATA, Commit
-from .storage import Storage, open_storage
+from .storage import Storage, open_storage, safe_relpath
 from .table import Table
+from .tracking import check_untracked, foreign, written
 from .window import TimeWindow
 
-MODES = ("auto", "manifest", "mtime")
+MODES = ("auto", "manifest", "mtime", "both")
 #: Commit timestamps come from writers' clocks; a commit-time window reads this
 #: far past its bounds so commits from writers this far out of step are not missed.
 MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
@@ -56,8 +61,25 @@ class ResolvedFile:
 
     @classmethod
     def from_json(cls, d: Mapping) -> ResolvedFile:
-        return cls(d["path"], int(d["size"]), dict(d.get("partition") or {}), d.get("mtime_ms"),
-                   d.get("records"), d.get("version"), d.get("valid_length"))
+        """Decode a stored file (a consumer plan), as strictly as a commit entry.
+
+        A plan file is read back and handed to engines, so a tampered one must
+        not smuggle in ``../../etc/passwd`` or an absolute path: the path goes
+        through :func:`safe_relpath` (InvalidInputError, a ValueError, which the
+        consumer reports as a corrupt plan).
+        """
+        part = d.get("partition") or {}
+        if not isinstance(part, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in part.items()):
+            raise ValueError("partition must map strings to strings")
+        size = d["size"]
+        opt = [d.get(k) for k in ("mtime_ms", "records", "version", "valid_length")]
+        if not _is_int(size) or size < 0 or not all(x is None or _is_int(x) for x in opt):
+            raise ValueError("size, mtime_ms, records, version and valid_length must be integers")
+        return cls(safe_relpath(d["path"]), size, part, *opt)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 @dataclass(frozen=True)
@@ -71,6 +93,8 @@ class FileSet:
     #: Files that look like data but are not returned, each with the reason.
     skipped: tuple[Skipped, ...] = ()
     stats: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    #: Data the table holds that this answer leaves out (see tributary_read.tracking).
+    untracked: Any = None
 
     def uris(self, storage) -> list[str]:
         return [storage.uri_for(f.path) for f in self.files]
@@ -86,6 +110,8 @@ class FileSet:
              "skipped": [s.to_json() for s in self.skipped]}
         if self.stats:
             d["stats"] = dict(self.stats)
+        if self.untracked is not None:
+            d["untracked"] = self.untracked.to_json()
         return d
 
 
@@ -111,7 +137,8 @@ class Source:
         An empty log then means "nothing committed yet", not "read the
         directory": uncommitted files written under final names are visible
         there and must not be returned. Data written into a trib table's
-        directory by other tools is read with ``mode="mtime"``.
+        directory by other tools is read by listing when the table's
+        ``tracking`` says so (:mod:`tributary_read.tracking`).
         """
         return self.table is not None
 
@@ -156,13 +183,17 @@ def plain_layout(directory: str, partition: str | None = None, timezone: str = "
     return Layout(directory, partition, timezone)
 
 
+#: What ``auto`` reads a trib table with, by its tracking (tributary_read.tracking).
+AUTO_MODES = {"manifest": "manifest", "listing": "mtime", "both": "both"}
+
+
 def choose_mode(source: Source, mode: str) -> str:
     if mode not in MODES:
         raise InvalidInputError(f"unknown mode {mode!r}; choose {', '.join(MODES)}")
     if mode == "auto":
-        return "manifest" if source.has_log() else "mtime"
-    if mode == "manifest" and source.table is None:
-        raise InvalidInputError(f"--mode manifest needs a trib table; {source.uri} has no manifest log")
+        return AUTO_MODES[source.table.config.tracking] if source.has_log() else "mtime"
+    if mode in ("manifest", "both") and source.table is None:
+        raise InvalidInputError(f"--mode {mode} needs a trib table; {source.uri} has no manifest log")
     return mode
 
 
@@ -182,42 +213,144 @@ def resolve(
     """The exact file set for one run (see the module docstring for the modes)."""
     src = Source.of(source, options, layout)
     pf = PartitionFilter.parse(partitions, src.layout) if isinstance(partitions, str) else partitions
-    mode = choose_mode(src, mode)
-    if mode == "manifest":
+    asked, mode = mode, choose_mode(src, mode)
+    if mode in ("manifest", "both"):
         if window is not None:
             if since_version or until_version is not None:
                 raise InvalidInputError("give a version range or a time window, not both")
-            return manifest_window(src.table, window, pf)
-        return manifest_files(src.table, since_version, until_version, pf)
+            fs = manifest_window(src.table, window, pf)
+        elif mode == "both" and (since_version or until_version is not None):
+            raise InvalidInputError("--since-version/--until-version need --mode manifest "
+                                    "(files other tools write have no versions)")
+        else:
+            fs = manifest_files(src.table, since_version, until_version, pf)
+        if mode == "manifest":
+            return replace(fs, untracked=check_untracked(src.table, fs.files, tracking="manifest", asked=asked,
+                                                         partitions=pf))
+        listed = mtime_files(src, window, pf, parallel=parallel, progress=progress, foreign_only=True)
+        return both_files(fs, listed)
     if since_version or until_version is not None:
         raise InvalidInputError("--since-version/--until-version need --mode manifest")
-    return mtime_files(src, window, pf, parallel=parallel, progress=progress)
+    # An explicit --mode mtime is seed 002's raw window: every visible file.
+    by_tracking = src.table is not None and asked != "mtime"
+    fs = mtime_files(src, window, pf, parallel=parallel, progress=progress, foreign_only=by_tracking)
+    if by_tracking:
+        fs = replace(fs, untracked=check_untracked(src.table, fs.files, tracking="listing", asked=asked))
+    return fs
 
 
-def _entry_files(commits_or_entries, pfilter: PartitionFilter | None) -> list[ResolvedFile]:
+def both_files(manifest: FileSet, listed: FileSet) -> FileSet:
+    """A ``both`` table's answer: trib-written files from the manifest, the others from the listing.
+
+    The listing part holds no trib-named file, and the manifest part keeps only
+    trib-named ones, so the two are disjoint by construction (tributary_read.tracking).
+    """
+    files = sorted((*written(manifest.files), *listed.files), key=lambda f: f.path)
+    plan = {**listed.plan, **manifest.plan, "tracking": "both"}
+    return FileSet("both", tuple(files), plan, manifest.root, listed.skipped, listed.stats)
+
+
+def _entry_files(commits_or_entries, pfilter: PartitionFilter | None, table: Table | None = None) -> list[ResolvedFile]:
     out = []
+    picked = []
     for e, v in commits_or_entries:
         if e.kind != KIND_DATA or not is_visible(e.path):
             continue
         if pfilter is not None and not pfilter.matches(e.partition):
             continue
-        out.append(ResolvedFile(e.path, e.size, e.partition, records=e.records, version=v))
+        picked.append((e, v))
+    where = finish_renames(table, [e for e, _ in picked]) if table is not None else {}
+    for e, v in picked:
+        out.append(ResolvedFile(where.get(e.path, e.path), e.size, e.partition, records=e.records, version=v))
     out.sort(key=lambda f: f.path)
     return out
+
+
+def finish_renames(table: Table, entries) -> dict[str, str]:
+    """Roll forward committed files still under their staged names; returns path -> staged path for any left.
+
+    Under the ``rename`` protocol a crash between a commit and its renames
+    leaves committed files hidden, and their final paths do not exist. The
+    commit is the truth, so the reader finishes the renames itself (exactly
+    what ``trib recover`` and the next ingest do; idempotent, and a concurrent
+    roll-forward is harmless) instead of returning paths that do not exist.
+    Where the store refuses (a read-only table), the staged path is returned:
+    the same committed bytes, readable where the final name is not. Only
+    rename-protocol entries are checked, with one batched stat; a final path
+    whose bytes are gone under both names is a verification failure (exit 9),
+    never silently dropped from a batch a consumer will ack.
+    """
+    staged = [e for e in entries if e.staged]
+    if not staged:
+        return {}
+    from .errors import VerificationError
+    from .writer import roll_forward
+
+    st = table.storage
+    found = st.stat_many([e.path for e in staged])
+    pending = [e for e, i in zip(staged, found) if i is None]
+    if not pending:
+        return {}
+    try:
+        roll_forward(table, pending)
+    except StorageError:
+        pass  # read-only, or a concurrent reader renamed first: look again
+    left: dict[str, str] = {}
+    for e, final, stage in zip(pending, st.stat_many([e.path for e in pending]),
+                               st.stat_many([e.staged for e in pending])):
+        if final is not None:
+            continue
+        if stage is None:
+            raise VerificationError(f"committed file {st.uri}/{e.path} is missing (neither it nor its staged "
+                                    f"name {e.staged} exists); run `trib verify`")
+        left[e.path] = e.staged
+    return left
+
+
+def _range_entries(log, commits, complete: bool, pfilter: PartitionFilter | None):
+    """(entry, version) pairs the commits add, less the files an expire commit removed.
+
+    Removals inside the range are applied in order. When the range stops short
+    of the latest version (``complete`` is False), a later expire commit may
+    have removed files too, so the latest state decides: a removed file's bytes
+    are deleted after a grace period, and a reader must never be handed a path
+    that is about to vanish or has. The removed files are reported as skipped.
+    """
+    added: dict[str, tuple] = {}
+    removed_at: dict[str, int | None] = {}
+    for c in commits:
+        for e in c.files:
+            added[e.path] = (e, c.version)
+            removed_at.pop(e.path, None)
+        for e in c.removed:
+            if e.path in added:
+                removed_at[e.path] = c.version
+    if not complete and len(removed_at) < len(added):
+        live = log.state().files
+        removed_at.update({p: None for p in added if p not in live and p not in removed_at})
+    entries = [x for p, x in added.items() if p not in removed_at]
+    skipped = tuple(
+        Skipped(p, "removed by trib expire" + (f" at version {v}" if v else " (a later version)"), added[p][0].size)
+        for p, v in sorted(removed_at.items())
+        if added[p][0].kind == KIND_DATA and (pfilter is None or pfilter.matches(added[p][0].partition)))
+    return entries, skipped
 
 
 def manifest_files(table: Table, since_version: int = 0, until_version: int | None = None,
                    partitions: PartitionFilter | None = None) -> FileSet:
     """Files of commits with ``since_version < version <= until_version``.
 
-    The full range reads one checkpoint plus its tail; a narrow range reads
-    only its own commit files, which keeps "the newest hour" cheap on long logs.
+    The full range reads one checkpoint plus its tail; a range up to the latest
+    version reads only its own commit files, which keeps "the newest hour" cheap
+    on long logs. A range that ends earlier also reads the latest state, to leave
+    out files a later ``trib expire`` removed.
     """
     if since_version < 0 or (until_version is not None and until_version < since_version):
         raise InvalidInputError("version range must satisfy 0 <= since <= until")
     log = table.log
     latest = log.latest_version()
     until = latest if until_version is None else min(until_version, latest)
+    skipped: tuple[Skipped, ...] = ()
     if since_version >= until:
         entries: list = []
     elif since_version == 0 and until == latest:
@@ -225,11 +358,11 @@ def manifest_files(table: Table, since_version: int = 0, until_version: int | No
         until = state.version
         entries = [(e, None) for e in state.files.values()]
     else:
-        entries = [(e, c.version) for c in log.commits(since_version, until) for e in c.files]
+        entries, skipped = _range_entries(log, log.commits(since_version, until), until >= latest, partitions)
     plan = {"since_version": since_version, "until_version": until}
     if partitions is not None:
         plan["partitions"] = str(partitions)
-    return FileSet("manifest", tuple(_entry_files(entries, partitions)), plan, table.uri)
+    return FileSet("manifest", tuple(_entry_files(entries, partitions, table)), plan, table.uri, skipped)
 
 
 def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilter | None = None) -> FileSet:
@@ -238,7 +371,8 @@ def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilte
     Commit times rise with versions up to writers' clock skew, so a binary
     search finds the first version that can qualify and the scan stops once
     times pass the window by :data:`MAX_CLOCK_SKEW_MS`: O(log n) + the window's
-    own commits, however long the log.
+    own commits, however long the log, plus the latest state (to leave out files
+    ``trib expire`` removed) when the window has files.
     """
     log = table.log
     latest = log.latest_version()
@@ -253,33 +387,45 @@ def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilte
             raise ManifestCorruptError(f"commit {v} is missing from {table.uri} (log has a gap)")
         return c
 
-    lo, hi = 1, latest + 1
+    oldest = log.oldest_version() if latest else 1
+    if oldest > 1 and commit(oldest).timestamp_ms >= lo_ts:
+        raise LogRetentionError(
+            f"log retention removed the commits of {table.uri} before version {oldest}, which may fall in "
+            "the window; use a later window or read the whole state")
+    lo, hi = max(oldest, 1), latest + 1
     while lo < hi:
         mid = (lo + hi) // 2
         if commit(mid).timestamp_ms < lo_ts:
             lo = mid + 1
         else:
             hi = mid
-    entries = []
-    versions = []
-    for c in log.commits(lo - 1, latest) if lo <= latest else ():
-        if c.timestamp_ms > hi_ts:
-            break
-        if c.timestamp_ms in window:
-            versions.append(c.version)
-            entries.extend((e, c.version) for e in c.files)
+    versions: list[int] = []
+
+    def in_window():
+        for c in log.commits(lo - 1, latest) if lo <= latest else ():
+            if c.timestamp_ms > hi_ts:
+                return
+            if c.timestamp_ms in window:
+                versions.append(c.version)
+                yield c
+
+    # Expire commits outside the window count too: the latest state decides.
+    entries, skipped = _range_entries(log, in_window(), False, partitions)
     plan: dict[str, Any] = {"window": window.to_json(),
                             "versions": [versions[0], versions[-1]] if versions else None,
                             "commits": len(versions)}
     if partitions is not None:
         plan["partitions"] = str(partitions)
-    return FileSet("manifest", tuple(_entry_files(entries, partitions)), plan, table.uri)
+    return FileSet("manifest", tuple(_entry_files(entries, partitions, table)), plan, table.uri, skipped)
 
 
 def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,
                 partitions: PartitionFilter | None = None, *, parallel: int | None = None,
-                progress: Progress | None = None) -> FileSet:
+                progress: Progress | None = None, foreign_only: bool = False) -> FileSet:
     """Visible files whose mtime (ms) lies in ``window``, both ends inclusive.
+
+    ``foreign_only``: leave out files named like trib's writers name theirs (a
+    trib table's listing part; see tributary_read.tracking).
 
     An mtime is when the bytes were last written, not when the file became
     visible: a rename keeps it, ``rsync -t`` and S3 multipart uploads backdate
@@ -295,6 +441,8 @@ def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,
                      mtime_ms=f.mtime_ms, valid_length=f.valid_length)
         for f in listing.files
     ]
+    if foreign_only:
+        files = foreign(files)
     files.sort(key=lambda f: f.path)
     plan = {"window": window.to_json() if window is not None else None,
             "partitions": str(partitions) if partitions is not None else None}

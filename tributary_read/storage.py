@@ -32,6 +32,30 @@ class FileInfo:
     is_dir: bool = False
 
 
+#: Why a listing leaves an entry out (see :class:`Unlisted`).
+LINK_REASON = "symbolic link, not followed: it may lead out of the table"
+BAD_NAME_REASON = "name is not valid UTF-8"
+
+
+@dataclass(frozen=True)
+class Unlisted:
+    """An entry a listing saw but does not return, and why.
+
+    A symbolic link is never followed: through one, ``clean`` would delete
+    another table's (or this table's own) committed files, and a reader would
+    return paths outside the table. A name that is not valid UTF-8 cannot be
+    a table path. Both are reported instead of dropped or crashed on; ``path``
+    shows undecodable bytes as ``\\xNN`` escapes.
+    """
+
+    path: str
+    reason: str
+    is_dir: bool = False
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "reason": self.reason, "is_dir": self.is_dir}
+
+
 def safe_relpath(path: str) -> str:
     """Normalise a root-relative path, refusing anything that escapes the root.
 
@@ -51,6 +75,44 @@ def safe_relpath(path: str) -> str:
 
 def _ms(info: pafs.FileInfo) -> int:
     return info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
+
+
+def publish_exclusive(
+    data: bytes,
+    *,
+    stage: Callable[[bytes], str],
+    publish: Callable[[str], bool],
+    read_back: Callable[[], bytes],
+    discard: Callable[[str], None],
+) -> bool:
+    """Write a complete temp copy, publish it without ever replacing, read back on doubt.
+
+    The one create-if-absent routine of the stores that have no conditional
+    write (local disk, HDFS). ``publish(tmp)`` answers True (created) or False
+    (the name exists), and raises when it cannot tell: an NFS ``link`` whose
+    reply was lost, a WebHDFS rename that timed out or answered ``false`` for a
+    reason it does not name. The target is then read back: our bytes there mean
+    it is ours (commit documents carry a unique ``commit_id``), other bytes mean
+    it is someone else's, nothing there re-raises. The temp copy is always
+    discarded; it never carries a commit's name, so it can never be mistaken
+    for one.
+    """
+    tmp = stage(data)
+    try:
+        try:
+            return publish(tmp)
+        except Exception as e:  # noqa: BLE001 - resolved below by reading the target
+            doubt = e
+        try:
+            there = read_back()
+        except FileNotFoundError:
+            raise doubt from None
+        return there == data
+    finally:
+        try:
+            discard(tmp)
+        except Exception:  # noqa: BLE001 - a stray temp file is an orphan for `clean`
+            pass
 
 
 class Storage:
@@ -85,28 +147,52 @@ class Storage:
         return StorageError(f"{what} {self.uri}/{rel}: {msg}")
 
     # -- reads -------------------------------------------------------------
-    def list(self, rel: str = "", recursive: bool = True) -> list[FileInfo]:
-        """List files (not directories) under ``rel``; a missing dir is empty."""
+    #: True where the store has symbolic links (they must be detected, not followed).
+    has_links = False
+
+    def list_infos(self, rel: str = "", recursive: bool = True) -> tuple[list[pafs.FileInfo], list[Unlisted]]:
+        """Raw pyarrow entries under ``rel`` plus the entries left out (:class:`Unlisted`).
+
+        The one listing primitive every reader, ``verify`` and ``clean`` go
+        through. A linked directory and everything below it is left out;
+        linked *files* are not looked for here (that costs a stat per file on
+        the hot path of an mtime window): callers ask :meth:`links` about the
+        files they are about to return or delete.
+        """
         base = self.abspath(rel) if rel else self.root
         sel = pafs.FileSelector(base, recursive=recursive, allow_not_found=True)
         try:
             infos = self.fs.get_file_info(sel)
+            for i in infos:
+                i.path  # noqa: B018 - pyarrow decodes names lazily: fail here, not in a caller
+            return infos, []
+        except UnicodeDecodeError as e:
+            raise self._wrap("cannot list", rel, ValueError(f"a name under it is not valid UTF-8 ({e})")) from e
         except (OSError, pa.ArrowException) as e:
             raise self._wrap("cannot list", rel, e) from e
-        return [
-            FileInfo(self._rel(i.path), i.size or 0, _ms(i), False)
-            for i in infos
-            if i.type == pafs.FileType.File
-        ]
+
+    def links(self, rels) -> set[str]:
+        """The root-relative paths among ``rels`` that are symbolic links (none on object stores)."""
+        return set()
+
+    def walk(self, rel: str = "", recursive: bool = True) -> tuple[list[FileInfo], list[Unlisted]]:
+        """Files (not directories) under ``rel``, and what was left out and why."""
+        infos, unlisted = self.list_infos(rel, recursive)
+        files = [FileInfo(self._rel(i.path), i.size or 0, _ms(i), False)
+                 for i in infos if i.type == pafs.FileType.File]
+        linked = self.links([f.path for f in files]) if self.has_links else set()
+        if linked:
+            files = [f for f in files if f.path not in linked]
+            unlisted = unlisted + [Unlisted(p, LINK_REASON) for p in sorted(linked)]
+        return files, unlisted
+
+    def list(self, rel: str = "", recursive: bool = True) -> list[FileInfo]:
+        """List files (not directories) under ``rel``; a missing dir is empty."""
+        return self.walk(rel, recursive)[0]
 
     def list_dirs(self, rel: str = "") -> list[FileInfo]:
-        """Immediate subdirectories of ``rel``, with their mtimes."""
-        base = self.abspath(rel) if rel else self.root
-        sel = pafs.FileSelector(base, recursive=False, allow_not_found=True)
-        try:
-            infos = self.fs.get_file_info(sel)
-        except (OSError, pa.ArrowException) as e:
-            raise self._wrap("cannot list", rel, e) from e
+        """Immediate subdirectories of ``rel``, with their mtimes (never a linked one)."""
+        infos, _ = self.list_infos(rel, recursive=False)
         return [
             FileInfo(self._rel(i.path), 0, _ms(i), True)
             for i in infos
@@ -122,18 +208,36 @@ class Storage:
             return None
         return FileInfo(safe_relpath(rel), i.size or 0, _ms(i), i.type == pafs.FileType.Directory)
 
+    def stat_many(self, rels: list[str]) -> list[FileInfo | None]:
+        """:meth:`info` of many paths in one batched call (None where absent)."""
+        if not rels:
+            return []
+        try:
+            infos = self.fs.get_file_info([self.abspath(r) for r in rels])
+        except (OSError, pa.ArrowException) as e:
+            raise self._wrap("cannot stat", rels[0], e) from e
+        return [None if i.type == pafs.FileType.NotFound
+                else FileInfo(r, i.size or 0, _ms(i), i.type == pafs.FileType.Directory)
+                for r, i in zip(rels, infos)]
+
     def exists(self, rel: str) -> bool:
         return self.info(rel) is not None
 
     def read(self, rel: str) -> bytes:
-        """Whole-file read; raises FileNotFoundError when absent."""
+        """Whole-file read; raises FileNotFoundError when absent.
+
+        A directory where a file is expected is no file either: a metadata file
+        such as ``_last_checkpoint`` is then treated as missing (as the spec
+        says), not as a storage failure.
+        """
         try:
             with self.fs.open_input_stream(self.abspath(rel), compression=None) as f:
                 return f.read()
         except FileNotFoundError:
             raise
         except (OSError, pa.ArrowException) as e:
-            if self.info(rel) is None:
+            info = self.info(rel)
+            if info is None or info.is_dir:
                 raise FileNotFoundError(rel) from e
             raise self._wrap("cannot read", rel, e) from e
 
@@ -203,6 +307,29 @@ class LocalStorage(Storage):
         super().__init__(pafs.LocalFileSystem(), root, "file://" + root)
         self.fsync = fsync
 
+    has_links = True
+
+    def list_infos(self, rel: str = "", recursive: bool = True) -> tuple[list[pafs.FileInfo], list[Unlisted]]:
+        """One directory at a time, never into a link (see :mod:`tributary_read.localwalk`)."""
+        from .localwalk import walk
+
+        return walk(self, self.abspath(rel) if rel else self.root, recursive)
+
+    def links(self, rels) -> set[str]:
+        return {r for r in rels if os.path.islink(posixpath.join(self.root, r))}
+
+    def delete(self, rel: str) -> None:
+        """Delete ``rel``, refusing when a directory on its way is a symbolic link.
+
+        Deleting ``latest/part-1`` where ``latest`` links to a partition would
+        delete the partition's file, which a commit may reference.
+        """
+        parent = os.path.dirname(self.abspath(rel))
+        expected = os.path.join(os.path.realpath(self.root), os.path.dirname(safe_relpath(rel))).rstrip("/")
+        if os.path.realpath(parent) != expected:
+            raise StorageError(f"refusing to delete {self.uri}/{rel}: a directory on its path is a symbolic link")
+        super().delete(rel)
+
     def sync(self, rel: str) -> None:
         if not self.fsync:
             return
@@ -223,33 +350,39 @@ class LocalStorage(Storage):
     def create_if_absent(self, rel: str, data: bytes) -> bool:
         target = self.abspath(rel)
         parent = os.path.dirname(target)
-        tmp = os.path.join(parent, f".tmp-{uuid.uuid4().hex}")
-        try:
+
+        def stage(payload: bytes) -> str:
+            tmp = os.path.join(parent, f".tmp-{uuid.uuid4().hex}")
             os.makedirs(parent, exist_ok=True)
             with open(tmp, "wb") as f:
-                f.write(data)
+                f.write(payload)
                 if self.fsync:
                     f.flush()
                     os.fsync(f.fileno())
-            try:
-                # link(2) fails with EEXIST instead of replacing: the file appears
-                # complete or not at all, which O_EXCL + write cannot promise.
-                os.link(tmp, target)
-            except FileExistsError:
-                return False
-            except OSError as e:
-                if e.errno not in (1, 18, 38, 95):  # EPERM/EXDEV/ENOSYS/EOPNOTSUPP
-                    raise
-                return self._create_excl(target, data)
-            self._sync_dir(parent)
-            return True
+            return tmp
+
+        def discard(tmp: str) -> None:
+            os.unlink(tmp)
+
+        try:
+            return publish_exclusive(data, stage=stage, publish=lambda tmp: self._publish(tmp, target, data),
+                                     read_back=lambda: self.read(rel), discard=discard)
         except OSError as e:
             raise self._wrap("cannot commit", rel, e) from e
-        finally:
-            try:
-                os.unlink(tmp)
-            except OSError:  # never created (e.g. the parent could not be made)
-                pass
+
+    def _publish(self, tmp: str, target: str, data: bytes) -> bool:
+        try:
+            # link(2) fails with EEXIST instead of replacing: the file appears
+            # complete or not at all, which O_EXCL + write cannot promise.
+            os.link(tmp, target)
+        except FileExistsError:
+            return False
+        except OSError as e:
+            if e.errno not in (1, 18, 38, 95):  # EPERM/EXDEV/ENOSYS/EOPNOTSUPP
+                raise
+            return self._create_excl(target, data)
+        self._sync_dir(os.path.dirname(target))
+        return True
 
     def _create_excl(self, target: str, data: bytes) -> bool:
         # Fallback for file systems without hard links; a crash mid-write can
@@ -328,49 +461,6 @@ class S3Storage(Storage):
             raise self._wrap("cannot commit", rel, e) from e
 
 
-class HdfsStorage(Storage):
-    """HDFS through libhdfs: commits are a temp file renamed into place.
-
-    HDFS ``rename`` refuses to replace an existing file, which makes it the
-    create-if-absent primitive (pyarrow cannot open a stream without overwrite).
-    """
-
-    scheme = "hdfs"
-
-    def __init__(self, host: str, port: int, path: str, options: Mapping[str, str]):
-        kw: dict = {"host": host or "default", "port": port or 0}
-        if options.get("user"):
-            kw["user"] = options["user"]
-        if options.get("kerb_ticket"):
-            kw["kerb_ticket"] = options["kerb_ticket"]
-        extra = {k[len("conf.") :]: v for k, v in options.items() if k.startswith("conf.")}
-        if options.get("kerberos_principal"):
-            extra["hadoop.security.authentication"] = "kerberos"
-            extra.setdefault("dfs.namenode.kerberos.principal", options["kerberos_principal"])
-        if extra:
-            kw["extra_conf"] = extra
-        try:
-            fs = pafs.HadoopFileSystem(**kw)
-        except (OSError, pa.ArrowException) as e:
-            raise StorageError(f"cannot connect to HDFS {host}:{port}: {str(e).splitlines()[0]}") from e
-        authority = f"{host}:{port}" if port else host
-        super().__init__(fs, path or "/", f"hdfs://{authority}{path}")
-
-    def create_if_absent(self, rel: str, data: bytes) -> bool:
-        parent = posixpath.dirname(safe_relpath(rel))
-        tmp = posixpath.join(parent, f".tmp-{uuid.uuid4().hex}")
-        self.write(tmp, data)
-        try:
-            self.fs.move(self.abspath(tmp), self.abspath(rel))
-            return True
-        except (OSError, pa.ArrowException) as e:
-            if self.info(rel) is not None:
-                return False
-            raise self._wrap("cannot commit", rel, e) from e
-        finally:
-            self.delete(tmp)
-
-
 def _open_local(u, options) -> Storage:
     fsync = str(options.get("fsync", "true")).lower() not in ("0", "false", "no")
     return LocalStorage(u.path, fsync=fsync)
@@ -383,6 +473,8 @@ def _open_s3(u, options) -> Storage:
 
 
 def _open_hdfs(u, options) -> Storage:
+    from .hdfs import HdfsStorage  # libhdfs and the WebHDFS client only when asked for
+
     return HdfsStorage(u.hostname or "default", u.port or 0, u.path, options)
 
 
@@ -407,6 +499,7 @@ ENV_OPTIONS = {
     "kerberos_principal": ("TRIB_HDFS_PRINCIPAL",),
     "user": ("TRIB_HDFS_USER", "HADOOP_USER_NAME"),
     "fsync": ("TRIB_FSYNC",),
+    "webhdfs_url": ("TRIB_WEBHDFS_URL",),
 }
 
 

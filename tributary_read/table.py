@@ -15,12 +15,15 @@ from typing import Any, Mapping
 from .errors import InvalidInputError, ManifestCorruptError, NoSuchTableError, TableExistsError
 from .formats import check_format
 from .layout import Layout
-from .log import META_DIR, ManifestLog
+from .log import DEFAULT_LOG_RETENTION_MS, META_DIR, ManifestLog
 from .manifest import FORMAT, FORMAT_VERSION, load_document
 from .storage import Storage, open_storage
 
 PROPERTIES = f"{META_DIR}/table.json"
 PROTOCOLS = ("direct", "rename")
+#: How a table's files are found: its manifest log, a listing of its directory, or
+#: both (trib-written files by the manifest, files other tools write by listing).
+TRACKINGS = ("manifest", "listing", "both")
 
 try:  # Python 3.11+
     import tomllib
@@ -28,15 +31,25 @@ except ModuleNotFoundError:  # pragma: no cover - 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 
+#: The largest size a roll limit may name (1 PiB).
+MAX_SIZE = 1 << 50
+
+
 def parse_size(v: Any) -> int:
-    if isinstance(v, int):
+    if isinstance(v, int) and not isinstance(v, bool):
+        if not 0 <= v <= MAX_SIZE:
+            raise InvalidInputError(f"bad size {v!r}: 0 (no limit) up to 1 PiB")
         return v
     s = str(v).strip().upper().removesuffix("B")
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:], 1)
     try:
-        return int(float(s.rstrip("KMG")) * mult)
+        f = float(s.rstrip("KMG")) * mult
     except ValueError:
         raise InvalidInputError(f"bad size {v!r} (e.g. 128M, 1G)") from None
+    # float() also accepts inf, nan and 1e30: a roll size must be a byte count a file can reach.
+    if not 0 <= f <= MAX_SIZE:
+        raise InvalidInputError(f"bad size {v!r}: 0 (no limit) up to 1 PiB (e.g. 128M, 1G)")
+    return int(f)
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,12 @@ class TableConfig:
     #: Hive partition-commit settings, consumed by tributary_read.hive.
     partition_commit: Mapping[str, Any] = field(default_factory=dict, hash=False)
     created_ms: int = 0
+    #: Commit files older than this and below the newest checkpoint are removed by
+    #: ``trib clean`` (Delta's logRetentionDuration); consumers further behind must reset.
+    log_retention_ms: int = DEFAULT_LOG_RETENTION_MS
+    #: See :data:`TRACKINGS` and :mod:`tributary_read.tracking`. Absent in older
+    #: table.json files, which only trib wrote to: ``manifest``.
+    tracking: str = "manifest"
 
     def __post_init__(self):
         check_format(self.format, self.compression)
@@ -72,6 +91,11 @@ class TableConfig:
             raise InvalidInputError(f"unknown protocol {self.protocol!r}; choose direct or rename")
         if self.checkpoint_interval < 1:
             raise InvalidInputError("checkpoint interval must be >= 1")
+        if not isinstance(self.tracking, str) or self.tracking not in TRACKINGS:
+            raise InvalidInputError(f"unknown tracking {self.tracking!r}; choose {', '.join(TRACKINGS)}")
+        if isinstance(self.log_retention_ms, bool) or not isinstance(self.log_retention_ms, int) \
+                or self.log_retention_ms < 0:
+            raise InvalidInputError("log retention must be a whole number of milliseconds >= 0")
 
     def to_json(self) -> dict:
         return {
@@ -86,6 +110,8 @@ class TableConfig:
             "checkpoint_interval": self.checkpoint_interval,
             "partition_commit": dict(self.partition_commit),
             "created_ms": self.created_ms,
+            "tracking": self.tracking,
+            "log_retention_ms": self.log_retention_ms,
         }
 
     @classmethod
@@ -102,6 +128,8 @@ class TableConfig:
                 checkpoint_interval=int(d.get("checkpoint_interval", 100)),
                 partition_commit=d.get("partition_commit", {}),
                 created_ms=int(d.get("created_ms", 0)),
+                tracking=d.get("tracking", "manifest"),
+                log_retention_ms=d.get("log_retention_ms", DEFAULT_LOG_RETENTION_MS),
             )
         except (KeyError, TypeError, ValueError, InvalidInputError) as e:
             raise ManifestCorruptError(f"corrupt table properties {where}: {e}") from None
@@ -145,6 +173,29 @@ class Table:
                 f"no trib table at {storage.uri} (create one with: trib table create)"
             ) from None
         return cls(storage, TableConfig.from_json(data, storage.uri_for(PROPERTIES)))
+
+    def set_tracking(self, tracking: str) -> Table:
+        """Change how the table's files are tracked (``trib table set --tracking``).
+
+        The only property that may change after create: it decides how files are
+        found, never where they are or what a commit means. table.json is replaced
+        whole (temp file, then rename: atomic on local disk, a single object on S3;
+        HDFS's replacing rename leaves a moment without it, when readers fail
+        and retry), so a reader sees the old properties or the new ones.
+        """
+        import uuid
+
+        config = replace(self.config, tracking=tracking)
+        if config == self.config:
+            return self
+        tmp = f"{META_DIR}/.table.json.{uuid.uuid4().hex}.tmp"
+        self.storage.write(tmp, json.dumps(config.to_json(), indent=2, sort_keys=True).encode())
+        try:
+            self.storage.sync(tmp)
+            self.storage.rename(tmp, PROPERTIES)
+        finally:
+            self.storage.delete(tmp)  # gone after the rename; left only if it failed
+        return type(self)(self.storage, config)
 
 
 # -- trib.toml ------------------------------------------------------------------

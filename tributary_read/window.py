@@ -19,6 +19,9 @@ from .errors import InvalidInputError
 MIN_MS = -(2**63)
 MAX_MS = 2**63 - 1
 DAY_MS = 86_400_000
+#: 9999-12-31T23:59:59.999Z: the last instant a window bound can name.
+MAX_INSTANT_MS = 253_402_300_799_999
+_EPOCH = datetime(1970, 1, 1)
 # Below this an integer is almost certainly epoch *seconds* (1e11 ms is 1973).
 _SECONDS_LIMIT = 100_000_000_000
 _INT = re.compile(r"^\s*-?[0-9]+\s*$")
@@ -45,6 +48,8 @@ def parse_instant(text: str | int, tz: tzinfo = timezone.utc, what: str = "time"
             raise InvalidInputError(
                 f"{what} {text} looks like epoch seconds, not milliseconds (e.g. 1592928000000)"
             )
+        if v > MAX_INSTANT_MS:
+            raise InvalidInputError(f"{what} {str(text).strip()[:30]} is past the year 9999 (epoch ms)")
         return v
     if not isinstance(text, str) or not text.strip():
         raise InvalidInputError(f"empty {what}")
@@ -99,8 +104,13 @@ class TimeWindow:
             raise InvalidInputError("--period must be positive")
         if lag_ms < 0:
             raise InvalidInputError("--lag must not be negative")
-        boundary = floor_to_period(schedule_ms - lag_ms, period_ms, tz)
-        return cls(shift_periods(boundary, -1, period_ms, tz), boundary - 1)
+        try:
+            boundary = floor_to_period(schedule_ms - lag_ms, period_ms, tz)
+            return cls(shift_periods(boundary, -1, period_ms, tz), boundary - 1)
+        except (OverflowError, ValueError, OSError):  # InvalidInputError is a ValueError: keep its message
+            raise InvalidInputError(
+                f"no whole {period_ms} ms period before {iso(schedule_ms) or schedule_ms} minus the lag "
+                "lies within years 1..9999") from None
 
     def to_json(self) -> dict:
         return {
@@ -111,29 +121,80 @@ class TimeWindow:
         }
 
 
-def floor_to_period(ms: int, period_ms: int, tz: tzinfo = timezone.utc) -> int:
-    """The start of the period holding ``ms``, aligned to local time in ``tz``.
-
-    Whole days floor to local midnight (a DST day is 23 or 25 hours long, as the
-    directory names say); shorter periods floor on the local clock's offset at
-    that instant, which for whole-hour zones is the same as flooring in UTC.
-    """
+def _wall_ms(ms: int, tz: tzinfo) -> int:
+    """The local wall-clock reading at instant ``ms``, as ms since the naive epoch."""
     local = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).astimezone(tz)
-    if period_ms % DAY_MS == 0:
-        days = period_ms // DAY_MS
-        ordinal = local.date().toordinal()
-        ordinal -= (ordinal - datetime(1970, 1, 1).toordinal()) % days
-        day = datetime.fromordinal(ordinal).replace(tzinfo=tz)
-        return int(day.timestamp() * 1000)
-    offset = int(local.utcoffset().total_seconds() * 1000) if local.utcoffset() else 0
-    wall = ms + offset
-    return wall - wall % period_ms - offset
+    off = local.utcoffset()
+    return ms + (int(off.total_seconds() * 1000) if off else 0)
+
+
+def _boundary(wall: int, tz: tzinfo) -> int:
+    """The first instant whose wall clock reads ``wall`` or later.
+
+    A reading that occurs twice (a fall-back) starts at its first occurrence; a
+    reading that never occurs (a spring-forward gap) starts at the jump, where
+    the clock first reads past it.
+    """
+    naive = _EPOCH + timedelta(milliseconds=wall)
+    first = int(naive.replace(tzinfo=tz, fold=0).timestamp() * 1000)
+    if _wall_ms(first, tz) == wall:
+        return first
+    # In a gap: fold=1 lands before the jump and fold=0 after it; the clock is
+    # monotonic in between, so bisect for the first instant reading >= wall.
+    lo = int(naive.replace(tzinfo=tz, fold=1).timestamp() * 1000)
+    lo, hi = min(lo, first), max(lo, first)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _wall_ms(mid, tz) >= wall:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _index(ms: int, period_ms: int, tz: tzinfo) -> int:
+    """The largest wall-clock multiple of the period whose boundary is <= ``ms``.
+
+    After a fall-back the clock reads less than it did, so the floor of the
+    current reading can be too small: step up while the next boundary has passed.
+    """
+    wall = _wall_ms(ms, tz)
+    k = wall - wall % period_ms
+    while _boundary(k + period_ms, tz) <= ms:
+        k += period_ms
+    return k
+
+
+def floor_to_period(ms: int, period_ms: int, tz: tzinfo = timezone.utc) -> int:
+    """The start of the period holding ``ms``.
+
+    Periods are aligned to the local wall clock of ``tz``: a boundary is the
+    first instant the clock reads a multiple of the period since 1970-01-01
+    00:00 local (so 1h, 2h, 3h and 12h periods start at local 00:00 and every
+    multiple after, whole days at local midnight). A DST change makes the one
+    period it falls in shorter or longer, never a gap or an overlap: in New
+    York the 2h period 00:00-02:00 on the spring-forward day is 00:00 EST to
+    03:00 EDT, and on the fall-back day 00:00 EDT to 02:00 EST (3 real hours,
+    as the directory names ``{HH}`` written in local time also say). A wall
+    time a jump skips over starts its period at the jump, so a skipped period
+    is empty and simply does not exist.
+    """
+    if period_ms <= 0:
+        raise InvalidInputError("--period must be positive")
+    return _boundary(_index(ms, period_ms, tz), tz)
 
 
 def shift_periods(boundary_ms: int, n: int, period_ms: int, tz: tzinfo = timezone.utc) -> int:
-    """``boundary`` moved by ``n`` periods (whole days in wall-clock terms)."""
-    if period_ms % DAY_MS == 0:
-        local = datetime.fromtimestamp(boundary_ms / 1000, tz=timezone.utc).astimezone(tz)
-        naive = local.replace(tzinfo=None) + timedelta(milliseconds=n * period_ms)
-        return int(naive.replace(tzinfo=tz).timestamp() * 1000)
-    return boundary_ms + n * period_ms
+    """``boundary`` moved by ``n`` periods, skipping periods a DST jump made empty."""
+    if period_ms <= 0:
+        raise InvalidInputError("--period must be positive")
+    b = boundary_ms
+    for _ in range(abs(n)):
+        k = _index(b, period_ms, tz)
+        step = period_ms if n > 0 else -period_ms
+        nb = _boundary(k, tz)
+        while (nb <= b) if n > 0 else (nb >= b):
+            k += step
+            nb = _boundary(k, tz)
+        b = nb
+    return b

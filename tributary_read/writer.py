@@ -7,6 +7,8 @@ name (``rename``); either way nothing is visible to manifest readers until
 
 from __future__ import annotations
 
+import base64
+import bisect
 import json
 import posixpath
 import re
@@ -21,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import BadRecordError, InvalidInputError
-from .formats import file_suffix, open_sink
+from .formats import GatheredSlice, file_suffix, open_sink, shared_encoder
 from .layout import PartitionCache, PartitionDir
 from .log import META_DIR
 from .manifest import KIND_DEAD_LETTER, Commit, FileEntry, Transaction
@@ -96,15 +98,26 @@ class TableWriter:
         return self._partition_of(ts_ms)
 
     def write(self, record: bytes | dict, ts_ms: int) -> None:
-        """Append one record (a line, or a row dict for Parquet) at event time ``ts_ms``."""
+        """Append one record (a line, or a row dict for Parquet) at event time ``ts_ms``.
+
+        A time no partition can hold raises TimeOutOfRangeError (from the layout)
+        before anything is written or opened, so the caller may dead-letter the
+        record and go on. So does a Parquet row with a value its file's column
+        cannot hold (SchemaConflictError; rules in docs/parquet.md).
+        """
         # Per-record hot path: one memo lookup instead of partition + file lookups.
         f = self._file_of_minute.get(ts_ms // 60_000)
         if f is None:
             f = self._file_for(ts_ms)
-        if isinstance(record, dict):
-            f.sink.write_row(record)
-        else:
-            f.sink.write_line(record)
+        try:
+            if (f.sink.write_row(record) if isinstance(record, dict) else f.sink.write_line(record)) is False:
+                f = self._roll_schema(f, ts_ms)
+                if isinstance(record, dict):
+                    f.sink.write_row(record)
+                else:
+                    f.sink.write_line(record)
+        except (OSError, pa.ArrowException) as e:  # a full disk, EFBIG, a lost connection
+            raise self.storage._wrap("cannot write", f.write_path, e) from e
         f.records += 1
         f.last_write = now = self.clock()
         roll = self.roll
@@ -114,6 +127,15 @@ class TableWriter:
             self._close(f.key)
         if now - self._last_idle_check >= 1.0:
             self.roll_idle(now)
+
+    def _roll_schema(self, f: _OpenFile, ts_ms: int) -> _OpenFile:
+        """Go on in a new file: ``f``'s sink refused a record that needs a column
+        its written row groups cannot add. The new file starts with ``f``'s
+        columns, so later records without the new field do not roll again."""
+        self._close(f.key)
+        new = self._file_for(ts_ms)
+        new.sink.seed(f.sink)
+        return new
 
     def _file_for(self, ts_ms: int) -> _OpenFile:
         """The open file for ``ts_ms``'s partition, opened if needed (write()'s slow path)."""
@@ -149,48 +171,71 @@ class TableWriter:
         if len(ts) and pc.min(ts).as_py() < 0:
             ts = pc.if_else(pc.less(ts, 0), pc.subtract(ts, 59_999), ts)
         minutes = pc.divide(ts, 60_000)
-        uniq = pc.unique(minutes)
-        # Partitions in order of first appearance, and each distinct minute's partition.
+        uniq = pc.unique(minutes).sort()
+        # Partitions in time order, and each distinct minute's partition. A
+        # partition is the interval [start_ms, end_ms), so the sorted minutes
+        # that lie wholly in it form one run, found by bisection: a day of
+        # random times costs 24 partition lookups, not 1,440.
         slot: dict[str, int] = {}
         parts: list[PartitionDir] = []
         slot_of_minute: list[int] = []
-        memo, slot_get, add_slot = self._part_of_minute, slot.get, slot_of_minute.append
-        for m in uniq.to_pylist():
+        memo = self._part_of_minute
+        ms = uniq.to_pylist()
+        k = 0
+        while k < len(ms):
+            m = ms[k]
             part = memo.get(m)
             if part is None:
                 if len(memo) >= 100_000:
                     memo.clear()
                 part = memo[m] = self._partition_of(m * 60_000)
-            i = slot_get(part.path)
+            # The last minute wholly inside; below m only if m itself straddles the end.
+            end = max(k + 1, bisect.bisect_right(ms, part.end_ms // 60_000 - 1, k + 1))
+            i = slot.get(part.path)
             if i is None:
                 i = slot[part.path] = len(parts)
                 parts.append(part)
-            add_slot(i)
+            slot_of_minute += [i] * (end - k)
+            k = end
         if len(parts) == 1:
             groups = [(table, None, table.num_rows)]
         elif parts:
             # One pass instead of one is_in + filter per partition: a partition slot
-            # per row, a stable sort by slot (rows keep their order within a
-            # partition), then one compact take per partition.
+            # per row and a stable sort by slot (rows keep their order within a
+            # partition), then one gather of the batch in that order, on the
+            # encoder's threads while this one routes the next batch; each file
+            # takes its slice of the result when its row group is encoded.
             row_slot = pc.take(pa.array(slot_of_minute, pa.int32()), pc.index_in(minutes, value_set=uniq))
             vc = pc.value_counts(row_slot)
             counts = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()))
             n = len(row_slot)
             ordered = not pc.any(pc.less(row_slot.slice(1), row_slot.slice(0, n - 1))).as_py()
-            order = None if ordered else pc.sort_indices(row_slot)
+            if not ordered:
+                order = pc.sort_indices(row_slot)
+                gathered = shared_encoder().submit(lambda t=table, o=order: t.take(o))
             groups, start = [], 0
             for i in range(len(parts)):
                 if ordered:  # time-ordered input: each partition is one run, no copy
                     groups.append((table.slice(start, counts[i]), None, counts[i]))
                 else:
-                    groups.append((table.take(order.slice(start, counts[i])), None, counts[i]))
+                    groups.append((table, GatheredSlice(gathered, start, counts[i]), counts[i]))
                 start += counts[i]
         else:
             groups = []
+        row_bytes = table.nbytes / max(1, table.num_rows)
         for part, (rows, indices, count) in zip(parts, groups):
             path = part.path
             f = self._open.get(path) or self._open.setdefault(path, self._new_file(part))
-            f.sink.write_table(rows, indices)
+            try:
+                if f.sink.write_table(rows, indices, int(row_bytes * count)) is False:
+                    # The batch adds a column (or widens one) after row groups were written.
+                    old = f
+                    self._close(path)
+                    f = self._open[path] = self._new_file(part)
+                    f.sink.seed(old.sink)
+                    f.sink.write_table(rows, indices, int(row_bytes * count))
+            except (OSError, pa.ArrowException) as e:  # a full disk, EFBIG, a lost connection
+                raise self.storage._wrap("cannot write", f.write_path, e) from e
             f.records += count
             f.last_write = self.clock()
             if (self.roll.max_records and f.records >= self.roll.max_records) or (
@@ -198,14 +243,23 @@ class TableWriter:
             ):
                 self._close(path)
 
-    def write_dead_letter(self, line: bytes, offset: int, reason: str) -> None:
-        """Keep an unplaceable record, with why, in a file committed like data."""
+    def write_dead_letter(self, line: bytes, offset: int, reason: str, source: str | None = None) -> None:
+        """Keep an unplaceable record, with why, in a file committed like data.
+
+        The record's exact bytes must be recoverable (to fix and replay it): a
+        line that is valid UTF-8 is kept as text in ``line``, any other as
+        base64 in ``line_b64``, never decoded with replacement characters.
+        """
+        try:
+            kept = {"line": line.decode("utf-8")}
+        except UnicodeDecodeError:
+            kept = {"line_b64": base64.b64encode(line).decode("ascii")}
         if self._dead is None:
             self._seq += 1
             path = f"{DEAD_LETTER_DIR}/dl-{self.writer_id}-{self._seq:06d}.jsonl"
             self._dead = _OpenFile(path, path, open_sink(self.storage.open_output(path), "jsonl", "none"),
                                    {}, KIND_DEAD_LETTER)
-        doc = {"offset": offset, "reason": reason, "line": line.decode("utf-8", "replace")}
+        doc = {**({"source": source} if source is not None else {}), "offset": offset, "reason": reason, **kept}
         self._dead.sink.write_line(json.dumps(doc).encode())
         self._dead.records += 1
 
@@ -222,12 +276,22 @@ class TableWriter:
         path = f"{part.path}/part-{self.writer_id}-{self._seq:06d}{self._suffix}"
         write_path = staged_name(path) if self.protocol == "rename" else path
         raw = self.storage.open_output(write_path)
-        sink = open_sink(raw, self.table.config.format, self.table.config.compression)
+        fmt = self.table.config.format
+        sink = open_sink(raw, fmt, self.table.config.compression, shared_encoder() if fmt == "parquet" else None)
         return _OpenFile(path, write_path, sink, dict(part.values), key=part.path)
 
-    def _finish(self, f: _OpenFile) -> tuple[FileEntry, str]:
-        f.sink.close()
-        self.storage.sync(f.write_path)
+    def _finish(self, f: _OpenFile) -> tuple[FileEntry, str] | None:
+        try:
+            f.sink.close()
+        except (OSError, pa.ArrowException) as e:  # the last bytes or an upload failed (EFBIG, ENOSPC)
+            raise self.storage._wrap("cannot write", f.write_path, e) from e
+        if not f.records:  # every record it was opened for was refused (SchemaConflictError)
+            self.storage.delete(f.write_path)
+            return None
+        try:
+            self.storage.sync(f.write_path)
+        except OSError as e:
+            raise self.storage._wrap("cannot sync", f.write_path, e) from e
         info = self.storage.info(f.write_path)
         staged = f.write_path if f.write_path != f.path else None
         return FileEntry(f.path, info.size if info else 0, f.records, f.partition, staged, f.kind), f.write_path
@@ -243,7 +307,7 @@ class TableWriter:
                 done = list(pool.map(self._finish, files))
         else:
             done = [self._finish(f) for f in files]
-        self._closed.extend(done)
+        self._closed.extend(d for d in done if d is not None)
         self._closing = []
 
     def _close(self, path: str) -> None:
@@ -276,15 +340,24 @@ class TableWriter:
         files = self.flush()
         if not files and transaction is None:
             return None
+        # From here on the batch belongs to the commit attempt, not to abort():
+        # the manifest may land (or have landed, reply lost) at any instant, and
+        # whatever interrupts us (an error, a signal) must never delete its files.
+        # If it never lands they are orphans, which `trib clean` removes later.
+        self._closed = []
         commit = self.table.log.commit(files, transaction, base_version=base_version,
                                        protocol=self.protocol, writer=self.writer_id)
-        self._closed.clear()
         if self.protocol == "rename":
             roll_forward(self.table, commit.files)
         return commit
 
     def abort(self) -> None:
-        """Drop everything not committed (best effort; ``clean`` catches the rest)."""
+        """Drop the files of the batch not yet handed to a commit (best effort).
+
+        Files of a batch whose commit was attempted are never touched here, even
+        if that commit failed: it may have landed with its reply lost. Those that
+        are really unreferenced are orphans for ``clean`` after its grace period.
+        """
         for f in list(self._open.values()) + ([self._dead] if self._dead else []) + self._closing:
             try:
                 f.sink.close()

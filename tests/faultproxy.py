@@ -1,0 +1,113 @@
+"""A fault-injecting HTTP proxy for the S3 server: commits land, their replies are lost.
+
+It sits on 127.0.0.1 in front of the real S3-protocol server and relays every
+request unchanged, except the first N commit PUTs (a PUT of
+``…/_tributary/log/<20 digits>.json`` carrying ``If-None-Match``): those are
+relayed, the server's response is read in full (so the PUT has been applied),
+and then the client's connection is closed without a byte of that response.
+That is a network blip at the worst moment, as the client sees it: botocore
+gets no reply, retries, and the store answers 412 to its own landed commit.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+_COMMIT_KEY = re.compile(r"/_tributary/log/[0-9]{20}\.json(\?|$)")
+_HOP = {"connection", "keep-alive", "transfer-encoding", "expect", "content-length", "proxy-connection"}
+
+
+class FaultProxy:
+    """``with FaultProxy(upstream_url, drop_commit_replies=7) as proxy: … proxy.url``."""
+
+    def __init__(self, upstream: str, drop_commit_replies: int = 0):
+        u = urlparse(upstream)
+        self.upstream = (u.hostname, u.port or 80)
+        self.remaining = drop_commit_replies
+        self.dropped: list[int] = []  # the HTTP status of every reply we swallowed
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(_Relay):
+            owner = proxy
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FaultProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _take_drop(self, method: str, path: str, headers) -> bool:
+        if method != "PUT" or "If-None-Match" not in headers or not _COMMIT_KEY.search(path):
+            return False
+        with self._lock:
+            if self.remaining <= 0:
+                return False
+            self.remaining -= 1
+            return True
+
+
+class _Relay(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, and 100-continue answered for us
+    owner: FaultProxy
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _body(self) -> bytes | None:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            out = bytearray()
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return bytes(out)
+                out += self.rfile.read(size)
+                self.rfile.readline()
+        n = self.headers.get("Content-Length")
+        return self.rfile.read(int(n)) if n is not None else None
+
+    def _relay(self) -> None:
+        body = self._body()
+        drop = self.owner._take_drop(self.command, self.path, self.headers)
+        up = http.client.HTTPConnection(*self.owner.upstream, timeout=120)
+        try:
+            # The Host header goes through untouched: it is part of the signature.
+            up.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            for k, v in self.headers.items():
+                if k.lower() not in _HOP:
+                    up.putheader(k, v)
+            if body is not None:
+                up.putheader("Content-Length", str(len(body)))
+            up.endheaders(body)
+            resp = up.getresponse()
+            data = resp.read()
+        finally:
+            up.close()
+        if drop:
+            self.owner.dropped.append(resp.status)
+            self.close_connection = True  # the store applied it; the client hears nothing
+            return
+        self.send_response_only(resp.status, resp.reason)
+        for k, v in resp.getheaders():
+            if k.lower() not in _HOP or (k.lower() == "content-length" and self.command == "HEAD"):
+                self.send_header(k, v)
+        if self.command != "HEAD":
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay

@@ -1,0 +1,193 @@
+"""A consumer's persisted values: its committed state, its pending plan, an ack.
+
+Kept apart from :mod:`tributary_read.consumer` (the planning and committing
+logic) because these are the file formats under ``_tributary/consumers/``:
+decoding is strict and validates every field, as commits are, so a tampered
+plan can never hand a reader a path outside ROOT (``ResolvedFile.from_json``
+goes through ``safe_relpath``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .errors import InvalidInputError
+from .ledger import check_ledger
+from .listing import Skipped
+from .log import META_DIR
+from .manifest import FORMAT, FORMAT_VERSION
+from .resolve import FileSet, ResolvedFile
+from .tracking import Untracked
+from .window import DAY_MS
+
+CONSUMERS_DIR = f"{META_DIR}/consumers"
+DEFAULT_LOOKBACK_MS = 7 * DAY_MS
+#: States (and their plans) kept after an ack; older ones are deleted.
+KEEP_STATES = 3
+CONSUMER_MODES = ("manifest", "listing", "both")
+#: Listing consumers list every directory this often, even those whose mtime is
+#: unchanged: a directory mtime set back (``touch -r``, ``rsync -a``) hides a new
+#: file from the mtime skip, and an in-place rewrite never changes it (docs/reading.md).
+DEFAULT_FULL_SCAN_EVERY_MS = DAY_MS
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+_PLAN_ID = re.compile(r"^([0-9]{1,20})-([0-9a-f]{12})$")
+_FILE = re.compile(r"^(state|plan)-([0-9]{20})\.json$")
+
+
+# -- value objects --------------------------------------------------------------
+@dataclass(frozen=True)
+class ConsumerState:
+    """One committed consumer state (``state-<version>.json``)."""
+
+    consumer: str
+    version: int
+    table: str
+    mode: str | None = None
+    lookback_ms: int = DEFAULT_LOOKBACK_MS
+    layout: Mapping[str, str] | None = field(default=None, hash=False)
+    manifest_version: int = 0
+    ledger: Mapping[str, Mapping] = field(default_factory=dict, hash=False)
+    sealed: Mapping[str, Mapping] = field(default_factory=dict, hash=False)
+    plan_id: str | None = None
+    note: str | None = None
+    created_ms: int = 0
+    updated_ms: int = 0
+    delivered_files: int = 0
+    delivered_bytes: int = 0
+    full_scan_every_ms: int = DEFAULT_FULL_SCAN_EVERY_MS  # 0 = never periodic
+    last_full_scan_ms: int = 0  # the plan clock of the last acked full listing
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "consumer_state",
+                "consumer": self.consumer, "version": self.version, "table": self.table,
+                "mode": self.mode, "lookback_ms": self.lookback_ms, "layout": self.layout,
+                "manifest_version": self.manifest_version, "plan_id": self.plan_id, "note": self.note,
+                "created_ms": self.created_ms, "updated_ms": self.updated_ms,
+                "delivered_files": self.delivered_files, "delivered_bytes": self.delivered_bytes,
+                "full_scan_every_ms": self.full_scan_every_ms, "last_full_scan_ms": self.last_full_scan_ms,
+                "ledger": self.ledger, "sealed": self.sealed}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> ConsumerState:
+        if d.get("kind") != "consumer_state":
+            raise ValueError("not a consumer state")
+        if not all(isinstance(d.get(k), str) for k in ("consumer", "table")) or not all(
+                isinstance(d.get(k, 0), int) and not isinstance(d.get(k, 0), bool)
+                for k in ("version", "lookback_ms", "manifest_version", "created_ms", "updated_ms")):
+            raise ValueError("consumer and table must be strings, versions and times integers")
+        if not isinstance(d.get("ledger") or {}, dict) or not isinstance(d.get("sealed") or {}, dict):
+            raise ValueError("ledger and sealed must be objects")
+        st = cls(d["consumer"], int(d["version"]), d["table"], d.get("mode"), int(d["lookback_ms"]),
+                 d.get("layout"), int(d.get("manifest_version", 0)), d.get("ledger") or {},
+                 d.get("sealed") or {}, d.get("plan_id"), d.get("note"), int(d.get("created_ms", 0)),
+                 int(d.get("updated_ms", 0)), int(d.get("delivered_files", 0)),
+                 int(d.get("delivered_bytes", 0)),
+                 int(d.get("full_scan_every_ms", DEFAULT_FULL_SCAN_EVERY_MS)), int(d.get("last_full_scan_ms", 0)))
+        if st.mode not in (None, *CONSUMER_MODES):
+            raise ValueError(f"unknown mode {st.mode!r}")
+        check_ledger(st.ledger, st.sealed)
+        return st
+
+    def summary(self) -> dict:
+        d = {k: v for k, v in self.to_json().items()
+             if k not in ("format", "format_version", "kind", "ledger", "sealed")}
+        if self.mode in ("listing", "both"):
+            d["ledger_directories"] = len(self.ledger)
+            d["ledger_files"] = sum(len(e["files"]) for e in self.ledger.values())
+            d["sealed_directories"] = len(self.sealed)
+        return d
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The next batch of a consumer, persisted until acked (``plan-<base>.json``)."""
+
+    plan_id: str
+    consumer: str
+    base_version: int
+    mode: str
+    table: str
+    created_ms: int
+    files: tuple[ResolvedFile, ...]
+    lookback_ms: int | None = None
+    min_age_ms: int = 0
+    conflicts: tuple[Mapping, ...] = ()
+    beyond_horizon: tuple[Mapping, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    deferred: int = 0
+    baseline: Mapping | None = field(default=None, hash=False)
+    versions: tuple[int, int] | None = None  # manifest: (since, until]
+    stats: Mapping = field(default_factory=dict, hash=False)
+    #: What the ack applies to the base state; opaque outside this module.
+    delta: Mapping = field(default_factory=dict, hash=False, repr=False)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.readable_bytes for f in self.files)
+
+    def fileset(self) -> FileSet:
+        plan: dict[str, Any] = {"consumer": self.consumer, "plan_id": self.plan_id,
+                                "base_version": self.base_version, "tracking": self.mode,
+                                "created_ms": self.created_ms}
+        if self.mode in ("manifest", "both"):
+            plan["since_version"], plan["until_version"] = self.versions
+        if self.mode in ("listing", "both"):
+            plan.update({"lookback_ms": self.lookback_ms, "min_age_ms": self.min_age_ms,
+                         "horizon_ms": self.created_ms - self.lookback_ms, "deferred": self.deferred,
+                         "conflicts": list(self.conflicts), "beyond_horizon": list(self.beyond_horizon),
+                         "baseline": self.baseline, "full_scan": bool(self.delta.get("full_scan")),
+                         "full_scan_every_ms": self.delta.get("full_scan_every_ms")})
+        stats = {k: v for k, v in self.stats.items() if k != "untracked"}
+        untracked = self.stats.get("untracked")
+        return FileSet("consumer", self.files, plan, self.table, self.skipped, stats,
+                       Untracked.from_json(untracked) if untracked else None)
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "consumer_plan",
+                "plan_id": self.plan_id, "consumer": self.consumer, "base_version": self.base_version,
+                "mode": self.mode, "table": self.table, "created_ms": self.created_ms,
+                "lookback_ms": self.lookback_ms, "min_age_ms": self.min_age_ms,
+                "files": [f.to_json() for f in self.files], "conflicts": list(self.conflicts),
+                "beyond_horizon": list(self.beyond_horizon), "skipped": [s.to_json() for s in self.skipped],
+                "deferred": self.deferred, "baseline": self.baseline,
+                "versions": list(self.versions) if self.versions else None,
+                "stats": dict(self.stats), "delta": dict(self.delta)}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> Plan:
+        if d.get("kind") != "consumer_plan":
+            raise ValueError("not a consumer plan")
+        if d.get("mode") not in CONSUMER_MODES or not isinstance(d.get("files"), list):
+            raise ValueError(f"bad mode {d.get('mode')!r} or files")
+        if not all(isinstance(d.get(k), str) for k in ("plan_id", "consumer", "table")):
+            raise ValueError("plan_id, consumer and table must be strings")
+        return cls(d["plan_id"], d["consumer"], int(d["base_version"]), d["mode"], d["table"],
+                   int(d["created_ms"]), tuple(ResolvedFile.from_json(f) for f in d["files"]),
+                   d.get("lookback_ms"), int(d.get("min_age_ms") or 0), tuple(d.get("conflicts") or ()),
+                   tuple(d.get("beyond_horizon") or ()),
+                   tuple(Skipped(s["path"], s["reason"], s.get("size", 0), s.get("mtime_ms", 0))
+                         for s in d.get("skipped") or ()),
+                   int(d.get("deferred") or 0), d.get("baseline"),
+                   tuple(d["versions"]) if d.get("versions") else None, d.get("stats") or {},
+                   d.get("delta") or {})
+
+
+@dataclass(frozen=True)
+class AckResult:
+    state: ConsumerState
+    plan_id: str
+    already_acked: bool
+
+    def to_json(self) -> dict:
+        return {"consumer": self.state.consumer, "plan_id": self.plan_id, "version": self.state.version,
+                "already_acked": self.already_acked, "delivered_files": self.state.delivered_files}
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InvalidInputError(
+            f"bad consumer name {name!r}: letters, digits, '_', '-', '.', starting with a letter or digit")
+    return name

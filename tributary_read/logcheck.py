@@ -1,0 +1,128 @@
+"""Cross-check the manifest log against what is on storage (``verify``, ``clean``).
+
+Readers find the latest version by probing forward from the checkpoint hint,
+and read a checkpoint instead of the commits it folds. Both are shortcuts that
+trust the log to be well formed. This module lists the log directory instead,
+and reports what the shortcuts would hide: commit files past the first missing
+version (probing stops at the gap and never sees them), gaps that no checkpoint
+covers, and checkpoints that disagree with the commits they fold. It also
+collects every path that *any* commit file on storage adds (and no later expire
+commit removes), so ``clean`` never deletes a file a commit names, reachable or not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from .errors import ManifestCorruptError, StorageError
+from .log import LOG_DIR, ManifestLog, TableState, checkpoint_path, commit_path
+from .manifest import Commit
+
+_COMMIT = re.compile(r"^([0-9]{20})\.json$")
+_CHECKPOINT = re.compile(r"^([0-9]{20})\.checkpoint\.json$")
+
+
+@dataclass(frozen=True)
+class LogProblem:
+    path: str  # the log file concerned, relative to ROOT
+    problem: str  # log_gap | unreachable_commits | checkpoint_mismatch | corrupt_log_file
+    detail: str
+
+
+@dataclass(frozen=True)
+class LogCheck:
+    latest: int  # what readers find by probing
+    commits: tuple[int, ...]  # versions of the commit files on storage
+    checkpoints: tuple[int, ...]
+    problems: tuple[LogProblem, ...] = ()
+    #: Every path (and staged name) that a readable commit or checkpoint adds and
+    #: no later expire commit removes, whether readers can reach that commit or not.
+    referenced: frozenset[str] = field(default_factory=frozenset)
+
+
+def _canonical(doc: dict) -> dict:
+    """A checkpoint document with its lists in a fixed order (they come from dicts)."""
+    return {k: sorted(json.dumps(x, sort_keys=True) for x in v) if isinstance(v, list) else v
+            for k, v in doc.items()}
+
+
+def check_log(log: ManifestLog) -> LogCheck:
+    """List the log and compare it with what readers would conclude from it."""
+    names = [f.path.rsplit("/", 1)[-1] for f in log.storage.list(LOG_DIR, recursive=False)]
+    commits = sorted(int(m.group(1)) for m in map(_COMMIT.match, names) if m)
+    checkpoints = sorted(int(m.group(1)) for m in map(_CHECKPOINT.match, names) if m)
+    latest = log.latest_version()
+    problems: list[LogProblem] = []
+    referenced: set[str] = set()
+
+    # Gaps: a missing version is fine only below a checkpoint (log retention
+    # removes commits a checkpoint has folded); anywhere else it loses commits.
+    prev = 0
+    for v in commits:
+        if v > prev + 1 and not any(c >= v - 1 for c in checkpoints):
+            problems.append(LogProblem(commit_path(prev + 1), "log_gap",
+                                       f"versions {prev + 1}..{v - 1} are missing, but commit {v} exists"))
+        prev = v
+    beyond = [v for v in commits if v > latest]
+    if beyond:
+        problems.append(LogProblem(commit_path(beyond[0]), "unreachable_commits",
+                                   f"{len(beyond)} commit files ({beyond[0]}..{beyond[-1]}) lie beyond version "
+                                   f"{latest}, where readers stop; their files are never read"))
+    for c in checkpoints:
+        if c > (commits[-1] if commits else 0):
+            problems.append(LogProblem(checkpoint_path(c), "checkpoint_mismatch",
+                                       f"checkpoint {c} is newer than the newest commit"))
+
+    # Fold every commit, re-seeding from a checkpoint after a missing one, and
+    # compare the checkpoints readers start from (the newest, the hint's) with
+    # the fold of the commits before them. Older ones are not read: with a
+    # checkpoint every commit, reading them all costs O(versions x files).
+    present, cps = set(commits), set(checkpoints)
+    compare = {c for c in (checkpoints[-1] if checkpoints else 0, log.last_checkpoint()) if c in cps}
+    st: TableState | None = TableState(0) if 1 in present else None
+    for v in commits:
+        if st is None or st.version != v - 1:
+            st = _read_checkpoint(log, v - 1, problems, referenced) if v - 1 in cps else None
+        c = _read_commit(log, v, problems)
+        if c is None:
+            st = None
+            continue
+        for f in c.files:
+            referenced.add(f.path)
+            if f.staged:
+                referenced.add(f.staged)
+        for f in getattr(c, "removed", ()):  # a later expire commit takes them out again
+            referenced.discard(f.path)
+            if f.staged:
+                referenced.discard(f.staged)
+        if st is not None:
+            st = st.apply(c)
+        if v in compare:
+            cp = _read_checkpoint(log, v, problems, referenced)
+            if st is not None and cp is not None and _canonical(cp.to_json()) != _canonical(st.to_json()):
+                problems.append(LogProblem(checkpoint_path(v), "checkpoint_mismatch",
+                                           f"checkpoint {v} disagrees with the commits it folds"))
+    return LogCheck(latest, tuple(commits), tuple(checkpoints), tuple(problems), frozenset(referenced))
+
+
+def _read_commit(log: ManifestLog, v: int, problems: list[LogProblem]) -> Commit | None:
+    try:
+        return log.read_commit(v)
+    except (ManifestCorruptError, StorageError) as e:
+        problems.append(LogProblem(commit_path(v), "corrupt_log_file", str(e)))
+        return None
+
+
+def _read_checkpoint(log: ManifestLog, v: int, problems: list[LogProblem], referenced: set[str]) -> TableState | None:
+    try:
+        cp = log._read_checkpoint(v)
+    except (ManifestCorruptError, StorageError) as e:
+        problems.append(LogProblem(checkpoint_path(v), "corrupt_log_file", str(e)))
+        return None
+    for f in cp.files.values():
+        referenced.add(f.path)
+        if f.staged:
+            referenced.add(f.staged)
+    return cp

@@ -1,0 +1,269 @@
+"""Retention: expire old partitions (``trib expire``) and trim the log (``trib clean``).
+
+Expiring is two steps, like Delta's remove + VACUUM. One ``expire`` commit takes
+whole partitions' files out of the table: that commit is the commit point, and
+from then on no reader, consumer or ``verify`` counts them. Their bytes are
+deleted only once the removal is older than a grace period, so a reader that
+resolved its file list just before the commit can still read them.
+
+Only files that trib committed are removed. Files other tools put into an
+expired partition are not in the log, so removing them could not be recorded
+and a listing reader may still be delivering them: they are left alone and
+reported (``kept``), and their directory then stays.
+
+Log retention follows Delta's ``logRetentionDuration``: commit files older than
+the retention *and* below the newest checkpoint are deleted, oldest first, so
+the retained commits stay contiguous and every later version stays readable
+from that checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import random
+import time
+from dataclasses import dataclass
+
+from .errors import CommitConflictError, InvalidInputError, LogRetentionError, ManifestCorruptError
+from .log import (
+    LAST_CHECKPOINT, LOG_DIR, META_DIR, REMOVAL_MEMORY_MS, TableState, checkpoint_path, commit_path,
+    new_commit_id,
+)
+from .manifest import KIND_DATA, OP_EXPIRE, Commit, FileEntry
+from .storage import FileInfo, Storage
+from .table import Table
+
+#: A table-wide ``expire`` racing appends retries this long before giving up.
+EXPIRE_TIMEOUT_S = 120.0
+_COMMIT_NAME = len("00000000000000000000.json")
+
+
+@dataclass(frozen=True)
+class ExpirePlan:
+    """What one ``trib expire`` removes: partitions whose period ended before ``cutoff_ms``."""
+
+    cutoff_ms: int
+    directories: tuple[str, ...]
+    removed: tuple[FileEntry, ...]
+    #: Files in expired directories that no live commit lists; never deleted by expire.
+    kept: tuple[FileInfo, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"cutoff_ms": self.cutoff_ms, "directories": list(self.directories),
+                "removed": [f.to_json() for f in self.removed],
+                "kept": [{"path": k.path, "size": k.size, "mtime_ms": k.mtime_ms} for k in self.kept]}
+
+
+@dataclass(frozen=True)
+class ExpireResult:
+    plan: ExpirePlan
+    #: The expire commit's version; None when nothing was old enough or on a dry run.
+    version: int | None
+    #: Files of removals older than the grace period, deleted by this run (or that would be).
+    deleted: tuple[FileInfo, ...]
+    dry_run: bool
+
+    def to_json(self) -> dict:
+        return {"dry_run": self.dry_run, "version": self.version, **self.plan.to_json(),
+                "deleted": [{"path": d.path, "size": d.size} for d in self.deleted]}
+
+
+@dataclass(frozen=True)
+class LogCleanup:
+    """Log files removed (or that would be) by log retention."""
+
+    checkpoint: int
+    oldest_retained: int
+    commits: tuple[int, ...] = ()
+    checkpoints: tuple[int, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"checkpoint": self.checkpoint, "oldest_retained": self.oldest_retained,
+                "commits": list(self.commits), "checkpoints": list(self.checkpoints)}
+
+
+def plan_expire(table: Table, state: TableState, older_than_ms: int, now_ms: int,
+                listed: list[FileInfo] | None = None) -> ExpirePlan:
+    """Every live data file in a layout directory whose period ended at or before now - older_than."""
+    if older_than_ms < 0:
+        raise InvalidInputError("--older-than must not be negative")
+    cutoff = now_ms - older_than_ms
+    layout = table.layout
+    expired: dict[str, bool] = {}
+
+    def is_expired(d: str) -> bool:
+        if d not in expired:
+            p = layout.try_parse(d) if d and not d.startswith(META_DIR) else None
+            expired[d] = p is not None and p.end_ms <= cutoff
+        return expired[d]
+
+    removed = [e for e in state.files.values()
+               if e.kind == KIND_DATA and is_expired(posixpath.dirname(e.path))]
+    removed.sort(key=lambda e: e.path)
+    dirs = sorted({posixpath.dirname(e.path) for e in removed})
+    kept: list[FileInfo] = []
+    if listed is not None:
+        known = set(state.files) | set(state.removed)
+        known |= {e.staged for e in state.files.values() if e.staged}
+        known |= {r.entry.staged for r in state.removed.values() if r.entry.staged}
+        kept = sorted((f for f in listed if f.path not in known and is_expired(posixpath.dirname(f.path))),
+                      key=lambda f: f.path)
+    return ExpirePlan(cutoff, tuple(dirs), tuple(removed), tuple(kept))
+
+
+def expire(table: Table, older_than_ms: int, grace_ms: int, *, dry_run: bool = False,
+           now_ms: int | None = None) -> ExpireResult:
+    """Record the removal of expired partitions in one commit, then delete what is past the grace.
+
+    A lost race re-plans on the new latest state instead of committing a stale
+    plan: the winner may have added files to an expired hour (late data) or
+    removed some already. An unknown commit outcome raises
+    CommitStateUnknownError; nothing has been deleted then, and rerunning is safe
+    because an already-removed file is not removed twice.
+    """
+    check_grace(grace_ms)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    log = table.log
+    listed = table.storage.list()
+    deadline = time.monotonic() + EXPIRE_TIMEOUT_S
+    version = None
+    losses = 0
+    while True:
+        state = log.state()
+        plan = plan_expire(table, state, older_than_ms, now, listed)
+        if dry_run or not plan.removed:
+            break
+        commit = Commit(version=state.version + 1, timestamp_ms=int(time.time() * 1000), files=(),
+                        operation=OP_EXPIRE, writer="expire", commit_id=new_commit_id("expire"),
+                        removed=plan.removed)
+        # The log's own create-if-absent and read-back of the slot (see ManifestLog.commit).
+        if log._claim(commit) is None:
+            log._maybe_checkpoint(commit.version)
+            version = commit.version
+            break
+        losses += 1
+        if time.monotonic() >= deadline:
+            raise CommitConflictError(f"expire gave up after {losses} lost commit races; run it again")
+        time.sleep(random.uniform(0, min(0.25, 0.001 * 2 ** min(losses, 8))))
+    # The clock is read again: with --grace 0s the commit just made is past its grace.
+    deleted = delete_removed(table, grace_ms, dry_run=dry_run, now_ms=now_ms)
+    return ExpireResult(plan, version, tuple(deleted), dry_run)
+
+
+def check_grace(grace_ms: int) -> None:
+    if grace_ms < 0:
+        raise InvalidInputError("grace period must be >= 0")
+    if grace_ms >= REMOVAL_MEMORY_MS:
+        raise InvalidInputError(
+            f"grace period must be shorter than {REMOVAL_MEMORY_MS // 86_400_000} days, the time a table "
+            "remembers removed files")
+
+
+def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
+                   now_ms: int | None = None) -> list[FileInfo]:
+    """Delete the files of removals recorded at least ``grace_ms`` ago (both names under rename).
+
+    The state is read right here, so a path committed again after its removal
+    (it is live again) is never deleted.
+    """
+    if grace_ms < 0:
+        raise InvalidInputError("grace period must be >= 0")
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    storage = table.storage
+    state = table.log.state()
+    live = set(state.files) | {e.staged for e in state.files.values() if e.staged}
+    victims: list[FileInfo] = []
+    for r in sorted(state.removed.values(), key=lambda r: r.entry.path):
+        if r.timestamp_ms > now - grace_ms:
+            continue
+        for p in (r.entry.path, r.entry.staged):
+            if p and p not in live:
+                info = storage.info(p)
+                if info is not None and not info.is_dir and not storage.links([p]):
+                    victims.append(info)  # a symbolic link is never deleted through
+    if not dry_run:
+        for v in victims:
+            storage.delete(v.path)
+        for d in sorted({posixpath.dirname(v.path) for v in victims}, reverse=True):
+            _remove_empty_dirs(storage, d)
+    return victims
+
+
+def _remove_empty_dirs(storage: Storage, d: str) -> None:
+    """Remove ``d`` and its parents while they are empty, so the partition is gone for listings.
+
+    Never recursive: a local ``rmdir`` fails on a directory that is not empty,
+    and on S3 only the directory marker object is deleted, so a file a writer
+    puts there concurrently survives either way.
+    """
+    while d and not d.startswith(META_DIR):
+        try:
+            if storage.scheme == "file":
+                os.rmdir(storage.abspath(d))
+            elif storage.scheme == "s3":
+                if storage.list(d) or storage.list_dirs(d):
+                    return
+                key = storage.abspath(d)[len(storage.bucket) + 1:] + "/"
+                storage.client().delete_object(Bucket=storage.bucket, Key=key)
+            else:
+                return
+        except OSError:
+            return
+        except Exception:  # noqa: BLE001 - an empty directory left behind costs nothing
+            return
+        d = posixpath.dirname(d)
+
+
+def clean_log(table: Table, retention_ms: int | None = None, *, dry_run: bool = False,
+              now_ms: int | None = None) -> LogCleanup:
+    """Delete commit files older than the retention and below the newest checkpoint.
+
+    The checkpoint hint is first made to name that checkpoint (or a newer one),
+    so no reader starts below the commits that remain. Superseded checkpoints
+    go too once no retained commit follows them.
+    """
+    retention = table.config.log_retention_ms if retention_ms is None else retention_ms
+    if retention < 0:
+        raise InvalidInputError("log retention must be >= 0")
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    storage, log = table.storage, table.log
+    commits: dict[int, FileInfo] = {}
+    cps: dict[int, FileInfo] = {}
+    for f in storage.list(LOG_DIR, recursive=False):
+        name = f.path.rsplit("/", 1)[-1]
+        if not name[:20].isdigit():
+            continue
+        if len(name) == _COMMIT_NAME and name.endswith(".json"):
+            commits[int(name[:20])] = f
+        elif name == f"{name[:20]}.checkpoint.json":
+            cps[int(name[:20])] = f
+    newest = 0
+    for v in sorted(cps, reverse=True):
+        if v not in commits:
+            continue  # a checkpoint without its commit is not trusted to fold anything
+        try:
+            log._read_checkpoint(v)
+        except (ManifestCorruptError, LogRetentionError):
+            continue
+        newest = v
+        break
+    if not newest:
+        return LogCleanup(0, min(commits, default=0))
+    cutoff = now - retention
+    gone: list[int] = []
+    for v in sorted(commits):
+        if v >= newest or commits[v].mtime_ms > cutoff:
+            break  # only a prefix: the retained commits stay contiguous
+        gone.append(v)
+    oldest = gone[-1] + 1 if gone else min(commits)
+    old_cps = [k for k in sorted(cps) if k < newest and k + 1 < oldest and cps[k].mtime_ms <= cutoff]
+    if not dry_run and (gone or old_cps):
+        if log.last_checkpoint() < newest:
+            storage.write(LAST_CHECKPOINT, json.dumps({"version": newest}).encode())
+        for v in gone:
+            storage.delete(commit_path(v))
+        for k in old_cps:
+            storage.delete(checkpoint_path(k))
+    return LogCleanup(newest, oldest, tuple(gone), tuple(old_cps))

@@ -1,0 +1,153 @@
+"""Tables over foreign data: which files the manifest tracks, and which a listing does.
+
+A trib table's directory may also hold files other tools write (Flume, rsync,
+Flink): that is how a directory is adopted, with ``trib table create`` over it
+for its stored layout (``partitions sync``). The table's ``tracking`` property
+(table.json) says how readers find each kind:
+
+* ``manifest``: the log only. Visible files it does not list are *untracked*.
+* ``listing``: a listing only. Commits in the log are untracked.
+* ``both``: trib-written files by the log, every other file by listing.
+
+Under ``listing`` and ``both`` the split is by *name* (:func:`is_written`),
+never by asking the log: each file is then classified the same way by every
+run, whatever was committed when, so no file can come both ways. A trib-named
+file that a listing sees is committed (the manifest delivers it, in a later plan
+if it was committed after the plan read the log) or an orphan (``trib clean``'s
+business); a listing never delivers it. A file another writer commits under a
+non-trib name into a ``both`` table is delivered by listing, like any foreign file.
+
+Untracked data is never a silent "0 files" (:func:`check_untracked`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence, TypeVar
+
+from .layout import Layout
+from .listing import PartitionFilter, is_hidden_name, scan
+from .storage import Storage
+from .writer import WRITTEN_NAME
+
+#: Directories of a non-empty manifest answer listed to look for untracked files.
+PROBE_DIRS = 32
+EXAMPLES = 3
+
+_P = TypeVar("_P")
+
+
+def is_written(path: str) -> bool:
+    """Whether a file's name is one trib's writers produce (data, dead letter or staged)."""
+    name = path.rpartition("/")[2]
+    return name[:1] in ("p", "d", ".") and WRITTEN_NAME.match(name) is not None
+
+
+def foreign(files: Iterable[_P]) -> list[_P]:
+    """The files (anything with a ``path``) not named like trib's writers name theirs."""
+    return [f for f in files if not is_written(f.path)]  # type: ignore[attr-defined]
+
+
+def written(files: Iterable[_P]) -> list[_P]:
+    return [f for f in files if is_written(f.path)]  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Untracked:
+    """Data a table holds that this answer does not return, and how to get it.
+
+    ``unit`` is ``files`` (visible files the log does not list, found by a
+    listing of ``scope``) or ``commits`` (log versions a listing-only read skips).
+    """
+
+    count: int
+    unit: str
+    scope: str
+    examples: tuple[str, ...]
+    fix: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "unit": self.unit, "scope": self.scope, "examples": list(self.examples),
+                "fix": self.fix}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Untracked:
+        return cls(int(d["count"]), str(d["unit"]), str(d["scope"]), tuple(d.get("examples") or ()), str(d["fix"]))
+
+    def message(self) -> str:
+        if self.unit == "commits":
+            what = f"the table's log holds {self.count} commits of trib-written files"
+        else:
+            eg = f" (e.g. {self.examples[0]})" if self.examples else ""
+            what = f"{self.count} files in the {self.scope} are not tracked by the table's manifest{eg}"
+        return f"warning: {what} and were not returned; {self.fix}"
+
+
+def _fix(uri: str, tracking: str, asked: str) -> str:
+    if tracking == "both":
+        return f"drop --mode {asked}: the table tracks both"
+    return f"to read them too: trib table set {uri} --tracking both"
+
+
+def find_foreign(storage: Storage, layout: Layout,
+                 partitions: PartitionFilter | None = None) -> tuple[list[str], int]:
+    """Visible files not named like trib's, and how many more lie outside the layout's directories.
+
+    A full listing (pruned to ``partitions``): what the create-time detection
+    and the empty-answer check cost.
+    """
+    listing = scan(storage, layout, partitions=partitions)
+    paths = sorted(f.path for f in listing.files if not is_written(f.path))
+    outside = sum(1 for s in listing.skipped if not is_written(s.path))
+    return paths, outside
+
+
+def _probe(storage: Storage, dirs: Sequence[str]) -> list[str]:
+    out = []
+    for d in dirs:
+        for f in storage.list(d, recursive=False):
+            name = f.path.rpartition("/")[2]
+            if not is_hidden_name(name) and not is_written(f.path):
+                out.append(f.path)
+    return sorted(out)
+
+
+def check_untracked(table, answer: Sequence, *, tracking: str, asked: str = "auto",
+                    partitions: PartitionFilter | None = None) -> Untracked | None:
+    """What a ``tracking``-only answer on ``table`` leaves out, or None.
+
+    When to list, so an hourly job pays little: a manifest answer that is empty
+    costs a listing of the table (or of ``partitions``), the same as one
+    listing-consumer run; a non-empty one costs a listing of at most
+    :data:`PROBE_DIRS` of the partition directories it touches, so foreign files
+    written into the same hours are reported, and those elsewhere are reported by
+    the next empty answer. A listing answer costs a few existence checks of the
+    log. Paths the log lists (committed or expired) are never counted.
+    """
+    uri = table.uri
+    fix = _fix(uri, table.config.tracking, asked)
+    if tracking == "listing":
+        latest = table.log.latest_version()
+        return Untracked(latest, "commits", "log", (), fix) if latest else None
+    if answer:
+        dirs = sorted({f.path.rpartition("/")[0] for f in answer if "/" in f.path})[:PROBE_DIRS]
+        found, scope = _probe(table.storage, dirs), "partitions of the answer"
+    else:
+        found, _ = find_foreign(table.storage, table.layout, partitions)  # outside the layout: never readable
+        scope = "requested partitions" if partitions is not None else "table"
+    if found:  # rare: only now is the log read whole, for files committed under foreign names
+        state = table.log.state()
+        known = set(state.files) | set(getattr(state, "removed", {}) or {})
+        found = [p for p in found if p not in known]
+    if not found:
+        return None
+    return Untracked(len(found), "files", scope, tuple(found[:EXAMPLES]), fix)
+
+
+def detect(storage: Storage, layout: Layout) -> tuple[str, list[str], int]:
+    """The tracking ``trib table create`` picks for a directory: ``both`` if it holds foreign files.
+
+    Returns (tracking, foreign files in the layout, files outside the layout).
+    """
+    found, outside = find_foreign(storage, layout)
+    return ("both" if found else "manifest"), found, outside
