@@ -109,6 +109,9 @@ def test_expire_records_one_commit_and_everyone_agrees(any_root, tmp_path):
     assert files(root, "--since-version", "0", "--until-version", "1") == live
     hist = trib_json("files", str(root), "--mode", "manifest", "--since-version", "0", "--until-version", "1")
     assert sorted(s["path"] for s in hist["skipped"]) == sorted(old)  # said, not silently dropped
+    # A commit-time window holding only the ingest commit: the later expire still decides.
+    c1 = log[0]["timestamp_ms"]
+    assert files(root, "--start", str(c1), "--end", str(c1)) == live
 
     # verify: removed files are neither missing nor orphans while they wait for the grace.
     v = trib_json("verify", str(root))

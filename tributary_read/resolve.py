@@ -318,7 +318,9 @@ def _range_entries(log, commits, complete: bool, pfilter: PartitionFilter | None
     """
     added: dict[str, tuple] = {}
     removed_at: dict[str, int | None] = {}
+    end = 0
     for c in commits:
+        end = c.version
         for e in c.files:
             added[e.path] = (e, c.version)
             removed_at.pop(e.path, None)
@@ -326,14 +328,34 @@ def _range_entries(log, commits, complete: bool, pfilter: PartitionFilter | None
             if e.path in added:
                 removed_at[e.path] = c.version
     if not complete and len(removed_at) < len(added):
-        live = log.state().files
-        removed_at.update({p: None for p in added if p not in live and p not in removed_at})
+        removed_at.update(_removed_later(log, end, added, removed_at))
     entries = [x for p, x in added.items() if p not in removed_at]
     skipped = tuple(
         Skipped(p, "removed by trib expire" + (f" at version {v}" if v else " (a later version)"), added[p][0].size)
         for p, v in sorted(removed_at.items())
         if added[p][0].kind == KIND_DATA and (pfilter is None or pfilter.matches(added[p][0].partition)))
     return entries, skipped
+
+
+def _removed_later(log, end: int, added: Mapping[str, tuple], removed_at: Mapping) -> dict[str, int | None]:
+    """Files of ``added`` that commits after version ``end`` removed (path -> version, None if unknown).
+
+    Reads whichever is cheaper: the few commits after ``end`` (the newest hour
+    of a long log has almost none), or the latest state (a checkpoint plus its
+    tail) once more than a checkpoint interval of commits follow.
+    """
+    latest = log.latest_version(start=end) if end else log.latest_version()
+    if latest - end <= log.checkpoint_interval:
+        later: dict[str, int | None] = {}
+        for c in log.commits(end, latest):
+            for e in c.files:
+                later.pop(e.path, None)  # added again after its removal: live
+            for e in c.removed:
+                if e.path in added and e.path not in removed_at:
+                    later[e.path] = c.version
+        return later
+    live = log.state().files
+    return {p: None for p in added if p not in live and p not in removed_at}
 
 
 def manifest_files(table: Table, since_version: int = 0, until_version: int | None = None,
