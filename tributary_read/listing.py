@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable, Mapping, NamedTuple
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 
 from .errors import InvalidInputError, InvalidLayoutError
@@ -455,21 +454,10 @@ class _Collector:
                 d, _, name = f.path.rpartition("/")
                 probes.append(f"{d}/{VALID_LENGTH_PREFIX}{name}{VALID_LENGTH_SUFFIX}" if d
                               else f"{VALID_LENGTH_PREFIX}{name}{VALID_LENGTH_SUFFIX}")
-            for rel, info in zip(probes, _stat_many(self.storage, probes)):
-                if info.type == FILE:
+            for rel, info in zip(probes, self.storage.stat_many(probes)):
+                if info is not None and not info.is_dir:
                     self._sidecar(rel)
         self.batches.clear()
-
-
-def _stat_many(storage: Storage, rels: list[str]) -> list[pafs.FileInfo]:
-    from .errors import StorageError
-
-    if not rels:
-        return []
-    try:
-        return storage.fs.get_file_info([storage.abspath(r) for r in rels])
-    except (OSError, pa.ArrowException) as e:
-        raise StorageError(f"cannot stat files under {storage.uri}: {str(e).splitlines()[0]}") from e
 
 
 def _ns_bounds(w: TimeWindow) -> tuple[int, int]:
