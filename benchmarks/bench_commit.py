@@ -37,9 +37,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import WorkDir, fs_type, machine_info, md_table, percentile  # noqa: E402
 
-from tributary_read.layout import Layout  # noqa: E402
-from tributary_read.manifest import FileEntry, Transaction  # noqa: E402
-from tributary_read.table import Table, TableConfig  # noqa: E402
+from tributary_read.table.layout import Layout  # noqa: E402
+from tributary_read.table.manifest import FileEntry, Transaction  # noqa: E402
+from tributary_read.table.config import Table, TableConfig  # noqa: E402
 
 LAYOUT = Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
 BUCKET = "trib-bench"

@@ -45,8 +45,8 @@ from tributary_read.hive import services  # noqa: E402
 from tributary_read.hive.hs2 import Hs2Metastore  # noqa: E402
 from tributary_read.hive.metastore import TableName, render  # noqa: E402
 from tributary_read.hive.sync import SyncOptions, sync  # noqa: E402
-from tributary_read.layout import Layout  # noqa: E402
-from tributary_read.table import Table, TableConfig  # noqa: E402
+from tributary_read.table.layout import Layout  # noqa: E402
+from tributary_read.table.config import Table, TableConfig  # noqa: E402
 
 LAYOUT = Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -86,7 +86,7 @@ def count_partitions(ms: Hs2Metastore, t: TableName) -> int:
 def cli_sync(root: Path, t: TableName, port: int) -> tuple[float, dict]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "cli.main", "partitions", "sync", str(root), "--hive-table", str(t),
+    p = subprocess.run([sys.executable, "-m", "tributary_read.cli.main", "partitions", "sync", str(root), "--hive-table", str(t),
                         "--metastore", f"hs2://127.0.0.1:{port}?user=trib", "--json"],
                        capture_output=True, text=True, env=env, cwd=REPO)
     wall = time.perf_counter() - t0

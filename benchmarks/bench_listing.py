@@ -39,18 +39,18 @@ from _common import REPO, WorkDir, fs_type, machine_info, md_table, median  # no
 
 import pyarrow.fs as pafs  # noqa: E402
 
-from tributary_read.consumer import Consumer  # noqa: E402
-from tributary_read.layout import Layout  # noqa: E402
-from tributary_read.log import LAST_CHECKPOINT, checkpoint_path, commit_path  # noqa: E402
-from tributary_read.manifest import Commit, FileEntry  # noqa: E402
-from tributary_read.resolve import Source, resolve  # noqa: E402
-from tributary_read.table import Table, TableConfig  # noqa: E402
-from tributary_read.window import TimeWindow  # noqa: E402
+from tributary_read.read.consumer import Consumer  # noqa: E402
+from tributary_read.table.layout import Layout  # noqa: E402
+from tributary_read.table.log import LAST_CHECKPOINT, checkpoint_path, commit_path  # noqa: E402
+from tributary_read.table.manifest import Commit, FileEntry  # noqa: E402
+from tributary_read.read.resolve import Source, resolve  # noqa: E402
+from tributary_read.table.config import Table, TableConfig  # noqa: E402
+from tributary_read.read.window import TimeWindow  # noqa: E402
 
 LAYOUT = Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
 H = 3_600_000
 END = 1_592_956_800_000  # 2020-06-24T00:00:00Z: the tree's newest hour ends here
-TRIB = [sys.executable, "-m", "cli.main"]
+TRIB = [sys.executable, "-m", "tributary_read.cli.main"]
 
 
 def iso(ms: int) -> str:

@@ -43,9 +43,9 @@ from _common import WorkDir, fmt_int, fs_type, machine_info, md_table, median  #
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from tributary_read.layout import Layout  # noqa: E402
-from tributary_read.table import Table, TableConfig  # noqa: E402
-from tributary_read.writer import TableWriter  # noqa: E402
+from tributary_read.table.layout import Layout  # noqa: E402
+from tributary_read.table.config import Table, TableConfig  # noqa: E402
+from tributary_read.write.writer import TableWriter  # noqa: E402
 
 LAYOUT = Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
 BASE_MS = 1_717_200_000_000  # 2024-06-01T00:00:00Z

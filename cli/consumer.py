@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import click
 
-from tributary_read.consumer import Consumer, list_consumers
+from tributary_read.read.consumer import Consumer, list_consumers
 
 from .context import TribState, emit, json_option, pass_state
 from .files import listing_progress, open_source

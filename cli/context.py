@@ -11,7 +11,7 @@ from typing import Any, Callable
 import click
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.table import Table, load_config, resolve_table
+from tributary_read.table.config import Table, load_config, resolve_table
 
 
 @dataclass

@@ -11,8 +11,8 @@ from datetime import timezone as dt_timezone
 import click
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.resolve import MODES, Source, plain_layout, resolve
-from tributary_read.window import TimeWindow, parse_instant
+from tributary_read.read.resolve import MODES, Source, plain_layout, resolve
+from tributary_read.read.window import TimeWindow, parse_instant
 
 from .context import TribState, emit, json_option, parse_duration_ms, pass_state
 
@@ -166,7 +166,7 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
     plan = None
     with listing_progress(state, src.uri, quiet) as progress:
         if consumer is not None:
-            from tributary_read.consumer import Consumer
+            from tributary_read.read.consumer import Consumer
 
             c = Consumer(src, consumer, state_dir, options)
             plan = c.plan(mode=mode, lookback_ms=lookback_ms, min_age_ms=min_age_ms, full_scan=full_scan,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from tributary_read.errors import MetastoreError
-from tributary_read.hive import services
+from tributary_read.services import hive as services
 
 from .context import emit, json_option
 

@@ -9,9 +9,9 @@ import sys
 import click
 
 from tributary_read.hive.commit import committer_for
-from tributary_read.ingest import ON_BAD_RECORD, Interrupted, TimeSpec, stop_on_signals
-from tributary_read.ingest import ingest as run_ingest
-from tributary_read.table import PROTOCOLS, RollPolicy, parse_size
+from tributary_read.write.ingest import ON_BAD_RECORD, Interrupted, TimeSpec, stop_on_signals
+from tributary_read.write.ingest import ingest as run_ingest
+from tributary_read.table.config import PROTOCOLS, RollPolicy, parse_size
 
 from .context import Duration, TribState, emit, json_option, pass_state
 

@@ -6,11 +6,11 @@ from datetime import datetime, timezone
 
 import click
 
-from tributary_read.ingest import recover as run_recover
-from tributary_read.maintenance import clean as run_clean
-from tributary_read.maintenance import verify as run_verify
-from tributary_read.retention import clean_log, delete_removed
-from tributary_read.retention import expire as run_expire
+from tributary_read.write.ingest import recover as run_recover
+from tributary_read.table.maintenance import clean as run_clean
+from tributary_read.table.maintenance import verify as run_verify
+from tributary_read.table.retention import clean_log, delete_removed
+from tributary_read.table.retention import expire as run_expire
 
 from .context import Duration, TribState, echo_capped, emit, json_option, pass_state
 

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import click
 
-from tributary_read.formats import COMPRESSIONS, FORMATS
-from tributary_read.layout import Layout
-from tributary_read.storage import open_storage
-from tributary_read.table import PROTOCOLS, TRACKINGS, RollPolicy, Table, TableConfig, parse_size
-from tributary_read.tracking import find_foreign
+from tributary_read.io.formats import COMPRESSIONS, FORMATS
+from tributary_read.table.layout import Layout
+from tributary_read.io.storage import open_storage
+from tributary_read.table.config import PROTOCOLS, TRACKINGS, RollPolicy, Table, TableConfig, parse_size
+from tributary_read.read.tracking import find_foreign
 
 from .context import Duration, TribState, emit, json_option, pass_state
 

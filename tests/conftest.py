@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-TRIB = [sys.executable, "-m", "cli.main"]
+TRIB = [sys.executable, "-m", "tributary_read.cli.main"]
 
 
 def _free_port() -> int:
@@ -134,7 +134,7 @@ def hive_services(tmp_path_factory):
     Starting a pair costs ~25 s and two JVMs, so tests share this one.
     """
     from tributary_read.errors import TributaryError
-    from tributary_read.hive import services
+    from tributary_read.services import hive as services
 
     root = str(tmp_path_factory.mktemp("hive"))
     hms_port, hs2_port = _free_ports(2)

@@ -10,7 +10,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from tributary_read.layout import Layout
+from tributary_read.table.layout import Layout
 
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 PARTITION = "dt={yyyy}{MM}{dd}{HH}"

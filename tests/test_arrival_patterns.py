@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_trib
-from tributary_read.resolve import resolve
-from tributary_read.window import TimeWindow
+from tributary_read.read.resolve import resolve
+from tributary_read.read.window import TimeWindow
 
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 H = 3_600_000
@@ -172,8 +172,8 @@ def _cli_json(*args: str) -> dict:
 
 def _ingest(sim: Sim, run: int, version: int) -> tuple[list[str], int]:
     """A real ``trib ingest`` of records whose event times lie in the last 3 simulated hours."""
-    from tributary_read.resolve import manifest_files
-    from tributary_read.table import Table
+    from tributary_read.read.resolve import manifest_files
+    from tributary_read.table.config import Table
 
     src = sim.root.parent / "source.jsonl"
     rng = random.Random(run)

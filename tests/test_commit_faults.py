@@ -16,12 +16,12 @@ import time
 import pytest
 
 from tributary_read.errors import CommitConflictError, CommitStateUnknownError, StorageError
-from tributary_read.layout import Layout
-from tributary_read.log import commit_path
-from tributary_read.manifest import Commit, FileEntry, Transaction
-from tributary_read.storage import LocalStorage, open_storage
-from tributary_read.table import Table, TableConfig
-from tributary_read.writer import TableWriter
+from tributary_read.table.layout import Layout
+from tributary_read.table.log import commit_path
+from tributary_read.table.manifest import Commit, FileEntry, Transaction
+from tributary_read.io.storage import LocalStorage, open_storage
+from tributary_read.table.config import Table, TableConfig
+from tributary_read.write.writer import TableWriter
 
 from conftest import TRIB, run_trib
 from faultproxy import FaultProxy

@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO, TRIB, run_trib
 from helpers import LAYOUT, PARTITION, make_source
 
-from tributary_read.table import Table
+from tributary_read.table.config import Table
 
 
 def _run_concurrently(root, sources, env=None):

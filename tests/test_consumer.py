@@ -16,10 +16,10 @@ import pytest
 from conftest import run_trib
 from helpers import put
 from tributary_read import FileEntry, Layout, Table, TableConfig
-from tributary_read.consumer import Consumer, list_consumers
+from tributary_read.read.consumer import Consumer, list_consumers
 from tributary_read.errors import CommitConflictError, PendingPlanError, StalePlanError, TributaryError
-from tributary_read.resolve import Source
-from tributary_read.storage import open_storage
+from tributary_read.read.resolve import Source
+from tributary_read.io.storage import open_storage
 
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 PARTITION = "dt={yyyy}{MM}{dd}{HH}"

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from tributary_read.storage import open_storage
+from tributary_read.io.storage import open_storage
 
 from conftest import TRIB, run_trib
 from helpers import (

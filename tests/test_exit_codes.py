@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, TRIB, run_trib
 from helpers import LAYOUT, PARTITION, assert_exactly_once, committed_records, make_source, snapshot
 
-from tributary_read.storage import open_storage
+from tributary_read.io.storage import open_storage
 
 COMMIT1 = "_tributary/log/00000000000000000001.json"
 DEEP = '{"format":"tributary-manifest","format_version":1,"x":' + "[" * 100_000 + "]" * 100_000 + "}"

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 import pytest
 
 from conftest import _free_ports, run_trib
-from tributary_read.hive import services
+from tributary_read.services import hive as services
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -36,7 +36,7 @@ def test_arrival_time_without_time_field(tmp_path):
     src = make_source(tmp_path / "s.jsonl", 50)
     before = time.time()
     run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", check=True)
-    from tributary_read.layout import Layout
+    from tributary_read.table.layout import Layout
 
     lay = Layout(LAYOUT, PARTITION)
     allowed = {lay.for_time(int(t * 1000)).path for t in (before, time.time())}

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tributary_read.errors import InvalidLayoutError
-from tributary_read.layout import Layout, PartitionCache, PartitionDir
+from tributary_read.table.layout import Layout, PartitionCache, PartitionDir
 
 HOUR = 3_600_000
 DAY = 24 * HOUR

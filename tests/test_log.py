@@ -7,10 +7,10 @@ import json
 import pytest
 
 from tributary_read.errors import CommitConflictError, ManifestCorruptError
-from tributary_read.layout import Layout
-from tributary_read.log import LAST_CHECKPOINT, checkpoint_path, commit_path
-from tributary_read.manifest import Commit, FileEntry, Transaction
-from tributary_read.table import Table, TableConfig
+from tributary_read.table.layout import Layout
+from tributary_read.table.log import LAST_CHECKPOINT, checkpoint_path, commit_path
+from tributary_read.table.manifest import Commit, FileEntry, Transaction
+from tributary_read.table.config import Table, TableConfig
 
 from helpers import LAYOUT, PARTITION
 

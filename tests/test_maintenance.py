@@ -9,10 +9,10 @@ import time
 from conftest import run_trib
 from helpers import LAYOUT, PARTITION, make_source, snapshot
 
-from tributary_read.layout import Layout
-from tributary_read.manifest import Transaction
-from tributary_read.table import Table, TableConfig
-from tributary_read.writer import TableWriter
+from tributary_read.table.layout import Layout
+from tributary_read.table.manifest import Transaction
+from tributary_read.table.config import Table, TableConfig
+from tributary_read.write.writer import TableWriter
 
 
 def _create(root, *extra):
@@ -135,7 +135,7 @@ def test_parquet_and_gzip_tables(tmp_path):
 def test_roll_by_records_and_size(tmp_path):
     root = str(tmp_path / "t")
     t = Table.create(root, TableConfig(Layout(LAYOUT, PARTITION)))
-    from tributary_read.table import RollPolicy
+    from tributary_read.table.config import RollPolicy
 
     w = TableWriter(t, roll=RollPolicy(max_bytes=0, max_records=7, inactivity_s=0))
     for i in range(20):
@@ -151,7 +151,7 @@ def test_roll_by_records_and_size(tmp_path):
 
 def test_roll_by_inactivity(tmp_path):
     t = Table.create(str(tmp_path / "t"), TableConfig(Layout(LAYOUT, PARTITION)))
-    from tributary_read.table import RollPolicy
+    from tributary_read.table.config import RollPolicy
 
     now = [0.0]
     w = TableWriter(t, roll=RollPolicy(max_bytes=0, max_records=0, inactivity_s=30), clock=lambda: now[0])

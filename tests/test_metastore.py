@@ -24,7 +24,7 @@ from tributary_read.hive.metastore import (
     stats_from,
 )
 from tributary_read.hive.sync import PartitionMapper
-from tributary_read.layout import Layout
+from tributary_read.table.layout import Layout
 
 
 

@@ -16,8 +16,8 @@ import pytest
 from conftest import run_trib
 from helpers import LAYOUT, PARTITION
 
-from tributary_read.manifest import KIND_DATA, KIND_DEAD_LETTER
-from tributary_read.table import Table
+from tributary_read.table.manifest import KIND_DATA, KIND_DEAD_LETTER
+from tributary_read.table.config import Table
 
 T0 = 1_592_960_400_000  # 2020-06-24T01:00:00Z
 

@@ -18,8 +18,8 @@ from conftest import hs2_connect, run_trib
 from helpers import LAYOUT, PARTITION
 from tributary_read.hive.metastore import TableName, same_location
 from tributary_read.hive.sync import STATE_DIR, StateStore, SyncOptions, sync
-from tributary_read.layout import Layout
-from tributary_read.table import Table, TableConfig
+from tributary_read.table.layout import Layout
+from tributary_read.table.config import Table, TableConfig
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 LAY = Layout(LAYOUT, PARTITION)

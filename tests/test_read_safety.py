@@ -18,7 +18,7 @@ import pytest
 from conftest import run_trib
 from helpers import LAYOUT, PARTITION, make_source, snapshot
 
-from tributary_read.window import TimeWindow
+from tributary_read.read.window import TimeWindow
 
 H = 3_600_000
 

@@ -15,11 +15,11 @@ from conftest import run_trib
 from helpers import put
 from tributary_read import FileEntry, Layout, Table, TableConfig
 from tributary_read.errors import InvalidInputError
-from tributary_read.layout import parse_timezone
-from tributary_read.listing import PartitionFilter, candidate_dirs, parse_valid_length, scan
-from tributary_read.resolve import FileSet, Source, resolve
-from tributary_read.storage import open_storage
-from tributary_read.window import TimeWindow, floor_to_period, parse_instant
+from tributary_read.table.layout import parse_timezone
+from tributary_read.read.listing import PartitionFilter, candidate_dirs, parse_valid_length, scan
+from tributary_read.read.resolve import FileSet, Source, resolve
+from tributary_read.io.storage import open_storage
+from tributary_read.read.window import TimeWindow, floor_to_period, parse_instant
 
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 PARTITION = "dt={yyyy}{MM}{dd}{HH}"

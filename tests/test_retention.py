@@ -14,12 +14,12 @@ from pathlib import Path
 from conftest import run_trib
 from helpers import LAYOUT, PARTITION, put, snapshot
 
-from tributary_read.layout import Layout
-from tributary_read.listing import scan
-from tributary_read.manifest import Transaction
-from tributary_read.storage import open_storage
-from tributary_read.table import Table
-from tributary_read.writer import TableWriter
+from tributary_read.table.layout import Layout
+from tributary_read.read.listing import scan
+from tributary_read.table.manifest import Transaction
+from tributary_read.io.storage import open_storage
+from tributary_read.table.config import Table
+from tributary_read.write.writer import TableWriter
 
 H = 3_600_000
 OLD_DIRS = 5

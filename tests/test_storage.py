@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from tributary_read.errors import InvalidInputError, StorageError
-from tributary_read.storage import LocalStorage, S3Storage, open_storage, safe_relpath
+from tributary_read.io.storage import LocalStorage, S3Storage, open_storage, safe_relpath
 
 SLACK_MS = 5_000  # clock skew allowed for mtimes (S3 reports whole seconds)
 

@@ -17,10 +17,10 @@ import pytest
 from conftest import run_trib
 from helpers import put
 from tributary_read import FileEntry, Layout, Table, TableConfig, TableWriter
-from tributary_read.consumer import Consumer
+from tributary_read.read.consumer import Consumer
 from tributary_read.errors import InvalidInputError
-from tributary_read.resolve import Source, resolve
-from tributary_read.tracking import is_written
+from tributary_read.read.resolve import Source, resolve
+from tributary_read.read.tracking import is_written
 
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 PARTITION = "dt={yyyy}{MM}{dd}{HH}"

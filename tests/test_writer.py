@@ -11,7 +11,7 @@ import pytest
 from conftest import run_trib
 
 from tributary_read import BadRecordError, InvalidInputError, Layout, RollPolicy, Table, TableConfig, TableWriter
-from tributary_read.storage import open_storage
+from tributary_read.io.storage import open_storage
 
 H = 3_600_000
 LAYOUT = Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")

@@ -17,18 +17,18 @@ __version__ = "0.1.0"
 
 #: public name -> submodule that defines it
 _LAZY = {
-    "IngestResult": "ingest", "TimeSpec": "ingest", "ingest": "ingest", "recover": "ingest",
-    "Layout": "layout", "PartitionDir": "layout",
-    "ManifestLog": "log", "TableState": "log",
-    "clean": "maintenance", "verify": "maintenance",
-    "Commit": "manifest", "FileEntry": "manifest", "Transaction": "manifest",
-    "FileSet": "resolve", "ResolvedFile": "resolve", "Source": "resolve",
-    "manifest_files": "resolve", "mtime_files": "resolve",
-    "TimeWindow": "window", "PartitionFilter": "listing",
-    "Consumer": "consumer", "Plan": "consumer", "list_consumers": "consumer",
-    "FileInfo": "storage", "Storage": "storage", "open_storage": "storage",
-    "RollPolicy": "table", "Table": "table", "TableConfig": "table",
-    "TableWriter": "writer",
+    "IngestResult": "write.ingest", "TimeSpec": "write.ingest", "ingest": "write.ingest", "recover": "write.ingest",
+    "Layout": "table.layout", "PartitionDir": "table.layout",
+    "ManifestLog": "table.log", "TableState": "table.log",
+    "clean": "table.maintenance", "verify": "table.maintenance",
+    "Commit": "table.manifest", "FileEntry": "table.manifest", "Transaction": "table.manifest",
+    "FileSet": "read.resolve", "ResolvedFile": "read.resolve", "Source": "read.resolve",
+    "manifest_files": "read.resolve", "mtime_files": "read.resolve",
+    "TimeWindow": "read.window", "PartitionFilter": "read.listing",
+    "Consumer": "read.consumer", "Plan": "read.consumer", "list_consumers": "read.consumer",
+    "FileInfo": "io.storage", "Storage": "io.storage", "open_storage": "io.storage",
+    "RollPolicy": "table.config", "Table": "table.config", "TableConfig": "table.config",
+    "TableWriter": "write.writer",
 }
 
 __all__ = sorted([*_errors_all, *_LAZY, "__version__"])
@@ -48,15 +48,15 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .consumer import Consumer, Plan, list_consumers
-    from .ingest import IngestResult, TimeSpec, ingest, recover
-    from .layout import Layout, PartitionDir
-    from .listing import PartitionFilter
-    from .log import ManifestLog, TableState
-    from .maintenance import clean, verify
-    from .manifest import Commit, FileEntry, Transaction
-    from .resolve import FileSet, ResolvedFile, Source, manifest_files, mtime_files
-    from .storage import FileInfo, Storage, open_storage
-    from .table import RollPolicy, Table, TableConfig
-    from .window import TimeWindow
-    from .writer import TableWriter
+    from tributary_read.read.consumer import Consumer, Plan, list_consumers
+    from tributary_read.write.ingest import IngestResult, TimeSpec, ingest, recover
+    from tributary_read.table.layout import Layout, PartitionDir
+    from tributary_read.read.listing import PartitionFilter
+    from tributary_read.table.log import ManifestLog, TableState
+    from tributary_read.table.maintenance import clean, verify
+    from tributary_read.table.manifest import Commit, FileEntry, Transaction
+    from tributary_read.read.resolve import FileSet, ResolvedFile, Source, manifest_files, mtime_files
+    from tributary_read.io.storage import FileInfo, Storage, open_storage
+    from tributary_read.table.config import RollPolicy, Table, TableConfig
+    from tributary_read.read.window import TimeWindow
+    from tributary_read.write.writer import TableWriter

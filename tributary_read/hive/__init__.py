@@ -4,7 +4,7 @@ Importing this package never imports pyhive or pyspark; the backends load them
 when a metastore is opened.
 """
 
-from .metastore import (
+from tributary_read.hive.metastore import (
     DIALECTS,
     HivePartition,
     HiveTable,
@@ -13,7 +13,7 @@ from .metastore import (
     TableName,
     open_metastore,
 )
-from .sync import SyncOptions, SyncPlan, SyncResult, plan_sync, sync
+from tributary_read.hive.sync import SyncOptions, SyncPlan, SyncResult, plan_sync, sync
 
 __all__ = [
     "DIALECTS", "HivePartition", "HiveTable", "Metastore", "PartitionStats", "TableName", "open_metastore",

@@ -26,20 +26,20 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
-from ..errors import (
+from tributary_read.errors import (
     CommitConflictError,
     InvalidInputError,
     ManifestCorruptError,
     StorageError,
     TributaryError,
 )
-from ..layout import PartitionDir
-from ..log import META_DIR
-from ..manifest import FORMAT, FORMAT_VERSION, KIND_DATA, Commit, load_document
-from ..storage import Storage
-from ..table import PROPERTIES, Table
-from .metastore import Metastore, TableName, open_metastore
-from .sync import Known, StateStore, SyncState, location_for
+from tributary_read.table.layout import PartitionDir
+from tributary_read.table.log import META_DIR
+from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, KIND_DATA, Commit, load_document
+from tributary_read.io.storage import Storage
+from tributary_read.table.config import PROPERTIES, Table
+from tributary_read.hive.metastore import Metastore, TableName, open_metastore
+from tributary_read.hive.sync import Known, StateStore, SyncState, location_for
 
 POLICIES = ("metastore", "success-file")
 CLOCKS = ("processing", "event")

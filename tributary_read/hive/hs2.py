@@ -21,8 +21,8 @@ import os
 import socket
 from urllib.parse import urlparse
 
-from ..errors import InvalidInputError, MetastoreError, MissingDependencyError, missing_extra
-from .metastore import DIALECTS, SqlMetastore, query_options, render
+from tributary_read.errors import InvalidInputError, MetastoreError, MissingDependencyError, missing_extra
+from tributary_read.hive.metastore import DIALECTS, SqlMetastore, query_options, render
 
 AUTH_MODES = ("NONE", "NOSASL", "LDAP", "KERBEROS")
 PASSWORD_ENV = "TRIB_HS2_PASSWORD"

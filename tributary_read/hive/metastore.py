@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 from urllib.parse import parse_qsl, unquote, urlparse
 
-from ..errors import InvalidInputError, MetastoreError, NoSuchHiveTableError
+from tributary_read.errors import InvalidInputError, MetastoreError, NoSuchHiveTableError
 
 #: Where the SQL templates live: the repository's ``sql/``, installed as the
 #: package ``tributary_read.sql`` (see pyproject.toml).
@@ -501,13 +501,13 @@ def _table_type(text: str | None) -> str | None:
 
 # -- opening ---------------------------------------------------------------------------
 def _open_hs2(uri: str, options: Mapping) -> Metastore:
-    from .hs2 import Hs2Metastore
+    from tributary_read.hive.hs2 import Hs2Metastore
 
     return Hs2Metastore.from_uri(uri, **options)
 
 
 def _open_spark(uri: str, options: Mapping) -> Metastore:
-    from .spark_catalog import SparkCatalogMetastore
+    from tributary_read.hive.spark_catalog import SparkCatalogMetastore
 
     return SparkCatalogMetastore.from_uri(uri, **options)
 

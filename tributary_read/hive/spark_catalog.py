@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..errors import InvalidInputError, MetastoreError, missing_extra
-from .metastore import (
+from tributary_read.errors import InvalidInputError, MetastoreError, missing_extra
+from tributary_read.hive.metastore import (
     DIALECTS,
     HivePartition,
     PartitionSpec,
@@ -101,7 +101,7 @@ class SparkCatalogMetastore(SqlMetastore):
         except Exception as e:  # noqa: BLE001 - py4j errors carry the JVM exception text
             text = str(e)
             if "NoSuchTableException" in text or "TABLE_OR_VIEW_NOT_FOUND" in text:
-                from ..errors import NoSuchHiveTableError
+                from tributary_read.errors import NoSuchHiveTableError
 
                 raise NoSuchHiveTableError(f"Hive table {table} does not exist (spark)") from None
             line = next((ln.strip() for ln in text.splitlines() if "Exception" in ln), text.splitlines()[0])

@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..errors import (
+from tributary_read.errors import (
     CommitConflictError,
     InvalidInputError,
     InvalidLayoutError,
@@ -31,13 +31,13 @@ from ..errors import (
     StorageError,
     TributaryError,
 )
-from ..layout import Layout
-from ..listing import Listing, scan
-from ..log import META_DIR
-from ..manifest import FORMAT, FORMAT_VERSION, load_document
-from ..storage import Storage, open_storage
-from ..table import Table
-from .metastore import HivePartition, Metastore, TableName, check_location, same_location
+from tributary_read.table.layout import Layout
+from tributary_read.read.listing import Listing, scan
+from tributary_read.table.log import META_DIR
+from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, load_document
+from tributary_read.io.storage import Storage, open_storage
+from tributary_read.table.config import Table
+from tributary_read.hive.metastore import HivePartition, Metastore, TableName, check_location, same_location
 
 STATE_DIR = f"{META_DIR}/hive"
 #: State versions kept after a save; older ones are deleted.

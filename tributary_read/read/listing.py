@@ -25,10 +25,10 @@ from typing import Callable, Mapping, NamedTuple
 
 import pyarrow.fs as pafs
 
-from .errors import InvalidInputError, InvalidLayoutError
-from .layout import Layout, PartitionDir
-from .storage import LINK_REASON, Storage
-from .window import TimeWindow
+from tributary_read.errors import InvalidInputError, InvalidLayoutError
+from tributary_read.table.layout import Layout, PartitionDir
+from tributary_read.io.storage import LINK_REASON, Storage
+from tributary_read.read.window import TimeWindow
 
 #: Name endings of files that are still being written or staged. Flink's
 #: BucketingSink uses ``.in-progress``/``.pending``, Hadoop ``-put`` ``._COPYING_``.

@@ -31,7 +31,7 @@ import uuid
 from dataclasses import replace
 from typing import Any, Mapping
 
-from .consumer_state import (
+from tributary_read.read.consumer_state import (
     _FILE,
     _NAME,
     _PLAN_ID,
@@ -45,7 +45,7 @@ from .consumer_state import (
     Plan,
     check_name,
 )
-from .errors import (
+from tributary_read.errors import (
     CommitConflictError,
     ConsumerStateCorruptError,
     InvalidInputError,
@@ -58,13 +58,13 @@ from .errors import (
     StorageError,
     UnsupportedFormatVersionError,
 )
-from .layout import Layout
-from .ledger import LedgerPlanner, apply_delta
-from .listing import Progress
-from .manifest import load_document
-from .resolve import Source, manifest_files
-from .storage import Storage, open_storage
-from .tracking import check_untracked, written
+from tributary_read.table.layout import Layout
+from tributary_read.read.ledger import LedgerPlanner, apply_delta
+from tributary_read.read.listing import Progress
+from tributary_read.table.manifest import load_document
+from tributary_read.read.resolve import Source, manifest_files
+from tributary_read.io.storage import Storage, open_storage
+from tributary_read.read.tracking import check_untracked, written
 
 __all__ = ["AckResult", "Consumer", "ConsumerState", "Plan", "check_name", "list_consumers",
            "CONSUMER_MODES", "CONSUMERS_DIR", "DEFAULT_LOOKBACK_MS", "DEFAULT_FULL_SCAN_EVERY_MS"]

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import InvalidInputError
-from .parquet_schema import EXACT, RowColumns
+from tributary_read.errors import InvalidInputError
+from tributary_read.io.parquet_schema import EXACT, RowColumns
 
 
 @dataclass(frozen=True)

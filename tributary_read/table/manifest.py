@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .errors import InvalidInputError, ManifestCorruptError, UnsupportedFormatVersionError
-from .storage import safe_relpath
+from tributary_read.errors import InvalidInputError, ManifestCorruptError, UnsupportedFormatVersionError
+from tributary_read.io.storage import safe_relpath
 
 FORMAT = "tributary-manifest"
 FORMAT_VERSION = 1

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
 
-from .errors import InvalidInputError
+from tributary_read.errors import InvalidInputError
 
 #: The seed's defaults when a bound is omitted (Java's Long.MIN_VALUE / MAX_VALUE).
 MIN_MS = -(2**63)

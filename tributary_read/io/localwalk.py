@@ -18,7 +18,7 @@ import os
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .storage import BAD_NAME_REASON, LINK_REASON, Storage, Unlisted
+from tributary_read.io.storage import BAD_NAME_REASON, LINK_REASON, Storage, Unlisted
 
 
 def walk(storage: Storage, base: str, recursive: bool) -> tuple[list[pafs.FileInfo], list[Unlisted]]:

@@ -16,9 +16,9 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from .errors import ManifestCorruptError, StorageError
-from .log import LOG_DIR, ManifestLog, TableState, checkpoint_path, commit_path
-from .manifest import Commit
+from tributary_read.errors import ManifestCorruptError, StorageError
+from tributary_read.table.log import LOG_DIR, ManifestLog, TableState, checkpoint_path, commit_path
+from tributary_read.table.manifest import Commit
 
 _COMMIT = re.compile(r"^([0-9]{20})\.json$")
 _CHECKPOINT = re.compile(r"^([0-9]{20})\.checkpoint\.json$")

@@ -25,10 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence, TypeVar
 
-from .layout import Layout
-from .listing import PartitionFilter, is_hidden_name, scan
-from .storage import Storage
-from .writer import WRITTEN_NAME
+from tributary_read.table.layout import Layout
+from tributary_read.read.listing import PartitionFilter, is_hidden_name, scan
+from tributary_read.io.storage import Storage
+from tributary_read.write.writer import WRITTEN_NAME
 
 #: Directories of a non-empty manifest answer listed to look for untracked files.
 PROBE_DIRS = 32

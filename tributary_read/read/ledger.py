@@ -14,11 +14,11 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from .layout import Layout, PartitionDir
-from .listing import ListedFile, Progress, Skipped, scan, supports_dir_mtime
-from .resolve import ResolvedFile
-from .storage import Storage
-from .tracking import foreign
+from tributary_read.table.layout import Layout, PartitionDir
+from tributary_read.read.listing import ListedFile, Progress, Skipped, scan, supports_dir_mtime
+from tributary_read.read.resolve import ResolvedFile
+from tributary_read.io.storage import Storage
+from tributary_read.read.tracking import foreign
 
 #: A directory's mtime is trusted to skip it only if it was this much older
 #: than the listing: an entry added later in the same timestamp tick (1-2 s on

@@ -12,12 +12,12 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
-from .errors import InvalidInputError, ManifestCorruptError, NoSuchTableError, TableExistsError
-from .formats import check_format
-from .layout import Layout
-from .log import DEFAULT_LOG_RETENTION_MS, META_DIR, ManifestLog
-from .manifest import FORMAT, FORMAT_VERSION, load_document
-from .storage import Storage, open_storage
+from tributary_read.errors import InvalidInputError, ManifestCorruptError, NoSuchTableError, TableExistsError
+from tributary_read.io.formats import check_format
+from tributary_read.table.layout import Layout
+from tributary_read.table.log import DEFAULT_LOG_RETENTION_MS, META_DIR, ManifestLog
+from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, load_document
+from tributary_read.io.storage import Storage, open_storage
 
 PROPERTIES = f"{META_DIR}/table.json"
 PROTOCOLS = ("direct", "rename")

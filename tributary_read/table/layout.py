@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from functools import cached_property
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .errors import InvalidLayoutError, TimeOutOfRangeError
+from tributary_read.errors import InvalidLayoutError, TimeOutOfRangeError
 
 #: token -> (width, datetime field, period it implies). Ordered coarse to fine.
 TOKENS: dict[str, tuple[int, str, timedelta | None]] = {

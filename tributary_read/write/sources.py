@@ -29,8 +29,8 @@ import os
 from dataclasses import dataclass
 from typing import BinaryIO, Mapping
 
-from .errors import SourceMismatchError
-from .manifest import Transaction
+from tributary_read.errors import SourceMismatchError
+from tributary_read.table.manifest import Transaction
 
 FINGERPRINT_BLOCK = 4096
 

@@ -21,14 +21,14 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from .errors import InvalidInputError, LogRetentionError, NoSuchTableError, StorageError
-from .layout import Layout
-from .listing import PartitionFilter, Progress, Skipped, is_visible, scan
-from .manifest import KIND_DATA, Commit
-from .storage import Storage, open_storage, safe_relpath
-from .table import Table
-from .tracking import check_untracked, foreign, written
-from .window import TimeWindow
+from tributary_read.errors import InvalidInputError, LogRetentionError, NoSuchTableError, StorageError
+from tributary_read.table.layout import Layout
+from tributary_read.read.listing import PartitionFilter, Progress, Skipped, is_visible, scan
+from tributary_read.table.manifest import KIND_DATA, Commit
+from tributary_read.io.storage import Storage, open_storage, safe_relpath
+from tributary_read.table.config import Table
+from tributary_read.read.tracking import check_untracked, foreign, written
+from tributary_read.read.window import TimeWindow
 
 MODES = ("auto", "manifest", "mtime", "both")
 #: Commit timestamps come from writers' clocks; a commit-time window reads this
@@ -283,8 +283,8 @@ def finish_renames(table: Table, entries) -> dict[str, str]:
     staged = [e for e in entries if e.staged]
     if not staged:
         return {}
-    from .errors import VerificationError
-    from .writer import roll_forward
+    from tributary_read.errors import VerificationError
+    from tributary_read.write.writer import roll_forward
 
     st = table.storage
     found = st.stat_many([e.path for e in staged])
@@ -404,7 +404,7 @@ def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilte
     def commit(v: int) -> Commit:
         c = log.read_commit(v)
         if c is None:
-            from .errors import ManifestCorruptError
+            from tributary_read.errors import ManifestCorruptError
 
             raise ManifestCorruptError(f"commit {v} is missing from {table.uri} (log has a gap)")
         return c

@@ -15,9 +15,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
-from .errors import CommitConflictError, CommitStateUnknownError, LogRetentionError, ManifestCorruptError, StorageError
-from .manifest import FORMAT, FORMAT_VERSION, Commit, FileEntry, Transaction, load_document
-from .storage import Storage
+from tributary_read.errors import CommitConflictError, CommitStateUnknownError, LogRetentionError, ManifestCorruptError, StorageError
+from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, Commit, FileEntry, Transaction, load_document
+from tributary_read.io.storage import Storage
 
 META_DIR = "_tributary"
 LOG_DIR = f"{META_DIR}/log"
@@ -398,6 +398,6 @@ class ManifestLog:
         Lists the log directory, so it sees what probing from the checkpoint
         hint cannot (commits past a gap); ``verify`` and ``clean`` call it.
         """
-        from .logcheck import check_log  # it builds on this module
+        from tributary_read.table.logcheck import check_log  # it builds on this module
 
         return check_log(self)

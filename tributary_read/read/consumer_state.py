@@ -13,14 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .errors import InvalidInputError
-from .ledger import check_ledger
-from .listing import Skipped
-from .log import META_DIR
-from .manifest import FORMAT, FORMAT_VERSION
-from .resolve import FileSet, ResolvedFile
-from .tracking import Untracked
-from .window import DAY_MS
+from tributary_read.errors import InvalidInputError
+from tributary_read.read.ledger import check_ledger
+from tributary_read.read.listing import Skipped
+from tributary_read.table.log import META_DIR
+from tributary_read.table.manifest import FORMAT, FORMAT_VERSION
+from tributary_read.read.resolve import FileSet, ResolvedFile
+from tributary_read.read.tracking import Untracked
+from tributary_read.read.window import DAY_MS
 
 CONSUMERS_DIR = f"{META_DIR}/consumers"
 DEFAULT_LOOKBACK_MS = 7 * DAY_MS

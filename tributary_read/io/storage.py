@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .errors import InvalidInputError, StorageError, missing_extra
+from tributary_read.errors import InvalidInputError, StorageError, missing_extra
 
 
 @dataclass(frozen=True)
@@ -311,7 +311,7 @@ class LocalStorage(Storage):
 
     def list_infos(self, rel: str = "", recursive: bool = True) -> tuple[list[pafs.FileInfo], list[Unlisted]]:
         """One directory at a time, never into a link (see :mod:`tributary_read.localwalk`)."""
-        from .localwalk import walk
+        from tributary_read.io.localwalk import walk
 
         return walk(self, self.abspath(rel) if rel else self.root, recursive)
 
@@ -473,7 +473,7 @@ def _open_s3(u, options) -> Storage:
 
 
 def _open_hdfs(u, options) -> Storage:
-    from .hdfs import HdfsStorage  # libhdfs and the WebHDFS client only when asked for
+    from tributary_read.io.hdfs import HdfsStorage  # libhdfs and the WebHDFS client only when asked for
 
     return HdfsStorage(u.hostname or "default", u.port or 0, u.path, options)
 

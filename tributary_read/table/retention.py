@@ -26,14 +26,14 @@ import random
 import time
 from dataclasses import dataclass
 
-from .errors import CommitConflictError, InvalidInputError, LogRetentionError, ManifestCorruptError
-from .log import (
+from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError, ManifestCorruptError
+from tributary_read.table.log import (
     LAST_CHECKPOINT, LOG_DIR, META_DIR, REMOVAL_MEMORY_MS, TableState, checkpoint_path, commit_path,
     new_commit_id,
 )
-from .manifest import KIND_DATA, OP_EXPIRE, Commit, FileEntry
-from .storage import FileInfo, Storage
-from .table import Table
+from tributary_read.table.manifest import KIND_DATA, OP_EXPIRE, Commit, FileEntry
+from tributary_read.io.storage import FileInfo, Storage
+from tributary_read.table.config import Table
 
 #: A table-wide ``expire`` racing appends retries this long before giving up.
 EXPIRE_TIMEOUT_S = 120.0

@@ -22,12 +22,12 @@ from typing import Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import BadRecordError, InvalidInputError
-from .formats import GatheredSlice, file_suffix, open_sink, shared_encoder
-from .layout import PartitionCache, PartitionDir
-from .log import META_DIR
-from .manifest import KIND_DEAD_LETTER, Commit, FileEntry, Transaction
-from .table import RollPolicy, Table
+from tributary_read.errors import BadRecordError, InvalidInputError
+from tributary_read.io.formats import GatheredSlice, file_suffix, open_sink, shared_encoder
+from tributary_read.table.layout import PartitionCache, PartitionDir
+from tributary_read.table.log import META_DIR
+from tributary_read.table.manifest import KIND_DEAD_LETTER, Commit, FileEntry, Transaction
+from tributary_read.table.config import RollPolicy, Table
 
 DEAD_LETTER_DIR = f"{META_DIR}/dead_letter"
 #: Names trib's writers produce; only these are ever deleted by ``clean``.

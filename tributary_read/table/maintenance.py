@@ -12,10 +12,10 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from .log import META_DIR
-from .storage import FileInfo, Unlisted
-from .table import Table
-from .writer import WRITTEN_NAME
+from tributary_read.table.log import META_DIR
+from tributary_read.io.storage import FileInfo, Unlisted
+from tributary_read.table.config import Table
+from tributary_read.write.writer import WRITTEN_NAME
 
 _TMP = re.compile(r"^\.tmp-[0-9a-f]{32}$")
 _METADATA = re.compile(rf"^{META_DIR}/(table\.json|_last_checkpoint|log/[0-9]{{20}}(\.checkpoint)?\.json)$")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from .errors import SchemaConflictError
+from tributary_read.errors import SchemaConflictError
 
 NULL, BOOL, INT, BIGINT, DOUBLE, STRING = "null", "bool", "int", "bigint", "double", "string"
 #: Integers a double holds exactly; larger ones keep an integer column from becoming double.

@@ -13,8 +13,8 @@ from typing import Mapping
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .errors import StorageError, missing_extra
-from .storage import Storage, publish_exclusive
+from tributary_read.errors import StorageError, missing_extra
+from tributary_read.io.storage import Storage, publish_exclusive
 
 
 class HdfsStorage(Storage):

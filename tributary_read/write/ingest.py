@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Iterator
 
-from .errors import (BadRecordError, InvalidInputError, SchemaConflictError, SourceMismatchError,
+from tributary_read.errors import (BadRecordError, InvalidInputError, SchemaConflictError, SourceMismatchError,
                      TimeOutOfRangeError)
-from .log import AppState
-from .manifest import Transaction
-from .sources import SourceOffsets
-from .table import RollPolicy, Table
-from .writer import TableWriter, roll_forward
+from tributary_read.table.log import AppState
+from tributary_read.table.manifest import Transaction
+from tributary_read.write.sources import SourceOffsets
+from tributary_read.table.config import RollPolicy, Table
+from tributary_read.write.writer import TableWriter, roll_forward
 
 ON_BAD_RECORD = ("dead-letter", "fail")
 
