@@ -1,10 +1,11 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# `make test-unit` is the fast subset: no JVM, no services, seconds.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test bench venv dev clean
+.PHONY: demo test test-unit bench venv dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +29,10 @@ demo: $(VENV)/.installed
 ## make test: install dev extras and run the whole suite (it starts its own services)
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## make test-unit: the tests marked unit (no JVM, no services, no long processes): seconds
+test-unit: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -m unit -q $(PYTEST_ARGS)
 
 ## make bench: the benchmarks behind the README figures
 bench: $(VENV)/.installed-dev

@@ -108,3 +108,16 @@ def md_table(headers: list[str], rows: list[list]) -> str:
 
 def fmt_int(x: float) -> str:
     return f"{x:,.0f}"
+
+
+def iso(ms: int) -> str:
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def hour_dir(ms: int) -> str:
+    return f"{_dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc):%Y_%m_%d/%H}"
+
+
+def touch(path: str, mtime_ms: int) -> None:
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+    os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))

@@ -41,9 +41,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, WorkDir, fs_type, machine_info, md_table  # noqa: E402
 
-from tributary_read.hive import services  # noqa: E402
 from tributary_read.hive.hs2 import Hs2Metastore  # noqa: E402
-from tributary_read.hive.metastore import TableName, render  # noqa: E402
+from tributary_read.hive.model import TableName  # noqa: E402
+from tributary_read.hive.sql import render  # noqa: E402
+from tributary_read.services import hive as services  # noqa: E402
 from tributary_read.hive.sync import SyncOptions, sync  # noqa: E402
 from tributary_read.table.layout import Layout  # noqa: E402
 from tributary_read.table.config import Table, TableConfig  # noqa: E402

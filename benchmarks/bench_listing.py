@@ -31,11 +31,10 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, WorkDir, fs_type, machine_info, md_table, median  # noqa: E402
+from _common import REPO, WorkDir, fs_type, hour_dir, iso, machine_info, md_table, median, touch  # noqa: E402
 
 import pyarrow.fs as pafs  # noqa: E402
 
@@ -51,19 +50,6 @@ LAYOUT = Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
 H = 3_600_000
 END = 1_592_956_800_000  # 2020-06-24T00:00:00Z: the tree's newest hour ends here
 TRIB = [sys.executable, "-m", "tributary_read.cli.main"]
-
-
-def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def hour_dir(ms: int) -> str:
-    return f"{datetime.fromtimestamp(ms / 1000, timezone.utc):%Y_%m_%d/%H}"
-
-
-def touch(path: str, mtime_ms: int) -> None:
-    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
-    os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
 
 
 def make_tree(root: Path, hours: int, per_hour: int, end: int = END) -> list[tuple[str, int]]:

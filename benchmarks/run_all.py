@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commit-args", default="", help="extra arguments for bench_commit.py (quoted)")
     ap.add_argument("--listing-args", default="", help="extra arguments for bench_listing.py (quoted)")
     ap.add_argument("--hive-args", default="", help="extra arguments for bench_hive_sync.py (quoted)")
-    ap.add_argument("--skip", default="", help="comma list of writer,commit,listing,hive to skip")
+    ap.add_argument("--cli-args", default="", help="extra arguments for bench_cli.py (quoted)")
+    ap.add_argument("--skip", default="", help="comma list of writer,commit,listing,cli,hive to skip")
     ap.add_argument("--output", default=str(HERE / "results.md"), help="summary file (default benchmarks/results.md)")
     args = ap.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -52,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         jobs.append(("commit", "bench_commit.py", quick + shlex.split(args.commit_args)))
     if "listing" not in skip:
         jobs.append(("listing", "bench_listing.py", quick + shlex.split(args.listing_args)))
+    if "cli" not in skip:
+        jobs.append(("cli", "bench_cli.py", quick + shlex.split(args.cli_args)))
     if "hive" not in skip:
         jobs.append(("hive", "bench_hive_sync.py", quick + shlex.split(args.hive_args)))
     for name, script, extra in jobs:

@@ -6,12 +6,14 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.table.config import Table, load_config, resolve_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.table.config import Table
 
 
 @dataclass
@@ -28,14 +30,22 @@ class TribState:
     @property
     def config(self) -> dict:
         if self._config is None:
+            # Imported here: the root group builds a TribState on every run,
+            # including ``trib --help``, which must not load pyarrow.
+            from tributary_read.table.config import load_config
+
             self._config = load_config(self.config_path)
         return self._config
 
     def resolve(self, name: str) -> tuple[str, dict[str, str]]:
+        from tributary_read.table.config import resolve_table
+
         root, options = resolve_table(name, self.config)
         return root, {**options, **self.storage_options}
 
     def table(self, name: str) -> Table:
+        from tributary_read.table.config import Table
+
         root, options = self.resolve(name)
         return Table.load(root, options)
 

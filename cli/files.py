@@ -11,8 +11,9 @@ from datetime import timezone as dt_timezone
 import click
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.read.resolve import MODES, Source, plain_layout, resolve
-from tributary_read.read.window import TimeWindow, parse_instant
+from tributary_read.read.fileset import ReadMode, origin
+from tributary_read.read.resolve import Source, plain_layout, resolve
+from tributary_read.read.window import TimeWindow
 
 from .context import TribState, emit, json_option, parse_duration_ms, pass_state
 
@@ -85,24 +86,9 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
     return Source.open(uri, options, lay), options
 
 
-def _window(start, end, schedule_time, period, lag, tz) -> TimeWindow | None:
-    if schedule_time is None:
-        if period is not None or lag is not None:
-            raise InvalidInputError("--period and --lag go with --schedule-time")
-        if start is None and end is None:
-            return None
-        return TimeWindow.parse(start, end, tz)
-    if start is not None or end is not None:
-        raise InvalidInputError("give --start/--end or --schedule-time, not both")
-    if period is None:
-        raise InvalidInputError("--schedule-time needs --period (e.g. 1h)")
-    return TimeWindow.previous_period(parse_instant(schedule_time, tz, "--schedule-time"),
-                                      parse_duration_ms(period), parse_duration_ms(lag or "0"), tz)
-
-
 @click.command()
 @click.argument("root")
-@click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
+@click.option("--mode", type=click.Choice(ReadMode.values()), default=ReadMode.AUTO.value, show_default=True,
               help="manifest: committed files; mtime: files by modification time; both: committed trib files + "
                    "other tools' files by mtime; auto: as the table's tracking says, mtime for a plain directory.")
 @click.option("--since-version", type=int, help="Manifest: exclusive lower bound on commit versions (default 0).")
@@ -161,7 +147,10 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
         raise InvalidInputError("--parallel must be >= 1")
     src, options = open_source(state, root, layout, partition_spec, timezone)
     tz = src.layout.tz if src.layout else dt_timezone.utc
-    window = _window(start, end, schedule_time, period, lag, tz)
+    window = TimeWindow.for_schedule(
+        start, end, schedule_time=schedule_time, tz=tz,
+        period_ms=parse_duration_ms(period) if period is not None else None,
+        lag_ms=parse_duration_ms(lag or "0") if lag is not None else None)
 
     plan = None
     with listing_progress(state, src.uri, quiet) as progress:
@@ -171,20 +160,24 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
             c = Consumer(src, consumer, state_dir, options)
             plan = c.plan(mode=mode, lookback_ms=lookback_ms, min_age_ms=min_age_ms, full_scan=full_scan,
                           progress=progress, parallel=parallel, full_scan_every_ms=every_ms)
-            fs = plan.fileset()
+            fs = plan.fileset(origin(src.storage, src.table))
         else:
             fs = resolve(src, mode=mode, since_version=since_version or 0, until_version=until_version,
                          window=window, partitions=partitions, parallel=parallel, progress=progress)
 
     def human():
         end = "\0" if null else "\n"
-        for f in fs.files:
-            click.echo((src.storage.uri_for(f.path) if as_uri else f.path) + end, nl=False)
+        lines = [(fs.uri(f) if as_uri else f.path) + end for f in fs.files]
+        for i in range(0, len(lines), 10_000):  # click.echo flushes on every call: one write per 10,000 paths
+            click.echo("".join(lines[i : i + 10_000]), nl=False)
         _notes(fs, plan, root, state_dir)
+    if not as_json:  # the path list needs no document
+        human()
+        return
     doc = fs.to_json()
     if as_uri:  # JSON keeps ROOT-relative paths (the stable contract) and adds the full URI
-        for f in doc["files"]:
-            f["uri"] = src.storage.uri_for(f["path"])
+        for f, d in zip(fs.files, doc["files"]):
+            d["uri"] = fs.uri(f)
     emit(as_json, doc, human)
     if as_json and fs.untracked is not None:  # a scheduled job logs stderr: untracked data is never silent
         click.echo(f"trib: {fs.untracked.message()}", err=True)
@@ -203,11 +196,11 @@ def _notes(fs, plan, root: str, state_dir: str | None) -> None:
     if plan is None:
         return
     if plan.conflicts:
-        warn(f"warning: {len(plan.conflicts)} delivered files changed since (e.g. {plan.conflicts[0]['path']}); "
+        warn(f"warning: {len(plan.conflicts)} delivered files changed since (e.g. {plan.conflicts[0].path}); "
              "see --json")
     if plan.beyond_horizon:
         warn(f"warning: {len(plan.beyond_horizon)} files beyond the lookback horizon, not delivered "
-             f"(e.g. {plan.beyond_horizon[0]['path']}); see --json")
+             f"(e.g. {plan.beyond_horizon[0].path}); see --json")
     if plan.deferred:
         warn(f"{plan.deferred} files younger than --min-age left for a later run")
     if plan.baseline:

@@ -9,9 +9,9 @@ import sys
 import click
 
 from tributary_read.hive.commit import committer_for
-from tributary_read.write.ingest import ON_BAD_RECORD, Interrupted, TimeSpec, stop_on_signals
+from tributary_read.write.ingest import Interrupted, OnBadRecord, TimeSpec, stop_on_signals
 from tributary_read.write.ingest import ingest as run_ingest
-from tributary_read.table.config import PROTOCOLS, RollPolicy, parse_size
+from tributary_read.table.config import Protocol, RollPolicy, parse_size
 
 from .context import Duration, TribState, emit, json_option, pass_state
 
@@ -27,8 +27,9 @@ from .context import Duration, TribState, emit, json_option, pass_state
 @click.option("--time-regex", help="Regex whose first group (or group 'ts') is the event time.")
 @click.option("--time-format", help="strptime pattern for the time (default: ISO-8601 or epoch s/ms).")
 @click.option("--commit-every", type=int, default=10_000, show_default=True, help="Records per commit.")
-@click.option("--protocol", type=click.Choice(PROTOCOLS), help="Override the table's commit protocol.")
-@click.option("--on-bad-record", type=click.Choice(ON_BAD_RECORD), default="dead-letter", show_default=True,
+@click.option("--protocol", type=click.Choice(Protocol.values()), help="Override the table's commit protocol.")
+@click.option("--on-bad-record", type=click.Choice(OnBadRecord.values()), default=OnBadRecord.DEAD_LETTER.value,
+              show_default=True,
               help="Records that cannot be placed (not valid JSON, no usable time, a time out of range): "
                    "keep them in _tributary/dead_letter, or fail the run (exit 3).")
 @click.option("--roll-size", help="Override the table's roll size.")

@@ -1,36 +1,177 @@
-"""Root group and error mapping: one line per error, exit code from the error class."""
+"""Root group and error mapping: one line per error, exit code from the error class.
+
+The root group is lazy (click's LazyGroup pattern): :data:`COMMANDS` names each
+command's module and the line ``trib --help`` shows for it, so a run imports
+only the command it runs. ``trib --version`` and ``trib --help`` load no
+command module at all, and ``trib files`` never loads Hive or the writer: a
+scheduler starts trib many times an hour, and start-up was most of a run.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import signal
 import sys
 import threading
-import traceback
-
-# While the modules load, Ctrl-C ends the process the plain way (killed by
-# SIGINT, exit 130 in a shell, no traceback): a KeyboardInterrupt raised inside
-# an import can surface as an unrelated error, e.g. a RuntimeError from a class
-# body. Nothing has been read or written yet. Restored once loaded, below.
-_SIGINT = signal.getsignal(signal.SIGINT)
-if _SIGINT is signal.default_int_handler and threading.current_thread() is threading.main_thread():
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-import click
-
-from tributary_read.errors import TributaryError
-
-from .context import TribState
 
 
-@click.group(context_settings={"auto_envvar_prefix": "TRIB", "help_option_names": ["-h", "--help"]})
+@contextlib.contextmanager
+def _plain_sigint():
+    """While modules load, Ctrl-C ends the process the plain way.
+
+    Killed by SIGINT (exit 130 in a shell, no traceback): a KeyboardInterrupt
+    raised inside an import can surface as an unrelated error, e.g. a
+    RuntimeError from a class body. Nothing has been read or written yet.
+    """
+    swap = (signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            and threading.current_thread() is threading.main_thread())
+    if swap:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        if swap and signal.getsignal(signal.SIGINT) is signal.SIG_DFL:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+with _plain_sigint():
+    import click
+
+    from tributary_read import __version__
+    from tributary_read.errors import TributaryError
+
+    from tributary_read.cli.context import TribState
+
+#: command name -> ("module:attribute", the line ``trib --help`` shows for it).
+#: The line is the command's own short help (its docstring's first sentence),
+#: repeated here so that ``trib --help`` imports no command module;
+#: tests/test_cli_lazy.py checks that every entry resolves and its line matches.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "clean": ("tributary_read.cli.maintenance:clean",
+              "Delete orphans and expired files older than the grace period; trim the log."),
+    "consumer": ("tributary_read.cli.consumer:consumer",
+                 "Durable consumers: exactly-once delivery across scheduled runs."),
+    "expire": ("tributary_read.cli.maintenance:expire",
+               "Remove whole partitions older than --older-than from the table, in one commit."),
+    "files": ("tributary_read.cli.files:files",
+              "Print the exact files of ROOT for this run, one per line."),
+    "hive": ("tributary_read.cli.hive:hive",
+             "Run a local Hive metastore + HiveServer2 (Spark Thrift Server) on 127.0.0.1."),
+    "ingest": ("tributary_read.cli.ingest:ingest",
+               "Append SOURCE's uncommitted records to ROOT, exactly once per app id."),
+    "log": ("tributary_read.cli.maintenance:log",
+            "List commits: version, time, app, files, records, offsets."),
+    "partitions": ("tributary_read.cli.partitions:partitions",
+                   "Mount a table's partition directories as Hive partitions; commit partitions after writes."),
+    "recover": ("tributary_read.cli.maintenance:recover",
+                "Print the app's last committed transaction (and finish its pending renames)."),
+    "table": ("tributary_read.cli.table:table", "Create and inspect tables."),
+    "verify": ("tributary_read.cli.maintenance:verify",
+               "Check every committed file exists with its recorded size; list orphans."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported when resolved, not when listed."""
+
+    def __init__(self, *args, lazy_commands: dict[str, tuple[str, str]] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_commands and cmd_name not in self.commands:
+            self.add_command(self._load(cmd_name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def _load(self, cmd_name: str) -> click.Command:
+        module_name, _, attr = self.lazy_commands[cmd_name][0].partition(":")
+        with _plain_sigint():
+            cmd = getattr(importlib.import_module(module_name), attr)
+        if not isinstance(cmd, click.Command):
+            raise TypeError(f"{module_name}:{attr} is not a click command")
+        return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command table from :data:`COMMANDS`'s lines: listing imports nothing."""
+        names = [n for n in self.list_commands(ctx) if n in self.lazy_commands or not self.commands[n].hidden]
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            # A stand-in command shortens the line exactly as the real one would.
+            if name in self.commands:
+                cmd = self.commands[name]
+            else:
+                cmd = click.Command(name, help=self.lazy_commands[name][1])
+            rows.append((name, cmd.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+class TribGroup(LazyGroup):
+    """The root group: it maps every failure to one stderr line and an exit code.
+
+    The mapping lives in :meth:`main` rather than around it, so the console
+    script and click's ``CliRunner`` (the tests) run the very same code.
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run trib (always standalone): one stderr line per failure, the exit code of its class."""
+        argv = sys.argv[1:] if args is None else list(args)
+        verbose = _verbose(argv)
+        try:
+            # Non-standalone click returns (not raises) the code of ctx.exit(n).
+            rv = super().main(args=argv, prog_name=prog_name or "trib", complete_var=complete_var,
+                              standalone_mode=False, **extra)
+            if isinstance(rv, int) and rv:
+                sys.exit(rv)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.UsageError as e:
+            where = e.ctx.command_path if e.ctx else "trib"
+            click.echo(f"trib: error: {_one_line(e.format_message())} (see '{where} --help')", err=True)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            click.echo(f"trib: error: {_one_line(e.format_message())}", err=True)
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("trib: aborted", err=True)
+            sys.exit(130)
+        except KeyboardInterrupt:
+            click.echo("trib: interrupted", err=True)
+            sys.exit(130)
+        except TributaryError as e:
+            if verbose:
+                _print_traceback()
+            from .flags import message  # the flags where the library names its parameters
+
+            click.echo(f"trib: error: {_one_line(message(e))}", err=True)
+            sys.exit(e.exit_code)
+        except BrokenPipeError:
+            sys.exit(0)
+        except Exception as e:  # noqa: BLE001 - last resort: still one line
+            if verbose:
+                _print_traceback()
+            click.echo(f"trib: unexpected {type(e).__name__}: {_one_line(e)} (run with -v for details)", err=True)
+            sys.exit(1)
+        sys.exit(0)
+
+
+@click.group("trib", cls=TribGroup, lazy_commands=COMMANDS,
+             context_settings={"auto_envvar_prefix": "TRIB", "help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and debug detail.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="trib.toml with [storage] options and [tables.NAME] aliases (default ./trib.toml).")
 @click.option("-o", "--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
               help="Storage option, e.g. endpoint_url=http://host:9000, region=…, kerb_ticket=…, user=…")
-@click.version_option(package_name="tributary-read", prog_name="trib")
+@click.version_option(__version__, prog_name="trib")
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool, quiet: bool, config_path: str | None,
         storage_options: tuple[str, ...]) -> None:
@@ -44,29 +185,6 @@ def cli(ctx: click.Context, verbose: bool, quiet: bool, config_path: str | None,
     ctx.obj = TribState(verbose=verbose, quiet=quiet, config_path=config_path, storage_options=opts)
 
 
-def _register() -> None:
-    from . import consumer, files, ingest, maintenance, partitions, table
-
-    cli.add_command(table.table)
-    cli.add_command(partitions.partitions)
-    cli.add_command(ingest.ingest)
-    cli.add_command(files.files)
-    cli.add_command(consumer.consumer)
-    for cmd in maintenance.COMMANDS:
-        cli.add_command(cmd)
-    try:
-        from . import hive
-    except ImportError:  # optional command groups land with their issues
-        return
-    for cmd in getattr(hive, "COMMANDS", []):
-        cli.add_command(cmd)
-
-
-_register()
-if signal.getsignal(signal.SIGINT) is signal.SIG_DFL and _SIGINT is signal.default_int_handler:
-    signal.signal(signal.SIGINT, _SIGINT)
-
-
 def _verbose(argv: list[str]) -> bool:
     if os.environ.get("TRIB_VERBOSE", "").lower() in ("1", "true", "yes"):
         return True
@@ -75,41 +193,13 @@ def _verbose(argv: list[str]) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: maps every failure to one stderr line and an exit code."""
-    argv = sys.argv[1:] if argv is None else argv
-    verbose = _verbose(argv)
-    try:
-        # Non-standalone click returns (not raises) the code of ctx.exit(n).
-        rv = cli.main(args=argv, prog_name="trib", standalone_mode=False)
-        if isinstance(rv, int) and rv:
-            sys.exit(rv)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except click.UsageError as e:
-        where = e.ctx.command_path if e.ctx else "trib"
-        click.echo(f"trib: error: {_one_line(e.format_message())} (see '{where} --help')", err=True)
-        sys.exit(e.exit_code)
-    except click.ClickException as e:
-        click.echo(f"trib: error: {_one_line(e.format_message())}", err=True)
-        sys.exit(e.exit_code)
-    except click.Abort:
-        click.echo("trib: aborted", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        click.echo("trib: interrupted", err=True)
-        sys.exit(130)
-    except TributaryError as e:
-        if verbose:
-            traceback.print_exc()
-        click.echo(f"trib: error: {_one_line(e)}", err=True)
-        sys.exit(e.exit_code)
-    except BrokenPipeError:
-        sys.exit(0)
-    except Exception as e:  # noqa: BLE001 - last resort: still one line
-        if verbose:
-            traceback.print_exc()
-        click.echo(f"trib: unexpected {type(e).__name__}: {_one_line(e)} (run with -v for details)", err=True)
-        sys.exit(1)
-    sys.exit(0)
+    cli.main(args=argv, prog_name="trib")
+
+
+def _print_traceback() -> None:
+    import traceback  # only with -v: not worth loading on every start
+
+    traceback.print_exc()
 
 
 def _one_line(e: BaseException) -> str:

@@ -6,7 +6,6 @@ from datetime import datetime, timezone
 
 import click
 
-from tributary_read.write.ingest import recover as run_recover
 from tributary_read.table.maintenance import clean as run_clean
 from tributary_read.table.maintenance import verify as run_verify
 from tributary_read.table.retention import clean_log, delete_removed
@@ -62,6 +61,8 @@ def log(state: TribState, root, since_version, limit, as_json) -> None:
 @pass_state
 def recover(state: TribState, root, app_id, as_json) -> None:
     """Print the app's last committed transaction (and finish its pending renames)."""
+    from tributary_read.write.ingest import recover as run_recover  # the writer: only this command needs it
+
     t = state.table(root)
     app, rolled = run_recover(t, app_id)
     if app is None:

@@ -149,15 +149,15 @@ def configure_cmd(state: TribState, table, policies, hive_table, metastore, dela
     from dataclasses import replace
 
     from tributary_read.hive.commit import CommitPolicy, save_policy
-    from tributary_read.hive.metastore import BACKENDS
+    from tributary_read.hive.metastore import backend_for
 
     t = state.table(table)
     current = CommitPolicy.from_json(t.config.partition_commit)
     changes = {k: v for k, v in dict(policies=tuple(policies) or None, hive_table=hive_table, metastore=metastore,
                                      delay_ms=delay, clock=clock, success_file=success_file, batch_size=batch_size,
                                      location_base=location_base).items() if v is not None}
-    if metastore and metastore.split(":", 1)[0].split("?", 1)[0].lower() not in BACKENDS:
-        raise InvalidInputError(f"unknown metastore {metastore!r}: use hs2://HOST:PORT or spark")
+    if metastore:
+        backend_for(metastore)  # an unknown scheme is refused before table.json changes
     if off or changes:
         new = CommitPolicy() if off else replace(current, **changes)
         t = save_policy(t, new)

@@ -9,7 +9,7 @@ import click
 from tributary_read.io.formats import COMPRESSIONS, FORMATS
 from tributary_read.table.layout import Layout
 from tributary_read.io.storage import open_storage
-from tributary_read.table.config import PROTOCOLS, TRACKINGS, RollPolicy, Table, TableConfig, parse_size
+from tributary_read.table.config import Protocol, RollPolicy, Table, TableConfig, Tracking, parse_size
 from tributary_read.read.tracking import find_foreign
 
 from .context import Duration, TribState, emit, json_option, pass_state
@@ -27,13 +27,13 @@ def table() -> None:
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="jsonl", show_default=True)
 @click.option("--compression", type=click.Choice(list(COMPRESSIONS)), default="none", show_default=True)
 @click.option("--timezone", default="UTC", show_default=True, help="Zone of the directory times.")
-@click.option("--protocol", type=click.Choice(PROTOCOLS), default="direct", show_default=True,
+@click.option("--protocol", type=click.Choice(Protocol.values()), default=Protocol.DIRECT.value, show_default=True,
               help="direct: final names, no rename (object stores). rename: hidden until committed.")
 @click.option("--roll-size", default="128M", show_default=True, help="Roll a file at this size.")
 @click.option("--roll-records", type=int, default=0, show_default=True, help="Roll after N records (0 = off).")
 @click.option("--roll-inactivity", type=Duration(), default="60s", show_default=True,
               help="Roll a file idle this long.")
-@click.option("--tracking", type=click.Choice(TRACKINGS),
+@click.option("--tracking", type=click.Choice(Tracking.values()),
               help="How readers find files: manifest (trib-written only), listing, or both "
                    "(default: both if ROOT already holds files written by other tools, else manifest).")
 @click.option("--checkpoint-interval", type=int, default=100, show_default=True)
@@ -58,7 +58,7 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
     # Adopting a directory other tools write to: their files are read by listing
     # unless the user says otherwise (tributary_read.tracking).
     found, outside = find_foreign(open_storage(root_uri, options), config.layout)
-    chosen = tracking or ("both" if found else "manifest")
+    chosen = tracking or (Tracking.BOTH if found else Tracking.MANIFEST)
     t = Table.create(root_uri, replace(config, tracking=chosen), options)
     msg = f"created table {t.uri}, tracking {chosen}"
     if found and tracking is None:
@@ -77,7 +77,7 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
 
 @table.command("set")
 @click.argument("root")
-@click.option("--tracking", type=click.Choice(TRACKINGS), required=True,
+@click.option("--tracking", type=click.Choice(Tracking.values()), required=True,
               help="manifest: trib-written files only; listing: files other tools write only; both.")
 @json_option
 @pass_state

@@ -1,7 +1,10 @@
 """Session-wide test services and helpers.
 
 Real components only: the local S3-protocol server is moto's ThreadedMotoServer
-on 127.0.0.1 (it enforces conditional PUT), and the CLI runs as a real process.
+on 127.0.0.1 (it enforces conditional PUT), and the CLI runs as a real process
+(``run_trib``), or in this process through click's CliRunner (``invoke_trib``)
+where the process is not the point. Every test is marked ``unit`` or
+``integration`` (see :func:`pytest_collection_modifyitems`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,46 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 TRIB = [sys.executable, "-m", "tributary_read.cli.main"]
+
+# -- unit / integration: every test is exactly one (``make test-unit`` runs ``-m unit``) ------
+
+KINDS = ("unit", "integration")
+#: Fixtures that start or reach a service: the S3 server, Hive, Spark.
+SERVICE_FIXTURES = frozenset({"s3_server", "s3_env", "s3_root", "hive_services", "spark", "hs2_cursor",
+                              "metastore"})
+
+
+def _kind(item: pytest.Item) -> str:
+    """``integration`` if the test uses a service or a module, class or test says so.
+
+    A module of unit tests may still hold service variants (``any_root[s3]``, a
+    test taking ``s3_root``): those are integration whatever the module says.
+    A test that declares neither is integration, so only what someone declared
+    pure runs in the fast subset.
+    """
+    params = getattr(item, "callspec", None)
+    uses_service = (SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+                    or (params is not None and "s3" in params.params.values()))
+    names = {m.name for m in item.iter_markers()}
+    if uses_service or names & {"integration", "s3", "slow"}:
+        return "integration"
+    return "unit" if "unit" in names else "integration"
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give each test exactly one kind mark, on the test itself.
+
+    ``-m unit`` matches a mark anywhere above a test, so a module's ``unit``
+    would also select its S3 variants: kind marks move down from modules and
+    classes to each test, as the one kind :func:`_kind` decides.
+    """
+    kinds = {item.nodeid: _kind(item) for item in items}
+    for item in items:
+        for node in item.listchain():
+            node.own_markers[:] = [m for m in node.own_markers if m.name not in KINDS]
+    for item in items:
+        item.add_marker(kinds[item.nodeid])
 
 
 def _free_port() -> int:
@@ -101,11 +144,57 @@ def any_root(request, tmp_path) -> str:
     return request.getfixturevalue("s3_root")
 
 
+@pytest.fixture(params=["local", "s3", "memory"])
+def any_storage_root(request, tmp_path) -> str:
+    """A fresh table root on every storage backend, the in-process ``memory://`` one too.
+
+    For tests that stay in this process: a ``trib`` subprocess never sees a memory table.
+    """
+    if request.param == "local":
+        return str(tmp_path / "table")
+    if request.param == "memory":
+        return f"memory://trib/t-{uuid.uuid4().hex[:12]}"
+    return request.getfixturevalue("s3_root")
+
+
+@pytest.fixture
+def any_storage(any_storage_root):
+    """A Storage at a fresh root on each backend (the storage behaviour suite's fixture)."""
+    from tributary_read.io.storage import open_storage
+
+    return open_storage(any_storage_root)
+
+
 def run_trib(*args: str, env: dict | None = None, check: bool = False, cwd=None) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess."""
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
     proc = subprocess.run([*TRIB, *args], capture_output=True, text=True, env=full_env, cwd=cwd)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"trib {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+def invoke_trib(*args: str, env: dict | None = None, check: bool = False, cwd=None) -> subprocess.CompletedProcess:
+    """Run the CLI in this process (click's CliRunner); a drop-in for :func:`run_trib`.
+
+    The same parsing, stderr line and exit code (the root group maps errors
+    itself), without a process start per call. Use :func:`run_trib` where the
+    process is the point: signals, kill -9, resource limits, concurrency,
+    interpreter crashes, what an import costs.
+    """
+    from click.testing import CliRunner
+
+    from tributary_read.cli.main import cli
+
+    here = os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(cli, [str(a) for a in args], env=env, catch_exceptions=False)
+    finally:
+        os.chdir(here)
+    proc = subprocess.CompletedProcess(["trib", *args], result.exit_code, result.stdout, result.stderr)
     if check and proc.returncode != 0:
         raise AssertionError(f"trib {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc

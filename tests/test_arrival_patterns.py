@@ -2,7 +2,8 @@
 
 Time is simulated: each file's mtime is set with os.utime, and so is its
 directory's whenever an entry is added or renamed (what the OS does with the
-real clock), so nothing sleeps. Each hour runs the real CLI twice over:
+real clock), so nothing sleeps. Each hour runs the CLI twice over (in this
+process, ``invoke_trib``: some 300 runs, each opening the table afresh from disk):
 
 * the mtime flow: ``trib files --schedule-time S --period 1h`` (seed 002's window;
   through the library in the table ways, to keep the suite fast);
@@ -15,7 +16,7 @@ checks its files in each):
 * ``plain``: a plain directory, read with ``--layout``;
 * ``foreign_table``: the directory adopted with ``trib table create`` once other
   tools have written to it (tracking ``both`` is detected);
-* ``mixed_table``: the same, plus a real ``trib ingest`` every few hours writing
+* ``mixed_table``: the same, plus a ``trib ingest`` every few hours writing
   into the same partitions. Its files come from the manifest (their commit
   times are the real clock's, outside every simulated window), the others by
   listing, each exactly once.
@@ -33,9 +34,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_trib
+from conftest import invoke_trib
 from tributary_read.read.resolve import resolve
 from tributary_read.read.window import TimeWindow
+
+pytestmark = pytest.mark.unit
 
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 H = 3_600_000
@@ -165,13 +168,13 @@ def _apply(sim: Sim, e: Event, model: dict[str, int]) -> None:
 
 
 def _cli_json(*args: str) -> dict:
-    proc = run_trib(*args, "--json")
+    proc = invoke_trib(*args, "--json")
     assert proc.returncode == 0, f"trib {' '.join(args)}: {proc.stderr}"
     return json.loads(proc.stdout)
 
 
 def _ingest(sim: Sim, run: int, version: int) -> tuple[list[str], int]:
-    """A real ``trib ingest`` of records whose event times lie in the last 3 simulated hours."""
+    """A ``trib ingest`` of records whose event times lie in the last 3 simulated hours."""
     from tributary_read.read.resolve import manifest_files
     from tributary_read.table.config import Table
 
@@ -200,7 +203,7 @@ def sim(request, tmp_path_factory) -> Sim:
         while pending and pending[0].t <= s:
             _apply(sim, pending.pop(0), model)
         if run == 0 and sim.way != "plain":  # adopt the directory other tools already write to
-            proc = run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION)
+            proc = invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION)
             assert proc.returncode == 0 and "tracking both" in proc.stdout, proc.stdout + proc.stderr
         if sim.way == "mixed_table" and run % INGEST_EVERY == 2:
             sim.trib_files[run], version = _ingest(sim, run, version)

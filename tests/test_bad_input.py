@@ -1,4 +1,7 @@
-"""Bad input: one clear line on stderr, a non-zero exit, no traceback, nothing committed changes."""
+"""Bad input: one clear line on stderr, a non-zero exit, no traceback, nothing committed changes.
+
+The CLI runs in this process (``invoke_trib``); one case runs a real process for its traceback.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_trib
+from conftest import invoke_trib, run_trib
 from helpers import LAYOUT, PARTITION, make_source, snapshot
+
+pytestmark = pytest.mark.unit
 
 LOG = Path("_tributary/log")
 
@@ -27,8 +32,8 @@ def table(tmp_path):
     """A table with three commits of real data."""
     root = tmp_path / "t"
     src = make_source(tmp_path / "src.jsonl", 300)
-    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
-    run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts",
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts",
              "--commit-every", "100", check=True)
     return root
 
@@ -40,7 +45,7 @@ def _last_commit(root: Path) -> Path:
 def _every_reader_refuses(root, code, *needles):
     for args in (["log", str(root)], ["verify", str(root)], ["files", str(root)],
                  ["recover", str(root), "--app-id", "a"]):
-        assert_one_line_error(run_trib(*args), code, *needles)
+        assert_one_line_error(invoke_trib(*args), code, *needles)
 
 
 def test_truncated_commit_file(table, tmp_path):
@@ -49,7 +54,7 @@ def test_truncated_commit_file(table, tmp_path):
     before = snapshot(table)
     _every_reader_refuses(table, 6, "corrupt", last.name)
     src = make_source(tmp_path / "more.jsonl", 10)
-    assert_one_line_error(run_trib("ingest", str(table), "--source", str(src), "--app-id", "b",
+    assert_one_line_error(invoke_trib("ingest", str(table), "--source", str(src), "--app-id", "b",
                                    "--time-field", "ts"), 6, "corrupt")
     assert snapshot(table) == before
 
@@ -82,7 +87,7 @@ def test_manifest_path_escaping_root(table, evil):
     last.write_text(json.dumps(doc))
     before = snapshot(table)
     _every_reader_refuses(table, 6, "escapes the table root")
-    assert_one_line_error(run_trib("clean", str(table), "--older-than", "0s"), 6, "escapes")
+    assert_one_line_error(invoke_trib("clean", str(table), "--older-than", "0s"), 6, "escapes")
     assert snapshot(table) == before
 
 
@@ -96,7 +101,7 @@ def test_manifest_path_escaping_root(table, evil):
 ])
 def test_malformed_layout(tmp_path, layout, partition, needle):
     root = tmp_path / "t"
-    p = run_trib("table", "create", str(root), "--layout", layout, "--partition", partition)
+    p = invoke_trib("table", "create", str(root), "--layout", layout, "--partition", partition)
     assert_one_line_error(p, 3, needle)
     assert not root.exists()
 
@@ -104,7 +109,7 @@ def test_malformed_layout(tmp_path, layout, partition, needle):
 def test_record_without_time_field_goes_to_dead_letter(tmp_path, table):
     src = tmp_path / "bad.jsonl"
     src.write_text('{"id": 1, "ts": 1592960400000}\n{"id": 2}\nnot json\n{"id": 3, "ts": "yesterday"}\n')
-    p = run_trib("ingest", str(table), "--source", str(src), "--app-id", "b", "--time-field", "ts", "--json")
+    p = invoke_trib("ingest", str(table), "--source", str(src), "--app-id", "b", "--time-field", "ts", "--json")
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)
     assert res["records"] == 4 and res["dead_letters"] == 3
@@ -112,8 +117,8 @@ def test_record_without_time_field_goes_to_dead_letter(tmp_path, table):
     lines = [json.loads(x) for f in dead for x in f.read_text().splitlines()]
     assert [(d["offset"], d["reason"]) for d in lines] == [
         (1, "no time field 'ts'"), (2, "not valid JSON"), (3, "unparsable time 'yesterday'")]
-    assert run_trib("verify", str(table)).returncode == 0  # dead letters are committed files
-    files = json.loads(run_trib("files", str(table), "--json").stdout)["files"]
+    assert invoke_trib("verify", str(table)).returncode == 0  # dead letters are committed files
+    files = json.loads(invoke_trib("files", str(table), "--json").stdout)["files"]
     assert not any(f["path"].startswith("_tributary") for f in files)
 
 
@@ -121,7 +126,7 @@ def test_record_without_time_field_fails_the_run(tmp_path, table):
     src = tmp_path / "bad.jsonl"
     src.write_text('{"id": 1, "ts": 1592960400000}\n{"id": 2}\n')
     before = snapshot(table)
-    p = run_trib("ingest", str(table), "--source", str(src), "--app-id", "b", "--time-field", "ts",
+    p = invoke_trib("ingest", str(table), "--source", str(src), "--app-id", "b", "--time-field", "ts",
                  "--on-bad-record", "fail")
     assert_one_line_error(p, 3, "bad.jsonl line 1", "no time field 'ts'")
     assert snapshot(table) == before  # the batch's files were removed, nothing committed
@@ -130,7 +135,7 @@ def test_record_without_time_field_fails_the_run(tmp_path, table):
 def test_unwritable_root(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    p = run_trib("table", "create", str(blocker / "t"), "--layout", LAYOUT, "--partition", PARTITION)
+    p = invoke_trib("table", "create", str(blocker / "t"), "--layout", LAYOUT, "--partition", PARTITION)
     assert_one_line_error(p, 7, "cannot")
     assert blocker.read_text() == "x"
 
@@ -141,7 +146,7 @@ def test_unwritable_table_during_ingest(tmp_path, table):
     src.write_text('{"id": 1, "ts": 1262304000000}\n')  # 2010-01-01T00Z
     (table / "2010_01_01").write_text("in the way")
     before = snapshot(table)
-    p = run_trib("ingest", str(table), "--source", str(src), "--app-id", "c", "--time-field", "ts")
+    p = invoke_trib("ingest", str(table), "--source", str(src), "--app-id", "c", "--time-field", "ts")
     assert_one_line_error(p, 7, "cannot")
     assert snapshot(table) == before
 
@@ -164,10 +169,11 @@ def test_cli_argument_errors(tmp_path, table, args, code, needle):
     subst = {"{table}": str(table), "{missing}": str(tmp_path / "nope"), "{src}": str(src)}
     args = [subst.get(a, a) for a in args]
     before = snapshot(table)
-    assert_one_line_error(run_trib(*args), code, needle)
+    assert_one_line_error(invoke_trib(*args), code, needle)
     assert snapshot(table) == before
 
 
+@pytest.mark.integration
 def test_verbose_shows_traceback(table):
     last = _last_commit(table)
     last.write_bytes(b"{")

@@ -19,7 +19,8 @@ from tributary_read.errors import CommitConflictError, CommitStateUnknownError, 
 from tributary_read.table.layout import Layout
 from tributary_read.table.log import commit_path
 from tributary_read.table.manifest import Commit, FileEntry, Transaction
-from tributary_read.io.storage import LocalStorage, open_storage
+from tributary_read.io.local import LocalStorage
+from tributary_read.io.storage import open_storage
 from tributary_read.table.config import Table, TableConfig
 from tributary_read.write.writer import TableWriter
 
@@ -29,6 +30,8 @@ from helpers import (
     LAYOUT, PARTITION, assert_exactly_once, committed_records, make_source, signal_growing_source,
 )
 from test_concurrency import _check_log, _run_concurrently
+
+pytestmark = pytest.mark.integration
 
 
 def _entry(i: int) -> FileEntry:
@@ -89,7 +92,7 @@ def test_own_landed_commit_is_success_s3(s3_server, drops):
 
 
 def test_unknown_outcome_raises_and_never_moves_to_a_higher_slot(tmp_path, monkeypatch):
-    monkeypatch.setattr("tributary_read.log.SLOT_ATTEMPTS", 3, raising=False)
+    monkeypatch.setattr("tributary_read.table.log.SLOT_ATTEMPTS", 3, raising=False)
     root = str(tmp_path / "t")
     t = Table.create(root, TableConfig(Layout(LAYOUT, PARTITION)))
     t.log.storage = storage = LostReply(root, "never")
@@ -102,7 +105,7 @@ def test_unknown_outcome_raises_and_never_moves_to_a_higher_slot(tmp_path, monke
 @pytest.mark.parametrize("mode", ["raise", "never"])
 def test_writer_keeps_files_of_an_attempted_commit(tmp_path, monkeypatch, mode):
     """abort() after a commit attempt deletes nothing: the commit may have landed."""
-    monkeypatch.setattr("tributary_read.log.SLOT_ATTEMPTS", 2, raising=False)
+    monkeypatch.setattr("tributary_read.table.log.SLOT_ATTEMPTS", 2, raising=False)
     root = str(tmp_path / "t")
     t = Table.create(root, TableConfig(Layout(LAYOUT, PARTITION)))
     t.log.storage = LostReply(root, mode)

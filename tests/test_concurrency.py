@@ -13,6 +13,8 @@ from helpers import LAYOUT, PARTITION, make_source
 
 from tributary_read.table.config import Table
 
+pytestmark = pytest.mark.integration
+
 
 def _run_concurrently(root, sources, env=None):
     env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO)}

@@ -21,6 +21,8 @@ from tributary_read.errors import CommitConflictError, PendingPlanError, StalePl
 from tributary_read.read.resolve import Source
 from tributary_read.io.storage import open_storage
 
+pytestmark = pytest.mark.integration
+
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 PARTITION = "dt={yyyy}{MM}{dd}{HH}"
 H = 3_600_000
@@ -269,8 +271,8 @@ def test_unchanged_directories_are_skipped_and_full_scan_finds_rewrites(tmp_path
     assert p.files == () and p.conflicts == ()
     c.ack(p.plan_id)
     p = c.plan(full_scan=True)
-    assert p.files == () and [x["path"] for x in p.conflicts] == [f"{hour_dir(T0 + 5 * H)}/f.log"]
-    assert p.conflicts[0]["delivered"]["size"] == 2 and p.conflicts[0]["now"]["size"] == 7
+    assert p.files == () and [x.path for x in p.conflicts] == [f"{hour_dir(T0 + 5 * H)}/f.log"]
+    assert p.conflicts[0].delivered.size == 2 and p.conflicts[0].now.size == 7
     c.ack(p.plan_id)
     assert c.plan(full_scan=True).conflicts == ()  # reported once; the ack acknowledged it
 
@@ -310,7 +312,7 @@ def test_ledger_is_bounded_by_the_horizon_and_sealed_partitions_still_report(tmp
     # An old-mtime file in a sealed partition cannot be told apart: the partition is reported.
     put(root, f"{hour_dir(T0 + 4 * H)}/rsynced.log", T0)
     p = c.plan(now_ms=now + 2)
-    beyond = {b["path"]: b["reason"] for b in p.beyond_horizon}
+    beyond = {b.path: b.reason for b in p.beyond_horizon}
     assert p.files == ()
     assert beyond[f"{hour_dir(T0 + 2 * H)}/new.log"].startswith("new file in a partition older")
     assert "cannot tell which files are new" in beyond[f"{hour_dir(T0 + 4 * H)}/rsynced.log"]

@@ -19,6 +19,8 @@ from helpers import (
     LAYOUT, PARTITION, assert_exactly_once, committed_records, make_source, signal_growing_source, visible_records,
 )
 
+pytestmark = pytest.mark.integration
+
 
 def _ingest_cmd(root, src, protocol, commit_every):
     return [*TRIB, "ingest", str(root), "--source", str(src), "--app-id", "etl",

@@ -1,7 +1,10 @@
 """Inputs that once ended in "trib: unexpected …" (exit 1) exit with their error class's code.
 
-Each case runs the real CLI and asserts: the code, one stderr line, no
-traceback, and that the table's committed bytes did not change.
+Each case runs the CLI and asserts: the code, one stderr line, no traceback,
+and that the table's committed bytes did not change. The CLI runs in this
+process (``invoke_trib``: the root group maps errors itself) unless the process
+is the point: a JSON nesting deep enough to crash an interpreter, a file-size
+limit, concurrent syncs.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import signal
 import subprocess
 
 import pytest
-from conftest import REPO, TRIB, run_trib
+from conftest import REPO, TRIB, invoke_trib, run_trib
 from helpers import LAYOUT, PARTITION, assert_exactly_once, committed_records, make_source, snapshot
 
 from tributary_read.io.storage import open_storage
+
+pytestmark = pytest.mark.unit
 
 COMMIT1 = "_tributary/log/00000000000000000001.json"
 DEEP = '{"format":"tributary-manifest","format_version":1,"x":' + "[" * 100_000 + "]" * 100_000 + "}"
@@ -27,10 +32,10 @@ DEEP = '{"format":"tributary-manifest","format_version":1,"x":' + "[" * 100_000 
 def built(tmp_path_factory):
     base = tmp_path_factory.mktemp("codes")
     root = base / "t"
-    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
     src = make_source(base / "s.jsonl", 200, hours=3)
-    run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
-    run_trib("files", str(root), "--consumer", "c", check=True)
+    invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
+    invoke_trib("files", str(root), "--consumer", "c", check=True)
     return root
 
 
@@ -43,7 +48,7 @@ def table(built, tmp_path):
 
 def expect(code: int, *args: str, root=None, proc=None):
     before = snapshot(root) if root is not None else None
-    p = proc or run_trib(*args)
+    p = proc or invoke_trib(*args)
     assert p.returncode == code, (args, p.returncode, p.stderr)
     err = p.stderr
     assert err.endswith("\n") and err.count("\n") == 1, err
@@ -74,6 +79,7 @@ def test_badly_typed_commit_fields_are_corrupt(table, field, value):
         expect(6, cmd, str(table), root=table)
 
 
+@pytest.mark.integration  # a real process: a recursion crash would take pytest down with it
 @pytest.mark.parametrize("where", [COMMIT1, "_tributary/table.json", "consumers"])
 def test_deeply_nested_json_is_corrupt_not_a_recursion_crash(table, where):
     if where == "consumers":
@@ -83,7 +89,9 @@ def test_deeply_nested_json_is_corrupt_not_a_recursion_crash(table, where):
         path = table / where
         args = ("files", str(table))
     path.write_text(DEEP)
-    expect(6, *args, root=table)
+    before = snapshot(table)
+    expect(6, *args, proc=run_trib(*args))
+    assert snapshot(table) == before
 
 
 def test_last_checkpoint_that_is_a_directory_is_treated_as_missing(table):
@@ -91,11 +99,11 @@ def test_last_checkpoint_that_is_a_directory_is_treated_as_missing(table):
     if hint.exists():
         hint.unlink()
     hint.mkdir()
-    files = run_trib("files", str(table))
+    files = invoke_trib("files", str(table))
     assert files.returncode == 0, files.stderr and files.stdout.strip()
-    assert run_trib("verify", str(table)).returncode == 0
+    assert invoke_trib("verify", str(table)).returncode == 0
     (table / "_tributary/_last_checkpoint/x").write_text(DEEP)  # still a directory, now not empty
-    assert run_trib("log", str(table)).returncode == 0
+    assert invoke_trib("log", str(table)).returncode == 0
 
 
 @pytest.mark.parametrize("mutate", [
@@ -119,7 +127,7 @@ def test_out_of_range_window_bounds_are_bad_input(table, args):
 @pytest.mark.parametrize("cond", ["dt<=9999123123", "dt>=9999123123", "dt>=9999123123,dt<=9999123123"])
 def test_partition_bounds_at_the_end_of_time_work(table, cond):
     for mode in ("manifest", "mtime"):
-        p = run_trib("files", str(table), "--mode", mode, "--partitions", cond)
+        p = invoke_trib("files", str(table), "--mode", mode, "--partitions", cond)
         assert p.returncode == 0, p.stderr
         assert "Traceback" not in p.stderr
 
@@ -143,6 +151,7 @@ def test_table_create_refuses_layouts_that_leave_root_or_hide_data(tmp_path, lay
     assert not (tmp_path / "t").exists() and not (tmp_path / "x").exists()
 
 
+@pytest.mark.integration  # a real process under a file-size limit
 def test_efbig_on_a_data_file_is_a_storage_error_and_a_rerun_completes(tmp_path):
     root = tmp_path / "t"
     run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
@@ -190,7 +199,7 @@ def test_fuzzed_cli_inputs_never_exit_unexpected(table, tmp_path):
         ("files", str(tmp_path / "nope")),
     ]
     for args in cases:
-        p = run_trib(*args)
+        p = invoke_trib(*args)
         assert "unexpected" not in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
         assert p.returncode != 1, (args, p.stderr)
 
@@ -203,7 +212,7 @@ def test_concurrent_first_time_partition_syncs_loser_exits_5(hive_services, tmp_
 
     from conftest import hs2_connect
 
-    from tributary_read.hive.metastore import TableName
+    from tributary_read.hive.model import TableName
 
     name = TableName("default", f"c_{uuid.uuid4().hex[:10]}")
     root = tmp_path / "root"

@@ -21,7 +21,7 @@ import pytest
 from conftest import _free_ports, run_trib
 from tributary_read.services import hive as services
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
 def test_hive_group_is_registered():

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from conftest import run_trib
 from helpers import LAYOUT, PARTITION, grow_source, make_source
+
+pytestmark = pytest.mark.integration
 
 
 def _files(root):

@@ -17,6 +17,8 @@ import pytest
 from conftest import run_trib
 from helpers import LAYOUT, PARTITION, grow_source, make_source, snapshot
 
+pytestmark = pytest.mark.integration
+
 LOG = Path("_tributary/log")
 
 

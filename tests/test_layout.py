@@ -10,6 +10,8 @@ import pytest
 from tributary_read.errors import InvalidLayoutError
 from tributary_read.table.layout import Layout, PartitionCache, PartitionDir
 
+pytestmark = pytest.mark.unit
+
 HOUR = 3_600_000
 DAY = 24 * HOUR
 HOURLY = "{yyyy}_{MM}_{dd}/{HH}"
@@ -471,3 +473,44 @@ def test_partition_cache_with_sub_minute_zone_offset(layout_fn):
         assert expected.start_ms <= t < expected.end_ms
         assert cache(t) == expected, t
     assert layout.for_time(base + 10_000) != layout.for_time(base + 40_000)
+
+
+# -- the partition spec: templates, value spans, the inverse mapping ---------------
+def test_partition_templates_and_tokens():
+    lay = Layout("dt={yyyy}{MM}{dd}/hr={HH}", " dt={yyyy}{MM}{dd} , hr={HH}")
+    assert lay.partition_templates == {"dt": "{yyyy}{MM}{dd}", "hr": "{HH}"}
+    assert lay.partition_tokens == ["yyyy", "MM", "dd", "HH"]
+    assert Layout(HOURLY, "dt={yyyy}{MM}{dd}").partition_tokens == ["yyyy", "MM", "dd"]
+
+
+def test_value_span_is_the_period_a_value_names():
+    lay = Layout("{yyyy}/{MM}/{dd}/{HH}", "y={yyyy},ym={yyyy}-{MM},d={dd},dt={yyyy}{MM}{dd}{HH}")
+    assert lay.value_span("dt", "2020062401") == (utc(2020, 6, 24, 1), utc(2020, 6, 24, 2))
+    assert lay.value_span("ym", "2020-12") == (utc(2020, 12, 1), utc(2021, 1, 1))
+    assert lay.value_span("y", "2020") == (utc(2020, 1, 1), utc(2021, 1, 1))
+    # Not ordered like time, not a fit, not a real time, no end: nothing to prune by.
+    for key, value in (("d", "24"), ("dt", "202006240"), ("dt", "2021022900"), ("nokey", "2020"),
+                       ("y", "9999")):
+        assert lay.value_span(key, value) is None, (key, value)
+    berlin = Layout("{yyyy}_{MM}_{dd}", "dt={yyyy}{MM}{dd}", "Europe/Berlin")
+    assert berlin.value_span("dt", "20200624") == (utc(2020, 6, 23, 22), utc(2020, 6, 24, 22))
+
+
+def test_default_partition_uses_every_token_in_order():
+    from tributary_read.table.layout import default_partition
+
+    assert default_partition(HOURLY) == HOURLY_SPEC
+    assert default_partition("{dd}/{yyyy}{MM}/{dd}") == "dt={dd}{yyyy}{MM}"
+
+
+def test_partition_mapper_inverts_the_layout():
+    from tributary_read.table.layout import PartitionMapper
+
+    m = PartitionMapper(Layout(HOURLY, HOURLY_SPEC))
+    assert m.directory({"dt": "2024013123"}) == "2024_01_31/23"
+    for bad in ({"dt": "2024023000"}, {"dt": "202401010"}, {"dt": "__HIVE_DEFAULT_PARTITION__"}, {"x": "2024010100"}):
+        assert m.directory(bad) is None
+    two = PartitionMapper(Layout("dt={yyyy}{MM}{dd}/hr={HH}", "dt={yyyy}{MM}{dd},hr={HH}"))
+    assert two.directory({"dt": "20240101", "hr": "05"}) == "dt=20240101/hr=05"
+    with pytest.raises(InvalidLayoutError, match="several directories would share one Hive partition"):
+        PartitionMapper(Layout(HOURLY, "dt={yyyy}{MM}{dd}"))

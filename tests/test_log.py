@@ -14,6 +14,8 @@ from tributary_read.table.config import Table, TableConfig
 
 from helpers import LAYOUT, PARTITION
 
+pytestmark = pytest.mark.unit
+
 
 def _table(root, interval=10) -> Table:
     return Table.create(root, TableConfig(Layout(LAYOUT, PARTITION), checkpoint_interval=interval))

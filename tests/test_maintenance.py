@@ -1,4 +1,4 @@
-"""verify / clean / recover through the CLI, and tables over foreign data."""
+"""verify / clean / recover through the CLI (run in this process), and tables over foreign data."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 import os
 import time
 
-from conftest import run_trib
+import pytest
+from conftest import invoke_trib
 from helpers import LAYOUT, PARTITION, make_source, snapshot
 
 from tributary_read.table.layout import Layout
@@ -14,9 +15,11 @@ from tributary_read.table.manifest import Transaction
 from tributary_read.table.config import Table, TableConfig
 from tributary_read.write.writer import TableWriter
 
+pytestmark = pytest.mark.unit
+
 
 def _create(root, *extra):
-    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, *extra, check=True)
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, *extra, check=True)
 
 
 def test_commit_landed_but_renames_did_not(tmp_path):
@@ -32,12 +35,12 @@ def test_commit_landed_but_renames_did_not(tmp_path):
     t.log.commit(files, Transaction("etl", {"src": 9}), protocol="rename")
     assert all(f.staged and (root / f.staged).exists() and not (root / f.path).exists() for f in files)
 
-    v = run_trib("verify", str(root), "--json")
+    v = invoke_trib("verify", str(root), "--json")
     assert v.returncode == 9
     assert {p["problem"] for p in json.loads(v.stdout)["problems"]} == {"pending_roll_forward"}
-    r = json.loads(run_trib("recover", str(root), "--app-id", "etl", "--json", check=True).stdout)
+    r = json.loads(invoke_trib("recover", str(root), "--app-id", "etl", "--json", check=True).stdout)
     assert r["offsets"] == {"src": 9} and sorted(r["rolled_forward"]) == sorted(f.path for f in files)
-    assert run_trib("verify", str(root)).returncode == 0
+    assert invoke_trib("verify", str(root)).returncode == 0
     assert all((root / f.path).exists() and not (root / f.staged).exists() for f in files)
 
 
@@ -45,12 +48,12 @@ def test_verify_reports_missing_and_resized_files(tmp_path):
     root = tmp_path / "t"
     _create(root)
     src = make_source(tmp_path / "s.jsonl", 200, hours=3)
-    run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
-    files = json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]
+    invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
+    files = json.loads(invoke_trib("files", str(root), "--json", check=True).stdout)["files"]
     os.remove(root / files[0]["path"])
     with open(root / files[1]["path"], "ab") as f:
         f.write(b"extra\n")
-    v = run_trib("verify", str(root), "--json")
+    v = invoke_trib("verify", str(root), "--json")
     assert v.returncode == 9
     problems = {p["path"]: p["problem"] for p in json.loads(v.stdout)["problems"]}
     assert problems == {files[0]["path"]: "missing", files[1]["path"]: "size_mismatch"}
@@ -64,7 +67,7 @@ def test_clean_deletes_only_old_trib_orphans(tmp_path):
     foreign.write_text("foreign\n")
     _create(root)
     src = make_source(tmp_path / "s.jsonl", 100, hours=2)
-    run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
+    invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
     # Orphans: files a crashed writer left behind, one old, one fresh.
     old = root / "2020_06_24" / "01" / "part-20200624010000-deadbeef-000001.jsonl"
     fresh = root / "2020_06_24" / "02" / ".part-20200624020000-deadbeef-000002.jsonl.inprogress"
@@ -74,31 +77,31 @@ def test_clean_deletes_only_old_trib_orphans(tmp_path):
     os.utime(old, (week_ago, week_ago))
     os.utime(foreign, (week_ago, week_ago))
 
-    v = json.loads(run_trib("verify", str(root), "--json", check=True).stdout)
+    v = json.loads(invoke_trib("verify", str(root), "--json", check=True).stdout)
     assert sorted(o["path"] for o in v["orphans"]) == sorted(
         str(p.relative_to(root)) for p in (old, fresh))
     assert [u["path"] for u in v["untracked"]] == [str(foreign.relative_to(root))]
 
     committed = {k: h for k, h in snapshot(root).items() if k.startswith("2020") and "part-2026" in k}
-    dry = json.loads(run_trib("clean", str(root), "--dry-run", "--json", check=True).stdout)
+    dry = json.loads(invoke_trib("clean", str(root), "--dry-run", "--json", check=True).stdout)
     assert [d["path"] for d in dry["deleted"]] == [str(old.relative_to(root))] and old.exists()
-    run_trib("clean", str(root), check=True)
+    invoke_trib("clean", str(root), check=True)
     assert not old.exists() and fresh.exists() and foreign.read_text() == "foreign\n"
     after = snapshot(root)
     assert all(after.get(k) == h for k, h in committed.items())
-    run_trib("clean", str(root), "--older-than", "0s", check=True)
+    invoke_trib("clean", str(root), "--older-than", "0s", check=True)
     assert not fresh.exists() and foreign.exists()
-    assert run_trib("verify", str(root)).returncode == 0
+    assert invoke_trib("verify", str(root)).returncode == 0
 
 
 def test_table_alias_from_trib_toml(tmp_path):
     root = tmp_path / "data" / "events"
     (tmp_path / "trib.toml").write_text(f'[tables.events]\nroot = "{root}"\n')
-    run_trib("table", "create", "events", "--layout", LAYOUT, "--partition", PARTITION, check=True, cwd=tmp_path)
+    invoke_trib("table", "create", "events", "--layout", LAYOUT, "--partition", PARTITION, check=True, cwd=tmp_path)
     src = make_source(tmp_path / "s.jsonl", 10)
-    run_trib("ingest", "events", "--source", str(src), "--app-id", "a", "--time-field", "ts",
+    invoke_trib("ingest", "events", "--source", str(src), "--app-id", "a", "--time-field", "ts",
              check=True, cwd=tmp_path)
-    show = json.loads(run_trib("table", "show", "events", "--json", check=True, cwd=tmp_path).stdout)
+    show = json.loads(invoke_trib("table", "show", "events", "--json", check=True, cwd=tmp_path).stdout)
     assert show["root"] == f"file://{root}" and show["latest_version"] == 1
 
 
@@ -111,8 +114,8 @@ def test_parquet_and_gzip_tables(tmp_path):
     for fmt, comp in (("parquet", "zstd"), ("jsonl", "gzip"), ("text", "zstd")):
         root = tmp_path / f"t-{fmt}"
         _create(root, "--format", fmt, "--compression", comp)
-        run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
-        files = json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]
+        invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
+        files = json.loads(invoke_trib("files", str(root), "--json", check=True).stdout)["files"]
         n = 0
         for f in files:
             p = root / f["path"]

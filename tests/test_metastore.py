@@ -13,18 +13,14 @@ import uuid
 
 import pytest
 
-from tributary_read.errors import InvalidInputError, InvalidLayoutError, MetastoreError, NoSuchHiveTableError
-from tributary_read.hive.metastore import (
-    DIALECTS,
-    TableName,
-    parse_describe,
-    render_spec,
-    same_location,
-    sql_string,
-    stats_from,
-)
-from tributary_read.hive.sync import PartitionMapper
-from tributary_read.table.layout import Layout
+from tributary_read.errors import InvalidInputError, MetastoreError, NoSuchHiveTableError
+from tributary_read.hive.describe import parse_describe, stats_from
+from tributary_read.hive.dialect import DIALECTS
+from tributary_read.hive.model import TableName
+from tributary_read.hive.sql import render_spec, sql_string
+from tributary_read.io.location import same_location
+
+pytestmark = pytest.mark.integration
 
 
 
@@ -196,17 +192,6 @@ def test_same_location():
     assert same_location("hdfs://NN:8020/x", "hdfs://nn:8020/x/")
     assert not same_location("file:/tmp/a", "file:/tmp/b")
     assert not same_location(None, "file:/tmp/a")
-
-
-def test_partition_mapper_inverts_the_layout():
-    m = PartitionMapper(Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}"))
-    assert m.directory({"dt": "2024013123"}) == "2024_01_31/23"
-    for bad in ({"dt": "2024023000"}, {"dt": "202401010"}, {"dt": "__HIVE_DEFAULT_PARTITION__"}, {"x": "2024010100"}):
-        assert m.directory(bad) is None
-    two = PartitionMapper(Layout("dt={yyyy}{MM}{dd}/hr={HH}", "dt={yyyy}{MM}{dd},hr={HH}"))
-    assert two.directory({"dt": "20240101", "hr": "05"}) == "dt=20240101/hr=05"
-    with pytest.raises(InvalidLayoutError):  # 24 hour directories would share one daily partition
-        PartitionMapper(Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}"))
 
 
 def test_parse_describe_hive_format():

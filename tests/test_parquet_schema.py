@@ -1,4 +1,4 @@
-"""Parquet tables keep every JSON field (docs/parquet.md), through the real ``trib ingest``.
+"""Parquet tables keep every JSON field (docs/parquet.md), through ``trib ingest`` (run in this process).
 
 Before: a file's schema came from its first record, so later fields were dropped
 without a word, and a field that changed type failed every rerun (exit 3, no line).
@@ -13,18 +13,20 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_trib
+from conftest import invoke_trib
 from helpers import LAYOUT, PARTITION
 
 from tributary_read.table.manifest import KIND_DATA, KIND_DEAD_LETTER
 from tributary_read.table.config import Table
+
+pytestmark = pytest.mark.unit
 
 T0 = 1_592_960_400_000  # 2020-06-24T01:00:00Z
 
 
 def _create(tmp_path):
     root = tmp_path / "t"
-    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION,
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION,
              "--format", "parquet", "--compression", "snappy", check=True)
     return root
 
@@ -35,7 +37,7 @@ def _source(path, records) -> str:
 
 
 def _ingest(root, src, *extra, check=True):
-    return run_trib("ingest", str(root), "--source", src, "--app-id", "etl", "--time-field", "ts", "--json",
+    return invoke_trib("ingest", str(root), "--source", src, "--app-id", "etl", "--time-field", "ts", "--json",
                     *extra, check=check)
 
 
@@ -76,7 +78,7 @@ def test_a_field_missing_from_the_first_record_is_kept_with_nulls_before(tmp_pat
         {"ts": T0 + 2, "id": 3, "amount": None, "user": {"name": "ann", "age": None}},
         {"ts": T0 + 3, "id": 4, "amount": 7.0, "user": {"name": None, "age": 40}},
     ]
-    assert run_trib("verify", str(root)).returncode == 0
+    assert invoke_trib("verify", str(root)).returncode == 0
 
 
 def test_an_integer_column_is_promoted_to_double(tmp_path):
@@ -118,7 +120,7 @@ def test_a_type_conflict_is_dead_lettered_with_its_offset_and_the_rest_is_kept(t
     # The file opened for hour 06 took no record: it is neither committed nor left behind.
     assert [f.path.rsplit("/", 1)[0] for f in _committed(root)] == ["2020_06_24/01"]
     assert not (root / "2020_06_24" / "06").exists() or not any((root / "2020_06_24" / "06").iterdir())
-    assert run_trib("verify", str(root)).returncode == 0
+    assert invoke_trib("verify", str(root)).returncode == 0
     again = json.loads(_ingest(root, src).stdout)  # a rerun: nothing left to read, no stall
     assert (again["records"], again["last_offset"]) == (0, 6)
 
@@ -192,7 +194,7 @@ def test_reruns_never_stall_on_a_conflict_and_keep_every_record_once(tmp_path):
         assert {k: v for k, v in row.items() if v is not None} == {
             k: (float(v) if isinstance(v, int) and isinstance(row[k], float) else v)
             for k, v in want.items() if v is not None}, (row, want)
-    assert run_trib("verify", str(root)).returncode == 0
+    assert invoke_trib("verify", str(root)).returncode == 0
 
 
 def test_a_new_field_after_a_written_row_group_rolls_to_a_new_file(tmp_path):

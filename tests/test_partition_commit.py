@@ -11,9 +11,11 @@ import pytest
 
 from conftest import hs2_connect, run_trib
 from helpers import BASE_MS, LAYOUT, PARTITION, make_source
-from tributary_read.hive.metastore import TableName
-from tributary_read.hive.sync import STATE_DIR
+from tributary_read.hive.model import TableName
+from tributary_read.hive.state import STATE_DIR
 from tributary_read.table.layout import Layout
+
+pytestmark = pytest.mark.integration
 
 LAY = Layout(LAYOUT, PARTITION)
 HOUR = 3_600_000

@@ -16,10 +16,14 @@ import pytest
 
 from conftest import hs2_connect, run_trib
 from helpers import LAYOUT, PARTITION
-from tributary_read.hive.metastore import TableName, same_location
-from tributary_read.hive.sync import STATE_DIR, StateStore, SyncOptions, sync
+from tributary_read.hive.model import TableName
+from tributary_read.io.location import same_location
+from tributary_read.hive.state import STATE_DIR, StateStore
+from tributary_read.hive.sync import SyncOptions, sync
 from tributary_read.table.layout import Layout
 from tributary_read.table.config import Table, TableConfig
+
+pytestmark = pytest.mark.integration
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 LAY = Layout(LAYOUT, PARTITION)

@@ -1,4 +1,8 @@
-"""Read-side bad input: one clear stderr line, a non-zero exit, and no state changes."""
+"""Read-side bad input: one clear stderr line, a non-zero exit, and no state changes.
+
+The CLI runs in this process (``invoke_trib``): the error mapping is the root group's own, the same
+code a real ``trib`` runs (tests/test_exit_codes.py keeps the real processes).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_trib
+from conftest import invoke_trib
 from helpers import snapshot
 from tributary_read import FileEntry, Layout, Table, TableConfig
+
+pytestmark = pytest.mark.unit
 
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 PARTITION = "dt={yyyy}{MM}{dd}{HH}"
@@ -40,10 +46,10 @@ def plain(tmp_path) -> Path:
 def consumed(plain) -> tuple[Path, str]:
     """A listing consumer with one acked plan and one pending plan."""
     args = ("--layout", LAYOUT, "--lookback", "100000d", "--json")
-    first = json.loads(run_trib("files", str(plain), "--consumer", "c", *args, check=True).stdout)
-    run_trib("consumer", "ack", str(plain), "c", first["plan_id"], check=True)
+    first = json.loads(invoke_trib("files", str(plain), "--consumer", "c", *args, check=True).stdout)
+    invoke_trib("consumer", "ack", str(plain), "c", first["plan_id"], check=True)
     (plain / "2020_06_24/00/b.log").write_bytes(b"y\n")
-    pending = json.loads(run_trib("files", str(plain), "--consumer", "c", "--json", check=True).stdout)
+    pending = json.loads(invoke_trib("files", str(plain), "--consumer", "c", "--json", check=True).stdout)
     return plain, pending["plan_id"], first["plan_id"]
 
 
@@ -69,16 +75,16 @@ BAD_WINDOWS = [
 @pytest.mark.parametrize("args,needle", BAD_WINDOWS, ids=[n for _, n in BAD_WINDOWS])
 def test_bad_windows_and_ranges(plain, args, needle):
     before = snapshot(plain)
-    assert_one_line_error(run_trib("files", str(plain), "--layout", LAYOUT, *args), 3, needle)
+    assert_one_line_error(invoke_trib("files", str(plain), "--layout", LAYOUT, *args), 3, needle)
     assert snapshot(plain) == before
 
 
 def test_bad_roots_and_layout_flags(plain, tmp_path):
-    assert_one_line_error(run_trib("files", str(tmp_path / "nope")), 4, "no directory")
-    assert_one_line_error(run_trib("files", str(plain), "--partition", PARTITION), 3, "give --layout too")
-    assert_one_line_error(run_trib("files", str(plain), "--layout", "{yyyy}/{HH}"), 3, "contiguous run")
-    assert_one_line_error(run_trib("files", str(plain), "--partitions", "dt>=1"), 3, "needs a layout")
-    assert_one_line_error(run_trib("files", str(plain), "--consumer", "c"), 3, "needs a layout")
+    assert_one_line_error(invoke_trib("files", str(tmp_path / "nope")), 4, "no directory")
+    assert_one_line_error(invoke_trib("files", str(plain), "--partition", PARTITION), 3, "give --layout too")
+    assert_one_line_error(invoke_trib("files", str(plain), "--layout", "{yyyy}/{HH}"), 3, "contiguous run")
+    assert_one_line_error(invoke_trib("files", str(plain), "--partitions", "dt>=1"), 3, "needs a layout")
+    assert_one_line_error(invoke_trib("files", str(plain), "--consumer", "c"), 3, "needs a layout")
     assert not (plain / "_tributary").exists()
 
 
@@ -90,7 +96,7 @@ def test_consumer_option_misuse(plain):
                          (["--consumer", "c", "--lookback", "0s"], "must be positive"),
                          (["--consumer", "c", "--lookback", "week"], "bad duration"),
                          (["--consumer", "../x"], "bad consumer name")):
-        assert_one_line_error(run_trib("files", str(plain), "--layout", LAYOUT, *args), 3, needle)
+        assert_one_line_error(invoke_trib("files", str(plain), "--layout", LAYOUT, *args), 3, needle)
     assert snapshot(plain) == before
 
 
@@ -98,36 +104,36 @@ def test_unknown_consumer(plain):
     before = snapshot(plain)
     for cmd in (["ack", str(plain), "ghost", "0-0123456789ab"], ["show", str(plain), "ghost"],
                 ["reset", str(plain), "ghost"]):
-        assert_one_line_error(run_trib("consumer", *cmd), 4, "no consumer 'ghost'")
+        assert_one_line_error(invoke_trib("consumer", *cmd), 4, "no consumer 'ghost'")
     assert snapshot(plain) == before
-    assert json.loads(run_trib("consumer", "list", str(plain), "--json").stdout)["consumers"] == []
+    assert json.loads(invoke_trib("consumer", "list", str(plain), "--json").stdout)["consumers"] == []
 
 
 def test_unknown_plan_ids(consumed):
     root, pending, _ = consumed
     before = snapshot(root)
-    assert_one_line_error(run_trib("consumer", "ack", str(root), "c", "latest"), 3, "is not a plan id")
-    assert_one_line_error(run_trib("consumer", "ack", str(root), "c", "1-0123456789ab"), 3,
+    assert_one_line_error(invoke_trib("consumer", "ack", str(root), "c", "latest"), 3, "is not a plan id")
+    assert_one_line_error(invoke_trib("consumer", "ack", str(root), "c", "1-0123456789ab"), 3,
                           f"no plan 1-0123456789ab (the pending plan is {pending})")
-    assert_one_line_error(run_trib("consumer", "ack", str(root), "c", "9-0123456789ab"), 3, "no plan")
+    assert_one_line_error(invoke_trib("consumer", "ack", str(root), "c", "9-0123456789ab"), 3, "no plan")
     assert snapshot(root) == before
 
 
 def test_acking_a_stale_plan(consumed):
     root, pending, _ = consumed
-    run_trib("consumer", "reset", str(root), "c", "--discard-plan", check=True)
+    invoke_trib("consumer", "reset", str(root), "c", "--discard-plan", check=True)
     before = snapshot(root)
-    assert_one_line_error(run_trib("consumer", "ack", str(root), "c", pending), 5, "discarded plan", "new plan")
+    assert_one_line_error(invoke_trib("consumer", "ack", str(root), "c", pending), 5, "discarded plan", "new plan")
     assert snapshot(root) == before
-    fresh = json.loads(run_trib("files", str(root), "--consumer", "c", "--json", check=True).stdout)
+    fresh = json.loads(invoke_trib("files", str(root), "--consumer", "c", "--json", check=True).stdout)
     assert fresh["plan_id"] != pending and [f["path"] for f in fresh["files"]] == ["2020_06_24/00/b.log"]
 
 
 def test_acking_an_old_plan_after_a_newer_ack(consumed):
     root, pending, first = consumed
-    run_trib("consumer", "ack", str(root), "c", pending, check=True)
+    invoke_trib("consumer", "ack", str(root), "c", pending, check=True)
     before = snapshot(root)
-    assert_one_line_error(run_trib("consumer", "ack", str(root), "c", first), 5, "was made at version 0")
+    assert_one_line_error(invoke_trib("consumer", "ack", str(root), "c", first), 5, "was made at version 0")
     assert snapshot(root) == before
 
 
@@ -149,13 +155,13 @@ def test_corrupt_consumer_state(consumed, damage):
     before = snapshot(root)
     for args in (["files", str(root), "--consumer", "c"], ["consumer", "show", str(root), "c"],
                  ["consumer", "ack", str(root), "c", pending]):
-        assert_one_line_error(run_trib(*args), 6, "corrupt", state.name, "trib consumer reset")
-    listed = json.loads(run_trib("consumer", "list", str(root), "--json").stdout)["consumers"]
+        assert_one_line_error(invoke_trib(*args), 6, "corrupt", state.name, "trib consumer reset")
+    listed = json.loads(invoke_trib("consumer", "list", str(root), "--json").stdout)["consumers"]
     assert "corrupt" in listed[0]["error"]
     assert snapshot(root) == before
     # The way out: reset starts over without reading the broken state (so the layout is given again).
-    run_trib("consumer", "reset", str(root), "c", check=True)
-    plan = json.loads(run_trib("files", str(root), "--consumer", "c", "--layout", LAYOUT, "--lookback", "100000d",
+    invoke_trib("consumer", "reset", str(root), "c", check=True)
+    plan = json.loads(invoke_trib("files", str(root), "--consumer", "c", "--layout", LAYOUT, "--lookback", "100000d",
                                "--json", check=True).stdout)
     assert len(plan["files"]) == 2
 
@@ -165,19 +171,19 @@ def test_corrupt_pending_plan(consumed):
     plan = sorted((root / "_tributary/consumers/c").glob("plan-*.json"))[-1]
     plan.write_bytes(b"{}")
     before = snapshot(root)
-    assert_one_line_error(run_trib("files", str(root), "--consumer", "c"), 6, "corrupt", plan.name)
-    assert_one_line_error(run_trib("consumer", "ack", str(root), "c", pending), 6, "corrupt")
+    assert_one_line_error(invoke_trib("files", str(root), "--consumer", "c"), 6, "corrupt", plan.name)
+    assert_one_line_error(invoke_trib("consumer", "ack", str(root), "c", pending), 6, "corrupt")
     assert snapshot(root) == before
 
 
 def test_consumer_mode_and_version_misuse(tmp_path):
     t = Table.create(str(tmp_path / "m"), TableConfig(layout=Layout(LAYOUT, PARTITION)))
     t.log.commit([FileEntry("2020_06_24/01/p.jsonl", 1, 1, {"dt": "2020062401"})])
-    plan = json.loads(run_trib("files", t.uri, "--consumer", "c", "--json", check=True).stdout)
-    run_trib("consumer", "ack", t.uri, "c", plan["plan_id"], check=True)
+    plan = json.loads(invoke_trib("files", t.uri, "--consumer", "c", "--json", check=True).stdout)
+    invoke_trib("consumer", "ack", t.uri, "c", plan["plan_id"], check=True)
     before = snapshot(t.storage.root)
-    assert_one_line_error(run_trib("files", t.uri, "--consumer", "c", "--mode", "mtime"), 3, "tracks versions")
-    assert_one_line_error(run_trib("consumer", "reset", t.uri, "c", "--to-version", "9"), 3, "between 0 and")
-    assert_one_line_error(run_trib("consumer", "reset", t.uri, "c", "--to-version", "0", "--to-latest"), 3,
+    assert_one_line_error(invoke_trib("files", t.uri, "--consumer", "c", "--mode", "mtime"), 3, "tracks versions")
+    assert_one_line_error(invoke_trib("consumer", "reset", t.uri, "c", "--to-version", "9"), 3, "between 0 and")
+    assert_one_line_error(invoke_trib("consumer", "reset", t.uri, "c", "--to-version", "0", "--to-latest"), 3,
                           "at most one")
     assert snapshot(t.storage.root) == before

@@ -20,6 +20,8 @@ from helpers import LAYOUT, PARTITION, make_source, snapshot
 
 from tributary_read.read.window import TimeWindow
 
+pytestmark = pytest.mark.integration
+
 H = 3_600_000
 
 

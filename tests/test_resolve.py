@@ -10,16 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from cli.files import ListingProgress
-from conftest import run_trib
+from conftest import invoke_trib
 from helpers import put
 from tributary_read import FileEntry, Layout, Table, TableConfig
+from tributary_read.cli.files import ListingProgress
 from tributary_read.errors import InvalidInputError
 from tributary_read.table.layout import parse_timezone
-from tributary_read.read.listing import PartitionFilter, candidate_dirs, parse_valid_length, scan
-from tributary_read.read.resolve import FileSet, Source, resolve
+from tributary_read.read.listing import candidate_dirs, scan
+from tributary_read.read.partition_filter import PartitionFilter
+from tributary_read.read.visibility import parse_valid_length
+from tributary_read.read.fileset import FileSet
+from tributary_read.read.resolve import Source, resolve
 from tributary_read.io.storage import open_storage
 from tributary_read.read.window import TimeWindow, floor_to_period, parse_instant
+
+pytestmark = pytest.mark.unit
 
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 PARTITION = "dt={yyyy}{MM}{dd}{HH}"
@@ -32,7 +37,7 @@ def ms(text: str) -> int:
 
 
 def files_json(*args) -> dict:
-    proc = run_trib("files", *args, "--json")
+    proc = invoke_trib("files", *args, "--json")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -107,7 +112,7 @@ def test_schedule_time_windows_deliver_each_file_once(plain):
 
 
 def test_plain_text_output_and_uris(plain):
-    proc = run_trib("files", str(plain), "--layout", LAYOUT, "--start", "2020-06-24T01:00:00Z",
+    proc = invoke_trib("files", str(plain), "--layout", LAYOUT, "--start", "2020-06-24T01:00:00Z",
                     "--end", "2020-06-24T01:59:59.999Z", "--uri")
     assert proc.returncode == 0
     assert proc.stdout.splitlines()[0] == f"file://{plain}/2020_06_23/23/late.log"
@@ -138,7 +143,7 @@ def test_unparsable_directories_are_reported_not_guessed(tmp_path):
     assert "does not match layout" in reasons["2020_06_24/24/bad-hour.log"]
     assert reasons["2020_06_24/stray.log"] == "not inside a partition directory"
     assert "nested inside partition directory 2020_06_24/00" in reasons["2020_06_24/00/sub/nested.log"]
-    proc = run_trib("files", str(root), "--layout", LAYOUT)
+    proc = invoke_trib("files", str(root), "--layout", LAYOUT)
     assert proc.stdout.split() == ["2020_06_24/00/ok.log"] and "3 files not returned" in proc.stderr
 
 
@@ -244,7 +249,7 @@ def test_mtime_mode_on_a_trib_table_lists_its_directory(table, tmp_path):
 
 
 def test_layout_flags_conflicting_with_the_table_are_refused(table, plain):
-    proc = run_trib("files", table.uri, "--layout", "{yyyy}{MM}{dd}/{HH}")
+    proc = invoke_trib("files", table.uri, "--layout", "{yyyy}{MM}{dd}/{HH}")
     assert proc.returncode == 3 and "drop --layout" in proc.stderr
     with pytest.raises(InvalidInputError, match="needs a trib table"):
         resolve(str(plain), mode="manifest")

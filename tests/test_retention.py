@@ -1,7 +1,10 @@
-"""Retention: ``trib expire`` (a table that can shrink) and log retention, through real CLI processes.
+"""Retention: ``trib expire`` (a table that can shrink) and log retention, through the CLI.
 
 Each source holds records 40 days old (5 hourly partitions: expired by
 ``--older-than 30d``) and records 1-3 hours old (3 partitions: kept).
+
+The CLI runs in this process (``invoke_trib``): each command still opens the
+table afresh from storage, as a new process would.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import os
 import time
 from pathlib import Path
 
-from conftest import run_trib
+import pytest
+from conftest import invoke_trib
 from helpers import LAYOUT, PARTITION, put, snapshot
 
 from tributary_read.table.layout import Layout
@@ -20,6 +24,8 @@ from tributary_read.table.manifest import Transaction
 from tributary_read.io.storage import open_storage
 from tributary_read.table.config import Table
 from tributary_read.write.writer import TableWriter
+
+pytestmark = pytest.mark.unit
 
 H = 3_600_000
 OLD_DIRS = 5
@@ -48,7 +54,7 @@ def append(root, app: str, first_id: int = 0, old: bool = True) -> None:
 
 
 def trib_ok(*args) -> str:
-    p = run_trib(*args)
+    p = invoke_trib(*args)
     assert p.returncode == 0, f"trib {' '.join(args)} exited {p.returncode}: {p.stderr}"
     return p.stdout
 
@@ -128,7 +134,7 @@ def test_expire_records_one_commit_and_everyone_agrees(any_root, tmp_path):
     listed = scan(storage, Layout(LAYOUT, PARTITION)).partitions
     assert sorted(listed) == sorted({p.rsplit("/", 1)[0] for p in live})
 
-    v = run_trib("verify", str(root), "--json")
+    v = invoke_trib("verify", str(root), "--json")
     assert v.returncode == 0, v.stdout
     assert json.loads(v.stdout)["removed"] == []
     assert trib_json("expire", str(root), "--older-than", "30d")["version"] is None  # nothing left to expire
@@ -147,7 +153,7 @@ def test_expire_grace_zero_deletes_at_once_and_late_data_stays_live(tmp_path):
     ingest(root, make_mixed_source(tmp_path / "late.jsonl", first_id=1000, n=2), app="late")
     late = [p for p in files(root) if is_old(p)]
     assert len(late) == 1 and (root / late[0]).exists()
-    assert run_trib("verify", str(root)).returncode == 0
+    assert invoke_trib("verify", str(root)).returncode == 0
 
 
 def test_consumers_agree_after_expire(tmp_path):
@@ -182,7 +188,7 @@ def test_expire_leaves_foreign_files_and_says_so(tmp_path):
     append(root, "etl")
     old = sorted(p for p in files(root) if is_old(p))
     foreign = put(root, old[0].rsplit("/", 1)[0] + "/flume-0001.log", int(time.time() * 1000) - 40 * 24 * H)
-    p = run_trib("expire", str(root), "--older-than", "30d", "--grace", "0s")
+    p = invoke_trib("expire", str(root), "--older-than", "30d", "--grace", "0s")
     assert p.returncode == 0, p.stderr
     assert "left alone" in p.stderr and "flume-0001.log" in p.stderr
     out = trib_json("expire", str(root), "--older-than", "30d", "--grace", "0s")
@@ -220,16 +226,16 @@ def test_log_retention_keeps_readers_working(tmp_path):
     assert trib_json("table", "show", str(root))["latest_version"] == 7
     assert [c["version"] for c in trib_json("log", str(root))["commits"]] == [6, 7]
     assert len(files(root, "--since-version", "5")) == 2 * NEW_DIRS  # from the oldest retained commit
-    assert run_trib("verify", str(root)).returncode == 0
+    assert invoke_trib("verify", str(root)).returncode == 0
     # Without the checkpoint hint, readers find the checkpoint instead of reading an empty log.
     (root / "_tributary" / "_last_checkpoint").unlink()
     assert files(root) == live
     assert trib_json("table", "show", str(root))["latest_version"] == 7
 
     # Asking for history the log no longer has is a clear error, never a silent partial answer.
-    p = run_trib("files", str(root), "--mode", "manifest", "--since-version", "2")
+    p = invoke_trib("files", str(root), "--mode", "manifest", "--since-version", "2")
     assert p.returncode == 3 and "log retention" in p.stderr
-    p = run_trib("files", str(root), "--consumer", "behind")
+    p = invoke_trib("files", str(root), "--consumer", "behind")
     assert p.returncode == 3 and "log retention" in p.stderr and "consumer reset" in p.stderr
     trib_ok("consumer", "reset", str(root), "behind", "--to-latest")
     assert trib_json("files", str(root), "--consumer", "behind")["files"] == []

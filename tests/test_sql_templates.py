@@ -13,7 +13,10 @@ import uuid
 import pytest
 
 from conftest import hs2_connect
-from tributary_read.hive.metastore import DIALECTS, SQL_DIR, load_template, render, render_spec, sql_string
+from tributary_read.hive.dialect import DIALECTS
+from tributary_read.hive.sql import SQL_DIR, load_template, render, render_spec, sql_string
+
+pytestmark = pytest.mark.integration
 
 #: template -> whether Hive's parser sees it (False: a Hive processor command)
 TEMPLATES = {

@@ -1,12 +1,14 @@
 """Storage behaviour suite: every test in the first part runs on every backend.
 
-``any_root`` yields a fresh local directory and a fresh prefix on the local
-S3-protocol server; the same assertions must hold for both, because the
-manifest log relies only on this interface.
+``any_storage`` yields a Storage at a fresh local directory, a fresh prefix on
+the local S3-protocol server and a fresh ``memory://`` root; the same
+assertions must hold for all, because the manifest log relies only on this
+interface.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -15,15 +17,20 @@ import uuid
 import pytest
 
 from tributary_read.errors import InvalidInputError, StorageError
-from tributary_read.io.storage import LocalStorage, S3Storage, open_storage, safe_relpath
+from tributary_read.io.local import LocalStorage
+from tributary_read.io.memory import MemoryStorage
+from tributary_read.io.s3 import S3Storage
+from tributary_read.io.storage import ENTRY_DIR, ENTRY_FILE, Capabilities, Storage, open_storage, safe_relpath
+
+pytestmark = pytest.mark.unit
 
 SLACK_MS = 5_000  # clock skew allowed for mtimes (S3 reports whole seconds)
 
 
 @pytest.fixture
-def store(any_root):
+def store(any_storage):
     """Storage at a fresh root; S3 options come from the env set by ``s3_env``."""
-    return open_storage(any_root)
+    return any_storage
 
 
 def _now_ms() -> int:
@@ -157,16 +164,110 @@ def test_rename(store):
         store.rename("p/missing", "p/other")
 
 
-def test_uri_for(store, any_root):
+def test_uri_for(store, any_storage_root):
     if isinstance(store, LocalStorage):
-        assert store.uri == "file://" + os.path.abspath(any_root)
+        assert store.uri == "file://" + os.path.abspath(any_storage_root)
     else:
-        assert isinstance(store, S3Storage)
-        assert store.uri == any_root
+        assert isinstance(store, (S3Storage, MemoryStorage))
+        assert store.uri == any_storage_root
     assert store.uri_for("a/b.parquet") == store.uri + "/a/b.parquet"
     assert store.uri_for("a//./b.parquet") == store.uri + "/a/b.parquet"
     with pytest.raises(InvalidInputError):
         store.uri_for("../b.parquet")
+
+
+def test_capabilities_and_hadoop_uri(store):
+    caps = store.capabilities
+    assert isinstance(store, Storage) and isinstance(caps, Capabilities)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        caps.remote = not caps.remote
+    expected = {  # what each store promises; the readers branch on these, never on a scheme
+        LocalStorage: Capabilities(True, False, True, "file", True),
+        S3Storage: Capabilities(False, True, True, "s3a"),
+        MemoryStorage: Capabilities(False, False, True, None),
+    }[type(store)]
+    assert caps == expected
+    if isinstance(store, LocalStorage):
+        assert store.hadoop_uri("a/b.parquet") == "file:" + store.root + "/a/b.parquet"
+        assert store.hadoop_uri() == "file:" + store.root
+    elif isinstance(store, S3Storage):
+        assert store.hadoop_uri("a/b.parquet") == "s3a://" + store.root + "/a/b.parquet"
+        assert store.hadoop_uri() == "s3a://" + store.root
+    else:
+        with pytest.raises(InvalidInputError, match="Spark and Hive cannot read it"):
+            store.hadoop_uri("a/b.parquet")
+    with pytest.raises(InvalidInputError):
+        store.hadoop_uri("../b.parquet")
+
+
+def test_root_info_and_stat_many(store):
+    assert store.root_info() is None  # nothing written yet
+    assert store.stat_many([]) == []
+    store.write("d/x", b"12")
+    assert store.root_info().is_dir and store.root_info().path == ""
+    x, missing, d = store.stat_many(["d/x", "d/nope", "d"])
+    assert (x.path, x.size, x.is_dir) == ("d/x", 2, False)
+    assert missing is None
+    assert (d.path, d.is_dir) == ("d", True)
+
+
+def test_list_infos_entries_are_absolute_under_root(store):
+    store.write("a/b/c.bin", b"123")
+    store.write("top", b"")
+    entries, unlisted = store.list_infos()
+    assert unlisted == []
+    assert all(e.path.startswith(store.root + "/") for e in entries)
+    got = {(e.path[len(store.root) + 1:], e.type == ENTRY_FILE, e.type == ENTRY_DIR) for e in entries}
+    assert got == {("a", False, True), ("a/b", False, True), ("a/b/c.bin", True, False), ("top", True, False)}
+    files = [e for e in store.list_infos("a/b")[0] if e.type == ENTRY_FILE]
+    assert [(e.base_name, e.size) for e in files] == [("c.bin", 3)]
+    flat = {e.path[len(store.root) + 1:] for e in store.list_infos(recursive=False)[0]}
+    assert flat == {"a", "top"}
+
+
+def test_replace_swaps_whole_content(store):
+    store.replace("_meta/table.json", b"v0")  # creates
+    assert store.read("_meta/table.json") == b"v0"
+    values = [f"v{i}".encode() * 100 for i in range(1, 8)]
+    seen: list[bytes] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            seen.append(store.read("_meta/table.json"))  # never missing: every store here replaces atomically
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for v in values:
+            store.replace("_meta/table.json", v)
+    finally:
+        stop.set()
+        t.join(timeout=60)
+    assert store.read("_meta/table.json") == values[-1]
+    whole = {b"v0", *values}
+    if isinstance(store, S3Storage):
+        # pyarrow sizes an object with a HEAD, then GETs that many bytes: a read
+        # racing a PUT can get the new version's first bytes (never a mix).
+        # A JSON document cut short never parses, so readers fail loudly.
+        torn = {s for s in seen if s not in whole}
+        assert all(any(v.startswith(s) and len(s) < len(v) for v in values) for s in torn), torn
+    else:
+        assert set(seen) <= whole
+    assert [f.path for f in store.list()] == ["_meta/table.json"]  # no temp file left
+
+
+def test_remove_empty_dir_never_removes_content(store):
+    store.write("a/b/f", b"1")
+    store.makedirs("a/e")
+    assert store.remove_empty_dir("a/b") is False
+    assert store.read("a/b/f") == b"1"
+    store.delete("a/b/f")
+    assert store.remove_empty_dir("a/b") is True
+    assert store.remove_empty_dir("a/e") is True
+    assert store.list_dirs("a") == []
+    assert store.remove_empty_dir("a") is True
+    assert store.list_dirs() == [] and store.list() == []
 
 
 # -- the commit primitive ----------------------------------------------------------
@@ -187,10 +288,10 @@ def test_create_if_absent_does_not_replace_a_plain_write(store):
     assert store.read("_log/00001.json") == b"written"
 
 
-def test_create_if_absent_races_have_exactly_one_winner(any_root):
+def test_create_if_absent_races_have_exactly_one_winner(any_storage_root):
     threads, keys = 8, 20
     # One Storage per thread, as separate writer processes would have.
-    stores = [open_storage(any_root) for _ in range(threads)]
+    stores = [open_storage(any_storage_root) for _ in range(threads)]
     payloads = [f"writer-{i}-{uuid.uuid4().hex}".encode() * 64 for i in range(threads)]
     wins: dict[str, list[int]] = {}
     errors: list[BaseException] = []
@@ -345,6 +446,19 @@ def test_read_only_local_root_is_a_storage_error(tmp_path):
         assert os.listdir(root) == []
     finally:
         root.chmod(0o700)
+
+
+def test_a_backend_must_provide_every_abstract_operation():
+    class Partial(Storage):
+        capabilities = Capabilities(False, False, True, None)
+
+        def read(self, rel):
+            return b""
+
+    with pytest.raises(TypeError, match="abstract"):
+        Partial("r", "memory://r")
+    with pytest.raises(TypeError):
+        Storage("r", "memory://r")
 
 
 def test_open_storage_schemes(tmp_path):

@@ -22,6 +22,8 @@ from tributary_read.errors import InvalidInputError
 from tributary_read.read.resolve import Source, resolve
 from tributary_read.read.tracking import is_written
 
+pytestmark = pytest.mark.integration
+
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 PARTITION = "dt={yyyy}{MM}{dd}{HH}"
 H = 3_600_000

@@ -8,10 +8,12 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_trib
+from conftest import invoke_trib
 
 from tributary_read import BadRecordError, InvalidInputError, Layout, RollPolicy, Table, TableConfig, TableWriter
 from tributary_read.io.storage import open_storage
+
+pytestmark = pytest.mark.unit
 
 H = 3_600_000
 LAYOUT = Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
@@ -92,7 +94,7 @@ def test_files_uri_json_adds_full_uris(tmp_path):
     root = tmp_path / "logs"
     (root / "2020_06_24" / "00").mkdir(parents=True)
     (root / "2020_06_24" / "00" / "a.log").write_text("x\n")
-    p = run_trib("files", str(root), "--layout", "{yyyy}_{MM}_{dd}/{HH}", "--mode", "mtime", "--uri", "--json",
+    p = invoke_trib("files", str(root), "--layout", "{yyyy}_{MM}_{dd}/{HH}", "--mode", "mtime", "--uri", "--json",
                  check=True)
     [f] = json.loads(p.stdout)["files"]
     assert f["path"] == "2020_06_24/00/a.log"

@@ -22,12 +22,14 @@ _LAZY = {
     "ManifestLog": "table.log", "TableState": "table.log",
     "clean": "table.maintenance", "verify": "table.maintenance",
     "Commit": "table.manifest", "FileEntry": "table.manifest", "Transaction": "table.manifest",
-    "FileSet": "read.resolve", "ResolvedFile": "read.resolve", "Source": "read.resolve",
-    "manifest_files": "read.resolve", "mtime_files": "read.resolve",
-    "TimeWindow": "read.window", "PartitionFilter": "read.listing",
+    "FileSet": "read.fileset", "ResolvedFile": "read.fileset", "LateFile": "read.fileset",
+    "Conflict": "read.fileset", "ReadMode": "read.fileset", "Source": "read.resolve",
+    "resolve": "read.resolve", "manifest_files": "read.resolve", "mtime_files": "read.resolve",
+    "TimeWindow": "read.window", "PartitionFilter": "read.partition_filter",
     "Consumer": "read.consumer", "Plan": "read.consumer", "list_consumers": "read.consumer",
     "FileInfo": "io.storage", "Storage": "io.storage", "open_storage": "io.storage",
     "RollPolicy": "table.config", "Table": "table.config", "TableConfig": "table.config",
+    "Protocol": "table.config", "Tracking": "table.config", "DataFormat": "io.formats",
     "TableWriter": "write.writer",
 }
 
@@ -51,12 +53,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from tributary_read.read.consumer import Consumer, Plan, list_consumers
     from tributary_read.write.ingest import IngestResult, TimeSpec, ingest, recover
     from tributary_read.table.layout import Layout, PartitionDir
-    from tributary_read.read.listing import PartitionFilter
+    from tributary_read.read.partition_filter import PartitionFilter
     from tributary_read.table.log import ManifestLog, TableState
     from tributary_read.table.maintenance import clean, verify
     from tributary_read.table.manifest import Commit, FileEntry, Transaction
-    from tributary_read.read.resolve import FileSet, ResolvedFile, Source, manifest_files, mtime_files
+    from tributary_read.read.fileset import Conflict, FileSet, LateFile, ReadMode, ResolvedFile
+    from tributary_read.read.resolve import Source, manifest_files, mtime_files, resolve
     from tributary_read.io.storage import FileInfo, Storage, open_storage
-    from tributary_read.table.config import RollPolicy, Table, TableConfig
+    from tributary_read.table.config import Protocol, RollPolicy, Table, TableConfig, Tracking
+    from tributary_read.io.formats import DataFormat
     from tributary_read.read.window import TimeWindow
     from tributary_read.write.writer import TableWriter

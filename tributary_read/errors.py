@@ -9,9 +9,28 @@ from __future__ import annotations
 
 
 class TributaryError(Exception):
-    """Root of every error trib raises on purpose."""
+    """Root of every error trib raises on purpose.
+
+    The library is called from Python, the CLI and Spark, so a message names
+    each argument in words (``the schedule time``), never by one front end's
+    spelling. ``params`` maps each parameter a message names to those words, so
+    a front end can put its own names in their place (:meth:`reword`; ``trib``
+    shows ``--schedule-time``).
+    """
 
     exit_code = 1
+
+    def __init__(self, *args, **params: str):
+        super().__init__(*args)
+        self.params = params
+
+    def reword(self, names) -> str:
+        """The message with each parameter's words replaced by ``names[param]`` where given."""
+        msg = str(self)
+        for param, words in self.params.items():
+            if param in names:
+                msg = msg.replace(words, names[param], 1)
+        return msg
 
 
 class InvalidInputError(TributaryError, ValueError):
@@ -47,7 +66,7 @@ class SchemaConflictError(BadRecordError):
 class SourceMismatchError(InvalidInputError):
     """The source file is not the one its committed offsets were read from (a
     different file under the same name, or one truncated, rotated or replaced):
-    pass ``--source-name`` to ingest it as a new source.
+    give it another source name to ingest it as a new source.
     """
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import posixpath
 import time
-import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
@@ -30,16 +29,16 @@ from tributary_read.errors import (
     CommitConflictError,
     InvalidInputError,
     ManifestCorruptError,
-    StorageError,
     TributaryError,
 )
 from tributary_read.table.layout import PartitionDir
 from tributary_read.table.log import META_DIR
 from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, KIND_DATA, Commit, load_document
-from tributary_read.io.storage import Storage
 from tributary_read.table.config import PROPERTIES, Table
-from tributary_read.hive.metastore import Metastore, TableName, open_metastore
-from tributary_read.hive.sync import Known, StateStore, SyncState, location_for
+from tributary_read.hive.metastore import Metastore, open_metastore
+from tributary_read.hive.model import TableName
+from tributary_read.hive.state import Known, StateStore, SyncState
+from tributary_read.hive.sync import location_for
 
 POLICIES = ("metastore", "success-file")
 CLOCKS = ("processing", "event")
@@ -66,9 +65,10 @@ class CommitPolicy:
         if self.clock not in CLOCKS:
             raise InvalidInputError(f"unknown clock {self.clock!r}; choose {', '.join(CLOCKS)}")
         if self.delay_ms < 0:
-            raise InvalidInputError("--delay must be >= 0")
+            raise InvalidInputError("the delay must be >= 0", delay="the delay")
         if "metastore" in self.policies and not (self.hive_table and self.metastore):
-            raise InvalidInputError("policy metastore needs --hive-table and --metastore")
+            raise InvalidInputError("policy metastore needs a Hive table and a metastore",
+                                    hive_table="a Hive table", metastore="a metastore")
         if self.hive_table:
             TableName.parse(self.hive_table)
         name = self.success_file
@@ -103,22 +103,8 @@ def save_policy(table: Table, policy: CommitPolicy) -> Table:
     """Rewrite ``table.json`` with ``policy``; readers see the old file or the new one."""
     config = replace(table.config, partition_commit=policy.to_json())
     data = json.dumps(config.to_json(), indent=2, sort_keys=True).encode()
-    _replace_file(table.storage, PROPERTIES, data)
+    table.storage.replace(PROPERTIES, data)
     return Table(table.storage, config)
-
-
-def _replace_file(storage: Storage, rel: str, data: bytes) -> None:
-    if storage.scheme == "s3":
-        storage.write(rel, data)  # a PUT replaces atomically
-        return
-    tmp = f"{posixpath.dirname(rel)}/.{posixpath.basename(rel)}.{uuid.uuid4().hex}.tmp"
-    storage.write(tmp, data)
-    try:
-        storage.rename(tmp, rel)  # rename(2) replaces atomically on local disk
-    except StorageError:
-        # HDFS renames never replace: a short window without the file, never a torn one.
-        storage.delete(rel)
-        storage.rename(tmp, rel)
 
 
 # -- the committer -------------------------------------------------------------------

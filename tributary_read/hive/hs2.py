@@ -22,7 +22,10 @@ import socket
 from urllib.parse import urlparse
 
 from tributary_read.errors import InvalidInputError, MetastoreError, MissingDependencyError, missing_extra
-from tributary_read.hive.metastore import DIALECTS, SqlMetastore, query_options, render
+from tributary_read.hive.dialect import DIALECTS
+from tributary_read.hive.metastore import query_options
+from tributary_read.hive.sql import render
+from tributary_read.hive.sql_metastore import SqlMetastore
 
 AUTH_MODES = ("NONE", "NOSASL", "LDAP", "KERBEROS")
 PASSWORD_ENV = "TRIB_HS2_PASSWORD"

@@ -20,18 +20,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tributary_read.errors import InvalidInputError, MetastoreError, missing_extra
-from tributary_read.hive.metastore import (
-    DIALECTS,
-    HivePartition,
-    PartitionSpec,
-    SqlMetastore,
-    TableName,
-    check_values,
-    parse_bracket_map,
-    query_options,
-    stats_from,
-)
+from tributary_read.errors import InvalidInputError, MetastoreError, NoSuchHiveTableError, missing_extra
+from tributary_read.hive.describe import parse_bracket_map, stats_from
+from tributary_read.hive.dialect import DIALECTS
+from tributary_read.hive.metastore import query_options
+from tributary_read.hive.model import HivePartition, PartitionSpec, TableName
+from tributary_read.hive.sql import check_values
+from tributary_read.hive.sql_metastore import SqlMetastore
 
 #: Hive partition parameters that no longer hold once the files changed.
 _STALE_PARAMS = ("numRows", "rawDataSize", "COLUMN_STATS_ACCURATE")
@@ -100,9 +95,7 @@ class SparkCatalogMetastore(SqlMetastore):
             return fn()
         except Exception as e:  # noqa: BLE001 - py4j errors carry the JVM exception text
             text = str(e)
-            if "NoSuchTableException" in text or "TABLE_OR_VIEW_NOT_FOUND" in text:
-                from tributary_read.errors import NoSuchHiveTableError
-
+            if any(m in text for m in self.dialect.not_found):
                 raise NoSuchHiveTableError(f"Hive table {table} does not exist (spark)") from None
             line = next((ln.strip() for ln in text.splitlines() if "Exception" in ln), text.splitlines()[0])
             raise MetastoreError(f"spark catalog: {what} {table}: {line[:300]}") from None

@@ -8,181 +8,26 @@ only when asked), ``refresh`` (files changed since the last sync) and
 Nothing is executed until the whole plan exists, so a listing error aborts
 before any DDL, and safety limits judge the plan as a whole.
 
-SHOW PARTITIONS carries no locations, and a DESCRIBE costs ~100-250 ms per
-partition through HiveServer2. So trib remembers, per Hive table, the location
-it set and a fingerprint of each partition's files in numbered state files
-(see :class:`StateStore`); only partitions it has never seen are described.
+SHOW PARTITIONS carries no locations, so trib remembers what it set
+(:mod:`tributary_read.hive.state`); only partitions it has never seen are described.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from tributary_read.errors import (
-    CommitConflictError,
-    InvalidInputError,
-    InvalidLayoutError,
-    ManifestCorruptError,
-    StorageError,
-    TributaryError,
-)
-from tributary_read.table.layout import Layout
+from tributary_read.errors import InvalidInputError, StorageError, TributaryError
+from tributary_read.table.layout import PartitionMapper
 from tributary_read.read.listing import Listing, scan
-from tributary_read.table.log import META_DIR
-from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, load_document
-from tributary_read.io.storage import Storage, open_storage
+from tributary_read.io.storage import Storage
 from tributary_read.table.config import Table
-from tributary_read.hive.metastore import HivePartition, Metastore, TableName, check_location, same_location
-
-STATE_DIR = f"{META_DIR}/hive"
-#: State versions kept after a save; older ones are deleted.
-KEEP_STATES = 3
-_STATE_NAME = re.compile(r"^state-(\d{20})\.json$")
-_TOKEN = re.compile(r"\{(\w+)\}")
-
-
-# -- layout <-> partition values ----------------------------------------------------
-class PartitionMapper:
-    """Maps Hive partition values back to the layout directory they mount.
-
-    Requires a one-to-one layout: the partition spec must use every token of the
-    directory template, or several directories would share one partition, and a
-    Hive partition has exactly one location.
-    """
-
-    def __init__(self, layout: Layout):
-        missing = [t for t in layout.tokens if t not in _TOKEN.findall(layout.partition)]
-        if missing:
-            raise InvalidLayoutError(
-                f"partition spec {layout.partition!r} omits {', '.join('{%s}' % t for t in missing)} of layout "
-                f"{layout.directory!r}: several directories would share one Hive partition")
-        self.layout = layout
-        templates = [s.strip() for s in layout.partition.split(",")]
-        self._inverse = Layout("/".join(templates), layout.partition, layout.timezone)
-
-    def directory(self, values: Mapping[str, str]) -> str | None:
-        """The layout directory of these values, or None when they are not the layout's."""
-        keys = self.layout.keys
-        if [k.lower() for k in values] != [k.lower() for k in keys]:
-            return None
-        vals = list(values.values())
-        if not all(isinstance(v, str) and v and "/" not in v for v in vals):
-            return None
-        p = self._inverse.try_parse("/".join(f"{k}={v}" for k, v in zip(keys, vals)))
-        if p is None:
-            return None
-        d = self.layout.for_time(p.start_ms)
-        return d.path if list(d.values.values()) == vals else None
-
-
-# -- the state file ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class Fingerprint:
-    """The visible files of a partition directory: count, bytes, newest mtime."""
-
-    files: int
-    bytes: int
-    mtime_ms: int
-
-
-@dataclass(frozen=True)
-class Known:
-    """What trib knows about one partition: its location and, once synced, its files."""
-
-    location: str
-    fingerprint: Fingerprint | None = None
-
-    def to_json(self) -> list:
-        fp = self.fingerprint
-        return [self.location] + ([fp.files, fp.bytes, fp.mtime_ms] if fp else [None, None, None])
-
-    @classmethod
-    def from_json(cls, v) -> Known:
-        loc, files, size, mtime = v
-        if not isinstance(loc, str):
-            raise ValueError("location must be a string")
-        fp = Fingerprint(int(files), int(size), int(mtime)) if files is not None else None
-        return cls(loc, fp)
-
-
-@dataclass(frozen=True)
-class SyncState:
-    version: int
-    hive_table: str
-    metastore: str
-    table_location: str | None
-    root: str
-    synced_ms: int
-    partitions: Mapping[str, Known] = field(default_factory=dict, hash=False)
-
-    def to_json(self) -> dict:
-        return {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "hive-sync",
-                "version": self.version, "hive_table": self.hive_table, "metastore": self.metastore,
-                "table_location": self.table_location, "root": self.root, "synced_ms": self.synced_ms,
-                "partitions": {k: v.to_json() for k, v in sorted(self.partitions.items())}}
-
-    @classmethod
-    def from_json(cls, data: bytes, where: str) -> SyncState:
-        d = load_document(data, where)
-        try:
-            if d.get("kind") != "hive-sync":
-                raise ValueError(f"kind is {d.get('kind')!r}")
-            return cls(int(d["version"]), d["hive_table"], d["metastore"], d.get("table_location"), d["root"],
-                       int(d["synced_ms"]), {k: Known.from_json(v) for k, v in d["partitions"].items()})
-        except (KeyError, TypeError, ValueError) as e:
-            raise ManifestCorruptError(f"corrupt sync state {where}: {e}") from None
-
-
-class StateStore:
-    """Numbered sync states, each created with the table's create-if-absent commit primitive.
-
-    Numbered files rather than one overwritten file: creation is atomic on every
-    store trib supports (an overwrite is not, on local disk or HDFS), and two
-    concurrent syncs of one Hive table cannot silently overwrite each other's view.
-    """
-
-    def __init__(self, storage: Storage, directory: str):
-        self.storage = storage
-        self.directory = directory
-
-    @classmethod
-    def for_table(cls, table: Table, hive: TableName, state_dir: str | None = None,
-                  options: Mapping[str, str] | None = None) -> StateStore:
-        if state_dir:
-            return cls(open_storage(state_dir, options), f"{hive.db}.{hive.name}")
-        return cls(table.storage, f"{STATE_DIR}/{hive.db}.{hive.name}")
-
-    def _path(self, version: int) -> str:
-        return f"{self.directory}/state-{version:020d}.json"
-
-    def versions(self) -> list[int]:
-        names = (f.path.rsplit("/", 1)[-1] for f in self.storage.list(self.directory, recursive=False))
-        return sorted(int(m.group(1)) for m in map(_STATE_NAME.match, names) if m)
-
-    def latest(self) -> SyncState | None:
-        vs = self.versions()
-        if not vs:
-            return None
-        path = self._path(vs[-1])
-        try:
-            return SyncState.from_json(self.storage.read(path), self.storage.uri_for(path))
-        except FileNotFoundError:  # pruned by a concurrent sync: its successor exists
-            return self.latest()
-
-    def save(self, state: SyncState) -> None:
-        data = json.dumps(state.to_json(), separators=(",", ":")).encode()
-        if not self.storage.create_if_absent(self._path(state.version), data):
-            raise CommitConflictError(
-                f"another sync of {state.hive_table} saved state version {state.version} meanwhile; "
-                "the partition DDL already applied is idempotent: rerun to plan from its view")
-        for v in self.versions():
-            if v <= state.version - KEEP_STATES:
-                self.storage.delete(self._path(v))
+from tributary_read.hive.metastore import Metastore
+from tributary_read.hive.model import HivePartition, TableName
+from tributary_read.io.location import check_location, same_location
+from tributary_read.hive.state import Fingerprint, Known, StateStore, SyncState
 
 
 # -- the plan ------------------------------------------------------------------------------
@@ -233,9 +78,10 @@ class SyncOptions:
 
     def __post_init__(self):
         if not 0 <= self.max_drop_fraction <= 1:
-            raise InvalidInputError("--max-drop-fraction must be between 0 and 1")
+            raise InvalidInputError("the largest fraction to drop must be between 0 and 1",
+                                    max_drop_fraction="the largest fraction to drop")
         if self.batch_size is not None and self.batch_size < 1:
-            raise InvalidInputError("--batch-size must be >= 1")
+            raise InvalidInputError("the batch size must be >= 1", batch_size="the batch size")
         if self.location_base is not None:
             check_location(self.location_base)
 

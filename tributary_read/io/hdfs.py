@@ -1,6 +1,6 @@
 """HDFS storage: data through libhdfs (pyarrow), commits through WebHDFS.
 
-Kept apart from :mod:`.storage` because its commit point needs its own client
+Kept in its own module because its commit point needs its own client
 (the ``hdfs`` extra); see :class:`HdfsStorage` and docs/manifest.md.
 """
 
@@ -9,15 +9,17 @@ from __future__ import annotations
 import posixpath
 import uuid
 from typing import Mapping
+from urllib.parse import ParseResult
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from tributary_read.errors import StorageError, missing_extra
-from tributary_read.io.storage import Storage, publish_exclusive
+from tributary_read.io.arrow import ArrowStorage
+from tributary_read.io.storage import Capabilities, publish_exclusive
 
 
-class HdfsStorage(Storage):
+class HdfsStorage(ArrowStorage):
     """HDFS through libhdfs; commits through WebHDFS (the ``hdfs`` extra).
 
     The commit point must be exclusive at the NameNode. pyarrow's
@@ -30,7 +32,8 @@ class HdfsStorage(Storage):
     not at all. Nothing on the commit path calls pyarrow's move.
     """
 
-    scheme = "hdfs"
+    #: Real directories with mtimes; a rename never replaces (see :meth:`Storage.replace`).
+    capabilities = Capabilities(real_directories=True, remote=True, atomic_replace=False, hadoop_scheme="hdfs")
 
     def __init__(self, host: str, port: int, path: str, options: Mapping[str, str]):
         kw: dict = {"host": host or "default", "port": port or 0}
@@ -98,3 +101,8 @@ class HdfsStorage(Storage):
                                      discard=lambda tmp: client.delete(tmp))
         except (HdfsError, OSError) as e:
             raise self._wrap("cannot commit", rel, e) from e
+
+
+def open_hdfs(u: ParseResult, options: Mapping[str, str]) -> HdfsStorage:
+    """The registry's factory for ``hdfs://`` and ``viewfs://`` URIs."""
+    return HdfsStorage(u.hostname or "default", u.port or 0, u.path, options)

@@ -20,19 +20,19 @@ valid length) while the partition is inside the lookback horizon, then a
 constant-size digest ("seal") once it falls out, so the state is bounded by the
 horizon and late arrivals in old partitions are still detected and reported. A
 table tracked ``both`` (tributary_read.tracking) keeps both in one state:
-trib-written files by version, the others by ledger.
+trib-written files by version, the others by ledger. Each mode is a strategy
+(tributary_read.read.consumer_tracking); this module is the model around them:
+the numbered files (tributary_read.table.docstore), plan, ack, reset and show.
 """
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import replace
 from typing import Any, Mapping
 
 from tributary_read.read.consumer_state import (
-    _FILE,
     _NAME,
     _PLAN_ID,
     CONSUMER_MODES,
@@ -58,13 +58,12 @@ from tributary_read.errors import (
     StorageError,
     UnsupportedFormatVersionError,
 )
-from tributary_read.table.layout import Layout
-from tributary_read.read.ledger import LedgerPlanner, apply_delta
+from tributary_read.read.consumer_tracking import ConsumerTracking, PlanOptions, tracking_for
 from tributary_read.read.listing import Progress
-from tributary_read.table.manifest import load_document
-from tributary_read.read.resolve import Source, manifest_files
+from tributary_read.read.resolve import Source
 from tributary_read.io.storage import Storage, open_storage
-from tributary_read.read.tracking import check_untracked, written
+from tributary_read.table.config import Tracking
+from tributary_read.table.docstore import DocumentSeries, DocumentStore
 
 __all__ = ["AckResult", "Consumer", "ConsumerState", "Plan", "check_name", "list_consumers",
            "CONSUMER_MODES", "CONSUMERS_DIR", "DEFAULT_LOOKBACK_MS", "DEFAULT_FULL_SCAN_EVERY_MS"]
@@ -91,36 +90,29 @@ class Consumer:
         else:
             self.storage = self.source.storage
             self.prefix = f"{CONSUMERS_DIR}/{name}"
+        #: ``state-<n>.json`` and ``plan-<n>.json`` share the consumer's directory.
+        self._states = DocumentStore(self.storage, DocumentSeries(self.prefix, "state-"))
+        self._plans = DocumentStore(self.storage, DocumentSeries(self.prefix, "plan-"))
 
     @property
     def location(self) -> str:
         return f"{self.storage.uri}/{self.prefix}"
 
     # -- files ---------------------------------------------------------------
-    def _path(self, kind: str, v: int) -> str:
-        return f"{self.prefix}/{kind}-{v:020d}.json"
+    def _store(self, kind: str) -> DocumentStore:
+        return self._states if kind == "state" else self._plans
 
     def _versions(self) -> tuple[list[int], list[int]]:
-        states, plans = [], []
-        for f in self.storage.list(self.prefix, recursive=False):
-            m = _FILE.match(f.path.rsplit("/", 1)[-1])
-            if m:
-                (states if m.group(1) == "state" else plans).append(int(m.group(2)))
-        return sorted(states), sorted(plans)
+        names = self._states.names()  # one listing for both series
+        return self._states.numbers(names), self._plans.numbers(names)
 
     def exists(self) -> bool:
         states, plans = self._versions()
         return bool(states or plans)
 
     def _load(self, kind: str, v: int) -> dict | None:
-        path = self._path(kind, v)
         try:
-            data = self.storage.read(path)
-        except FileNotFoundError:
-            return None
-        where = self.storage.uri_for(path)
-        try:
-            return load_document(data, where)
+            return self._store(kind).read(v)
         except UnsupportedFormatVersionError:
             raise
         except ManifestCorruptError as e:
@@ -128,7 +120,7 @@ class Consumer:
 
     def _corrupt(self, kind: str, v: int, e: Exception) -> ConsumerStateCorruptError:
         return ConsumerStateCorruptError(
-            f"corrupt consumer {kind} {self.storage.uri_for(self._path(kind, v))}: {e}; "
+            f"corrupt consumer {kind} {self._store(kind).uri(v)}: {e}; "
             "start over with `trib consumer reset`")
 
     def _read_state(self, v: int) -> ConsumerState | None:
@@ -169,24 +161,20 @@ class Consumer:
                 return st  # else: pruned between listing and reading; look again
         raise StorageError(f"consumer state under {self.location} keeps changing; retry")
 
-    def _create(self, path: str, doc: dict) -> bool:
-        data = json.dumps(doc, separators=(",", ":")).encode()
+    def _create(self, kind: str, v: int, doc: dict) -> bool:
         try:
-            return self.storage.create_if_absent(path, data)
+            return self._store(kind).create(v, doc)
         except StorageError as e:
             if self.external:
                 raise
-            raise StorageError(f"{e} (for a read-only table keep consumer state elsewhere: --state-dir DIR)") from None
+            raise StorageError(f"{e} (for a read-only table keep consumer state elsewhere: a state directory)",
+                               state_dir="a state directory") from None
 
     def _prune(self, current: int) -> None:
-        states, plans = self._versions()
+        names = self._states.names()
         try:
-            for v in states:
-                if v <= current - KEEP_STATES:
-                    self.storage.delete(self._path("state", v))
-            for v in plans:
-                if v <= current - KEEP_STATES:
-                    self.storage.delete(self._path("plan", v))
+            self._states.prune(KEEP_STATES, current, names)
+            self._plans.prune(KEEP_STATES, current, names)
         except StorageError:
             pass  # old files only cost space; the next ack tries again
 
@@ -218,40 +206,32 @@ class Consumer:
                 24 h; 0 = only when asked). Stored at the ack.
         """
         if lookback_ms is not None and lookback_ms <= 0:
-            raise InvalidInputError("--lookback must be positive")
+            raise InvalidInputError("the lookback must be positive", lookback="the lookback")
         if min_age_ms is not None and min_age_ms < 0:
-            raise InvalidInputError("--min-age must not be negative")
+            raise InvalidInputError("the minimum age must not be negative", min_age="the minimum age")
         if full_scan_every_ms is not None and full_scan_every_ms < 0:
-            raise InvalidInputError("--full-scan-every must not be negative (0 = off)")
+            raise InvalidInputError("the full-scan interval must not be negative (0 = off)",
+                                    full_scan_every="the full-scan interval")
+        opts = PlanOptions(mode, lookback_ms, min_age_ms, full_scan, full_scan_every_ms, progress, parallel)
         state = self.current()
         base = state.version if state else 0
         pending = self._read_plan(base)
         if pending is not None:
-            return self._check_pending(pending, mode, lookback_ms, min_age_ms, full_scan_every_ms)
-        plan = self._compute(state, mode, lookback_ms, min_age_ms, full_scan, now_ms, progress, parallel,
-                             full_scan_every_ms)
+            return self._check_pending(pending, opts)
+        plan = self._compute(state, opts, now_ms)
         for _ in range(20):
-            if self._create(self._path("plan", base), plan.to_json()):
+            if self._create("plan", base, plan.to_json()):
                 return plan
             winner = self._read_plan(base)
             if winner is not None:  # a concurrent caller planned first: theirs is the plan
-                return self._check_pending(winner, mode, lookback_ms, min_age_ms, full_scan_every_ms)
+                return self._check_pending(winner, opts)
             time.sleep(0.01)  # an S3 conditional PUT lost to one in flight
         raise StorageError(f"cannot create a plan under {self.location}; retry")
 
-    def _check_pending(self, p: Plan, mode: str, lookback_ms, min_age_ms, full_scan_every_ms=None) -> Plan:
-        wanted = _consumer_mode(mode)
-        diffs = []
-        listing = p.mode in ("listing", "both")
-        if wanted is not None and wanted != p.mode:
-            diffs.append(f"mode {p.mode}")
-        if listing and lookback_ms is not None and lookback_ms != p.lookback_ms:
-            diffs.append(f"--lookback {p.lookback_ms} ms")
-        if listing and min_age_ms is not None and min_age_ms != p.min_age_ms:
-            diffs.append(f"--min-age {p.min_age_ms} ms")
-        every = p.delta.get("full_scan_every_ms")
-        if listing and full_scan_every_ms is not None and every is not None and full_scan_every_ms != every:
-            diffs.append(f"--full-scan-every {every} ms")
+    def _check_pending(self, p: Plan, opts: PlanOptions) -> Plan:
+        wanted = _consumer_mode(opts.asked)
+        diffs = [f"mode {p.mode}"] if wanted is not None and wanted != p.mode else []
+        diffs += tracking_for(p.mode, self.source, self.name).differences(p, opts)
         if diffs:
             raise PendingPlanError(
                 f"consumer {self.name!r} has pending plan {p.plan_id} made with {', '.join(diffs)}; "
@@ -266,102 +246,28 @@ class Consumer:
             what = {"manifest": "versions", "listing": "a listing ledger",
                     "both": "versions and a listing ledger"}[have]
             raise InvalidInputError(
-                f"consumer {self.name!r} tracks {what} (mode {have}); drop --mode or use another consumer name")
+                f"consumer {self.name!r} tracks {what} (mode {have}); drop the mode argument or use another "
+                "consumer name", mode="the mode argument")
         if wanted == "both" and table is None:
-            raise InvalidInputError(f"--mode both needs a trib table; {self.source.uri} has no manifest log")
+            raise InvalidInputError(f"mode both needs a trib table; {self.source.uri} has no manifest log",
+                                    mode="mode")
         tracking = table.config.tracking if table is not None else "listing"
         if wanted is None and have == "manifest" and tracking == "both":
             return "both"  # the table was set to track both: keep the version, start a ledger
         return wanted or have or tracking
 
-    def _compute(self, state: ConsumerState | None, mode: str, lookback_ms, min_age_ms, full_scan,
-                 now_ms, progress, parallel=None, full_scan_every_ms=None) -> Plan:
-        """A ``both`` plan is a manifest plan and a ledger plan in one: the files
-        of each side (disjoint by name, tributary_read.tracking) and one delta,
-        so the ack moves the version and the ledger together in one state file."""
+    def _tracking(self, state: ConsumerState | None, asked: str) -> ConsumerTracking:
+        return tracking_for(self._mode(state, asked), self.source, self.name)
+
+    def _compute(self, state: ConsumerState | None, opts: PlanOptions, now_ms: int | None) -> Plan:
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        base = state.version if state else 0
-        m = self._mode(state, mode)
-        plan_id = f"{base}-{uuid.uuid4().hex[:12]}"
-        table = self.source.table
-        manifest = self._plan_manifest(state, plan_id, now) if m in ("manifest", "both") else None
-        if manifest is not None and m == "manifest":
-            untracked = check_untracked(table, manifest.files, tracking="manifest", asked=mode)
-            return replace(manifest, stats={"untracked": untracked.to_json()} if untracked else {})
-        lookback = lookback_ms if lookback_ms is not None else (state.lookback_ms if state else DEFAULT_LOOKBACK_MS)
-        layout = self._layout(state)
-        every = full_scan_every_ms if full_scan_every_ms is not None else (
-            state.full_scan_every_ms if state else DEFAULT_FULL_SCAN_EVERY_MS)
-        periodic = every > 0 and now - (state.last_full_scan_ms if state else 0) >= every
-        why = ("requested" if full_scan else "first" if not (state and (state.ledger or state.sealed))
-               else "periodic" if periodic else None)  # an empty ledger has no directory to skip
-        diff = LedgerPlanner(self.source.storage, state.ledger if state else {}, state.sealed if state else {},
-                             layout, lookback, min_age_ms or 0, now, foreign_only=table is not None
-                             ).plan(why is not None, progress, parallel)
-        delta = {**diff.delta, "full_scan": why is not None, "full_scan_every_ms": every}
-        stats = {**diff.stats, "full_scan": why}
-        files, skipped, versions = diff.files, diff.skipped, None
-        if manifest is not None:
-            files = tuple(sorted((*written(manifest.files), *files), key=lambda f: f.path))
-            skipped = tuple(sorted((*manifest.skipped, *skipped), key=lambda s: s.path))
-            versions = manifest.versions
-            delta["manifest_version"] = manifest.delta["manifest_version"]
-        elif table is not None:
-            untracked = check_untracked(table, files, tracking="listing", asked=mode)
-            if untracked:
-                stats["untracked"] = untracked.to_json()
-        return Plan(plan_id, self.name, base, m, self.source.uri, now, files, lookback,
-                    min_age_ms or 0, diff.conflicts, diff.beyond_horizon, skipped, diff.deferred,
-                    diff.baseline, versions, stats, delta)
-
-    def _layout(self, state: ConsumerState | None) -> Layout:
-        stored = Layout(**state.layout) if state and state.layout else None
-        lay = self.source.layout
-        if lay is not None and stored is not None and lay != stored:
-            raise InvalidInputError(
-                f"consumer {self.name!r} was created with layout {stored.directory!r} -> {stored.partition!r} "
-                f"({stored.timezone}); this call passes {lay.directory!r} -> {lay.partition!r} ({lay.timezone})")
-        lay = lay or stored
-        if lay is None:
-            raise InvalidInputError(
-                "a listing consumer needs a layout: pass --layout (and --partition), or create the table "
-                "with `trib table create`")
-        return lay
-
-    def _plan_manifest(self, state: ConsumerState | None, plan_id: str, now: int) -> Plan:
-        table = self.source.table
-        if table is None:
-            raise InvalidInputError(f"{self.source.uri} has no manifest log; use a listing consumer")
-        since = state.manifest_version if state else 0
-        latest = table.log.latest_version()
-        if since > latest:
-            raise ConsumerStateCorruptError(
-                f"consumer {self.name!r} is at table version {since} but {table.uri} ends at {latest} "
-                "(was the table recreated?); `trib consumer reset` to start over")
-        try:
-            fs = manifest_files(table, since, latest)
-        except LogRetentionError as e:
-            raise LogRetentionError(
-                f"consumer {self.name!r} is at table version {since}, further behind than the log keeps ({e}); "
-                f"`trib consumer reset ROOT {self.name} --to-latest` skips what it missed, "
-                f"`trib consumer reset ROOT {self.name}` delivers the whole table again") from None
-        until = fs.plan["until_version"]
-        return Plan(plan_id, self.name, state.version if state else 0, "manifest", self.source.uri, now,
-                    fs.files, skipped=fs.skipped, versions=(since, until), delta={"manifest_version": until})
+        plan_id = f"{state.version if state else 0}-{uuid.uuid4().hex[:12]}"
+        return self._tracking(state, opts.asked).plan(state, plan_id, now, opts)
 
     # -- committing ----------------------------------------------------------
     def _apply(self, state: ConsumerState | None, plan: Plan, now: int, note: str | None = None) -> ConsumerState:
         base = state or ConsumerState(self.name, 0, self.source.uri, created_ms=now)
-        d = plan.delta
-        new = replace(base, mode=plan.mode)
-        if plan.mode in ("manifest", "both"):
-            new = replace(new, manifest_version=int(d["manifest_version"]))
-        if plan.mode in ("listing", "both"):
-            ledger, sealed = apply_delta(base.ledger, base.sealed, d)
-            new = replace(new, ledger=ledger, sealed=sealed, lookback_ms=plan.lookback_ms, layout=d.get("layout"))
-            if "full_scan_every_ms" in d:  # absent in plans made before periodic full scans
-                new = replace(new, full_scan_every_ms=int(d["full_scan_every_ms"]),
-                              last_full_scan_ms=plan.created_ms if d.get("full_scan") else base.last_full_scan_ms)
+        new = tracking_for(plan.mode, self.source, self.name).apply(base, replace(base, mode=plan.mode), plan)
         return replace(new, version=base.version + 1, table=self.source.uri, plan_id=plan.plan_id,
                        note=note, created_ms=base.created_ms or now, updated_ms=now,
                        delivered_files=base.delivered_files + len(plan.files),
@@ -390,7 +296,7 @@ class Consumer:
             raise NoSuchPlanError(f"consumer {self.name!r} has no plan {plan_id}{pend}")
         now = int(time.time() * 1000) if now_ms is None else now_ms
         new = self._apply(state, plan, now, note=f"acked plan {plan_id}")
-        if self._create(self._path("state", cur + 1), new.to_json()):
+        if self._create("state", cur + 1, new.to_json()):
             self._prune(cur + 1)
             return AckResult(new, plan_id, False)
         other = self.current()
@@ -408,7 +314,8 @@ class Consumer:
         position, drop only the pending plan.
         """
         if sum([to_version is not None, to_latest, discard_plan]) > 1:
-            raise InvalidInputError("give at most one of --to-version, --to-latest, --discard-plan")
+            raise InvalidInputError("give at most one of to_version, to_latest and discard_plan",
+                                    reset="to_version, to_latest and discard_plan")
         if not self.exists():
             raise self._no_such()
         now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -432,26 +339,19 @@ class Consumer:
                 new = replace(state, version=cur + 1, plan_id=None, updated_ms=now,
                               note=f"discarded plan {pend.plan_id if pend else '-'}")
         elif to_version is not None:
-            table = self.source.table
-            if table is None or (state is not None and state.mode == "listing"):
-                raise InvalidInputError("--to-version applies to manifest and both consumers only")
-            latest = table.log.latest_version()
-            if not 0 <= to_version <= latest:
-                raise InvalidInputError(f"--to-version must be between 0 and the latest version {latest}")
-            if state is not None and state.mode == "both":  # the ledger of foreign files stays as it is
-                new = replace(state, version=cur + 1, manifest_version=to_version, plan_id=None, updated_ms=now,
-                              note=f"reset to version {to_version}")
-            else:
-                new = ConsumerState(self.name, cur + 1, self.source.uri, mode="manifest",
-                                    manifest_version=to_version, updated_ms=now,
-                                    note=f"reset to version {to_version}", **keep)
+            if self.source.table is None:
+                raise InvalidInputError("a version to reset to applies to manifest and both consumers only",
+                                        to_version="a version to reset to")
+            mode = state.mode if state is not None and state.mode else Tracking.MANIFEST
+            new = tracking_for(mode, self.source, self.name).reset_to_version(state, cur + 1, to_version, now, keep)
         elif to_latest:
+            opts = PlanOptions(min_age_ms=0, full_scan=True, progress=progress)
             try:
-                plan = self._compute(state, "auto", None, 0, True, now, progress)
+                plan = self._compute(state, opts, now)
             except LogRetentionError:
                 # Behind the retained log: the versions it missed can only be skipped, not listed.
                 at_latest = replace(state, manifest_version=self.source.table.log.latest_version())
-                plan = self._compute(at_latest, "auto", None, 0, True, now, progress)
+                plan = self._compute(at_latest, opts, now)
             new = self._apply(state, plan, now, note="reset to latest")
             new = replace(new, version=cur + 1, plan_id=None, delivered_files=state.delivered_files if state else 0,
                           delivered_bytes=state.delivered_bytes if state else 0)
@@ -460,7 +360,7 @@ class Consumer:
                                 updated_ms=now, note="reset", **keep)
         if not new.created_ms:
             new = replace(new, created_ms=now)
-        if not self._create(self._path("state", cur + 1), new.to_json()):
+        if not self._create("state", cur + 1, new.to_json()):
             raise CommitConflictError(f"consumer {self.name!r} changed during the reset; look and retry")
         self._prune(cur + 1)
         return new
@@ -481,7 +381,7 @@ class Consumer:
                                "version": base}
         if state is not None:
             out.update(state.summary())
-            info = self.storage.info(self._path("state", base))
+            info = self.storage.info(self._states.path(base))
             out["state_bytes"] = info.size if info else None
         out["pending"] = None if pend is None else {
             "plan_id": pend.plan_id, "created_ms": pend.created_ms, "files": len(pend.files),

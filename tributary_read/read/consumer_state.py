@@ -16,9 +16,10 @@ from typing import Any, Mapping
 from tributary_read.errors import InvalidInputError
 from tributary_read.read.ledger import check_ledger
 from tributary_read.read.listing import Skipped
+from tributary_read.table.config import Tracking
 from tributary_read.table.log import META_DIR
-from tributary_read.table.manifest import FORMAT, FORMAT_VERSION
-from tributary_read.read.resolve import FileSet, ResolvedFile
+from tributary_read.table.docstore import header
+from tributary_read.read.fileset import Conflict, FileSet, LateFile, ResolvedFile
 from tributary_read.read.tracking import Untracked
 from tributary_read.read.window import DAY_MS
 
@@ -26,7 +27,9 @@ CONSUMERS_DIR = f"{META_DIR}/consumers"
 DEFAULT_LOOKBACK_MS = 7 * DAY_MS
 #: States (and their plans) kept after an ack; older ones are deleted.
 KEEP_STATES = 3
-CONSUMER_MODES = ("manifest", "listing", "both")
+#: A consumer tracks its table's files the way a table can (:class:`Tracking`):
+#: by version, by a ledger of listings, or both.
+CONSUMER_MODES = tuple(Tracking)
 #: Listing consumers list every directory this often, even those whose mtime is
 #: unchanged: a directory mtime set back (``touch -r``, ``rsync -a``) hides a new
 #: file from the mtime skip, and an in-place rewrite never changes it (docs/reading.md).
@@ -34,7 +37,6 @@ DEFAULT_FULL_SCAN_EVERY_MS = DAY_MS
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 _PLAN_ID = re.compile(r"^([0-9]{1,20})-([0-9a-f]{12})$")
-_FILE = re.compile(r"^(state|plan)-([0-9]{20})\.json$")
 
 
 # -- value objects --------------------------------------------------------------
@@ -45,7 +47,7 @@ class ConsumerState:
     consumer: str
     version: int
     table: str
-    mode: str | None = None
+    mode: Tracking | None = None
     lookback_ms: int = DEFAULT_LOOKBACK_MS
     layout: Mapping[str, str] | None = field(default=None, hash=False)
     manifest_version: int = 0
@@ -61,7 +63,7 @@ class ConsumerState:
     last_full_scan_ms: int = 0  # the plan clock of the last acked full listing
 
     def to_json(self) -> dict:
-        return {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "consumer_state",
+        return {**header("consumer_state"),
                 "consumer": self.consumer, "version": self.version, "table": self.table,
                 "mode": self.mode, "lookback_ms": self.lookback_ms, "layout": self.layout,
                 "manifest_version": self.manifest_version, "plan_id": self.plan_id, "note": self.note,
@@ -80,14 +82,15 @@ class ConsumerState:
             raise ValueError("consumer and table must be strings, versions and times integers")
         if not isinstance(d.get("ledger") or {}, dict) or not isinstance(d.get("sealed") or {}, dict):
             raise ValueError("ledger and sealed must be objects")
-        st = cls(d["consumer"], int(d["version"]), d["table"], d.get("mode"), int(d["lookback_ms"]),
+        if d.get("mode") not in (None, *CONSUMER_MODES):
+            raise ValueError(f"unknown mode {d.get('mode')!r}")
+        mode = None if d.get("mode") is None else Tracking(d["mode"])
+        st = cls(d["consumer"], int(d["version"]), d["table"], mode, int(d["lookback_ms"]),
                  d.get("layout"), int(d.get("manifest_version", 0)), d.get("ledger") or {},
                  d.get("sealed") or {}, d.get("plan_id"), d.get("note"), int(d.get("created_ms", 0)),
                  int(d.get("updated_ms", 0)), int(d.get("delivered_files", 0)),
                  int(d.get("delivered_bytes", 0)),
                  int(d.get("full_scan_every_ms", DEFAULT_FULL_SCAN_EVERY_MS)), int(d.get("last_full_scan_ms", 0)))
-        if st.mode not in (None, *CONSUMER_MODES):
-            raise ValueError(f"unknown mode {st.mode!r}")
         check_ledger(st.ledger, st.sealed)
         return st
 
@@ -108,14 +111,14 @@ class Plan:
     plan_id: str
     consumer: str
     base_version: int
-    mode: str
+    mode: Tracking
     table: str
     created_ms: int
     files: tuple[ResolvedFile, ...]
     lookback_ms: int | None = None
     min_age_ms: int = 0
-    conflicts: tuple[Mapping, ...] = ()
-    beyond_horizon: tuple[Mapping, ...] = ()
+    conflicts: tuple[Conflict, ...] = ()
+    beyond_horizon: tuple[LateFile, ...] = ()
     skipped: tuple[Skipped, ...] = ()
     deferred: int = 0
     baseline: Mapping | None = field(default=None, hash=False)
@@ -128,7 +131,12 @@ class Plan:
     def bytes(self) -> int:
         return sum(f.readable_bytes for f in self.files)
 
-    def fileset(self) -> FileSet:
+    def fileset(self, where: Mapping[str, Any] | None = None) -> FileSet:
+        """The plan as the read contract.
+
+        ``where``: :func:`~tributary_read.read.fileset.origin` of the consumer's
+        source (its Hadoop URI and format, which a plan does not store).
+        """
         plan: dict[str, Any] = {"consumer": self.consumer, "plan_id": self.plan_id,
                                 "base_version": self.base_version, "tracking": self.mode,
                                 "created_ms": self.created_ms}
@@ -137,21 +145,24 @@ class Plan:
         if self.mode in ("listing", "both"):
             plan.update({"lookback_ms": self.lookback_ms, "min_age_ms": self.min_age_ms,
                          "horizon_ms": self.created_ms - self.lookback_ms, "deferred": self.deferred,
-                         "conflicts": list(self.conflicts), "beyond_horizon": list(self.beyond_horizon),
+                         "conflicts": [c.to_json() for c in self.conflicts],
+                         "beyond_horizon": [b.to_json() for b in self.beyond_horizon],
                          "baseline": self.baseline, "full_scan": bool(self.delta.get("full_scan")),
                          "full_scan_every_ms": self.delta.get("full_scan_every_ms")})
         stats = {k: v for k, v in self.stats.items() if k != "untracked"}
         untracked = self.stats.get("untracked")
-        return FileSet("consumer", self.files, plan, self.table, self.skipped, stats,
-                       Untracked.from_json(untracked) if untracked else None)
+        return FileSet("consumer", self.files, plan, skipped=self.skipped, stats=stats,
+                       untracked=Untracked.from_json(untracked) if untracked else None,
+                       **{"root": self.table, **(where or {})})
 
     def to_json(self) -> dict:
-        return {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "consumer_plan",
+        return {**header("consumer_plan"),
                 "plan_id": self.plan_id, "consumer": self.consumer, "base_version": self.base_version,
                 "mode": self.mode, "table": self.table, "created_ms": self.created_ms,
                 "lookback_ms": self.lookback_ms, "min_age_ms": self.min_age_ms,
-                "files": [f.to_json() for f in self.files], "conflicts": list(self.conflicts),
-                "beyond_horizon": list(self.beyond_horizon), "skipped": [s.to_json() for s in self.skipped],
+                "files": [f.to_json() for f in self.files], "conflicts": [c.to_json() for c in self.conflicts],
+                "beyond_horizon": [b.to_json() for b in self.beyond_horizon],
+                "skipped": [s.to_json() for s in self.skipped],
                 "deferred": self.deferred, "baseline": self.baseline,
                 "versions": list(self.versions) if self.versions else None,
                 "stats": dict(self.stats), "delta": dict(self.delta)}
@@ -164,10 +175,11 @@ class Plan:
             raise ValueError(f"bad mode {d.get('mode')!r} or files")
         if not all(isinstance(d.get(k), str) for k in ("plan_id", "consumer", "table")):
             raise ValueError("plan_id, consumer and table must be strings")
-        return cls(d["plan_id"], d["consumer"], int(d["base_version"]), d["mode"], d["table"],
+        return cls(d["plan_id"], d["consumer"], int(d["base_version"]), Tracking(d["mode"]), d["table"],
                    int(d["created_ms"]), tuple(ResolvedFile.from_json(f) for f in d["files"]),
-                   d.get("lookback_ms"), int(d.get("min_age_ms") or 0), tuple(d.get("conflicts") or ()),
-                   tuple(d.get("beyond_horizon") or ()),
+                   d.get("lookback_ms"), int(d.get("min_age_ms") or 0),
+                   tuple(Conflict.from_json(c) for c in d.get("conflicts") or ()),
+                   tuple(LateFile.from_json(b) for b in d.get("beyond_horizon") or ()),
                    tuple(Skipped(s["path"], s["reason"], s.get("size", 0), s.get("mtime_ms", 0))
                          for s in d.get("skipped") or ()),
                    int(d.get("deferred") or 0), d.get("baseline"),

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from tributary_read.table.layout import Layout, PartitionDir
-from tributary_read.read.listing import ListedFile, Progress, Skipped, scan, supports_dir_mtime
-from tributary_read.read.resolve import ResolvedFile
+from tributary_read.read.listing import ListedFile, Progress, Skipped, scan
+from tributary_read.read.fileset import Conflict, Fingerprint, LateFile, ResolvedFile
 from tributary_read.io.storage import Storage
 from tributary_read.read.tracking import foreign
 
@@ -26,8 +26,6 @@ from tributary_read.read.tracking import foreign
 QUIESCENT_MS = 2000
 NEW_BEYOND = "new file in a partition older than the lookback horizon"
 _MASK = (1 << 64) - 1
-
-Fingerprint = tuple  # (size, mtime_ms, valid_length or None)
 
 
 # -- encoding ------------------------------------------------------------------
@@ -99,8 +97,8 @@ class LedgerDiff:
     """What one listing adds to a ledger: the files to deliver and the ledger delta."""
 
     files: tuple[ResolvedFile, ...]
-    conflicts: tuple[Mapping, ...]
-    beyond_horizon: tuple[Mapping, ...]
+    conflicts: tuple[Conflict, ...]
+    beyond_horizon: tuple[LateFile, ...]
     skipped: tuple[Skipped, ...]
     deferred: int
     baseline: Mapping | None
@@ -138,15 +136,15 @@ class LedgerPlanner:
         self.ledger = ledger
         self.sealed = sealed
         self.files: list[ResolvedFile] = []
-        self.conflicts: list[dict] = []
-        self.beyond: list[dict] = []
+        self.conflicts: list[Conflict] = []
+        self.beyond: list[LateFile] = []
         self.put: dict[str, dict] = {}
         self.seal: dict[str, dict] = {}
 
     def plan(self, full_scan: bool, progress: Progress | None, parallel: int | None) -> LedgerDiff:
         storage = self.storage
         known = None
-        if not full_scan and supports_dir_mtime(storage) and (self.ledger or self.sealed):
+        if not full_scan and storage.capabilities.real_directories and (self.ledger or self.sealed):
             known = {d: e["mtime_ms"] for d, e in self.ledger.items() if _skippable(e)}
             known.update({d: s["mtime_ms"] for d, s in self.sealed.items() if _skippable(s)})
         listing = scan(storage, self.layout, known_dirs=known, progress=progress, parallel=parallel)
@@ -196,7 +194,7 @@ class LedgerPlanner:
         delta = {"put": self.put, "seal": self.seal, "drop": drop, "layout": self.layout.to_dict()}
         stats = {**listing.stats(), "ledger_directories_changed": len(self.put), "sealed": len(self.seal)}
         return LedgerDiff(tuple(self.files), tuple(self.conflicts),
-                          tuple(sorted(self.beyond, key=lambda b: b["path"])),
+                          tuple(sorted(self.beyond, key=lambda b: b.path)),
                           tuple(sorted(listing.skipped, key=lambda s: s.path)), deferred,
                           baseline if first and baseline["directories"] else None, stats, delta)
 
@@ -251,8 +249,7 @@ class LedgerPlanner:
                        f"{len(cur)} now); cannot tell which files are new")
                 self.beyond.extend(_beyond(f, part, why) for f in cur)
                 if not cur:
-                    self.beyond.append({"path": d + "/", "size": 0, "mtime_ms": None,
-                                        "partition": dict(part.values), "reason": why})
+                    self.beyond.append(LateFile(d + "/", 0, None, dict(part.values), why))
             self.seal[d] = new_seal
         elif _meta_differs(sl, mtime, listed):
             self.seal[d] = new_seal
@@ -266,15 +263,9 @@ def _resolved(f: ListedFile, part: PartitionDir) -> ResolvedFile:
     return ResolvedFile(f.path, f.size, part.values, mtime_ms=f.mtime_ms, valid_length=f.valid_length)
 
 
-def _beyond(f: ListedFile, part: PartitionDir, reason: str) -> dict:
-    d = {"path": f.path, "size": f.size, "mtime_ms": f.mtime_ms, "partition": dict(part.values), "reason": reason}
-    if f.valid_length is not None:
-        d["valid_length"] = f.valid_length
-    return d
+def _beyond(f: ListedFile, part: PartitionDir, reason: str) -> LateFile:
+    return LateFile(f.path, f.size, f.mtime_ms, dict(part.values), reason, f.valid_length)
 
 
-def _conflict(f: ListedFile, part: PartitionDir, old: Fingerprint) -> dict:
-    return {"path": f.path, "partition": dict(part.values),
-            "delivered": {"size": old[0], "mtime_ms": old[1], "valid_length": old[2]},
-            "now": {"size": f.size, "mtime_ms": f.mtime_ms, "valid_length": f.valid_length},
-            "reason": "changed after it was delivered"}
+def _conflict(f: ListedFile, part: PartitionDir, old: Fingerprint) -> Conflict:
+    return Conflict(f.path, dict(part.values), Fingerprint(*old), Fingerprint(f.size, f.mtime_ms, f.valid_length))

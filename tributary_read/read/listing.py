@@ -1,12 +1,15 @@
-"""Listing a table directory: visibility rules, partition pruning, sidecars, parallelism.
+"""Listing a table directory: partition pruning, sidecars, parallelism.
+
+What is visible is :mod:`~tributary_read.read.visibility`'s rule; ``--partitions``
+filters are :mod:`~tributary_read.read.partition_filter`.
 
 One :func:`scan` serves every listing-based reader (mtime windows and listing
 consumers). It picks the cheapest strategy that still sees every file the
 request can match:
 
 * ``candidates``: the directories of a partition range (``dt>=..,dt<=..``);
-* ``tree``: each top-level directory with one recursive pyarrow listing,
-  concurrently (pyarrow releases the GIL, so even local stat-bound listings
+* ``tree``: each top-level directory with one recursive listing,
+  concurrently (stat calls release the GIL, so even local stat-bound listings
   overlap);
 * ``walk``: level by level down to the partition directories, which are then
   listed concurrently; it prunes by partition filters and, for consumers on
@@ -15,30 +18,26 @@ request can match:
 
 from __future__ import annotations
 
+import gc
 import os
-import re
 import time
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Callable, Mapping, NamedTuple
 
-import pyarrow.fs as pafs
-
-from tributary_read.errors import InvalidInputError, InvalidLayoutError
+from tributary_read.errors import InvalidLayoutError
 from tributary_read.table.layout import Layout, PartitionDir
-from tributary_read.io.storage import LINK_REASON, Storage
+from tributary_read.io.storage import ENTRY_DIR, ENTRY_FILE, LINK_REASON, Entry, Storage
+from tributary_read.read.partition_filter import PartitionFilter
+from tributary_read.read.visibility import (
+    VALID_LENGTH_PREFIX,
+    VALID_LENGTH_SUFFIX,
+    is_hidden_name,
+    is_visible,
+    parse_valid_length,
+)
 from tributary_read.read.window import TimeWindow
 
-#: Name endings of files that are still being written or staged. Flink's
-#: BucketingSink uses ``.in-progress``/``.pending``, Hadoop ``-put`` ``._COPYING_``.
-IN_PROGRESS_SUFFIXES = (".tmp", ".inprogress", ".in-progress", ".pending", "._COPYING_")
-#: Flink BucketingSink's sidecar: ``_NAME.valid-length`` caps the readable bytes of NAME.
-VALID_LENGTH_PREFIX = "_"
-VALID_LENGTH_SUFFIX = ".valid-length"
-#: Stores whose directories are real inodes with an mtime that changes when an
-#: entry is added, removed or renamed (object stores only fake directories).
-REAL_DIRECTORY_SCHEMES = ("file", "hdfs")
 #: More candidate directories than this and a walk is cheaper than probing each.
 MAX_CANDIDATES = 20_000
 REMOTE_PARALLELISM = 16
@@ -49,32 +48,6 @@ SIDECAR_PROBE_LIMIT = 2_000
 LOCAL_PARALLELISM = max(2, min(8, os.cpu_count() or 2))
 
 Progress = Callable[[int, "int | None"], None]
-
-
-def is_hidden_name(name: str) -> bool:
-    """Hive/Hadoop's rule (``_`` and ``.`` prefixes) plus in-progress suffixes."""
-    return name[:1] in ("_", ".") or name.endswith(IN_PROGRESS_SUFFIXES)
-
-
-def is_visible(rel: str) -> bool:
-    """True unless some segment of the root-relative path is hidden."""
-    return not any(is_hidden_name(seg) for seg in rel.split("/"))
-
-
-def parse_valid_length(data: bytes) -> int:
-    """Decode a ``.valid-length`` sidecar.
-
-    Flink writes it with Java's ``DataOutputStream.writeUTF``: a 2-byte
-    big-endian length, then the decimal digits. Plain decimal text (what a
-    person or another tool writes) is accepted too.
-    """
-    body = data
-    if len(data) >= 2 and int.from_bytes(data[:2], "big") == len(data) - 2:
-        body = data[2:]
-    text = body.decode("ascii", "replace").strip()
-    if not text.isdigit() or not text.isascii():
-        raise ValueError(f"not a decimal byte count: {body[:20]!r}")
-    return int(text)
 
 
 class ListedFile(NamedTuple):
@@ -101,136 +74,6 @@ class Skipped:
 
 
 # -- partition ranges -----------------------------------------------------------
-_COND = re.compile(
-    r"""^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|!=|==|=|>|<)\s*(?:'([^']*)'|"([^"]*)"|([^\s'"<>=!][^\s'"]*))\s*$"""
-)
-_SPLIT = re.compile(r"\s*,\s*|\s+(?:and|AND)\s+")
-_TOKEN = re.compile(r"\{(yyyy|MM|dd|HH|mm)\}")
-_ORDER = ("yyyy", "MM", "dd", "HH", "mm")
-_WIDTH = {"yyyy": 4, "MM": 2, "dd": 2, "HH": 2, "mm": 2}
-_OPS: dict[str, Callable[[str, str], bool]] = {
-    ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-    "<": lambda a, b: a < b, "=": lambda a, b: a == b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
-}
-
-
-@dataclass(frozen=True)
-class Condition:
-    key: str
-    op: str
-    value: str
-
-    def __str__(self) -> str:
-        return f"{self.key}{self.op}{self.value}"
-
-
-@dataclass(frozen=True)
-class PartitionFilter:
-    """Conditions on partition values, ANDed, compared as strings like Hive's ``dt >= '...'``.
-
-    The filter decides membership; the time range derived from it only prunes
-    which directories get listed, so a value the derivation cannot read simply
-    prunes nothing.
-    """
-
-    conditions: tuple[Condition, ...]
-
-    @classmethod
-    def parse(cls, text: str, layout: Layout | None) -> PartitionFilter:
-        if layout is None:
-            raise InvalidInputError("--partitions needs a layout (pass --layout/--partition)")
-        conds = []
-        for part in _SPLIT.split(text.strip()):
-            if not part:
-                continue
-            m = _COND.match(part)
-            if not m:
-                raise InvalidInputError(
-                    f"bad partition condition {part!r} (e.g. 'dt>=2020061701,dt<=2020062401')")
-            key, op = m.group(1), m.group(2)
-            value = next(g for g in m.groups()[2:] if g is not None)
-            if key not in layout.keys:
-                raise InvalidInputError(
-                    f"unknown partition key {key!r}; this layout's keys are {', '.join(layout.keys)}")
-            conds.append(Condition(key, op, value))
-        if not conds:
-            raise InvalidInputError("empty --partitions")
-        return cls(tuple(conds))
-
-    def matches(self, values: Mapping[str, str]) -> bool:
-        return all(_OPS[c.op](values.get(c.key, ""), c.value) for c in self.conditions)
-
-    def time_range(self, layout: Layout) -> tuple[int | None, int | None]:
-        """[lo, hi) in ms of partition starts the conditions allow (None = unbounded)."""
-        templates = _partition_templates(layout)
-        lo: int | None = None
-        hi: int | None = None
-        for c in self.conditions:
-            span = _value_span(templates.get(c.key), c.value, layout)
-            if span is None or c.op == "!=":
-                continue
-            start, end = span
-            if c.op in (">=", "=", "=="):
-                lo = start if lo is None else max(lo, start)
-            if c.op == ">":
-                lo = end if lo is None else max(lo, end)
-            if c.op in ("<=", "=", "=="):
-                hi = end if hi is None else min(hi, end)
-            if c.op == "<":
-                hi = start if hi is None else min(hi, start)
-        return lo, hi
-
-    def __str__(self) -> str:
-        return ",".join(str(c) for c in self.conditions)
-
-
-def _partition_templates(layout: Layout) -> dict[str, str]:
-    out = {}
-    for spec in layout.partition.split(","):
-        key, _, tmpl = spec.strip().partition("=")
-        out[key] = tmpl
-    return out
-
-
-def _value_span(tmpl: str | None, value: str, layout: Layout) -> tuple[int, int] | None:
-    """The time span a partition value stands for, when string order is time order.
-
-    Only templates whose tokens run coarse to fine from ``{yyyy}`` qualify: for
-    them fixed-width zero-padded digits compare as strings exactly as in time.
-    """
-    if not tmpl:
-        return None
-    toks = _TOKEN.findall(tmpl)
-    if not toks or tuple(toks) != _ORDER[: len(toks)]:
-        return None
-    rx, pos = [], 0
-    for m in _TOKEN.finditer(tmpl):
-        rx.append(re.escape(tmpl[pos : m.start()]))
-        rx.append(f"(?P<{m.group(1)}>[0-9]{{{_WIDTH[m.group(1)]}}})")
-        pos = m.end()
-    rx.append(re.escape(tmpl[pos:]))
-    m = re.fullmatch("".join(rx), value)
-    if not m:
-        return None
-    v = {k: int(x) for k, x in m.groupdict().items()}
-    try:
-        start = datetime(v["yyyy"], v.get("MM", 1), v.get("dd", 1), v.get("HH", 0), v.get("mm", 0))
-    except ValueError:
-        return None
-    last = toks[-1]
-    tz = layout.tz
-    try:  # the last period of year 9999 has no end datetime can show: it prunes nothing
-        if last == "yyyy":
-            end = start.replace(year=start.year + 1)
-        elif last == "MM":
-            end = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
-        else:
-            end = start + {"dd": timedelta(days=1), "HH": timedelta(hours=1), "mm": timedelta(minutes=1)}[last]
-        return int(start.replace(tzinfo=tz).timestamp() * 1000), int(end.replace(tzinfo=tz).timestamp() * 1000)
-    except (ValueError, OverflowError, OSError):
-        return None
-
-
 def candidate_dirs(layout: Layout, lo: int | None, hi: int | None) -> list[PartitionDir] | None:
     """Every partition directory whose period starts in [lo, hi), or None if too many."""
     if lo is None or hi is None:
@@ -275,10 +118,6 @@ class Listing:
                 "seconds": round(self.seconds, 4)}
 
 
-def supports_dir_mtime(storage: Storage) -> bool:
-    return storage.scheme in REAL_DIRECTORY_SCHEMES
-
-
 _PLAIN = object()  # a visible directory of a table without a layout
 
 
@@ -294,18 +133,19 @@ class _Collector:
         self.cut = len(storage.root.rstrip("/")) + 1
         self.windowed = window is not None
         self.lo_ns, self.hi_ns = (-(2**63), 2**63 - 1) if window is None else _ns_bounds(window)
-        self.matched: list[pafs.FileInfo] = []
-        self.batches: list[list[pafs.FileInfo]] = []  # kept to find sidecars when many files match
+        self.matched: list[Entry] = []
+        self.batches: list[list[Entry]] = []  # kept to find sidecars when many files match
         self.sidecars: dict[str, str] = {}  # target path -> sidecar path
         self._dirs: dict[str, PartitionDir | Skipped | None] = {}
-        self.real_dirs = supports_dir_mtime(storage)
+        self.real_dirs = storage.capabilities.real_directories
+        self.link_paths: set[str] | None = set()  # linked files the listings named (None: one did not say)
 
-    def feed(self, infos: list[pafs.FileInfo]) -> None:
+    def feed(self, infos: list[Entry]) -> None:
         if self.windowed:
             self._feed_window(infos)
             return
         cut = self.cut
-        FILE, DIR = pafs.FileType.File, pafs.FileType.Directory
+        FILE, DIR = ENTRY_FILE, ENTRY_DIR
         for i in infos:
             t = i.type
             if t == FILE:
@@ -318,7 +158,7 @@ class _Collector:
                 self._leaf(i)
         self.listing.listed_entries += len(infos)
 
-    def _feed_window(self, infos: list[pafs.FileInfo]) -> None:
+    def _feed_window(self, infos: list[Entry]) -> None:
         """The hot loop of an mtime window: one attribute read per entry.
 
         Types, names and sidecars are looked at afterwards, for matches only
@@ -331,9 +171,9 @@ class _Collector:
             m = i.mtime_ns
             if m is not None and lo <= m <= hi:
                 matched.append(i)
-        self.listing.listed_entries += len(infos)
+        self.listing.listed_entries += getattr(infos, "seen", len(infos))
 
-    def _leaf(self, i: pafs.FileInfo) -> None:
+    def _leaf(self, i: Entry) -> None:
         if self.layout is None:
             return
         rel = i.path[self.cut :]
@@ -404,7 +244,12 @@ class _Collector:
         """Resolve window matches, then apply valid-length sidecars; a malformed one withholds its file."""
         if self.windowed:
             self._finish_window()
-        linked = self.storage.links([f.path for f in self.listing.files]) if self.storage.has_links else ()
+        if not self.storage.capabilities.symbolic_links:
+            linked = ()
+        elif self.link_paths is not None:  # every listing named its linked files
+            linked = self.link_paths
+        else:
+            linked = self.storage.links([f.path for f in self.listing.files])
         if linked:  # a linked file may point anywhere: reported, never returned
             self.listing.skipped.extend(Skipped(f.path, LINK_REASON, f.size, f.mtime_ms)
                                         for f in self.listing.files if f.path in linked)
@@ -432,7 +277,7 @@ class _Collector:
 
     def _finish_window(self) -> None:
         cut = self.cut
-        FILE = pafs.FileType.File
+        FILE = ENTRY_FILE
         for i in self.matched:
             if i.type != FILE:
                 continue
@@ -466,20 +311,26 @@ def _ns_bounds(w: TimeWindow) -> tuple[int, int]:
     return w.start_ms * 1_000_000, w.end_ms * 1_000_000 + 999_999
 
 
-def _ms(info: pafs.FileInfo) -> int | None:
+def _ms(info: Entry) -> int | None:
     return info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
 
 
-def _get(storage: Storage, rel: str, recursive: bool, col: _Collector) -> list[pafs.FileInfo]:
+def _get(storage: Storage, rel: str, recursive: bool, col: _Collector) -> list[Entry]:
     """One listing; links and undecodable names go to the report, never to the files."""
-    infos, unlisted = storage.list_infos(rel, recursive)
+    hint = (col.lo_ns, col.hi_ns) if col.windowed else None  # the store may drop files outside the window
+    infos, unlisted = storage.list_infos(rel, recursive, hint)
+    links = getattr(infos, "links", None)
+    if links is None:
+        col.link_paths = None  # this store does not say: ask it (Storage.links) at the end
+    elif links and col.link_paths is not None:
+        col.link_paths.update(p[col.cut :] for p in links)
     if unlisted:
         col.listing.skipped.extend(Skipped(u.path, u.reason) for u in unlisted)
     return infos
 
 
 def _map(fn, items: list, parallel: int, progress: Progress | None, done: list[int]):
-    """Yield fn(item) for each item, concurrently when parallel > 1 (pyarrow releases the GIL)."""
+    """Yield fn(item) for each item, concurrently when parallel > 1 (listings release the GIL)."""
     if parallel <= 1 or len(items) <= 1:
         for it in items:
             yield fn(it)
@@ -487,12 +338,32 @@ def _map(fn, items: list, parallel: int, progress: Progress | None, done: list[i
             if progress:
                 progress(done[0], done[1])
         return
+    from concurrent.futures import ThreadPoolExecutor  # here: it imports logging, ~5 ms of every start
+
     with ThreadPoolExecutor(max_workers=min(parallel, len(items))) as pool:
         for r in pool.map(fn, items):
             yield r
             done[0] += 1
             if progress:
                 progress(done[0], done[1])
+
+
+@contextmanager
+def gc_paused():
+    """No cyclic garbage collection while a listing makes its 10^5 entries.
+
+    They hold no cycles, but every 700 allocations the collector runs, and as
+    they pile up into the older generations it keeps re-walking all of them:
+    measured, 10-20% of a listing's CPU time. Collection resumes afterwards;
+    nested and concurrent pauses leave it to the outermost one.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def scan(
@@ -521,32 +392,33 @@ def scan(
     """
     listing = Listing(started_ms=int(time.time() * 1000))
     t0 = time.perf_counter()
-    remote = storage.scheme != "file"
+    remote = storage.capabilities.remote
     parallel = parallel if parallel is not None else (REMOTE_PARALLELISM if remote else LOCAL_PARALLELISM)
     col = _Collector(storage, layout, window, partitions, listing)
-    skip = known_dirs is not None and supports_dir_mtime(storage) and layout is not None
+    skip = known_dirs is not None and storage.capabilities.real_directories and layout is not None
     cands = None
     if layout is not None and partitions is not None and not skip:
         cands = candidate_dirs(layout, *partitions.time_range(layout))
     done = [0, None]
 
-    def rec(rel: str) -> list[pafs.FileInfo]:
+    def rec(rel: str) -> list[Entry]:
         return _get(storage, rel, True, col)
 
-    if cands is not None:
-        listing.strategy = "candidates"
-        paths = [p.path for p in cands]
-        done[1] = len(paths)
-        for infos in _map(rec, paths, parallel, progress, done):
-            col.feed(infos)
-        listing.listed_dirs = len(paths)
-    elif layout is not None and (skip or partitions is not None):
-        listing.strategy = "walk"
-        _walk(storage, layout, col, known_dirs if skip else None, parallel, progress, done)
-    else:
-        listing.strategy = "tree"
-        _tree(storage, col, parallel, progress, done)
-    col.finish()
+    with gc_paused():
+        if cands is not None:
+            listing.strategy = "candidates"
+            paths = [p.path for p in cands]
+            done[1] = len(paths)
+            for infos in _map(rec, paths, parallel, progress, done):
+                col.feed(infos)
+            listing.listed_dirs = len(paths)
+        elif layout is not None and (skip or partitions is not None):
+            listing.strategy = "walk"
+            _walk(storage, layout, col, known_dirs if skip else None, parallel, progress, done)
+        else:
+            listing.strategy = "tree"
+            _tree(storage, col, parallel, progress, done)
+        col.finish()
     listing.seconds = time.perf_counter() - t0
     return listing
 
@@ -554,13 +426,13 @@ def scan(
 def _tree(storage: Storage, col: _Collector, parallel: int, progress: Progress | None, done: list) -> None:
     """The root, then each visible top-level directory recursively, concurrently."""
     listing = col.listing
-    DIR = pafs.FileType.Directory
+    DIR = ENTRY_DIR
     top = _get(storage, "", False, col)
     subdirs = [i.path[col.cut :] for i in top if i.type == DIR and not is_hidden_name(i.base_name)]
     col.feed([i for i in top if i.type != DIR or not is_hidden_name(i.base_name)])
     done[1] = len(subdirs)
 
-    def rec(rel: str) -> list[pafs.FileInfo]:
+    def rec(rel: str) -> list[Entry]:
         return _get(storage, rel, True, col)
 
     for infos in _map(rec, subdirs, parallel, progress, done):
@@ -573,9 +445,9 @@ def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str,
     """List intermediate levels, then only the leaves that need it, concurrently."""
     listing = col.listing
     cut = col.cut
-    DIR = pafs.FileType.Directory
+    DIR = ENTRY_DIR
 
-    def flat(rel: str) -> list[pafs.FileInfo]:
+    def flat(rel: str) -> list[Entry]:
         return _get(storage, rel, False, col)
 
     level = [""]
@@ -615,7 +487,7 @@ def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str,
                 to_list.append(rel)
     done[1] = len(to_list)
 
-    def rec(rel: str) -> list[pafs.FileInfo]:
+    def rec(rel: str) -> list[Entry]:
         return _get(storage, rel, True, col)
 
     for infos in _map(rec, to_list, parallel, progress, done):

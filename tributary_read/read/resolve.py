@@ -17,102 +17,24 @@ Durable consumers (:mod:`tributary_read.consumer`) build on the same pieces.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from tributary_read.errors import InvalidInputError, LogRetentionError, NoSuchTableError, StorageError
-from tributary_read.table.layout import Layout
-from tributary_read.read.listing import PartitionFilter, Progress, Skipped, is_visible, scan
+from tributary_read.table.layout import Layout, default_partition
+from tributary_read.read.listing import Progress, Skipped, gc_paused, scan
+from tributary_read.read.partition_filter import PartitionFilter
+from tributary_read.read.visibility import is_visible
 from tributary_read.table.manifest import KIND_DATA, Commit
-from tributary_read.io.storage import Storage, open_storage, safe_relpath
-from tributary_read.table.config import Table
+from tributary_read.io.storage import Storage, open_storage
+from tributary_read.table.config import Table, Tracking
 from tributary_read.read.tracking import check_untracked, foreign, written
 from tributary_read.read.window import TimeWindow
+from tributary_read.read.fileset import FileSet, ReadMode, ResolvedFile, origin
 
-MODES = ("auto", "manifest", "mtime", "both")
 #: Commit timestamps come from writers' clocks; a commit-time window reads this
 #: far past its bounds so commits from writers this far out of step are not missed.
 MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
-_TOKENS = re.compile(r"\{(yyyy|MM|dd|HH|mm)\}")
-
-
-@dataclass(frozen=True)
-class ResolvedFile:
-    path: str
-    size: int
-    partition: Mapping[str, str] = field(hash=False)
-    mtime_ms: int | None = None
-    records: int | None = None
-    version: int | None = None
-    valid_length: int | None = None
-
-    @property
-    def readable_bytes(self) -> int:
-        return self.size if self.valid_length is None else self.valid_length
-
-    def to_json(self) -> dict:
-        d: dict[str, Any] = {"path": self.path, "size": self.size, "mtime_ms": self.mtime_ms,
-                             "partition": dict(self.partition)}
-        for k in ("records", "version", "valid_length"):
-            if getattr(self, k) is not None:
-                d[k] = getattr(self, k)
-        return d
-
-    @classmethod
-    def from_json(cls, d: Mapping) -> ResolvedFile:
-        """Decode a stored file (a consumer plan), as strictly as a commit entry.
-
-        A plan file is read back and handed to engines, so a tampered one must
-        not smuggle in ``../../etc/passwd`` or an absolute path: the path goes
-        through :func:`safe_relpath` (InvalidInputError, a ValueError, which the
-        consumer reports as a corrupt plan).
-        """
-        part = d.get("partition") or {}
-        if not isinstance(part, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in part.items()):
-            raise ValueError("partition must map strings to strings")
-        size = d["size"]
-        opt = [d.get(k) for k in ("mtime_ms", "records", "version", "valid_length")]
-        if not _is_int(size) or size < 0 or not all(x is None or _is_int(x) for x in opt):
-            raise ValueError("size, mtime_ms, records, version and valid_length must be integers")
-        return cls(safe_relpath(d["path"]), size, part, *opt)
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-@dataclass(frozen=True)
-class FileSet:
-    """The resolved files plus how they were chosen (mode and window/plan)."""
-
-    mode: str
-    files: tuple[ResolvedFile, ...]
-    plan: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    root: str = ""
-    #: Files that look like data but are not returned, each with the reason.
-    skipped: tuple[Skipped, ...] = ()
-    stats: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    #: Data the table holds that this answer leaves out (see tributary_read.tracking).
-    untracked: Any = None
-
-    def uris(self, storage) -> list[str]:
-        return [storage.uri_for(f.path) for f in self.files]
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.readable_bytes for f in self.files)
-
-    def to_json(self) -> dict:
-        d = {"mode": self.mode, "root": self.root, **dict(self.plan),
-             "count": len(self.files), "bytes": self.bytes,
-             "files": [f.to_json() for f in self.files],
-             "skipped": [s.to_json() for s in self.skipped]}
-        if self.stats:
-            d["stats"] = dict(self.stats)
-        if self.untracked is not None:
-            d["untracked"] = self.untracked.to_json()
-        return d
 
 
 @dataclass(frozen=True)
@@ -152,16 +74,15 @@ class Source:
             if layout is not None and layout != table.layout:
                 raise InvalidInputError(
                     f"{table.uri} is a trib table with layout {table.layout.directory!r} -> "
-                    f"{table.layout.partition!r} ({table.layout.timezone}); drop --layout/--partition/--timezone"
-                )
+                    f"{table.layout.partition!r} ({table.layout.timezone}); drop the layout, partition and "
+                    "timezone arguments", layout="the layout, partition and timezone arguments")
             return cls(table.storage, table.layout, table)
         storage = open_storage(root, options)
-        if storage.scheme == "file":
-            try:
-                info = storage.fs.get_file_info(storage.root)
-            except OSError as e:
-                raise StorageError(f"cannot stat {storage.uri}: {e}") from None
-            if info.type.name != "Directory":
+        # Where directories are real, a missing one is a wrong path, not an empty
+        # table; on object stores a prefix exists only through its keys.
+        if storage.capabilities.real_directories:
+            info = storage.root_info()
+            if info is None or not info.is_dir:
                 raise NoSuchTableError(f"no directory at {storage.uri}")
         return cls(storage, layout, None)
 
@@ -178,29 +99,28 @@ class Source:
 def plain_layout(directory: str, partition: str | None = None, timezone: str = "UTC") -> Layout:
     """A layout for a plain directory; the partition spec defaults to ``dt=`` + every token."""
     if partition is None:
-        toks = list(dict.fromkeys(_TOKENS.findall(directory)))
-        partition = "dt=" + "".join("{%s}" % t for t in toks)
+        partition = default_partition(directory)
     return Layout(directory, partition, timezone)
 
 
 #: What ``auto`` reads a trib table with, by its tracking (tributary_read.tracking).
-AUTO_MODES = {"manifest": "manifest", "listing": "mtime", "both": "both"}
+AUTO_MODES = {Tracking.MANIFEST: ReadMode.MANIFEST, Tracking.LISTING: ReadMode.MTIME,
+              Tracking.BOTH: ReadMode.BOTH}
 
 
-def choose_mode(source: Source, mode: str) -> str:
-    if mode not in MODES:
-        raise InvalidInputError(f"unknown mode {mode!r}; choose {', '.join(MODES)}")
-    if mode == "auto":
-        return AUTO_MODES[source.table.config.tracking] if source.has_log() else "mtime"
-    if mode in ("manifest", "both") and source.table is None:
-        raise InvalidInputError(f"--mode {mode} needs a trib table; {source.uri} has no manifest log")
+def choose_mode(source: Source, mode: ReadMode | str) -> ReadMode:
+    mode = ReadMode.parse(mode, "mode")
+    if mode is ReadMode.AUTO:
+        return AUTO_MODES[source.table.config.tracking] if source.has_log() else ReadMode.MTIME
+    if mode in (ReadMode.MANIFEST, ReadMode.BOTH) and source.table is None:
+        raise InvalidInputError(f"mode {mode} needs a trib table; {source.uri} has no manifest log", mode="mode")
     return mode
 
 
 def resolve(
     source: Source | Table | str,
     *,
-    mode: str = "auto",
+    mode: ReadMode | str = ReadMode.AUTO,
     since_version: int = 0,
     until_version: int | None = None,
     window: TimeWindow | None = None,
@@ -214,25 +134,26 @@ def resolve(
     src = Source.of(source, options, layout)
     pf = PartitionFilter.parse(partitions, src.layout) if isinstance(partitions, str) else partitions
     asked, mode = mode, choose_mode(src, mode)
-    if mode in ("manifest", "both"):
+    if mode in (ReadMode.MANIFEST, ReadMode.BOTH):
         if window is not None:
             if since_version or until_version is not None:
                 raise InvalidInputError("give a version range or a time window, not both")
             fs = manifest_window(src.table, window, pf)
-        elif mode == "both" and (since_version or until_version is not None):
-            raise InvalidInputError("--since-version/--until-version need --mode manifest "
-                                    "(files other tools write have no versions)")
+        elif mode is ReadMode.BOTH and (since_version or until_version is not None):
+            raise InvalidInputError("since and until versions need mode manifest (files other tools write "
+                                    "have no versions)", versions="since and until versions", mode="mode")
         else:
             fs = manifest_files(src.table, since_version, until_version, pf)
-        if mode == "manifest":
+        if mode is ReadMode.MANIFEST:
             return replace(fs, untracked=check_untracked(src.table, fs.files, tracking="manifest", asked=asked,
                                                          partitions=pf))
         listed = mtime_files(src, window, pf, parallel=parallel, progress=progress, foreign_only=True)
         return both_files(fs, listed)
     if since_version or until_version is not None:
-        raise InvalidInputError("--since-version/--until-version need --mode manifest")
-    # An explicit --mode mtime is seed 002's raw window: every visible file.
-    by_tracking = src.table is not None and asked != "mtime"
+        raise InvalidInputError("since and until versions need mode manifest",
+                                versions="since and until versions", mode="mode")
+    # An explicit mode mtime is seed 002's raw window: every visible file.
+    by_tracking = src.table is not None and asked != ReadMode.MTIME
     fs = mtime_files(src, window, pf, parallel=parallel, progress=progress, foreign_only=by_tracking)
     if by_tracking:
         fs = replace(fs, untracked=check_untracked(src.table, fs.files, tracking="listing", asked=asked))
@@ -247,7 +168,8 @@ def both_files(manifest: FileSet, listed: FileSet) -> FileSet:
     """
     files = sorted((*written(manifest.files), *listed.files), key=lambda f: f.path)
     plan = {**listed.plan, **manifest.plan, "tracking": "both"}
-    return FileSet("both", tuple(files), plan, manifest.root, listed.skipped, listed.stats)
+    return replace(manifest, mode="both", files=tuple(files), plan=plan, skipped=listed.skipped,
+                   stats=listed.stats, untracked=None)
 
 
 def _entry_files(commits_or_entries, pfilter: PartitionFilter | None, table: Table | None = None) -> list[ResolvedFile]:
@@ -384,7 +306,8 @@ def manifest_files(table: Table, since_version: int = 0, until_version: int | No
     plan = {"since_version": since_version, "until_version": until}
     if partitions is not None:
         plan["partitions"] = str(partitions)
-    return FileSet("manifest", tuple(_entry_files(entries, partitions, table)), plan, table.uri, skipped)
+    return FileSet("manifest", tuple(_entry_files(entries, partitions, table)), plan, skipped=skipped,
+                   **origin(table.storage, table))
 
 
 def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilter | None = None) -> FileSet:
@@ -438,7 +361,8 @@ def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilte
                             "commits": len(versions)}
     if partitions is not None:
         plan["partitions"] = str(partitions)
-    return FileSet("manifest", tuple(_entry_files(entries, partitions, table)), plan, table.uri, skipped)
+    return FileSet("manifest", tuple(_entry_files(entries, partitions, table)), plan, skipped=skipped,
+                   **origin(table.storage, table))
 
 
 def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,
@@ -455,18 +379,20 @@ def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,
     consumers (:mod:`tributary_read.consumer`) deliver those too.
     """
     src = Source.of(source)
-    listing = scan(src.storage, src.layout, window=window, partitions=partitions,
-                   parallel=parallel, progress=progress)
-    parts = listing.partitions
-    files = [
-        ResolvedFile(f.path, f.size, parts[f.directory].values if f.directory else {},
-                     mtime_ms=f.mtime_ms, valid_length=f.valid_length)
-        for f in listing.files
-    ]
-    if foreign_only:
-        files = foreign(files)
-    files.sort(key=lambda f: f.path)
+    with gc_paused():
+        listing = scan(src.storage, src.layout, window=window, partitions=partitions,
+                       parallel=parallel, progress=progress)
+        parts = listing.partitions
+        files = [
+            ResolvedFile(f.path, f.size, parts[f.directory].values if f.directory else {},
+                         mtime_ms=f.mtime_ms, valid_length=f.valid_length)
+            for f in listing.files
+        ]
+        if foreign_only:
+            files = foreign(files)
+        files.sort(key=lambda f: f.path)
     plan = {"window": window.to_json() if window is not None else None,
             "partitions": str(partitions) if partitions is not None else None}
     skipped = tuple(sorted(listing.skipped, key=lambda s: s.path))
-    return FileSet("mtime", tuple(files), plan, src.uri, skipped, listing.stats())
+    return FileSet("mtime", tuple(files), plan, skipped=skipped, stats=listing.stats(),
+                   **origin(src.storage, src.table))

@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence, TypeVar
 
 from tributary_read.table.layout import Layout
-from tributary_read.read.listing import PartitionFilter, is_hidden_name, scan
+from tributary_read.read.listing import scan
+from tributary_read.read.partition_filter import PartitionFilter
+from tributary_read.read.visibility import is_hidden_name
 from tributary_read.io.storage import Storage
-from tributary_read.write.writer import WRITTEN_NAME
+from tributary_read.table.names import WRITTEN_NAME
 
 #: Directories of a non-empty manifest answer listed to look for untracked files.
 PROBE_DIRS = 32
@@ -85,7 +87,7 @@ class Untracked:
 
 def _fix(uri: str, tracking: str, asked: str) -> str:
     if tracking == "both":
-        return f"drop --mode {asked}: the table tracks both"
+        return f"read in mode auto, not {asked}: the table tracks both"
     return f"to read them too: trib table set {uri} --tracking both"
 
 

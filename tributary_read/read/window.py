@@ -64,6 +64,14 @@ def parse_instant(text: str | int, tz: tzinfo = timezone.utc, what: str = "time"
     return int(dt.timestamp() * 1000)
 
 
+def _instant(text: str | int, tz: tzinfo, param: str, what: str) -> int:
+    """:func:`parse_instant` for the argument ``param``, its errors marking it (``TributaryError.params``)."""
+    try:
+        return parse_instant(text, tz, what)
+    except InvalidInputError as e:
+        raise InvalidInputError(str(e), **{param: what}) from None
+
+
 @dataclass(frozen=True)
 class TimeWindow:
     """A closed interval of epoch ms; a file is in it iff start <= mtime <= end."""
@@ -87,10 +95,37 @@ class TimeWindow:
 
     @classmethod
     def parse(cls, start: str | int | None, end: str | int | None, tz: tzinfo = timezone.utc) -> TimeWindow:
-        """From ``--start``/``--end`` (either may be omitted: that side is open)."""
-        lo = MIN_MS if start is None else parse_instant(start, tz, "--start")
-        hi = MAX_MS if end is None else parse_instant(end, tz, "--end")
+        """From a start and an end (either may be omitted: that side is open)."""
+        lo = MIN_MS if start is None else _instant(start, tz, "start", "window start")
+        hi = MAX_MS if end is None else _instant(end, tz, "end", "window end")
         return cls(lo, hi)
+
+    @classmethod
+    def for_schedule(cls, start: str | int | None = None, end: str | int | None = None, *,
+                     schedule_time: str | int | None = None, period_ms: int | None = None,
+                     lag_ms: int | None = None, tz: tzinfo = timezone.utc) -> TimeWindow | None:
+        """The window a run reads: explicit bounds, or the period before its schedule time.
+
+        Either ``start``/``end`` (each optional) or ``schedule_time`` with
+        ``period_ms`` (and optionally ``lag_ms``), never both: a scheduled run
+        derives its window so consecutive runs tile time (:meth:`previous_period`).
+        None when nothing is given: no window, every file.
+        """
+        if schedule_time is None:
+            if period_ms is not None or lag_ms is not None:
+                raise InvalidInputError("a period and a lag go with a schedule time", period="a period",
+                                        lag="a lag", schedule_time="a schedule time")
+            if start is None and end is None:
+                return None
+            return cls.parse(start, end, tz)
+        if start is not None or end is not None:
+            raise InvalidInputError("give a window start/end or a schedule time, not both",
+                                    bounds="a window start/end", schedule_time="a schedule time")
+        if period_ms is None:
+            raise InvalidInputError("a schedule time needs a period (e.g. 1h)", schedule_time="a schedule time",
+                                    period="a period")
+        when = _instant(schedule_time, tz, "schedule_time", "schedule time")
+        return cls.previous_period(when, period_ms, lag_ms or 0, tz)
 
     @classmethod
     def previous_period(cls, schedule_ms: int, period_ms: int, lag_ms: int = 0,
@@ -101,9 +136,9 @@ class TimeWindow:
         the run at 02:05 starts at 01:00:00.000, so consecutive runs tile time.
         """
         if period_ms <= 0:
-            raise InvalidInputError("--period must be positive")
+            raise InvalidInputError("the period must be positive", period="the period")
         if lag_ms < 0:
-            raise InvalidInputError("--lag must not be negative")
+            raise InvalidInputError("the lag must not be negative", lag="the lag")
         try:
             boundary = floor_to_period(schedule_ms - lag_ms, period_ms, tz)
             return cls(shift_periods(boundary, -1, period_ms, tz), boundary - 1)
@@ -180,14 +215,14 @@ def floor_to_period(ms: int, period_ms: int, tz: tzinfo = timezone.utc) -> int:
     is empty and simply does not exist.
     """
     if period_ms <= 0:
-        raise InvalidInputError("--period must be positive")
+        raise InvalidInputError("the period must be positive", period="the period")
     return _boundary(_index(ms, period_ms, tz), tz)
 
 
 def shift_periods(boundary_ms: int, n: int, period_ms: int, tz: tzinfo = timezone.utc) -> int:
     """``boundary`` moved by ``n`` periods, skipping periods a DST jump made empty."""
     if period_ms <= 0:
-        raise InvalidInputError("--period must be positive")
+        raise InvalidInputError("the period must be positive", period="the period")
     b = boundary_ms
     for _ in range(abs(n)):
         k = _index(b, period_ms, tz)

@@ -11,7 +11,7 @@ import importlib
 _LAZY = {
     "Table": "config", "TableConfig": "config", "RollPolicy": "config",
     "load_config": "config", "resolve_table": "config", "parse_size": "config",
-    "PROTOCOLS": "config", "TRACKINGS": "config", "PROPERTIES": "config",
+    "Protocol": "config", "Tracking": "config", "PROPERTIES": "config",
     "Layout": "layout", "PartitionDir": "layout",
 }
 

@@ -12,23 +12,32 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
+from tributary_read.choice import Choice
 from tributary_read.errors import InvalidInputError, ManifestCorruptError, NoSuchTableError, TableExistsError
-from tributary_read.io.formats import check_format
+from tributary_read.io.formats import DataFormat, check_format
 from tributary_read.table.layout import Layout
 from tributary_read.table.log import DEFAULT_LOG_RETENTION_MS, META_DIR, ManifestLog
 from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, load_document
 from tributary_read.io.storage import Storage, open_storage
 
 PROPERTIES = f"{META_DIR}/table.json"
-PROTOCOLS = ("direct", "rename")
-#: How a table's files are found: its manifest log, a listing of its directory, or
-#: both (trib-written files by the manifest, files other tools write by listing).
-TRACKINGS = ("manifest", "listing", "both")
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+
+class Protocol(Choice):
+    """How a writer makes a file visible: under its final name at once (``direct``), or
+    written under a hidden staged name and renamed after the commit (``rename``)."""
+
+    DIRECT = "direct"
+    RENAME = "rename"
+
+
+class Tracking(Choice):
+    """How a table's files are found: its manifest log, a listing of its directory, or
+    both (trib-written files by the manifest, files other tools write by listing)."""
+
+    MANIFEST = "manifest"
+    LISTING = "listing"
+    BOTH = "both"
 
 
 #: The largest size a roll limit may name (1 PiB).
@@ -72,7 +81,7 @@ class TableConfig:
     layout: Layout
     format: str = "jsonl"
     compression: str = "none"
-    protocol: str = "direct"
+    protocol: Protocol = Protocol.DIRECT
     roll: RollPolicy = field(default_factory=RollPolicy)
     checkpoint_interval: int = 100
     #: Hive partition-commit settings, consumed by tributary_read.hive.
@@ -81,21 +90,26 @@ class TableConfig:
     #: Commit files older than this and below the newest checkpoint are removed by
     #: ``trib clean`` (Delta's logRetentionDuration); consumers further behind must reset.
     log_retention_ms: int = DEFAULT_LOG_RETENTION_MS
-    #: See :data:`TRACKINGS` and :mod:`tributary_read.tracking`. Absent in older
+    #: See :class:`Tracking` and :mod:`tributary_read.tracking`. Absent in older
     #: table.json files, which only trib wrote to: ``manifest``.
-    tracking: str = "manifest"
+    tracking: Tracking = Tracking.MANIFEST
 
     def __post_init__(self):
         check_format(self.format, self.compression)
-        if self.protocol not in PROTOCOLS:
-            raise InvalidInputError(f"unknown protocol {self.protocol!r}; choose direct or rename")
+        # Stored as members (a str subclass: table.json and comparisons are unchanged).
+        object.__setattr__(self, "protocol", Protocol.parse(self.protocol, "protocol"))
         if self.checkpoint_interval < 1:
             raise InvalidInputError("checkpoint interval must be >= 1")
-        if not isinstance(self.tracking, str) or self.tracking not in TRACKINGS:
-            raise InvalidInputError(f"unknown tracking {self.tracking!r}; choose {', '.join(TRACKINGS)}")
+        if not isinstance(self.tracking, str):
+            raise InvalidInputError(f"unknown tracking {self.tracking!r}; choose {', '.join(Tracking.values())}")
+        object.__setattr__(self, "tracking", Tracking.parse(self.tracking, "tracking"))
         if isinstance(self.log_retention_ms, bool) or not isinstance(self.log_retention_ms, int) \
                 or self.log_retention_ms < 0:
             raise InvalidInputError("log retention must be a whole number of milliseconds >= 0")
+
+    @property
+    def data_format(self) -> DataFormat:
+        return DataFormat(self.format, self.compression)
 
     def to_json(self) -> dict:
         return {
@@ -179,22 +193,13 @@ class Table:
 
         The only property that may change after create: it decides how files are
         found, never where they are or what a commit means. table.json is replaced
-        whole (temp file, then rename: atomic on local disk, a single object on S3;
-        HDFS's replacing rename leaves a moment without it, when readers fail
-        and retry), so a reader sees the old properties or the new ones.
+        whole (:meth:`Storage.replace`), so a reader sees the old properties or
+        the new ones (or, on HDFS, none for a moment, and retries).
         """
-        import uuid
-
         config = replace(self.config, tracking=tracking)
         if config == self.config:
             return self
-        tmp = f"{META_DIR}/.table.json.{uuid.uuid4().hex}.tmp"
-        self.storage.write(tmp, json.dumps(config.to_json(), indent=2, sort_keys=True).encode())
-        try:
-            self.storage.sync(tmp)
-            self.storage.rename(tmp, PROPERTIES)
-        finally:
-            self.storage.delete(tmp)  # gone after the rename; left only if it failed
+        self.storage.replace(PROPERTIES, json.dumps(config.to_json(), indent=2, sort_keys=True).encode())
         return type(self)(self.storage, config)
 
 
@@ -209,6 +214,10 @@ def load_config(path: str | None = None) -> dict:
         if path != "trib.toml":
             raise InvalidInputError(f"config file {path} does not exist")
         return {}
+    try:  # imported here: tomllib compiles its regular expressions on import, and most runs have no trib.toml
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)

@@ -5,6 +5,9 @@ the directory holds, and maps a time back to a directory. Parsing is strict:
 only ASCII digits, exact widths, real calendar values, and the directory must
 format back to itself; anything else is reported, never guessed, because a
 guessed partition is a silently wrong Hive mount.
+
+This is the only module that parses templates: partition filters, plain-directory
+defaults and the Hive partition -> directory mapping all ask a :class:`Layout`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from functools import cached_property
+from typing import Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tributary_read.errors import InvalidLayoutError, TimeOutOfRangeError
@@ -91,6 +95,16 @@ def _regex(parts: list[str | tuple[str]]) -> re.Pattern:
 
 def _format(parts: list[str | tuple[str]], values: dict[str, str]) -> str:
     return "".join(values[p[0]] if isinstance(p, tuple) else p for p in parts)
+
+
+def default_partition(directory: str) -> str:
+    """The spec of a plain directory: ``dt=`` + every token of the template, in order of appearance.
+
+    It uses every token, so the mapping stays one-to-one (one directory, one
+    partition); a malformed template is left for :class:`Layout` to reject.
+    """
+    toks = dict.fromkeys(m.group(1) for m in _PLACEHOLDER.finditer(directory) if m.group(1) in TOKENS)
+    return "dt=" + "".join("{%s}" % t for t in toks)
 
 
 @dataclass(frozen=True)
@@ -174,8 +188,9 @@ class Layout:
         return TOKENS[self.tokens[-1]][2]
 
     @cached_property
-    def _keys(self) -> list[tuple[str, list[str | tuple[str]]]]:
-        keys = []
+    def _specs(self) -> list[tuple[str, str, list[str | tuple[str]]]]:
+        """(key, template, parsed template) per partition key, in spec order."""
+        specs = []
         for spec in self.partition.split(","):
             key, sep, tmpl = spec.strip().partition("=")
             if not sep or not _KEY.fullmatch(key) or not tmpl:
@@ -186,14 +201,75 @@ class Layout:
                     raise InvalidLayoutError(
                         f"partition uses {{{p[0]}}}, which the layout {self.directory!r} lacks"
                     )
-            keys.append((key, parts))
-        if len({k for k, _ in keys}) != len(keys):
+            specs.append((key, tmpl, parts))
+        if len({k for k, _, _ in specs}) != len(specs):
             raise InvalidLayoutError(f"duplicate key in partition spec {self.partition!r}")
-        return keys
+        return specs
+
+    @cached_property
+    def _keys(self) -> list[tuple[str, list[str | tuple[str]]]]:
+        return [(k, parts) for k, _, parts in self._specs]
 
     @property
     def keys(self) -> list[str]:
         return [k for k, _ in self._keys]
+
+    @cached_property
+    def partition_templates(self) -> dict[str, str]:
+        """Key -> its template, in spec order: ``{"dt": "{yyyy}{MM}{dd}", "hr": "{HH}"}``."""
+        return {k: tmpl for k, tmpl, _ in self._specs}
+
+    @cached_property
+    def partition_tokens(self) -> list[str]:
+        """The tokens the partition spec uses, coarse to fine."""
+        toks = {p[0] for _, parts in self._keys for p in parts if isinstance(p, tuple)}
+        return [t for t in _ORDER if t in toks]
+
+    @cached_property
+    def _spans(self) -> dict[str, tuple[re.Pattern, str]]:
+        """Key -> (value regex, finest token) for keys whose values order like time.
+
+        Only templates whose tokens run coarse to fine from ``{yyyy}``, each once,
+        qualify: for them fixed-width zero-padded digits compare as strings
+        exactly as in time, so a string condition on the value is a time range.
+        """
+        out = {}
+        for key, parts in self._keys:
+            toks = [p[0] for p in parts if isinstance(p, tuple)]
+            if toks and toks == _ORDER[: len(toks)]:
+                out[key] = (_regex(parts), toks[-1])
+        return out
+
+    def value_span(self, key: str, value: str) -> tuple[int, int] | None:
+        """The time span [start, end) in ms a partition value stands for, when string order is time order.
+
+        None when the key's template does not order like time, the value does not
+        fit it, or the span lies outside what datetime can show: the caller then
+        simply prunes nothing by this value.
+        """
+        span = self._spans.get(key)
+        if span is None:
+            return None
+        rx, last = span
+        m = rx.fullmatch(value)
+        if not m:
+            return None
+        v = {k: int(x) for k, x in m.groupdict().items()}
+        try:
+            start = datetime(v["yyyy"], v.get("MM", 1), v.get("dd", 1), v.get("HH", 0), v.get("mm", 0))
+        except ValueError:
+            return None
+        tz = self.tz
+        try:  # the last period of year 9999 has no end datetime can show: it prunes nothing
+            if last == "yyyy":
+                end = start.replace(year=start.year + 1)
+            elif last == "MM":
+                end = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+            else:
+                end = start + {"dd": timedelta(days=1), "HH": timedelta(hours=1), "mm": timedelta(minutes=1)}[last]
+            return int(start.replace(tzinfo=tz).timestamp() * 1000), int(end.replace(tzinfo=tz).timestamp() * 1000)
+        except (ValueError, OverflowError, OSError):
+            return None
 
     @property
     def depth(self) -> int:
@@ -290,6 +366,40 @@ class Layout:
 
 def _to_ms(dt: datetime) -> int:
     return int(dt.timestamp() * 1000)
+
+
+class PartitionMapper:
+    """Maps Hive partition values back to the layout directory they mount.
+
+    Requires a one-to-one layout: the partition spec must use every token of the
+    directory template, or several directories would share one partition, and a
+    Hive partition has exactly one location.
+    """
+
+    def __init__(self, layout: Layout):
+        missing = [t for t in layout.tokens if t not in layout.partition_tokens]
+        if missing:
+            raise InvalidLayoutError(
+                f"partition spec {layout.partition!r} omits {', '.join('{%s}' % t for t in missing)} of layout "
+                f"{layout.directory!r}: several directories would share one Hive partition")
+        self.layout = layout
+        # The partition names themselves (``dt=.../hr=...``) read as a layout.
+        inverse = "/".join(f"{k}={t}" for k, t in layout.partition_templates.items())
+        self._inverse = Layout(inverse, layout.partition, layout.timezone)
+
+    def directory(self, values: Mapping[str, str]) -> str | None:
+        """The layout directory of these values, or None when they are not the layout's."""
+        keys = self.layout.keys
+        if [k.lower() for k in values] != [k.lower() for k in keys]:
+            return None
+        vals = list(values.values())
+        if not all(isinstance(v, str) and v and "/" not in v for v in vals):
+            return None
+        p = self._inverse.try_parse("/".join(f"{k}={v}" for k, v in zip(keys, vals)))
+        if p is None:
+            return None
+        d = self.layout.for_time(p.start_ms)
+        return d.path if list(d.values.values()) == vals else None
 
 
 class PartitionCache:

@@ -16,13 +16,16 @@ from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
 from tributary_read.errors import CommitConflictError, CommitStateUnknownError, LogRetentionError, ManifestCorruptError, StorageError
-from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, Commit, FileEntry, Transaction, load_document
+from tributary_read.table.docstore import DocumentSeries, DocumentStore, header
+from tributary_read.table.manifest import Commit, FileEntry, Transaction, load_document
 from tributary_read.io.storage import Storage
 
 META_DIR = "_tributary"
 LOG_DIR = f"{META_DIR}/log"
 LAST_CHECKPOINT = f"{META_DIR}/_last_checkpoint"
-_WIDTH = 20  # zero-padded so lexical order is version order on every store
+#: ``<version>.json`` and ``<version>.checkpoint.json`` share the log directory.
+COMMITS = DocumentSeries(LOG_DIR)
+CHECKPOINTS = DocumentSeries(LOG_DIR, suffix=".checkpoint.json")
 #: Tries at one slot whose outcome stays unknown before CommitStateUnknownError.
 SLOT_ATTEMPTS = 6
 #: Lost races never make a committer give up under honest contention; time does.
@@ -37,11 +40,11 @@ REMOVAL_MEMORY_MS = 30 * 86_400_000
 
 
 def commit_path(version: int) -> str:
-    return f"{LOG_DIR}/{version:0{_WIDTH}d}.json"
+    return COMMITS.path(version)
 
 
 def checkpoint_path(version: int) -> str:
-    return f"{LOG_DIR}/{version:0{_WIDTH}d}.checkpoint.json"
+    return CHECKPOINTS.path(version)
 
 
 def new_commit_id(writer: str | None) -> str:
@@ -115,9 +118,7 @@ class TableState:
 
     def to_json(self) -> dict:
         return {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "kind": "checkpoint",
+            **header("checkpoint"),
             "version": self.version,
             "files": [f.to_json() for f in self.files.values()],
             "apps": {a: {"version": s.version, "transaction": s.transaction.to_json()}
@@ -154,18 +155,27 @@ class ManifestLog:
         self.storage = storage
         self.checkpoint_interval = max(1, int(checkpoint_interval))
 
+    @property
+    def storage(self) -> Storage:
+        return self._storage
+
+    @storage.setter
+    def storage(self, storage: Storage) -> None:
+        # A property so that the document stores follow a swapped storage (fault injection does that).
+        self._storage = storage
+        self._commits = DocumentStore(storage, COMMITS)
+        self._checkpoints = DocumentStore(storage, CHECKPOINTS)
+
     # -- reading -----------------------------------------------------------
     def read_commit(self, version: int) -> Commit | None:
         """The commit at ``version``, or None when it does not exist (yet)."""
-        path = commit_path(version)
-        try:
-            data = self.storage.read(path)
-        except FileNotFoundError:
+        data = self._commits.read_bytes(version)
+        if data is None:
             return None
-        return Commit.decode(data, self.storage.uri_for(path), expect_version=version)
+        return Commit.decode(data, self._commits.uri(version), expect_version=version)
 
     def _exists(self, version: int) -> bool:
-        return self.storage.exists(commit_path(version))
+        return self._commits.exists(version)
 
     def last_checkpoint(self) -> int:
         """Version of the newest checkpoint the hint names (0 if none, or the hint is bad).
@@ -181,12 +191,10 @@ class ManifestLog:
             return 0 if self._exists(1) else self._scan_checkpoints()
         except (ValueError, KeyError, TypeError, RecursionError):
             return self._scan_checkpoints()
-        return v if v > 0 and self.storage.exists(checkpoint_path(v)) else self._scan_checkpoints()
+        return v if v > 0 and self._checkpoints.exists(v) else self._scan_checkpoints()
 
     def _scan_checkpoints(self) -> int:
-        names = [f.path.rsplit("/", 1)[-1] for f in self.storage.list(LOG_DIR, recursive=False)]
-        cps = [int(n.split(".")[0]) for n in names if n.endswith(".checkpoint.json") and n[:_WIDTH].isdigit()]
-        return max(cps, default=0)
+        return self._checkpoints.latest()
 
     def latest_version(self, start: int | None = None) -> int:
         """The newest committed version (0 for an empty log).
@@ -238,9 +246,8 @@ class ManifestLog:
         """The oldest commit still in the log (1 unless log retention removed some; 0 if none)."""
         if self._exists(1):
             return 1
-        names = (f.path.rsplit("/", 1)[-1] for f in self.storage.list(LOG_DIR, recursive=False))
-        return min((int(n[:_WIDTH]) for n in names if len(n) == _WIDTH + 5 and n.endswith(".json")
-                    and n[:_WIDTH].isdigit()), default=0)
+        versions = self._commits.numbers()
+        return versions[0] if versions else 0
 
     def _absent(self, v: int) -> Exception:
         oldest = self.oldest_version()
@@ -262,7 +269,7 @@ class ManifestLog:
                 cp = self.last_checkpoint()
                 if version is not None and cp > version:
                     cp = max((v for v in range(0, version + 1, self.checkpoint_interval)
-                              if v == 0 or self.storage.exists(checkpoint_path(v))), default=0)
+                              if v == 0 or self._checkpoints.exists(v)), default=0)
                 st = self._read_checkpoint(cp) if cp else TableState(0)
                 for c in self.commits(st.version, version):
                     st = st.apply(c)
@@ -273,16 +280,14 @@ class ManifestLog:
         raise AssertionError("unreachable")
 
     def _read_checkpoint(self, version: int) -> TableState:
-        path = checkpoint_path(version)
-        try:
-            data = self.storage.read(path)
-        except FileNotFoundError:
+        data = self._checkpoints.read_bytes(version)
+        if data is None:
             # It existed a moment ago (the caller checked): only log retention deletes checkpoints.
-            raise LogRetentionError(f"checkpoint {self.storage.uri_for(path)} was removed while being read; "
-                                    "run again") from None
-        st = TableState.from_json(data, self.storage.uri_for(path))
+            raise LogRetentionError(f"checkpoint {self._checkpoints.uri(version)} was removed while being read; "
+                                    "run again")
+        st = TableState.from_json(data, self._checkpoints.uri(version))
         if st.version != version:
-            raise ManifestCorruptError(f"checkpoint {path} says version {st.version}")
+            raise ManifestCorruptError(f"checkpoint {checkpoint_path(version)} says version {st.version}")
         return st
 
     def last_transaction(self, app_id: str) -> AppState | None:
@@ -353,15 +358,15 @@ class ManifestLog:
         our ``commit_id`` there is success, whatever the create said. An empty or
         unreadable slot is retried with the same bytes, which is idempotent: it
         either lands or finds ours. Only then is the outcome declared unknown.
+        The document store only creates; recognising our own commit is the log's.
         """
-        path = commit_path(commit.version)
         data = commit.encode()
         doubt: BaseException | None = None
         for attempt in range(SLOT_ATTEMPTS):
             if attempt:
                 time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.0))
             try:
-                if self.storage.create_if_absent(path, data):
+                if self._commits.create(commit.version, data):
                     return None
             except Exception as e:  # noqa: BLE001 - any failure after sending is "maybe landed"
                 doubt = e
@@ -382,22 +387,9 @@ class ManifestLog:
         if version % self.checkpoint_interval:
             return
         try:
-            st = self.state(version)
-            data = json.dumps(st.to_json(), separators=(",", ":")).encode()
-            self.storage.create_if_absent(checkpoint_path(version), data)
+            self._checkpoints.create(version, self.state(version).to_json())
             self.storage.write(LAST_CHECKPOINT, json.dumps({"version": version}).encode())
         except Exception:  # noqa: BLE001
             # A checkpoint is an optimisation; the commit itself already landed and
             # must be reported as such, whatever went wrong here.
             pass
-
-    # -- checking ------------------------------------------------------------
-    def check(self):
-        """Cross-check the log with what is on storage: a :class:`~.logcheck.LogCheck`.
-
-        Lists the log directory, so it sees what probing from the checkpoint
-        hint cannot (commits past a gap); ``verify`` and ``clean`` call it.
-        """
-        from tributary_read.table.logcheck import check_log  # it builds on this module
-
-        return check_log(self)

@@ -13,15 +13,13 @@ commit removes), so ``clean`` never deletes a file a commit names, reachable or 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
 from tributary_read.errors import ManifestCorruptError, StorageError
-from tributary_read.table.log import LOG_DIR, ManifestLog, TableState, checkpoint_path, commit_path
+from tributary_read.table.log import (
+    CHECKPOINTS, COMMITS, LOG_DIR, ManifestLog, TableState, checkpoint_path, commit_path,
+)
 from tributary_read.table.manifest import Commit
-
-_COMMIT = re.compile(r"^([0-9]{20})\.json$")
-_CHECKPOINT = re.compile(r"^([0-9]{20})\.checkpoint\.json$")
 
 
 @dataclass(frozen=True)
@@ -49,10 +47,16 @@ def _canonical(doc: dict) -> dict:
 
 
 def check_log(log: ManifestLog) -> LogCheck:
-    """List the log and compare it with what readers would conclude from it."""
+    """List the log and compare it with what readers would conclude from it.
+
+    Listing the log directory sees what probing from the checkpoint hint cannot
+    (commits past a gap); ``verify`` and ``clean`` call it. It is a function of
+    this module rather than a ManifestLog method so that log.py never imports
+    its own checker (no import cycle).
+    """
     names = [f.path.rsplit("/", 1)[-1] for f in log.storage.list(LOG_DIR, recursive=False)]
-    commits = sorted(int(m.group(1)) for m in map(_COMMIT.match, names) if m)
-    checkpoints = sorted(int(m.group(1)) for m in map(_CHECKPOINT.match, names) if m)
+    commits = COMMITS.numbers(names)
+    checkpoints = CHECKPOINTS.numbers(names)
     latest = log.latest_version()
     problems: list[LogProblem] = []
     referenced: set[str] = set()

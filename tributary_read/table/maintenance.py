@@ -13,9 +13,10 @@ import time
 from dataclasses import dataclass, field
 
 from tributary_read.table.log import META_DIR
+from tributary_read.table.logcheck import check_log
 from tributary_read.io.storage import FileInfo, Unlisted
 from tributary_read.table.config import Table
-from tributary_read.write.writer import WRITTEN_NAME
+from tributary_read.table.names import WRITTEN_NAME
 
 _TMP = re.compile(r"^\.tmp-[0-9a-f]{32}$")
 _METADATA = re.compile(rf"^{META_DIR}/(table\.json|_last_checkpoint|log/[0-9]{{20}}(\.checkpoint)?\.json)$")
@@ -76,7 +77,7 @@ def verify(table: Table) -> VerifyReport:
     files, unlisted = table.storage.walk()
     listed = {f.path: f for f in files}
     state = table.log.state()
-    logcheck = table.log.check()  # listed after the files: it sees every commit they can belong to
+    logcheck = check_log(table.log)  # listed after the files: it sees every commit they can belong to
     problems = [Problem(p.path, p.problem, 0, None, p.detail) for p in logcheck.problems]
     referenced: set[str] = set(logcheck.referenced)
     for entry in state.files.values():
@@ -119,7 +120,7 @@ def clean(table: Table, older_than_ms: int, dry_run: bool = False) -> list[FileI
         # Re-read the state just before deleting: a commit may have landed since.
         state = table.log.state()
         live = set(state.files) | {f.staged for f in state.files.values() if f.staged}
-        live |= table.log.check().referenced  # any commit file on storage, reachable or not
+        live |= check_log(table.log).referenced  # any commit file on storage, reachable or not
         victims = [v for v in victims if v.path not in live]
         for v in victims:
             table.storage.delete(v.path)

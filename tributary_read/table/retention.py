@@ -20,7 +20,6 @@ from that checkpoint.
 from __future__ import annotations
 
 import json
-import os
 import posixpath
 import random
 import time
@@ -28,8 +27,8 @@ from dataclasses import dataclass
 
 from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError, ManifestCorruptError
 from tributary_read.table.log import (
-    LAST_CHECKPOINT, LOG_DIR, META_DIR, REMOVAL_MEMORY_MS, TableState, checkpoint_path, commit_path,
-    new_commit_id,
+    CHECKPOINTS, COMMITS, LAST_CHECKPOINT, LOG_DIR, META_DIR, REMOVAL_MEMORY_MS, TableState, checkpoint_path,
+    commit_path, new_commit_id,
 )
 from tributary_read.table.manifest import KIND_DATA, OP_EXPIRE, Commit, FileEntry
 from tributary_read.io.storage import FileInfo, Storage
@@ -37,7 +36,6 @@ from tributary_read.table.config import Table
 
 #: A table-wide ``expire`` racing appends retries this long before giving up.
 EXPIRE_TIMEOUT_S = 120.0
-_COMMIT_NAME = len("00000000000000000000.json")
 
 
 @dataclass(frozen=True)
@@ -88,7 +86,7 @@ def plan_expire(table: Table, state: TableState, older_than_ms: int, now_ms: int
                 listed: list[FileInfo] | None = None) -> ExpirePlan:
     """Every live data file in a layout directory whose period ended at or before now - older_than."""
     if older_than_ms < 0:
-        raise InvalidInputError("--older-than must not be negative")
+        raise InvalidInputError("the age must not be negative", older_than="the age")
     cutoff = now_ms - older_than_ms
     layout = table.layout
     expired: dict[str, bool] = {}
@@ -194,23 +192,13 @@ def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
 def _remove_empty_dirs(storage: Storage, d: str) -> None:
     """Remove ``d`` and its parents while they are empty, so the partition is gone for listings.
 
-    Never recursive: a local ``rmdir`` fails on a directory that is not empty,
-    and on S3 only the directory marker object is deleted, so a file a writer
-    puts there concurrently survives either way.
+    Never recursive (:meth:`Storage.remove_empty_dir`): a file a writer puts
+    there concurrently survives.
     """
     while d and not d.startswith(META_DIR):
         try:
-            if storage.scheme == "file":
-                os.rmdir(storage.abspath(d))
-            elif storage.scheme == "s3":
-                if storage.list(d) or storage.list_dirs(d):
-                    return
-                key = storage.abspath(d)[len(storage.bucket) + 1:] + "/"
-                storage.client().delete_object(Bucket=storage.bucket, Key=key)
-            else:
+            if not storage.remove_empty_dir(d):
                 return
-        except OSError:
-            return
         except Exception:  # noqa: BLE001 - an empty directory left behind costs nothing
             return
         d = posixpath.dirname(d)
@@ -232,13 +220,10 @@ def clean_log(table: Table, retention_ms: int | None = None, *, dry_run: bool = 
     commits: dict[int, FileInfo] = {}
     cps: dict[int, FileInfo] = {}
     for f in storage.list(LOG_DIR, recursive=False):
-        name = f.path.rsplit("/", 1)[-1]
-        if not name[:20].isdigit():
-            continue
-        if len(name) == _COMMIT_NAME and name.endswith(".json"):
-            commits[int(name[:20])] = f
-        elif name == f"{name[:20]}.checkpoint.json":
-            cps[int(name[:20])] = f
+        if (v := COMMITS.number(f.path)) is not None:
+            commits[v] = f
+        elif (v := CHECKPOINTS.number(f.path)) is not None:
+            cps[v] = f
     newest = 0
     for v in sorted(cps, reverse=True):
         if v not in commits:

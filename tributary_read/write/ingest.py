@@ -19,15 +19,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Iterator
 
-from tributary_read.errors import (BadRecordError, InvalidInputError, SchemaConflictError, SourceMismatchError,
-                     TimeOutOfRangeError)
+from tributary_read.choice import Choice
+from tributary_read.errors import BadRecordError, InvalidInputError, SchemaConflictError, TimeOutOfRangeError
 from tributary_read.table.log import AppState
 from tributary_read.table.manifest import Transaction
 from tributary_read.write.sources import SourceOffsets
 from tributary_read.table.config import RollPolicy, Table
 from tributary_read.write.writer import TableWriter, roll_forward
 
-ON_BAD_RECORD = ("dead-letter", "fail")
+
+class OnBadRecord(Choice):
+    """What ingest does with a record it cannot place: write it to the dead-letter file, or stop."""
+
+    DEAD_LETTER = "dead-letter"
+    FAIL = "fail"
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,8 @@ class TimeSpec:
     def extractor(self, tz) -> Callable[[bytes, object], int]:
         """Return ``f(line, parsed_json_or_None) -> epoch ms``; raises ValueError."""
         if self.field and self.regex:
-            raise InvalidInputError("give --time-field or --time-regex, not both")
+            raise InvalidInputError("give a time field or a time regex, not both", time_field="a time field",
+                                    time_regex="a time regex")
         fmt = self.format
         if self.field:
             keys = self.field.split(".")
@@ -58,9 +64,10 @@ class TimeSpec:
             try:
                 rx = re.compile(self.regex.encode())
             except re.error as e:
-                raise InvalidInputError(f"bad --time-regex: {e}") from None
+                raise InvalidInputError(f"bad time regex: {e}", time_regex="time regex") from None
             if rx.groups < 1:
-                raise InvalidInputError("--time-regex needs a capturing group around the time")
+                raise InvalidInputError("the time regex needs a capturing group around the time",
+                                        time_regex="the time regex")
 
             def from_regex(line, doc):
                 m = rx.search(line)
@@ -183,7 +190,7 @@ def ingest(
     commit_every: int = 10_000,
     protocol: str | None = None,
     roll: RollPolicy | None = None,
-    on_bad_record: str = "dead-letter",
+    on_bad_record: OnBadRecord | str = OnBadRecord.DEAD_LETTER,
     source_name: str | None = None,
     final: bool = False,
     progress: Callable[[int], None] | None = None,
@@ -206,11 +213,10 @@ def ingest(
             read so far and returns (``stopped_by`` names the signal).
     """
     if commit_every < 1:
-        raise InvalidInputError("--commit-every must be >= 1")
-    if on_bad_record not in ON_BAD_RECORD:
-        raise InvalidInputError(f"--on-bad-record must be one of {', '.join(ON_BAD_RECORD)}")
+        raise InvalidInputError("the records per commit must be >= 1", commit_every="the records per commit")
+    on_bad_record = OnBadRecord.parse(on_bad_record, "on_bad_record")
     if not app_id or any(c.isspace() for c in app_id):
-        raise InvalidInputError("--app-id must be a non-empty word")
+        raise InvalidInputError("the app id must be a non-empty word", app_id="the app id")
     if not os.path.isfile(source):
         raise InvalidInputError(f"source {source} is not a readable file")
     name = source_name or os.path.basename(source)
@@ -257,7 +263,7 @@ def ingest(
                     except (TimeOutOfRangeError, SchemaConflictError) as e:  # raised before anything was written
                         reason = str(e)
                 if reason is not None:
-                    if on_bad_record == "fail":
+                    if on_bad_record is OnBadRecord.FAIL:
                         raise BadRecordError(f"{name} line {offset}: {reason}") from None
                     writer.write_dead_letter(line, offset, reason, name)
                     dead += 1

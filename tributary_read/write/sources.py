@@ -124,7 +124,7 @@ class SourceOffsets:
         return SourceMismatchError(
             f"source {path} is not the file app {self.app_id!r} committed as {self.name!r}: {why}; "
             f"it was replaced, rotated or truncated, or another file has the same name. "
-            f"Ingest it as a new source with --source-name NEW_NAME"
+            f"Ingest it as a new source, with a new source name", source_name="a new source name"
         )
 
     def transaction(self, src: BinaryIO, last_offset: int, pos: int) -> Transaction:

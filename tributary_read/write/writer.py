@@ -11,7 +11,6 @@ import base64
 import bisect
 import json
 import posixpath
-import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -22,16 +21,15 @@ from typing import Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tributary_read.errors import BadRecordError, InvalidInputError
-from tributary_read.io.formats import GatheredSlice, file_suffix, open_sink, shared_encoder
+from tributary_read.errors import BadRecordError
+from tributary_read.io.formats import file_suffix
+from tributary_read.io.sinks import GatheredSlice, open_sink, shared_encoder
 from tributary_read.table.layout import PartitionCache, PartitionDir
 from tributary_read.table.log import META_DIR
 from tributary_read.table.manifest import KIND_DEAD_LETTER, Commit, FileEntry, Transaction
-from tributary_read.table.config import RollPolicy, Table
+from tributary_read.table.config import Protocol, RollPolicy, Table
 
 DEAD_LETTER_DIR = f"{META_DIR}/dead_letter"
-#: Names trib's writers produce; only these are ever deleted by ``clean``.
-WRITTEN_NAME = re.compile(r"^(\.)?(part|dl)-\d{14}-[0-9a-f]{8}-\d{6}\.[A-Za-z0-9.]+?(\.inprogress)?$")
 
 
 def new_writer_id() -> str:
@@ -66,14 +64,12 @@ class TableWriter:
         close_threads: files closed concurrently at a commit (encode, fsync, upload).
     """
 
-    def __init__(self, table: Table, protocol: str | None = None, roll: RollPolicy | None = None,
+    def __init__(self, table: Table, protocol: Protocol | str | None = None, roll: RollPolicy | None = None,
                  writer_id: str | None = None, clock: Callable[[], float] = time.monotonic,
                  close_threads: int = 8):
         self.table = table
         self.storage = table.storage
-        self.protocol = protocol or table.config.protocol
-        if self.protocol not in ("direct", "rename"):
-            raise InvalidInputError(f"unknown protocol {self.protocol!r}; choose direct or rename")
+        self.protocol = Protocol.parse(protocol or table.config.protocol, "protocol")
         self.roll = roll or table.config.roll
         self.writer_id = writer_id or new_writer_id()
         self.clock = clock
@@ -274,7 +270,7 @@ class TableWriter:
     def _new_file(self, part: PartitionDir) -> _OpenFile:
         self._seq += 1
         path = f"{part.path}/part-{self.writer_id}-{self._seq:06d}{self._suffix}"
-        write_path = staged_name(path) if self.protocol == "rename" else path
+        write_path = staged_name(path) if self.protocol is Protocol.RENAME else path
         raw = self.storage.open_output(write_path)
         fmt = self.table.config.format
         sink = open_sink(raw, fmt, self.table.config.compression, shared_encoder() if fmt == "parquet" else None)
@@ -347,7 +343,7 @@ class TableWriter:
         self._closed = []
         commit = self.table.log.commit(files, transaction, base_version=base_version,
                                        protocol=self.protocol, writer=self.writer_id)
-        if self.protocol == "rename":
+        if self.protocol is Protocol.RENAME:
             roll_forward(self.table, commit.files)
         return commit
 

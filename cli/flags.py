@@ -1,0 +1,46 @@
+"""The CLI's names for library parameters, so library errors name the flag to fix.
+
+The library words its messages for every caller (``the schedule time``) and
+marks each parameter it names (``TributaryError.params``);
+``trib`` puts its own flags in their place when it prints the error. One map
+for every command: a parameter is spelled the same wherever it is a flag.
+"""
+
+from __future__ import annotations
+
+#: library parameter name -> the flag(s) that set it
+FLAGS = {
+    "start": "--start",
+    "end": "--end",
+    "bounds": "--start/--end",
+    "schedule_time": "--schedule-time",
+    "period": "--period",
+    "lag": "--lag",
+    "mode": "--mode",
+    "versions": "--since-version/--until-version",
+    "layout": "--layout/--partition/--timezone",
+    "partitions": "--partitions",
+    "lookback": "--lookback",
+    "min_age": "--min-age",
+    "full_scan_every": "--full-scan-every",
+    "state_dir": "--state-dir",
+    "to_version": "--to-version",
+    "reset": "--to-version, --to-latest, --discard-plan",
+    "commit_every": "--commit-every",
+    "app_id": "--app-id",
+    "time_field": "--time-field",
+    "time_regex": "--time-regex",
+    "source_name": "--source-name",
+    "older_than": "--older-than",
+    "hive_table": "--hive-table",
+    "metastore": "--metastore",
+    "delay": "--delay",
+    "batch_size": "--batch-size",
+    "max_drop_fraction": "--max-drop-fraction",
+}
+
+
+def message(error: BaseException) -> str:
+    """``error``'s message, with the CLI's flags where it names library parameters."""
+    reword = getattr(error, "reword", None)
+    return reword(FLAGS) if reword is not None else str(error)

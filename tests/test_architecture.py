@@ -1,0 +1,294 @@
+"""Architecture rules as tests: facts anyone can check with plain tools (ast, grep, wc).
+
+Pure Python over the source files of the installed layout (``cli/`` is
+``tributary_read.cli``, as pyproject's package-dir maps it): no JVM, no
+storage, well under a second apart from one interpreter start.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parent.parent
+MAX_LINES = 600
+#: The one module that may parse directory/partition templates.
+LAYOUT = "tributary_read.table.layout"
+#: The one package that may look at storage schemes.
+IO = "tributary_read.io"
+
+
+def _modules() -> dict[str, Path]:
+    """Module name -> source file, for every package pyproject installs."""
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    dirs = cfg.get("package-dir", {})
+    out: dict[str, Path] = {}
+    for pkg in cfg["packages"]:
+        # A package not mapped itself lives under its nearest mapped parent.
+        parent = next((p for p in sorted(dirs, key=len, reverse=True) if pkg == p or pkg.startswith(p + ".")), None)
+        rel = dirs[parent] + pkg[len(parent):].replace(".", "/") if parent else pkg.replace(".", "/")
+        for f in sorted((REPO / rel).glob("*.py")):
+            out[pkg if f.stem == "__init__" else f"{pkg}.{f.stem}"] = f
+    return out
+
+
+MODULES = _modules()
+TREES = {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
+
+
+def _where(name: str, node: ast.AST | None = None) -> str:
+    rel = MODULES[name].relative_to(REPO)
+    return f"{rel}:{node.lineno}" if node is not None else str(rel)
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """ids of import nodes under ``if TYPE_CHECKING:``: never executed, so no runtime edge."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return skip
+
+
+def _imports(name: str, tree: ast.Module) -> set[str]:
+    """Package modules this module imports anywhere (module level or inside functions)."""
+    is_pkg = MODULES[name].name == "__init__.py"
+    package = name if is_pkg else name.rpartition(".")[0]
+    skip = _type_checking_only(tree)
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            # ``from pkg import sub`` imports the module pkg.sub, not just pkg.
+            targets = [mod] + [f"{mod}.{a.name}" for a in node.names]
+        else:
+            continue
+        for t in targets:
+            # ``import a.b.c`` binds a module; the nearest known one is the edge.
+            while t and t not in MODULES:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+GRAPH = {name: _imports(name, tree) for name, tree in TREES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    comps: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [_one_cycle(graph, set(c)) for c in comps]
+
+
+def _one_cycle(graph: dict[str, set[str]], comp: set[str]) -> list[str]:
+    """A concrete cycle inside a component: the shortest path from its first module back to it."""
+    start = min(comp)
+    prev: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v] & comp):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(prev[path[-1]])
+                    return [start, *reversed(path[:-1]), start] if v != start else [start, start]
+                if w not in prev:
+                    prev[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    return sorted(comp)  # unreachable for a real component
+
+
+def test_the_module_map_covers_the_installed_packages():
+    """Guards the other tests against scanning nothing."""
+    for name in ("tributary_read", "tributary_read.cli.main", LAYOUT, "tributary_read.io.storage"):
+        assert name in MODULES, name
+    assert "tributary_read.errors" in GRAPH["tributary_read"]  # ``from .errors import *``
+
+
+def test_imports_resolve_relative_and_function_level():
+    tree = ast.parse("""
+from . import files
+from .context import x
+from ..table.layout import Layout
+import tributary_read.io.storage as s
+
+def f():
+    from tributary_read.read import listing
+""")
+    assert _imports("tributary_read.cli.main", tree) == {
+        "tributary_read.cli", "tributary_read.cli.files", "tributary_read.cli.context",
+        "tributary_read.table.layout", "tributary_read.io.storage", "tributary_read.read",
+        "tributary_read.read.listing"}
+
+
+def test_cycle_finder_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    cycles = _cycles(GRAPH)
+    assert not cycles, "import cycles (function-level imports count):\n" + "\n".join(
+        " -> ".join(c) for c in cycles)
+
+
+def test_no_module_over_600_lines():
+    long = {_where(n): len(p.read_text().splitlines()) for n, p in MODULES.items()}
+    offenders = {f: n for f, n in long.items() if n > MAX_LINES}
+    assert not offenders, f"modules over {MAX_LINES} lines: {offenders}"
+
+
+#: A regex for template tokens (``{yyyy|MM...}``, ``\{(\w+)\}``) is template parsing.
+_TOKEN_REGEX = re.compile(r"yyyy\s*\||\|\s*yyyy|\\\{\(")
+
+
+def _template_parsing(tree: ast.AST) -> list[tuple[ast.AST, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _TOKEN_REGEX.search(node.value):
+            found.append((node, f"token regex {node.value!r}"))
+        # layout.partition.split(",") re-parses the partition spec.
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("split", "partition", "findall", "finditer")
+                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "partition"):
+            found.append((node, ast.unparse(node)))
+    return found
+
+
+def test_template_rule_sees_the_usual_forms():
+    code = """
+_TOKEN = re.compile(r"\\{(yyyy|MM|dd|HH|mm)\\}")
+_ANY = re.compile(r"\\{(\\w+)\\}")
+specs = layout.partition.split(",")
+ok = "help: {yyyy}_{MM}_{dd}/{HH}"
+"""
+    assert len(_template_parsing(ast.parse(code))) == 3
+
+
+def test_templates_are_parsed_only_in_layout():
+    found = [f"{_where(name, node)}: {what}" for name, tree in TREES.items() if name != LAYOUT
+             for node, what in _template_parsing(tree)]
+    assert not found, f"templates parsed outside {LAYOUT}:\n" + "\n".join(found)
+
+
+#: Scheme names that mean nothing but a store; "file" and "memory" count only as
+#: ``file:``/``file://`` (a bare "file" is as often a kind of entry).
+_STORE_NAMES = ("s3", "s3a", "s3n", "hdfs", "viewfs", "webhdfs", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs",
+                "adl", "oss")
+_SCHEME_PREFIX = re.compile(r"^(?:(?:%s)(?::|://)?|(?:file|memory|mock)(?::|://))$" % "|".join(_STORE_NAMES))
+
+
+def _is_scheme(node: ast.AST) -> bool:
+    """``scheme``, ``x.scheme``, ``urlparse(u).scheme``."""
+    return (isinstance(node, ast.Name) and node.id == "scheme") or (
+        isinstance(node, ast.Attribute) and node.attr == "scheme")
+
+
+def _scheme_literals(node: ast.AST) -> list[str]:
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [i.value for i in items
+            if isinstance(i, ast.Constant) and isinstance(i.value, str) and _SCHEME_PREFIX.match(i.value)]
+
+
+def _scheme_tests(tree: ast.AST) -> list[ast.AST]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_is_scheme(s) for s in sides) or any(_scheme_literals(s) for s in sides):
+                found.append(node)
+        elif isinstance(node, ast.Match) and _is_scheme(node.subject):
+            found.append(node)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("startswith", "endswith", "removeprefix")
+              and any(_scheme_literals(a) for a in node.args)):
+            found.append(node)
+    return found
+
+
+def test_scheme_rule_sees_the_usual_forms():
+    flagged = """
+storage.scheme == "s3"
+storage.scheme in REAL_DIRECTORY_SCHEMES
+urlparse(u).scheme != "file"
+uri.startswith(("s3://", "s3a://"))
+prefix == "hdfs://"
+kind in ("s3", "s3a")
+"""
+    fine = """
+entry.kind == "file"
+BACKENDS.get(name)
+"""
+    assert len(_scheme_tests(ast.parse(flagged))) == 6
+    assert _scheme_tests(ast.parse(fine)) == []
+
+
+def test_no_scheme_tests_outside_io():
+    """What differs between stores is asked of Storage (capabilities), never decided by its scheme."""
+    found = [f"{_where(name, node)}: {ast.unparse(node)}" for name, tree in TREES.items()
+             if not (name == IO or name.startswith(IO + ".")) for node in _scheme_tests(tree)]
+    assert not found, f"storage scheme tests outside {IO}/:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("module,forbidden", [
+    ("tributary_read", ("pyspark", "pyhive", "pyarrow.compute")),
+    # trib's own start-up: every CLI run pays for what main imports.
+    ("tributary_read.cli.main", ("pyspark", "pyhive")),
+])
+def test_import_stays_light(module, forbidden):
+    code = f"import sys, {module}; print('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    loaded = set(out.stdout.split())
+    heavy = sorted(m for m in loaded if any(m == f or m.startswith(f + ".") for f in forbidden))
+    assert not heavy, f"import {module} loads {heavy}"

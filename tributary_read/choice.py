@@ -1,0 +1,37 @@
+"""Choice: a closed set of string values (modes, protocols, trackings).
+
+A ``str`` enum rather than bare strings, so a typo is an error where the value
+enters and every value is spelled once. Members are ``str`` instances: they
+compare, hash and JSON-encode exactly as their values do, so table.json,
+consumer state and the CLI's JSON are byte-for-byte what plain strings gave.
+(``enum.StrEnum`` would do, but Python 3.10 has none.)
+"""
+
+from __future__ import annotations
+
+import enum
+
+from tributary_read.errors import InvalidInputError
+
+
+class Choice(str, enum.Enum):
+    """Base of trib's string enums: ``str(x)`` and ``f"{x}"`` are the value, as with ``StrEnum``."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+    __hash__ = str.__hash__
+
+    @classmethod
+    def values(cls) -> list[str]:
+        """The values, in declaration order (click's ``Choice`` takes these)."""
+        return [m.value for m in cls]
+
+    @classmethod
+    def parse(cls, value, what: str):
+        """``value`` as a member; an unknown one is an InvalidInputError naming the choices."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise InvalidInputError(f"unknown {what} {value!r}; choose {', '.join(cls.values())}") from None

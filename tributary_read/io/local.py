@@ -1,0 +1,224 @@
+"""Local disk through ``os``: commits are a fsynced temp file hard-linked into place.
+
+Plain system calls rather than pyarrow's ``LocalFileSystem``: a small read or
+a stat costs the same, the listing (:mod:`tributary_read.io.localwalk`) is
+faster, and a process that only lists and reads metadata (``trib files``, a
+consumer's plan and ack) never pays pyarrow's import (~70-130 ms). pyarrow is
+imported for the streams a data file is written or read through, whose
+callers use pyarrow anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+import uuid
+from typing import Mapping
+from urllib.parse import ParseResult
+
+from tributary_read.errors import StorageError
+from tributary_read.io.storage import Capabilities, Entry, FileInfo, Storage, Unlisted, publish_exclusive, safe_relpath
+
+
+class LocalStorage(Storage):
+    """Local disk: commits are a fsynced temp file hard-linked into place."""
+
+    capabilities = Capabilities(real_directories=True, remote=False, atomic_replace=True,
+                                hadoop_scheme="file", symbolic_links=True)
+
+    def __init__(self, root: str, fsync: bool = True):
+        root = os.path.abspath(os.path.expanduser(root))
+        super().__init__(root, "file://" + root)
+        self.fsync = fsync
+
+    def hadoop_uri(self, rel: str = "") -> str:
+        """``file:/abs/path``: the spelling Hadoop's ``Path`` and the Hive metastore use."""
+        return "file:" + self.abspath(rel)
+
+    def list_infos(self, rel: str = "", recursive: bool = True,
+                   mtime_ns: tuple[int, int] | None = None) -> tuple[list[Entry], list[Unlisted]]:
+        """One directory at a time, never into a link (see :mod:`tributary_read.io.localwalk`)."""
+        from tributary_read.io.localwalk import walk
+
+        return walk(self, self.abspath(rel) if rel else self.root, recursive, mtime_ns)
+
+    def links(self, rels) -> set[str]:
+        return {r for r in rels if os.path.islink(posixpath.join(self.root, r))}
+
+    def _stat(self, full: str, rel: str) -> os.stat_result | None:
+        try:
+            return os.stat(full)  # through a link, as a reader opening the path would
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, ValueError) as e:
+            raise self._wrap("cannot stat", rel, e) from e
+
+    @staticmethod
+    def _info(rel: str, st: os.stat_result) -> FileInfo:
+        is_dir = stat.S_ISDIR(st.st_mode)
+        return FileInfo(rel, 0 if is_dir else st.st_size, st.st_mtime_ns // 1_000_000, is_dir)
+
+    def info(self, rel: str) -> FileInfo | None:
+        rel = safe_relpath(rel)
+        st = self._stat(self.abspath(rel), rel)
+        return None if st is None else self._info(rel, st)
+
+    def root_info(self) -> FileInfo | None:
+        try:
+            st = os.stat(self.root)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            raise StorageError(f"cannot stat {self.uri}: {e.strerror or e}") from e
+        return self._info("", st)
+
+    def read(self, rel: str) -> bytes:
+        full = self.abspath(rel)
+        try:
+            with open(full, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            raise FileNotFoundError(rel) from None
+        except OSError as e:
+            info = self.info(rel)
+            if info is None or info.is_dir:
+                raise FileNotFoundError(rel) from e
+            raise self._wrap("cannot read", rel, e) from e
+
+    def open_input(self, rel: str):
+        import pyarrow as pa
+
+        try:
+            return pa.OSFile(self.abspath(rel), mode="r")
+        except (OSError, pa.ArrowException) as e:
+            raise self._wrap("cannot open", rel, e) from e
+
+    # -- writes ------------------------------------------------------------
+    def makedirs(self, rel: str) -> None:
+        try:
+            os.makedirs(self.abspath(rel), exist_ok=True)
+        except OSError as e:
+            raise self._wrap("cannot create directory", rel, e) from e
+
+    def open_output(self, rel: str):
+        import pyarrow as pa
+
+        # Also when the parent is the root: a top-level file in a new table.
+        self.makedirs(posixpath.dirname(safe_relpath(rel)))
+        try:
+            return pa.OSFile(self.abspath(rel), mode="w")  # unbuffered: the sinks buffer themselves
+        except (OSError, pa.ArrowException) as e:
+            raise self._wrap("cannot write", rel, e) from e
+
+    def write(self, rel: str, data: bytes) -> None:
+        self.makedirs(posixpath.dirname(safe_relpath(rel)))
+        try:
+            with open(self.abspath(rel), "wb") as f:
+                f.write(data)
+        except OSError as e:
+            raise self._wrap("cannot write", rel, e) from e
+
+    def delete(self, rel: str) -> None:
+        """Delete ``rel``, refusing when a directory on its way is a symbolic link.
+
+        Deleting ``latest/part-1`` where ``latest`` links to a partition would
+        delete the partition's file, which a commit may reference.
+        """
+        parent = os.path.dirname(self.abspath(rel))
+        expected = os.path.join(os.path.realpath(self.root), os.path.dirname(safe_relpath(rel))).rstrip("/")
+        if os.path.realpath(parent) != expected:
+            raise StorageError(f"refusing to delete {self.uri}/{rel}: a directory on its path is a symbolic link")
+        try:
+            os.unlink(self.abspath(rel))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            if self.info(rel) is not None:
+                raise self._wrap("cannot delete", rel, e) from e
+
+    def rename(self, src: str, dst: str) -> None:
+        try:
+            os.rename(self.abspath(src), self.abspath(dst))  # rename(2) replaces a file atomically
+        except OSError as e:
+            raise self._wrap("cannot rename", src, e) from e
+
+    def remove_empty_dir(self, rel: str) -> bool:
+        try:
+            os.rmdir(self.abspath(rel))  # rmdir(2) refuses a directory that is not empty
+        except OSError:
+            return False
+        return True
+
+    def sync(self, rel: str) -> None:
+        if not self.fsync:
+            return
+        fd = os.open(self.abspath(rel), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _sync_dir(self, path: str) -> None:
+        if self.fsync:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def create_if_absent(self, rel: str, data: bytes) -> bool:
+        target = self.abspath(rel)
+        parent = os.path.dirname(target)
+
+        def stage(payload: bytes) -> str:
+            tmp = os.path.join(parent, f".tmp-{uuid.uuid4().hex}")
+            os.makedirs(parent, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(payload)
+                if self.fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            return tmp
+
+        def discard(tmp: str) -> None:
+            os.unlink(tmp)
+
+        try:
+            return publish_exclusive(data, stage=stage, publish=lambda tmp: self._publish(tmp, target, data),
+                                     read_back=lambda: self.read(rel), discard=discard)
+        except OSError as e:
+            raise self._wrap("cannot commit", rel, e) from e
+
+    def _publish(self, tmp: str, target: str, data: bytes) -> bool:
+        try:
+            # link(2) fails with EEXIST instead of replacing: the file appears
+            # complete or not at all, which O_EXCL + write cannot promise.
+            os.link(tmp, target)
+        except FileExistsError:
+            return False
+        except OSError as e:
+            if e.errno not in (1, 18, 38, 95):  # EPERM/EXDEV/ENOSYS/EOPNOTSUPP
+                raise
+            return self._create_excl(target, data)
+        self._sync_dir(os.path.dirname(target))
+        return True
+
+    def _create_excl(self, target: str, data: bytes) -> bool:
+        # Fallback for file systems without hard links; a crash mid-write can
+        # leave a short file, which readers report as ManifestCorruptError.
+        try:
+            fd = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        return True
+
+
+def open_local(u: ParseResult, options: Mapping[str, str]) -> LocalStorage:
+    """The registry's factory for plain paths and ``file://`` URIs."""
+    fsync = str(options.get("fsync", "true")).lower() not in ("0", "false", "no")
+    return LocalStorage(u.path, fsync=fsync)

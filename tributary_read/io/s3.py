@@ -1,0 +1,114 @@
+"""S3 and S3-protocol stores: data through pyarrow, commits through boto3.
+
+The commit point is a ``PUT`` with ``If-None-Match: *``, which pyarrow cannot
+send; boto3 (the ``s3`` extra) is imported only when a commit or a directory
+marker needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+from urllib.parse import ParseResult, urlparse
+
+import pyarrow.fs as pafs
+
+from tributary_read.errors import InvalidInputError, missing_extra
+from tributary_read.io.arrow import ArrowStorage
+from tributary_read.io.storage import Capabilities
+
+
+class S3Storage(ArrowStorage):
+    """S3 and S3-protocol stores: commits are ``PUT`` with ``If-None-Match: *``."""
+
+    #: Directories are key prefixes (no mtime); a PUT replaces an object whole;
+    #: Spark and Hive reach S3 through Hadoop's ``s3a`` connector.
+    capabilities = Capabilities(real_directories=False, remote=True, atomic_replace=True, hadoop_scheme="s3a")
+
+    def __init__(self, bucket: str, key: str, options: Mapping[str, str]):
+        self.bucket = bucket
+        self.prefix = key.strip("/")
+        self.options = dict(options)
+        endpoint = self.options.get("endpoint_url")
+        kw: dict = {
+            "access_key": self.options.get("access_key_id"),
+            "secret_key": self.options.get("secret_access_key"),
+            "session_token": self.options.get("session_token"),
+            "region": self.options.get("region") or "us-east-1",
+        }
+        if endpoint:
+            u = urlparse(endpoint)
+            kw["endpoint_override"] = u.netloc or u.path
+            kw["scheme"] = u.scheme or "https"
+        kw = {k: v for k, v in kw.items() if v is not None}
+        fs = pafs.S3FileSystem(**kw)
+        root = f"{bucket}/{self.prefix}" if self.prefix else bucket
+        super().__init__(fs, root, f"s3://{root}")
+        self._client = None
+
+    def client(self):
+        if self._client is None:
+            try:
+                import boto3
+                from botocore.config import Config
+            except ImportError:
+                raise missing_extra("boto3", "s3") from None
+            self._client = boto3.client(
+                "s3",
+                endpoint_url=self.options.get("endpoint_url"),
+                aws_access_key_id=self.options.get("access_key_id"),
+                aws_secret_access_key=self.options.get("secret_access_key"),
+                aws_session_token=self.options.get("session_token"),
+                region_name=self.options.get("region") or "us-east-1",
+                config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+            )
+        return self._client
+
+    def _key(self, rel: str) -> str:
+        return self.abspath(rel)[len(self.bucket) + 1 :]
+
+    def replace(self, rel: str, data: bytes) -> None:
+        """One PUT: S3 replaces an object whole, so no temp object and no rename (a copy there).
+
+        A concurrent :meth:`read` can still come back short: pyarrow sizes the
+        object with a HEAD and then GETs that many bytes, so a read racing the
+        PUT may get the first bytes of a longer new version. Replaced files are
+        JSON documents, and one cut short never parses: the reader fails
+        (ManifestCorruptError) and retries, it never reads a wrong value.
+        """
+        self.write(rel, data)
+
+    def remove_empty_dir(self, rel: str) -> bool:
+        """Delete the directory marker once nothing is under it.
+
+        Only the marker object goes, never a prefix: a file a writer puts there
+        concurrently survives.
+        """
+        if self.list(rel) or self.list_dirs(rel):
+            return False
+        self.client().delete_object(Bucket=self.bucket, Key=self._key(rel) + "/")
+        return True
+
+    def create_if_absent(self, rel: str, data: bytes) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        key = self._key(rel)
+        try:
+            self.client().put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+            return True
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            # 412: the key exists. 409: a concurrent conditional PUT on the same
+            # key is in flight; treat it as lost and let the caller re-read.
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+                return False
+            raise self._wrap("cannot commit", rel, e) from e
+        except BotoCoreError as e:
+            raise self._wrap("cannot commit", rel, e) from e
+
+
+def open_s3(u: ParseResult, options: Mapping[str, str]) -> S3Storage:
+    """The registry's factory for ``s3://`` and ``s3a://`` URIs."""
+    if not u.netloc:
+        raise InvalidInputError(f"S3 URI needs a bucket: {u.geturl()}")
+    return S3Storage(u.netloc, u.path, options)

@@ -1,0 +1,323 @@
+"""Writing a data file: a line stream or Parquet row groups, encoded off the caller's thread.
+
+Kept apart from :mod:`tributary_read.io.formats` (what the formats are), which
+every reader imports: only writers pay pyarrow's import.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tributary_read.errors import InvalidInputError
+from tributary_read.io.formats import COMPRESSIONS
+from tributary_read.io.parquet_schema import EXACT, RowColumns
+
+
+class LineSink:
+    """Buffered newline-delimited records into a (possibly compressed) stream."""
+
+    FLUSH_BYTES = 1 << 20
+
+    def __init__(self, raw, compression: str):
+        self.raw = raw
+        codec = COMPRESSIONS[compression][1]
+        self.out = pa.CompressedOutputStream(raw, codec) if codec else raw
+        self._buf: list[bytes] = []
+        self._buffered = 0
+        self.uncompressed = 0
+        # bytes_written is asked after every record: keep its parts at hand. Only
+        # _drain writes to ``raw``, so its position is re-read there, not per record.
+        self._raw_pos = raw.tell()
+        self._ratio = 4 if self.out is not raw else 1
+
+    def write_line(self, line: bytes) -> None:
+        self._buf += (line, b"\n")
+        self._buffered += len(line) + 1
+        if self._buffered >= self.FLUSH_BYTES:
+            self._drain()
+
+    def write_row(self, row) -> None:  # a parsed record: not meaningful for text
+        raise InvalidInputError("text formats take raw lines")
+
+    def _drain(self) -> None:
+        if self._buf:
+            self.out.write(b"".join(self._buf))
+            self._raw_pos = self.raw.tell()
+            self.uncompressed += self._buffered
+            self._buf.clear()
+            self._buffered = 0
+
+    @property
+    def bytes_written(self) -> int:
+        """Approximate on-disk size, for size-based rolling."""
+        return self._raw_pos + self._buffered // self._ratio
+
+    def close(self) -> None:
+        self._drain()
+        self.out.close()
+        if not self.raw.closed:
+            self.raw.close()
+
+
+class RowGroupEncoder:
+    """Encodes full row groups off the caller's thread, for every open Parquet file.
+
+    pyarrow cannot add rows to an open row group, so a row group is encoded only
+    once it is complete; this lets the caller route (or parse) the next records
+    meanwhile. Encoding and compression release the GIL. A file has at most one
+    row group in flight (ordered writes without a lock), and ``max_queued``
+    bounds the memory held by row groups waiting for a thread.
+    """
+
+    def __init__(self, threads: int = 2, max_queued: int = 4):
+        self._pool = ThreadPoolExecutor(max(1, threads), "trib-encode")
+        self._slots = threading.BoundedSemaphore(max(1, threads) + max_queued)
+
+    def submit(self, fn) -> Future:
+        self._slots.acquire()
+        try:
+            fut = self._pool.submit(fn)
+        except BaseException:
+            self._slots.release()
+            raise
+        fut.add_done_callback(lambda _: self._slots.release())
+        return fut
+
+
+@dataclass(frozen=True)
+class GatheredSlice:
+    """Rows ``start``..``start + count`` of a batch being reordered in the background.
+
+    A batch whose rows go to many partitions is gathered once, sorted by
+    partition (one ``take``, cheaper than one per partition), on the encoder's
+    threads; each file keeps only its slice of the result.
+    """
+
+    gathered: Future  # -> pa.Table
+    start: int
+    count: int
+
+    def __len__(self) -> int:
+        return self.count
+
+    def rows(self) -> pa.Table:
+        return self.gathered.result().slice(self.start, self.count)
+
+
+_ENCODER: RowGroupEncoder | None = None
+_ENCODER_LOCK = threading.Lock()
+
+
+def _forget_encoder() -> None:  # a forked child has none of the parent's threads
+    global _ENCODER, _ENCODER_LOCK
+    _ENCODER, _ENCODER_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_encoder)
+
+
+def shared_encoder() -> RowGroupEncoder:
+    """One process-wide encoder (like pyarrow's own CPU pool): writers come and go, threads stay."""
+    global _ENCODER
+    with _ENCODER_LOCK:
+        if _ENCODER is None:
+            _ENCODER = RowGroupEncoder(max(2, os.cpu_count() or 2))
+        return _ENCODER
+
+
+class ParquetSink:
+    """One Parquet file: rows and Arrow slices buffered into 65,536-row groups.
+
+    The file's schema covers every field it was given (docs/parquet.md): JSON
+    rows are checked on arrival by :class:`RowColumns`, Arrow tables are unified
+    with the schema so far. Until the first row group is written the schema may
+    still widen; after that ``write_row``/``write_table`` return False for input
+    that needs a wider one, and the writer rolls to a new file.
+
+    Arrow input split across partitions arrives as a GatheredSlice (or batch
+    plus row indices), resolved only when the row group is encoded. Encoding
+    runs on the shared encoder's threads, as soon as a row group is full and at
+    the close, so the caller's thread only routes (or parses) records.
+    """
+
+    ROW_GROUP = 65_536
+    #: Flush earlier when wide rows make a row group's worth of buffer this big.
+    MAX_PENDING_BYTES = 16 << 20
+
+    def __init__(self, raw, compression: str, encoder: RowGroupEncoder | None = None):
+        self.raw = raw
+        self.codec = COMPRESSIONS[compression][1] or "none"
+        self.encoder = encoder
+        self.writer: pq.ParquetWriter | None = None  # set once the first row group is handed to encoding
+        self.schema: pa.Schema | None = None  # the file's schema so far (fixed once ``writer`` is set)
+        self.columns = RowColumns()
+        self._rows: list[dict] = []
+        #: (table, None) whole; (table, indices) rows to take; (None, GatheredSlice)
+        self._pending: list[tuple[pa.Table | None, pa.Array | GatheredSlice | None]] = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
+        self._inflight: Future | None = None
+        self._inflight_bytes = 0
+        self._tell = 0  # raw.tell() after the last encoded row group
+
+    def seed(self, previous: "ParquetSink") -> None:
+        """Start with the columns of the file this one replaces (a schema roll), so
+        later records that lack the new field do not roll again."""
+        self.columns = RowColumns(previous.columns.types)
+        self.schema = previous.schema
+
+    def write_line(self, line: bytes) -> bool:
+        return self.write_row({"value": line.decode("utf-8", "replace")})
+
+    def write_row(self, row: dict) -> bool:
+        """Buffer one JSON record; SchemaConflictError if it fits no column, False
+        if it needs a column this file can no longer add."""
+        # Hot path: a field whose value has the column's Python type needs no
+        # further thought (an integer only while a double could also hold it).
+        fast, known = self.columns.fast, self.columns.types
+        for k, v in row.items():
+            t = type(v)
+            want = fast.get(k)
+            if t is want or (t is int and want is float):  # 5 in a double column is 5.0
+                if t is int and not -EXACT <= v <= EXACT:
+                    break
+            elif v is not None or k not in known:
+                break
+        else:
+            self._append_row(row)
+            return True
+        if not self.columns.admit(row, can_widen=self.writer is None):
+            return False
+        self._append_row(row)
+        return True
+
+    def _append_row(self, row: dict) -> None:
+        self._rows.append(row)
+        if len(self._rows) >= self.ROW_GROUP:
+            self._drain()
+
+    def write_table(self, table: pa.Table, indices: pa.Array | GatheredSlice | None = None,
+                    nbytes: int | None = None) -> bool:
+        """Append ``table``, or only its rows at ``indices`` (gathered at encode time),
+        or a GatheredSlice of it.
+
+        ``nbytes``: the Arrow size of the rows appended, if the caller knows it.
+        False if ``table`` needs a schema this file can no longer take.
+        """
+        if self._rows:
+            self._drain()
+        rows = table.num_rows if indices is None else len(indices)
+        if nbytes is None:
+            nbytes = table.nbytes * rows // max(1, table.num_rows)
+        return self._add(table, indices, rows, nbytes)
+
+    def _add(self, table: pa.Table, indices, rows: int, nbytes: int) -> bool:
+        schema = table.schema
+        if self.schema is None:
+            self.schema = schema
+        elif schema is not self.schema and not schema.equals(self.schema):
+            try:
+                unified = pa.unify_schemas([self.schema, schema], promote_options="permissive")
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+                raise InvalidInputError(f"record schema changed within a file: {e}") from None
+            if not unified.equals(self.schema):
+                if self.writer is not None:
+                    return False
+                self.schema = unified
+        # A slice's source batch is not kept: the gathered copy holds its rows.
+        self._pending.append((None, indices) if isinstance(indices, GatheredSlice) else (table, indices))
+        self._pending_rows += rows
+        self._pending_bytes += nbytes
+        if self._pending_rows >= self.ROW_GROUP or self._pending_bytes >= self.MAX_PENDING_BYTES:
+            self._flush(background=True)
+        return True
+
+    def _drain(self) -> None:
+        if self._rows:
+            table = self.columns.to_table(self._rows)
+            self._rows = []
+            if not self._add(table, None, table.num_rows, table.nbytes):  # pragma: no cover - admit() forbids it
+                raise AssertionError("rows admitted to a file do not fit its schema")
+
+    def _flush(self, background: bool) -> None:
+        if not self._pending:
+            return
+        parts, schema, nbytes = self._pending, self.schema, self._pending_bytes
+        self._pending = []
+        self._pending_rows = self._pending_bytes = 0
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.raw, schema, compression=self.codec)
+        self._wait()  # one row group in flight per file: they land in order
+        if background and self.encoder is not None:
+            self._inflight_bytes = nbytes
+            self._inflight = self.encoder.submit(lambda: self._encode(parts, schema))
+        else:
+            self._encode(parts, schema)
+
+    def _encode(self, parts: list, schema: pa.Schema) -> None:
+        try:
+            tables = [_conform(t if i is None else t.take(i) if t is not None else i.rows(), schema)
+                      for t, i in parts]
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+            raise InvalidInputError(f"a batch does not convert to its file's schema: {e}") from None
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        self.writer.write_table(table, row_group_size=self.ROW_GROUP)
+        self._tell = self.raw.tell()
+        self._inflight_bytes = 0
+
+    def _wait(self) -> None:
+        fut = self._inflight
+        if fut is not None:
+            try:
+                fut.result()
+            finally:
+                # Interrupted while waiting (a second SIGINT): the encode still runs,
+                # so the next wait (abort's close) must wait for it again.
+                if fut.done():
+                    self._inflight = None
+
+    @property
+    def bytes_written(self) -> int:
+        # Buffered and in-flight Arrow bytes count too, so size-based rolling is not late by a row group.
+        return self._tell + self._inflight_bytes + self._pending_bytes
+
+    def close(self) -> None:
+        try:
+            try:
+                self._drain()
+                # On the encoder's threads, which are sized to the CPUs: a commit
+                # closes many files at once, on more threads (for uploads).
+                self._flush(background=True)
+            finally:
+                self._wait()  # never close the stream under a row group still encoding
+            if self.writer is not None:
+                self.writer.close()
+        finally:
+            if not self.raw.closed:
+                self.raw.close()
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns: widened types, absent fields as nulls."""
+    if table.schema.equals(schema):
+        return table
+    cols = []
+    for field in schema:
+        i = table.schema.get_field_index(field.name)
+        if i < 0:
+            cols.append(pa.nulls(table.num_rows, field.type))
+        else:
+            col = table.column(i)
+            cols.append(col if col.type == field.type else col.cast(field.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def open_sink(raw, fmt: str, compression: str, encoder: RowGroupEncoder | None = None):
+    return ParquetSink(raw, compression, encoder) if fmt == "parquet" else LineSink(raw, compression)

@@ -1,0 +1,244 @@
+"""How a durable consumer finds what is new: by table version, by a listing ledger, or both.
+
+A consumer's mode is fixed by its first ack, and each mode is one strategy
+here, chosen once per call by :func:`tracking_for`; the consumer model
+(:mod:`tributary_read.read.consumer`) never asks which mode it is in. A strategy
+makes a plan from a state, applies an acked plan to the state, names the options
+a pending plan was made with that a caller now contradicts, and resets the
+consumer to a table version.
+
+* :class:`ManifestTracking`: the state is the last delivered table version; a
+  plan is the commits after it.
+* :class:`ListingTracking`: the state is a ledger (tributary_read.read.ledger);
+  a plan is a listing compared with it.
+* :class:`BothTracking`: the two in one state, over files disjoint by name
+  (tributary_read.read.tracking): trib-written files by version, others by ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping, Protocol
+
+from tributary_read.errors import ConsumerStateCorruptError, InvalidInputError, LogRetentionError
+from tributary_read.read.consumer_state import DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, ConsumerState, Plan
+from tributary_read.read.ledger import LedgerPlanner, apply_delta
+from tributary_read.read.listing import Progress
+from tributary_read.read.resolve import Source, manifest_files
+from tributary_read.read.tracking import check_untracked, written
+from tributary_read.table.config import Tracking
+from tributary_read.table.layout import Layout
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What one ``plan`` call asks for; None means the stored value, else the default."""
+
+    #: The mode as the caller spelled it (``auto`` ...), for the untracked-data hint.
+    asked: str = "auto"
+    lookback_ms: int | None = None
+    min_age_ms: int | None = None
+    full_scan: bool = False
+    full_scan_every_ms: int | None = None
+    progress: Progress | None = None
+    parallel: int | None = None
+
+
+class ConsumerTracking(Protocol):
+    """One way of tracking what a consumer has delivered."""
+
+    mode: Tracking
+
+    def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:
+        """The next batch after ``state`` (None: nothing delivered yet)."""
+
+    def apply(self, base: ConsumerState, new: ConsumerState, plan: Plan) -> ConsumerState:
+        """``new`` (``base`` with the bookkeeping of an ack) with ``plan``'s delta applied."""
+
+    def differences(self, plan: Plan, opts: PlanOptions) -> list[str]:
+        """What ``plan`` was made with that ``opts`` asks otherwise (a pending plan is never silently reused)."""
+
+    def reset_to_version(self, state: ConsumerState | None, version: int, to_version: int, now: int,
+                         keep: Mapping) -> ConsumerState:
+        """State number ``version``: continue after table version ``to_version``."""
+
+
+class ManifestTracking:
+    """The last delivered table version; a plan holds the commits after it."""
+
+    mode = Tracking.MANIFEST
+
+    def __init__(self, source: Source, name: str):
+        self.source = source
+        self.name = name
+
+    def part(self, state: ConsumerState | None, plan_id: str, now: int) -> Plan:
+        """The commits after the state's version, without the untracked-data check."""
+        table = self.source.table
+        if table is None:
+            raise InvalidInputError(f"{self.source.uri} has no manifest log; use a listing consumer")
+        since = state.manifest_version if state else 0
+        latest = table.log.latest_version()
+        if since > latest:
+            raise ConsumerStateCorruptError(
+                f"consumer {self.name!r} is at table version {since} but {table.uri} ends at {latest} "
+                "(was the table recreated?); `trib consumer reset` to start over")
+        try:
+            fs = manifest_files(table, since, latest)
+        except LogRetentionError as e:
+            raise LogRetentionError(
+                f"consumer {self.name!r} is at table version {since}, further behind than the log keeps ({e}); "
+                f"`trib consumer reset ROOT {self.name} --to-latest` skips what it missed, "
+                f"`trib consumer reset ROOT {self.name}` delivers the whole table again") from None
+        until = fs.plan["until_version"]
+        return Plan(plan_id, self.name, state.version if state else 0, self.mode, self.source.uri, now,
+                    fs.files, skipped=fs.skipped, versions=(since, until), delta={"manifest_version": until})
+
+    def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:
+        p = self.part(state, plan_id, now)
+        untracked = check_untracked(self.source.table, p.files, tracking="manifest", asked=opts.asked)
+        return replace(p, stats={"untracked": untracked.to_json()} if untracked else {})
+
+    def apply(self, base: ConsumerState, new: ConsumerState, plan: Plan) -> ConsumerState:
+        return replace(new, manifest_version=int(plan.delta["manifest_version"]))
+
+    def differences(self, plan: Plan, opts: PlanOptions) -> list[str]:
+        return []  # a version range has no options to contradict
+
+    def reset_to_version(self, state: ConsumerState | None, version: int, to_version: int, now: int,
+                         keep: Mapping) -> ConsumerState:
+        _check_version(self.source, to_version)
+        return ConsumerState(self.name, version, self.source.uri, mode=self.mode, manifest_version=to_version,
+                             updated_ms=now, note=f"reset to version {to_version}", **keep)
+
+
+class ListingTracking:
+    """A ledger of delivered files per partition directory; a plan compares a listing with it."""
+
+    mode = Tracking.LISTING
+
+    def __init__(self, source: Source, name: str):
+        self.source = source
+        self.name = name
+
+    def part(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:
+        """The listing compared with the ledger, without the untracked-data check.
+
+        On a trib table only foreign files are listed: trib-written ones are
+        the manifest's (delivered by ``both``, reported untracked otherwise).
+        """
+        table = self.source.table
+        lookback = opts.lookback_ms if opts.lookback_ms is not None else (
+            state.lookback_ms if state else DEFAULT_LOOKBACK_MS)
+        layout = self._layout(state)
+        every = opts.full_scan_every_ms if opts.full_scan_every_ms is not None else (
+            state.full_scan_every_ms if state else DEFAULT_FULL_SCAN_EVERY_MS)
+        periodic = every > 0 and now - (state.last_full_scan_ms if state else 0) >= every
+        why = ("requested" if opts.full_scan else "first" if not (state and (state.ledger or state.sealed))
+               else "periodic" if periodic else None)  # an empty ledger has no directory to skip
+        diff = LedgerPlanner(self.source.storage, state.ledger if state else {}, state.sealed if state else {},
+                             layout, lookback, opts.min_age_ms or 0, now, foreign_only=table is not None
+                             ).plan(why is not None, opts.progress, opts.parallel)
+        delta = {**diff.delta, "full_scan": why is not None, "full_scan_every_ms": every}
+        stats = {**diff.stats, "full_scan": why}
+        return Plan(plan_id, self.name, state.version if state else 0, self.mode, self.source.uri, now,
+                    diff.files, lookback, opts.min_age_ms or 0, diff.conflicts, diff.beyond_horizon,
+                    diff.skipped, diff.deferred, diff.baseline, None, stats, delta)
+
+    def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:
+        p = self.part(state, plan_id, now, opts)
+        table = self.source.table
+        untracked = check_untracked(table, p.files, tracking="listing", asked=opts.asked) if table is not None else None
+        return replace(p, stats={**p.stats, "untracked": untracked.to_json()}) if untracked else p
+
+    def _layout(self, state: ConsumerState | None) -> Layout:
+        stored = Layout(**state.layout) if state and state.layout else None
+        lay = self.source.layout
+        if lay is not None and stored is not None and lay != stored:
+            raise InvalidInputError(
+                f"consumer {self.name!r} was created with layout {stored.directory!r} -> {stored.partition!r} "
+                f"({stored.timezone}); this call passes {lay.directory!r} -> {lay.partition!r} ({lay.timezone})")
+        lay = lay or stored
+        if lay is None:
+            raise InvalidInputError(
+                "a listing consumer needs a layout: give the layout and partition spec, or create the table "
+                "with `trib table create`", layout="the layout and partition spec")
+        return lay
+
+    def apply(self, base: ConsumerState, new: ConsumerState, plan: Plan) -> ConsumerState:
+        d = plan.delta
+        ledger, sealed = apply_delta(base.ledger, base.sealed, d)
+        new = replace(new, ledger=ledger, sealed=sealed, lookback_ms=plan.lookback_ms, layout=d.get("layout"))
+        if "full_scan_every_ms" in d:  # absent in plans made before periodic full scans
+            new = replace(new, full_scan_every_ms=int(d["full_scan_every_ms"]),
+                          last_full_scan_ms=plan.created_ms if d.get("full_scan") else base.last_full_scan_ms)
+        return new
+
+    def differences(self, plan: Plan, opts: PlanOptions) -> list[str]:
+        diffs = []
+        if opts.lookback_ms is not None and opts.lookback_ms != plan.lookback_ms:
+            diffs.append(f"lookback {plan.lookback_ms} ms")
+        if opts.min_age_ms is not None and opts.min_age_ms != plan.min_age_ms:
+            diffs.append(f"minimum age {plan.min_age_ms} ms")
+        every = plan.delta.get("full_scan_every_ms")
+        if opts.full_scan_every_ms is not None and every is not None and opts.full_scan_every_ms != every:
+            diffs.append(f"full-scan interval {every} ms")
+        return diffs
+
+    def reset_to_version(self, state: ConsumerState | None, version: int, to_version: int, now: int,
+                         keep: Mapping) -> ConsumerState:
+        raise InvalidInputError("a version to reset to applies to manifest and both consumers only",
+                                to_version="a version to reset to")
+
+
+class BothTracking:
+    """Versions for trib-written files and a ledger for the others, moved together by one ack.
+
+    A plan is a manifest plan and a ledger plan in one: the files of each side
+    (disjoint by name) and one delta, so the ack moves the version and the
+    ledger together in one state file.
+    """
+
+    mode = Tracking.BOTH
+
+    def __init__(self, source: Source, name: str):
+        self.manifest = ManifestTracking(source, name)
+        self.listing = ListingTracking(source, name)
+
+    def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:
+        m = self.manifest.part(state, plan_id, now)  # first: its errors (log retention) come before a listing
+        lst = self.listing.part(state, plan_id, now, opts)
+        return replace(lst, mode=self.mode,
+                       files=tuple(sorted((*written(m.files), *lst.files), key=lambda f: f.path)),
+                       skipped=tuple(sorted((*m.skipped, *lst.skipped), key=lambda s: s.path)),
+                       versions=m.versions, delta={**lst.delta, "manifest_version": m.delta["manifest_version"]})
+
+    def apply(self, base: ConsumerState, new: ConsumerState, plan: Plan) -> ConsumerState:
+        return self.listing.apply(base, self.manifest.apply(base, new, plan), plan)
+
+    def differences(self, plan: Plan, opts: PlanOptions) -> list[str]:
+        return self.listing.differences(plan, opts)
+
+    def reset_to_version(self, state: ConsumerState | None, version: int, to_version: int, now: int,
+                         keep: Mapping) -> ConsumerState:
+        if state is None:
+            return self.manifest.reset_to_version(state, version, to_version, now, keep)
+        _check_version(self.manifest.source, to_version)
+        # The ledger of foreign files stays as it is.
+        return replace(state, version=version, manifest_version=to_version, plan_id=None, updated_ms=now,
+                       note=f"reset to version {to_version}")
+
+
+_STRATEGIES = {Tracking.MANIFEST: ManifestTracking, Tracking.LISTING: ListingTracking, Tracking.BOTH: BothTracking}
+
+
+def tracking_for(mode: Tracking | str, source: Source, name: str) -> ConsumerTracking:
+    """The strategy of a consumer mode (``manifest``, ``listing`` or ``both``)."""
+    return _STRATEGIES[Tracking(mode)](source, name)
+
+
+def _check_version(source: Source, to_version: int) -> None:
+    latest = source.table.log.latest_version()
+    if not 0 <= to_version <= latest:
+        raise InvalidInputError(f"the version to reset to must be between 0 and the latest version {latest}",
+                                to_version="the version to reset to")
