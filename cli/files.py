@@ -109,7 +109,7 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
 @click.option("--full-scan-every", help="Listing consumer: make a run a full scan when the last one is this old "
                                         "(stored; default 24h; 0 or off = only with --full-scan).")
 @click.option("--state-dir", help="Keep consumer state in DIR/NAME instead of ROOT/_tributary/consumers (read-only tables).")
-@click.option("--parallel", type=int, help="Concurrent directory listings (default: 16 remote, 2-8 local).")
+@click.option("--parallel", type=int, help="Concurrent directory listings (default: 16 remote, 1 local; raise it for NFS).")
 @click.option("--uri/--relative", "as_uri", default=False, help="Print full URIs instead of ROOT-relative paths (--json: add a `uri` per file).")
 @click.option("-0", "--null", "null", is_flag=True,
               help="End each path with NUL instead of a newline (for names with newlines; xargs -0).")

@@ -101,20 +101,33 @@ class TableState:
     removed: Mapping[str, Removal] = field(default_factory=dict, hash=False)
 
     def apply(self, c: Commit) -> TableState:
+        return self.apply_all((c,))
+
+    def apply_all(self, commits) -> TableState:
+        """The state after ``commits`` (in version order), copying the maps once.
+
+        Applying commits one state at a time copied every file entry per commit,
+        quadratic in a long tail: 880 commits over 100k files took 1.6 s.
+        """
         files = dict(self.files)
         apps = dict(self.apps)
-        horizon = c.timestamp_ms - REMOVAL_MEMORY_MS
-        removed = {p: r for p, r in self.removed.items() if r.timestamp_ms >= horizon}
-        for f in c.files:
-            files[f.path] = f
-            removed.pop(f.path, None)
-        for f in c.removed:
-            gone = files.pop(f.path, None)
-            if gone is not None:
-                removed[f.path] = Removal(c.version, c.timestamp_ms, gone)
-        if c.transaction is not None:
-            apps[c.transaction.app_id] = AppState(c.version, c.transaction)
-        return TableState(c.version, files, apps, removed)
+        removed = dict(self.removed)
+        version = self.version
+        for c in commits:
+            if removed:
+                horizon = c.timestamp_ms - REMOVAL_MEMORY_MS
+                removed = {p: r for p, r in removed.items() if r.timestamp_ms >= horizon}
+            for f in c.files:
+                files[f.path] = f
+                removed.pop(f.path, None)
+            for f in c.removed:
+                gone = files.pop(f.path, None)
+                if gone is not None:
+                    removed[f.path] = Removal(c.version, c.timestamp_ms, gone)
+            if c.transaction is not None:
+                apps[c.transaction.app_id] = AppState(c.version, c.transaction)
+            version = c.version
+        return TableState(version, files, apps, removed)
 
     def to_json(self) -> dict:
         return {
@@ -271,9 +284,7 @@ class ManifestLog:
                     cp = max((v for v in range(0, version + 1, self.checkpoint_interval)
                               if v == 0 or self._checkpoints.exists(v)), default=0)
                 st = self._read_checkpoint(cp) if cp else TableState(0)
-                for c in self.commits(st.version, version):
-                    st = st.apply(c)
-                return st
+                return st.apply_all(self.commits(st.version, version))
             except LogRetentionError:
                 if version is not None or attempt:
                     raise
