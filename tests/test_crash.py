@@ -54,9 +54,10 @@ def test_kill9_at_30_random_moments_local(tmp_path, protocol):
     # into writing and committing.
     kills, n = signal_growing_source(cmd, src, n, 30, rng, window=(0.2, 0.8))
     assert kills >= 30, f"only {kills} kills landed"
-    # Progress was made across the kills, so they hit the middle of the run.
+    # Progress was made across the kills, so they hit the middle of the run. The last kill
+    # may land after the last commit (the process was still exiting): a full log counts.
     log = json.loads(run_trib("log", str(root), "--json", check=True).stdout)["commits"]
-    assert 0 < len(log) < n // 250
+    assert 0 < len(log) <= n // 250
 
     done = run_trib(*cmd[len(TRIB):])
     assert done.returncode == 0, done.stderr
