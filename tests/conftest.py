@@ -10,6 +10,7 @@ where the process is not the point. Every test is marked ``unit`` or
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -17,6 +18,14 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+# A runner that starts pytest as a background job without job control (``cmd &`` in a
+# script) leaves SIGINT ignored, and an ignored signal is inherited across exec: every
+# trib the tests start would then rightly keep ignoring it (as under nohup), the signal
+# tests would signal nothing, and their growing sources would make each run slower until
+# it timed out. Start trib the way a shell's foreground job would.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parent.parent
 TRIB = [sys.executable, "-m", "tributary_read.cli.main"]
