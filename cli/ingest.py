@@ -51,7 +51,7 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
     committed and the run exits 130/143. A second signal stops it at once. Either
     way no committed record is lost, and running again resumes.
     """
-    with stop_on_signals() as stop:
+    with stop_on_signals(restore=False) as stop:
         try:
             _ingest(state, stop, root, source, app_id, source_name, time_field, time_regex, time_format,
                     commit_every, protocol, on_bad_record, roll_size, roll_records, roll_inactivity, as_json,

@@ -212,7 +212,7 @@ def _signaller(sig: int, rng: random.Random, second_after: tuple[float, float] |
     return send
 
 
-def _signal_run(tmp_path, sig, hits, seed, checkpoint_interval=100, second_after=None) -> list[str]:
+def _signal_run(tmp_path, sig, hits, seed, checkpoint_interval=100, second_after=None, fsync=False) -> list[str]:
     n = 20_000
     src = make_source(tmp_path / "src.jsonl", n, hours=6)
     root = tmp_path / "table"
@@ -226,7 +226,7 @@ def _signal_run(tmp_path, sig, hits, seed, checkpoint_interval=100, second_after
     seen: list[str] = []
     landed, n = signal_growing_source(cmd, src, n, hits, rng, hours=6, window=(0.8, 1.8),
                                       send=_signaller(sig, rng, second_after, seen),
-                                      env={"TRIB_FSYNC": "false", "PYTHONFAULTHANDLER": "1"})
+                                      env={"TRIB_FSYNC": str(fsync).lower(), "PYTHONFAULTHANDLER": "1"})
     assert landed >= hits, f"only {landed} signals landed"
     done = run_trib(*cmd[len(TRIB):])
     assert done.returncode == 0, done.stderr
@@ -251,10 +251,11 @@ def test_sigterm_at_random_moments(tmp_path):
 
 @pytest.mark.slow
 def test_double_sigint_stops_at_once(tmp_path):
-    # The second signal follows within 1-40 ms: a stop at a safe point (flush, commit,
-    # checkpoint) now takes only milliseconds on a local disk, so a wider spread made most
-    # second signals land after the first stop had finished.
-    seen = _signal_run(tmp_path, signal.SIGINT, 12, "double", checkpoint_interval=1, second_after=(0.001, 0.04))
+    # The second signal follows within 1-40 ms, and fsync stays on so that the stop at a
+    # safe point (flush, fsync, commit, checkpoint) lasts long enough to be cut short:
+    # without fsync it takes a millisecond or two and most second signals came too late.
+    seen = _signal_run(tmp_path, signal.SIGINT, 12, "double", checkpoint_interval=1, second_after=(0.001, 0.04),
+                       fsync=True)
     assert "stopped" in seen, seen  # some second signals cut a stop short
 
 

@@ -136,6 +136,8 @@ class StopRequest:
     """
 
     signum: int | None = None
+    #: The run is over and reported; later signals change nothing (see ``restore``).
+    finished: bool = False
 
 
 class Interrupted(KeyboardInterrupt):
@@ -148,12 +150,19 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextmanager
-def stop_on_signals(signals=(signal.SIGINT, signal.SIGTERM)) -> Iterator[StopRequest]:
+def stop_on_signals(signals=(signal.SIGINT, signal.SIGTERM), restore: bool = True) -> Iterator[StopRequest]:
     """First signal: stop at the next safe point (between records, never mid-commit).
-    Second signal: raise :class:`Interrupted` wherever the main thread is."""
+    Second signal: raise :class:`Interrupted` wherever the main thread is.
+
+    ``restore=False`` (a process that ends with the run, as ``trib ingest``) keeps the
+    handler after the block, ignoring later signals: a second Ctrl-C while the process
+    exits would otherwise add a second, contradictory report to the first.
+    """
     stop = StopRequest()
 
     def handler(signum, frame):
+        if stop.finished:
+            return
         if stop.signum is None:
             stop.signum = signum
         else:
@@ -164,8 +173,11 @@ def stop_on_signals(signals=(signal.SIGINT, signal.SIGTERM)) -> Iterator[StopReq
     try:
         yield stop
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+        if restore:
+            for s, h in old.items():
+                signal.signal(s, h)
+        else:
+            stop.finished = True
 
 
 def recover(table: Table, app_id: str) -> tuple[AppState | None, list[str]]:
