@@ -257,8 +257,11 @@ def spark(hive_services, tmp_path_factory):
         for var in ("SPARK_HOME", "SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "HIVE_CONF_DIR"):
             mp.delenv(var, raising=False)  # the pyspark wheel's own Spark, local files only
         mp.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers run this interpreter (the venv), which has tributary_read.
+        mp.setenv("PYSPARK_PYTHON", sys.executable)
         session = (
-            SparkSession.builder.master("local[2]").appName("trib-tests")
+            # local[2,2]: a failed task is retried once, as on a cluster (tests/test_spark_write.py).
+            SparkSession.builder.master("local[2,2]").appName("trib-tests")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")

@@ -88,6 +88,23 @@ class CommitConflictError(TributaryError):
     exit_code = 5
 
 
+class AlreadyCommittedError(CommitConflictError):
+    """The transaction is already in the log (a re-run of the same schedule time):
+    nothing to redo; go on with the steps after the commit. ``version`` is the
+    commit that holds it. The refused copy's files are orphans for ``trib clean``.
+    """
+
+    def __init__(self, *args, version: int | None = None, **params: str):
+        super().__init__(*args, **params)
+        self.version = version
+
+
+class ConcurrentRunError(TributaryError):
+    """Another run of the same job holds its lock: wait for it to end (or check it is not stuck), then rerun."""
+
+    exit_code = 5
+
+
 class CommitStateUnknownError(TributaryError):
     """A commit was attempted but its outcome could not be learned (a lost reply,
     a timeout, storage that stopped answering). It may have landed. Do not retry

@@ -1,0 +1,1 @@
+"""The scheduled incremental ETL: ``trib etl run JOB.toml --schedule-time T``."""

@@ -1,0 +1,48 @@
+"""Spark: read exactly the resolved files, write through the manifest committer.
+
+Importing this package does not import pyspark; each function imports it when
+called and a missing install names its pip extra (``tributary-read[spark]``).
+
+* :func:`read_files` reads exactly a :class:`~tributary_read.read.fileset.FileSet`,
+  with the layout's partition columns (``read``);
+* :func:`read_incremental` resolves and reads in one call and returns a
+  :class:`Batch` to ack once the caller's output is committed (``incremental``);
+* :func:`write` writes a DataFrame into a trib table and commits one manifest
+  carrying a transaction (``write``);
+* :func:`list_on_executors` lists a very large table on the cluster (``listing``).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+#: public name -> submodule that defines it
+_LAZY = {
+    "read_files": "read", "partition_columns": "columns",
+    "read_incremental": "incremental", "Batch": "incremental",
+    "write": "write", "WriteResult": "write",
+    "list_on_executors": "listing",
+    "spark_session": "session",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'tributary_read.spark' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def require_pyspark():
+    """Import pyspark or raise MissingDependencyError naming the extra."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        from tributary_read.errors import missing_extra
+
+        raise missing_extra("pyspark", "spark") from None
+    return pyspark
