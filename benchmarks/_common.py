@@ -121,3 +121,15 @@ def hour_dir(ms: int) -> str:
 def touch(path: str, mtime_ms: int) -> None:
     os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
     os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+
+
+def emit(text: str, result: dict, args) -> dict:
+    """Print the markdown summary, write ``--json`` / ``--markdown`` files if asked; return ``result``."""
+    import json
+
+    print(text)
+    if getattr(args, "json", None):
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
+    if getattr(args, "markdown", None):
+        Path(args.markdown).write_text(text + "\n")
+    return result

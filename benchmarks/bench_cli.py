@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, WorkDir, fs_type, hour_dir, iso, machine_info, md_table, median, touch  # noqa: E402
+from _common import REPO, WorkDir, emit, fs_type, hour_dir, iso, machine_info, md_table, median, touch  # noqa: E402
 
 H = 3_600_000
 DIRECTORY = "{yyyy}_{MM}_{dd}/{HH}"
@@ -280,12 +280,7 @@ def main(argv: list[str] | None = None) -> dict:
            f"`trib --version` {a.get('trib --version', a['python -m ... --version'])['median_s'] / fd['median_s']:.1f}x "
            "the day's `find`.", ""]
     text = "\n".join(md)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(r, indent=2, default=str))
-    if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
-    return r
+    return emit(text, r, args)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ would answer faster), unless ``--s3-endpoint`` names another one.
 from __future__ import annotations
 
 import argparse
-import json
 import socket
 import sys
 import time
@@ -35,7 +34,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import WorkDir, fs_type, machine_info, md_table, percentile  # noqa: E402
+from _common import WorkDir, emit, fs_type, machine_info, md_table, percentile  # noqa: E402
 
 from tributary_read.table.layout import Layout  # noqa: E402
 from tributary_read.table.manifest import FileEntry, Transaction  # noqa: E402
@@ -240,12 +239,7 @@ def main(argv: list[str] | None = None) -> dict:
             server.stop()
 
     md = render(result)
-    print(md)
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
-    if args.markdown:
-        Path(args.markdown).write_text(md + "\n")
-    return result
+    return emit(md, result, args)
 
 
 def _log(r: dict) -> None:

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, WorkDir, fs_type, hour_dir, iso, machine_info, md_table, median, touch  # noqa: E402
+from _common import REPO, WorkDir, emit, fs_type, hour_dir, iso, machine_info, md_table, median, touch  # noqa: E402
 
 import pyarrow.fs as pafs  # noqa: E402
 
@@ -325,12 +325,7 @@ def main(argv: list[str] | None = None) -> dict:
            f"partitions); the last run listed {lg['last_plan_stats']['listed_dirs']} directories and skipped "
            f"{lg['last_plan_stats']['unchanged_dirs']:,} unchanged ones.", ""]
     text = "\n".join(md)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(r, indent=2, default=str))
-    if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
-    return r
+    return emit(text, r, args)
 
 
 if __name__ == "__main__":

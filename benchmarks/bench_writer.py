@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import random
 import shutil
@@ -38,7 +37,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import WorkDir, fmt_int, fs_type, machine_info, md_table, median  # noqa: E402
+from _common import WorkDir, emit, fmt_int, fs_type, machine_info, md_table, median  # noqa: E402
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
@@ -375,12 +374,7 @@ def main(argv: list[str] | None = None) -> dict:
         v["ratios"] = [rw / tr for rw, tr in zip(v["raw"]["runs_s"], v["trib"]["runs_s"])]
 
     md = render(result, argv if argv is not None else sys.argv[1:])
-    print(md)
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
-    if args.markdown:
-        Path(args.markdown).write_text(md + "\n")
-    return result
+    return emit(md, result, args)
 
 
 def render(r: dict, argv: list[str]) -> str:
