@@ -59,6 +59,20 @@ def test_verify_reports_missing_and_resized_files(tmp_path):
     assert problems == {files[0]["path"]: "missing", files[1]["path"]: "size_mismatch"}
 
 
+def test_verify_does_not_call_trib_state_untracked(tmp_path):
+    """A consumer's plan, the ETL's lock and a stray file under _tributary/: only the stray is reported."""
+    root = tmp_path / "t"
+    _create(root)
+    src = make_source(tmp_path / "s.jsonl", 10, hours=1)
+    invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
+    invoke_trib("files", str(root), "--consumer", "etl", check=True)  # leaves a pending plan file
+    (root / "_tributary" / "etl").mkdir()
+    (root / "_tributary" / "etl" / "hourly.lock").write_text("")
+    (root / "_tributary" / "stray.bin").write_text("x")
+    v = json.loads(invoke_trib("verify", str(root), "--json", check=True).stdout)
+    assert [u["path"] for u in v["untracked"]] == ["_tributary/stray.bin"] and v["orphans"] == []
+
+
 def test_clean_deletes_only_old_trib_orphans(tmp_path):
     root = tmp_path / "t"
     # Foreign data written by another tool before the table existed.

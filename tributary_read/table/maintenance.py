@@ -19,7 +19,14 @@ from tributary_read.table.config import Table
 from tributary_read.table.names import WRITTEN_NAME
 
 _TMP = re.compile(r"^\.tmp-[0-9a-f]{32}$")
-_METADATA = re.compile(rf"^{META_DIR}/(table\.json|_last_checkpoint|log/[0-9]{{20}}(\.checkpoint)?\.json)$")
+#: trib's own files under _tributary/: the log, table.json, and the state its
+#: readers keep there (consumers/, hive/ sync state, partition-commit.json, the
+#: ETL's etl/*.lock). Neither data nor orphans: reporting a consumer's plan as
+#: "untracked data" would be a wrong answer. Dead-letter files are not listed
+#: here: they are data, committed like any other file.
+_METADATA = re.compile(
+    rf"^{META_DIR}/(table\.json|_last_checkpoint|log/[0-9]{{20}}(\.checkpoint)?\.json"
+    r"|partition-commit\.json|(consumers|hive)/.+|etl/[^/]+\.lock)$")
 
 
 @dataclass(frozen=True)
