@@ -50,7 +50,7 @@ def parse_timezone(name: str) -> tzinfo:
         return timezone(-delta if m.group(1) == "-" else delta)
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # "America" is a directory of the tz database
         raise InvalidLayoutError(f"unknown timezone {name!r}") from None
 
 
@@ -218,6 +218,49 @@ class Layout:
     def partition_templates(self) -> dict[str, str]:
         """Key -> its template, in spec order: ``{"dt": "{yyyy}{MM}{dd}", "hr": "{HH}"}``."""
         return {k: tmpl for k, tmpl, _ in self._specs}
+
+    @cached_property
+    def partition_parts(self) -> dict[str, tuple[str | tuple[str], ...]]:
+        """Key -> its parsed template: literal strings and ``(token,)`` tuples, in order.
+
+        For engines that build partition values themselves (Spark's columns in
+        :mod:`tributary_read.spark.columns`) without parsing the template again.
+        """
+        return {k: tuple(parts) for k, parts in self._keys}
+
+    @cached_property
+    def directory_fields(self) -> tuple[str, dict[str, tuple[int, int]]]:
+        """The directory template as an engine matches it: a regex, and token -> (offset, width).
+
+        Every segment has a fixed width (literals and zero-padded tokens), so a
+        token's first occurrence sits at a fixed offset in the ``depth``
+        segments before a file name: an engine slices it out (cheaper per row
+        than a regex per token) once the regex has vouched for the shape. The
+        regex uses only syntax Python and Java share (numbered groups, ``\\N``
+        back-references for a repeated token), so Spark's ``rlike`` runs it.
+        """
+        rx: list[str] = []
+        offsets: dict[str, tuple[int, int]] = {}
+        groups: dict[str, int] = {}
+        pos = 0
+        for i, seg in enumerate(self._segments):
+            if i:
+                rx.append("/")
+                pos += 1
+            for p in seg:
+                if isinstance(p, tuple):
+                    tok, width = p[0], TOKENS[p[0]][0]
+                    if tok in groups:
+                        rx.append(f"\\{groups[tok]}")
+                    else:
+                        groups[tok] = len(groups) + 1
+                        offsets[tok] = (pos, width)
+                        rx.append(f"([0-9]{{{width}}})")
+                    pos += width
+                else:
+                    rx.append(re.escape(p))
+                    pos += len(p)
+        return "".join(rx), offsets
 
     @cached_property
     def partition_tokens(self) -> list[str]:
