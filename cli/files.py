@@ -160,7 +160,7 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
             c = Consumer(src, consumer, state_dir, options)
             plan = c.plan(mode=mode, lookback_ms=lookback_ms, min_age_ms=min_age_ms, full_scan=full_scan,
                           progress=progress, parallel=parallel, full_scan_every_ms=every_ms)
-            fs = plan.fileset(origin(src.storage, src.table))
+            fs = plan.fileset(origin(src.storage, src.table, src.layout))
         else:
             fs = resolve(src, mode=mode, since_version=since_version or 0, until_version=until_version,
                          window=window, partitions=partitions, parallel=parallel, progress=progress)

@@ -36,6 +36,10 @@ _ALIASES = {
     "created time": "created", "createtime": "created", "partition statistics": "statistics",
     "statistics": "statistics", "partition parameters": "params", "table parameters": "params",
     "partition values": "values", "partition value": "values",
+    # SerDe parameters (field.delim, ...): Spark prints one ``[k=v, ...]`` map,
+    # Hive a header row followed by one row per parameter.
+    "storage properties": "serde_params", "storage desc params": "serde_params",
+    "table properties": "table_params",
 }
 
 
@@ -45,6 +49,12 @@ class Described:
     partition_keys: list[str] = field(default_factory=list)
     info: dict[str, str] = field(default_factory=dict)
     params: dict[str, str] = field(default_factory=dict)
+    #: Partition columns with their types, in key order.
+    partition_columns: list[tuple[str, str]] = field(default_factory=list)
+    #: SerDe parameters, values exactly as stored: a tab or space delimiter must survive.
+    serde_params: dict[str, str] = field(default_factory=dict)
+    #: Spark's ``Table Properties`` (Hive's land in ``params``).
+    table_params: dict[str, str] = field(default_factory=dict)
 
 
 def parse_describe(rows: Sequence[Sequence]) -> Described:
@@ -57,7 +67,8 @@ def parse_describe(rows: Sequence[Sequence]) -> Described:
     section = "columns"
     last_key = None
     for row in rows:
-        a, b, c = (("" if x is None else str(x)).strip() for x in (list(row) + ["", ""])[:3])
+        raw = [("" if x is None else str(x)) for x in (list(row) + ["", ""])[:3]]
+        a, b, c = (x.strip() for x in raw)
         if a.startswith("#"):
             head = a.lower()
             if "detailed" in head:
@@ -73,14 +84,23 @@ def parse_describe(rows: Sequence[Sequence]) -> Described:
             d.columns.append((a, b))
         elif section == "partition_keys" and a:
             d.partition_keys.append(a)
+            d.partition_columns.append((a, b))
         elif section in ("detail", "other"):
             if not a and b and last_key == "params":  # Hive: one row per parameter
                 d.params.setdefault(b, c)
+                continue
+            if not a and b and last_key == "serde_params":
+                # Hive pads its cells: a whitespace-only value is the delimiter itself.
+                d.serde_params.setdefault(b, c or raw[2][:1])
                 continue
             key = _ALIASES.get(a.rstrip(":").strip().lower())
             last_key = key
             if key == "params" and b:
                 d.params.update(parse_bracket_map(b))
+            elif key == "serde_params" and b and not d.serde_params:
+                d.serde_params.update(parse_bracket_map(raw[1].strip("\n\r"), strip_values=False))
+            elif key == "table_params" and b:
+                d.table_params.update(parse_bracket_map(b))
             elif key and key not in d.info and (section == "detail" or key in ("serde", "input_format",
                                                                                 "output_format")):
                 d.info[key] = b
@@ -89,16 +109,20 @@ def parse_describe(rows: Sequence[Sequence]) -> Described:
     return d
 
 
-def parse_bracket_map(text: str) -> dict[str, str]:
-    """``[a=1, b=2]`` or ``{a=1, b=2}`` -> dict (Spark's rendering of a Map)."""
-    body = text.strip()
+def parse_bracket_map(text: str, strip_values: bool = True) -> dict[str, str]:
+    """``[a=1, b=2]`` or ``{a=1, b=2}`` -> dict (Spark's rendering of a Map).
+
+    ``strip_values=False`` keeps values as printed, for SerDe parameters whose
+    value may be whitespace itself (``field.delim`` of a tab).
+    """
+    body = text.strip() if strip_values else text
     if body[:1] in "[{" and body[-1:] in "]}":
         body = body[1:-1]
     out = {}
     for item in body.split(", "):
         k, sep, v = item.partition("=")
         if sep:
-            out[k.strip()] = v.strip()
+            out[k.strip()] = v.strip() if strip_values else v
     return out
 
 

@@ -80,6 +80,12 @@ class HiveTable:
     provider: str | None = None
     table_type: str | None = None  # EXTERNAL or MANAGED
     created: str | None = None
+    #: SerDe parameters (``field.delim``, ``serialization.null.format``, ...), values as stored.
+    serde_params: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: Table properties (``skip.header.line.count``, ...).
+    properties: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: Partition columns with their types, in key order (``partition_keys`` has the names).
+    partition_columns: tuple[tuple[str, str], ...] = ()
 
     @property
     def external(self) -> bool:

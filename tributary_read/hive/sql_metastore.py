@@ -57,7 +57,9 @@ class SqlMetastore(Metastore):
         d = parse_describe(self._run(render("describe_table", table=table.sql), table))
         info = HiveTable(table, d.info.get("location"), tuple(k.lower() for k in d.partition_keys),
                          tuple(d.columns), d.info.get("input_format"), d.info.get("serde"),
-                         d.info.get("provider"), table_type(d.info.get("table_type")), d.info.get("created"))
+                         d.info.get("provider"), table_type(d.info.get("table_type")), d.info.get("created"),
+                         dict(d.serde_params), {**d.params, **d.table_params},
+                         tuple((k.lower(), t) for k, t in d.partition_columns))
         self._keys[table] = info.partition_keys
         return info
 

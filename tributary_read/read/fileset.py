@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tributary_read.read.listing import Skipped
     from tributary_read.read.tracking import Untracked
     from tributary_read.table.config import Table
+    from tributary_read.table.layout import Layout
 
 
 class ReadMode(Choice):
@@ -181,6 +182,9 @@ class FileSet:
     untracked: Untracked | None = None
     format: DataFormat | None = None
     hadoop_root: str | None = None
+    #: The source's layout (the table's, or the one given for a plain directory),
+    #: from which engines derive partition columns; None when unknown.
+    layout: Layout | None = field(default=None, compare=False)
 
     @property
     def source(self) -> str:
@@ -222,13 +226,15 @@ class FileSet:
         return d
 
 
-def origin(storage: Storage, table: Table | None = None) -> dict[str, Any]:
+def origin(storage: Storage, table: Table | None = None, layout: Layout | None = None) -> dict[str, Any]:
     """The :class:`FileSet` fields that say where its files live and what they hold.
 
-    ``root``, ``hadoop_root`` and ``format``, read once from the storage that
-    was listed and the table's properties, so that a FileSet's consumers (the
-    CLI, Spark) never open storage again to spell a path.
+    ``root``, ``hadoop_root``, ``format`` and ``layout``, read once from the
+    storage that was listed and the table's properties (``layout``: a plain
+    directory's, which only the caller knows), so that a FileSet's consumers
+    (the CLI, Spark) never open storage again to spell a path.
     """
     hadoop = storage.hadoop_uri() if storage.capabilities.hadoop_scheme is not None else None
     return {"root": storage.uri, "hadoop_root": hadoop,
-            "format": table.config.data_format if table is not None else None}
+            "format": table.config.data_format if table is not None else None,
+            "layout": table.layout if table is not None else layout}

@@ -1,0 +1,105 @@
+"""Reading files only up to their valid length, on Spark's executors.
+
+Flink's BucketingSink may leave bytes past a checkpoint in a file and record
+the valid length in a ``_NAME.valid-length`` sidecar (seed 001): a reader must
+never see those bytes. Spark's file sources cannot cap a file, so these files
+are read here, through trib's own storage layer, on the executors: the first
+``valid_length`` bytes, decompressed by the file's extension as Hadoop would,
+split into lines as Hadoop's LineReader splits them (``\\n``, ``\\r\\n``, ``\\r``).
+
+Nothing here imports pyspark: Spark pickles :func:`partition_lines` by
+reference and each executor's Python imports this module.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Iterable, Iterator, Mapping
+
+from tributary_read.errors import InvalidInputError, StorageError
+from tributary_read.io.formats import COMPRESSIONS
+
+_READ_CHUNK = 8 << 20
+
+
+def read_prefix(storage, rel: str, length: int) -> bytes:
+    """The first ``length`` bytes of ``rel``; a shorter file was cut since it was resolved: an error."""
+    chunks: list[bytes] = []
+    got = 0
+    f = storage.open_input(rel)
+    try:
+        while got < length:
+            chunk = f.read(min(_READ_CHUNK, length - got))
+            if not chunk:
+                break
+            chunks.append(bytes(chunk))
+            got += len(chunk)
+    finally:
+        f.close()
+    if got < length:
+        raise StorageError(f"{storage.uri}/{rel} holds {got} bytes, fewer than its valid length {length}: "
+                           "it was truncated after it was resolved")
+    return b"".join(chunks)
+
+
+def _gunzip(data: bytes) -> bytes:
+    """Every gzip member in ``data``; a member cut at the valid length yields what it holds so far.
+
+    A writer that flushes at each checkpoint (what makes a valid length
+    meaningful for a compressed stream) leaves whole deflate blocks before the
+    cut, which zlib decodes without the member's trailer.
+    """
+    out: list[bytes] = []
+    while data:
+        d = zlib.decompressobj(wbits=31)
+        try:
+            out.append(d.decompress(data))
+        except zlib.error as e:
+            raise InvalidInputError(f"gzip data is corrupt before its valid length: {e}") from None
+        if not d.eof:
+            break
+        data = d.unused_data
+    return b"".join(out)
+
+
+def _unzstd(data: bytes, name: str) -> bytes:
+    import pyarrow as pa
+
+    try:
+        return pa.CompressedInputStream(pa.BufferReader(data), "zstd").read()
+    except (OSError, pa.ArrowException) as e:
+        # pyarrow cannot hand out what a cut frame decodes to, and a partial
+        # answer would be silently short: refuse instead.
+        raise InvalidInputError(
+            f"{name}: its valid length cuts a zstd frame ({e}); only whole zstd frames can be read "
+            "up to a valid length") from None
+
+
+def decode(data: bytes, name: str) -> bytes:
+    """Decompress by extension, as Hadoop's codec factory does (``.gz``, ``.zst``)."""
+    if name.endswith(COMPRESSIONS["gzip"][0]):
+        return _gunzip(data)
+    if name.endswith(COMPRESSIONS["zstd"][0]):
+        return _unzstd(data, name)
+    return data
+
+
+def capped_lines(storage, rel: str, length: int, *, skip_lines: int = 0) -> list[str]:
+    """The lines of ``rel`` within its first ``length`` bytes, decoded as UTF-8 (bad bytes replaced, as Spark does)."""
+    lines = decode(read_prefix(storage, rel, length), rel).splitlines()
+    return [line.decode("utf-8", "replace") for line in lines[skip_lines:]]
+
+
+def partition_lines(root: str, storage_options: Mapping[str, str], skip_lines: int,
+                    items: Iterable[tuple[str, int, str]]) -> Iterator[tuple[str, str]]:
+    """``(line, path)`` for every line of a partition's files ``(rel, valid_length, path)``.
+
+    Runs on an executor: the storage is opened once per partition, with the
+    options the driver passed plus the executor's own environment.
+    """
+    from tributary_read.io.storage import open_storage
+
+    storage = open_storage(root, storage_options)
+    for rel, length, path in items:
+        for line in capped_lines(storage, rel, length, skip_lines=skip_lines):
+            yield line, path
