@@ -66,10 +66,48 @@ def _first_line(e: BaseException) -> str:
 
 @dataclass(frozen=True)
 class AppState:
-    """The last committed transaction of one app id."""
+    """The last committed transaction of one app id.
+
+    ``high`` maps each offset key to the greatest offset any commit of the app
+    ever carried, or is None when unknown (a checkpoint written before trib
+    kept it). It survives log retention in the checkpoints, so a transaction
+    beyond it is known to be new without the removed commits
+    (:meth:`ManifestLog.find_transaction`); the last transaction alone cannot
+    say that once runs are not in offset order (an ETL backfill of an older hour).
+    """
 
     version: int
     transaction: Transaction
+    high: Mapping[str, int] | None = field(default=None, hash=False)
+
+    def to_json(self) -> dict:
+        d = {"version": self.version, "transaction": self.transaction.to_json()}
+        if self.high is not None:
+            d["high"] = dict(self.high)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> AppState:
+        high = d.get("high")
+        if high is not None and not (isinstance(high, dict) and all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in high.items())):
+            raise ValueError("apps.high must map strings to integers")
+        return cls(int(d["version"]), Transaction.from_json(d["transaction"]), high)
+
+    def after(self, version: int, t: Transaction) -> AppState:
+        """The app's state once commit ``version`` carrying ``t`` is applied."""
+        high = None
+        if self.high is not None:
+            high = dict(self.high)
+            for k, v in t.offsets.items():
+                if k not in high or v > high[k]:
+                    high[k] = v
+        return AppState(version, t, high)
+
+
+def same_transaction(a: Transaction, b: Transaction) -> bool:
+    """Transaction identity: the same app and the same offsets (``meta`` is not part of it)."""
+    return a.app_id == b.app_id and dict(a.offsets) == dict(b.offsets)
 
 
 @dataclass(frozen=True)
@@ -125,7 +163,9 @@ class TableState:
                 if gone is not None:
                     removed[f.path] = Removal(c.version, c.timestamp_ms, gone)
             if c.transaction is not None:
-                apps[c.transaction.app_id] = AppState(c.version, c.transaction)
+                prev = apps.get(c.transaction.app_id)
+                apps[c.transaction.app_id] = (prev.after(c.version, c.transaction) if prev is not None else
+                                              AppState(c.version, c.transaction, dict(c.transaction.offsets)))
             version = c.version
         return TableState(version, files, apps, removed)
 
@@ -134,8 +174,7 @@ class TableState:
             **header("checkpoint"),
             "version": self.version,
             "files": [f.to_json() for f in self.files.values()],
-            "apps": {a: {"version": s.version, "transaction": s.transaction.to_json()}
-                     for a, s in self.apps.items()},
+            "apps": {a: s.to_json() for a, s in self.apps.items()},
             # Optional within version 1: a reader that ignores it still gets the right files.
             **({"removed": [r.to_json() for r in self.removed.values()]} if self.removed else {}),
         }
@@ -145,8 +184,7 @@ class TableState:
         d = load_document(data, where)
         try:
             files = {f.path: f for f in (FileEntry.from_json(x) for x in d["files"])}
-            apps = {a: AppState(int(s["version"]), Transaction.from_json(s["transaction"]))
-                    for a, s in d["apps"].items()}
+            apps = {a: AppState.from_json(s) for a, s in d["apps"].items()}
             removed = {}
             for r in d.get("removed", []):
                 e = FileEntry.from_json(r["file"])
@@ -303,6 +341,62 @@ class ManifestLog:
 
     def last_transaction(self, app_id: str) -> AppState | None:
         return self.state().apps.get(app_id)
+
+    def transaction_version(self, transaction: Transaction) -> int | None:
+        """The version of the commit that holds ``transaction`` (same app id and
+        offsets), or None when no commit does.
+
+        The state answers the usual cases at once: an app never seen, its last
+        transaction (a re-run of the newest schedule time), or offsets beyond
+        every offset the app ever committed (``AppState.high``: a new run). Only
+        a re-run of an older position (a backfill) reads the app's commits,
+        newest first. When log retention removed commits that might hold it,
+        this raises LogRetentionError rather than guess.
+        """
+        app = self.state().apps.get(transaction.app_id)
+        if app is None:
+            return None
+        if same_transaction(app.transaction, transaction):
+            return app.version
+        high = app.high
+        if high is not None and any(k not in high or v > high[k] for k, v in transaction.offsets.items()):
+            return None
+        oldest = self.oldest_version()
+        for c in self._commits_newest_first(app.version - 1, max(oldest, 1)):
+            if c.transaction is not None and same_transaction(c.transaction, transaction):
+                return c.version
+        if oldest > 1:
+            raise LogRetentionError(
+                f"cannot tell whether {transaction.app_id!r} with offsets {dict(transaction.offsets)} was "
+                f"committed: it is not in the log's commits {oldest} on, and log retention removed the older "
+                f"ones of {self.storage.uri}. Look with `trib log`; keep the log longer (the table's "
+                "log retention) than the oldest run you may repeat")
+        return None
+
+    def find_transaction(self, transaction: Transaction) -> Commit | None:
+        """The commit that holds ``transaction``, or None (see :meth:`transaction_version`)."""
+        v = self.transaction_version(transaction)
+        if v is None:
+            return None
+        c = self.read_commit(v)
+        if c is None:
+            raise self._absent(v)
+        return c
+
+    def _commits_newest_first(self, top: int, bottom: int, batch: int = 32) -> Iterator[Commit]:
+        """Commits ``top`` down to ``bottom``, read ``batch`` at a time in parallel
+        (an object store answers each read in tens of milliseconds)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(8, "trib-log-scan") as pool:
+            hi = top
+            while hi >= bottom:
+                lo = max(bottom, hi - batch + 1)
+                for v, c in zip(range(hi, lo - 1, -1), pool.map(self.read_commit, range(hi, lo - 1, -1))):
+                    if c is None:
+                        raise self._absent(v)
+                    yield c
+                hi = lo - 1
 
     # -- writing -----------------------------------------------------------
     def commit(

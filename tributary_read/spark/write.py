@@ -1,0 +1,324 @@
+"""Write a Spark DataFrame into a trib table: files by the executors, one commit by the driver.
+
+Each task writes its rows at their final names (the ``direct`` protocol; under
+a ``rename`` table, hidden names renamed after the commit) into the partitions
+of their event time, through trib's own
+:class:`~tributary_read.write.writer.TableWriter`, and returns the entries of the
+files it wrote. Spark keeps the result of one successful attempt per task, so a
+failed attempt, or the loser of a speculative pair, never reaches the driver;
+the driver then commits ONE manifest listing every file, carrying the
+transaction. Nothing is visible to readers before that commit, and a file no
+commit lists is an orphan that ``trib clean`` removes.
+
+Exactly once per transaction (same app id and offsets): a transaction already in
+the log is refused before any Spark job runs (:class:`AlreadyCommittedError`),
+and a concurrent copy that committed while this one ran is found again after the
+commit is refused, so the same schedule time never lands twice.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+from tributary_read.errors import (
+    AlreadyCommittedError, BadRecordError, CommitConflictError, InvalidInputError, TimeOutOfRangeError,
+)
+from tributary_read.table.config import Protocol, Table, load_config, resolve_table
+from tributary_read.table.manifest import KIND_DATA, Commit, FileEntry, Transaction
+
+#: The Spark local property that injects a fault into the write tasks, for tests
+#: (like ``TRIB_CRASH_AT`` in :mod:`tributary_read.faults`): ``fail_first_attempt``
+#: makes the first attempt of every task raise after writing its first batch, so
+#: a test can prove that only the retry's files are committed. Set it with
+#: ``spark.sparkContext.setLocalProperty``; it reaches only the jobs of that thread.
+FAULT_PROPERTY = "trib.fault.write"
+#: The columns the driver adds for text formats: the record, encoded by Spark, and its time.
+LINE_COLUMN, TIME_COLUMN = "__trib_line", "__trib_time"
+#: Rows with a bad time named in the error, at most.
+SAMPLES = 3
+_TASK_SCHEMA = "entries string, records long, bad long, samples string"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a :func:`write` committed (or, ``already_committed``, what an earlier run did).
+
+    ``partitions`` are the partition directories that received files (e.g.
+    ``2024_01_01/05``), sorted: late rows land in the partition of their event
+    time, so these are the partitions to add or refresh in Hive.
+    """
+
+    commit: Commit | None
+    version: int | None
+    files: tuple[FileEntry, ...]
+    records: int
+    partitions: tuple[str, ...]
+    already_committed: bool = False
+
+    @classmethod
+    def of_commit(cls, commit: Commit, already_committed: bool = False) -> WriteResult:
+        """The result of ``commit``: for a run that finds its transaction already in the log."""
+        files = tuple(commit.files)
+        return cls(commit, commit.version, files, sum(f.records for f in files), partitions_of(files),
+                   already_committed)
+
+    def to_json(self) -> dict:
+        t = self.commit.transaction if self.commit is not None else None
+        return {
+            "version": self.version,
+            "already_committed": self.already_committed,
+            "records": self.records,
+            "files": [f.to_json() for f in self.files],
+            "partitions": list(self.partitions),
+            **({"transaction": t.to_json()} if t is not None else {}),
+        }
+
+
+def partitions_of(files) -> tuple[str, ...]:
+    """The partition directories of the data files among ``files``, sorted."""
+    return tuple(sorted({posixpath.dirname(f.path) for f in files if f.kind == KIND_DATA}))
+
+
+def write(df, table: Table | str, *, time_column: str, transaction: Transaction | None = None,
+          options: Mapping[str, str] | None = None) -> WriteResult:
+    """Write ``df`` into ``table`` (a Table, or a root URI / trib.toml alias with
+    storage ``options``), routing each row by ``time_column``, and commit once.
+
+    ``time_column`` is a TIMESTAMP or an integer column of epoch milliseconds.
+    A row whose time is null or has no partition (outside years 1..9999 in the
+    table's zone) fails the write with BadRecordError before anything is
+    committed, naming how many and a few examples: in an ETL such a row is a bug
+    of the query, and a dead letter would hide it (fix the SQL and run again).
+
+    Files are written in the table's format: Parquet takes the DataFrame's
+    columns as they are; jsonl and csv take each row as Spark encodes it
+    (``to_json`` / ``to_csv``); text takes the string column ``value``.
+
+    Raises AlreadyCommittedError (with ``version``) when the transaction is in
+    the log already, before any task runs. An empty DataFrame with a transaction
+    still commits (an empty commit records that the run is done); without one it
+    commits nothing. CommitStateUnknownError propagates as is: the commit may
+    have landed, so its files are kept.
+    """
+    from tributary_read.spark import require_pyspark
+
+    require_pyspark()
+    try:  # mapInArrow refuses to start without it
+        import pandas  # noqa: F401
+    except ImportError:
+        from tributary_read.errors import missing_extra
+
+        raise missing_extra("pandas", "spark") from None
+    from tributary_read.io.storage import resolve_options
+    from tributary_read.write.writer import new_writer_id, roll_forward
+
+    if isinstance(table, Table):
+        tbl = table
+        opts = _storage_options(tbl.storage)
+    else:
+        root, alias_opts = resolve_table(table, load_config())
+        opts = resolve_options({**alias_opts, **(options or {})})
+        tbl = Table.load(root, opts)
+    tbl.storage.hadoop_uri()  # executors must reach the table: refuses a memory:// table in one line
+    projected, time_col = _project(df, tbl.config.format, time_column)
+    log = tbl.log
+    base = log.latest_version()
+    if transaction is not None:
+        done = log.transaction_version(transaction)
+        if done is not None:
+            raise _already(transaction, done)
+    run_id = new_writer_id()
+    protocol = Protocol.parse(tbl.config.protocol, "protocol")
+    task = _WriteTask(tbl.uri, opts, run_id, time_col, tbl.config.format != "parquet", protocol.value)
+    rows = projected.mapInArrow(task, _TASK_SCHEMA).collect()
+    files = sorted((FileEntry.from_json(e) for r in rows for e in json.loads(r["entries"])), key=lambda f: f.path)
+    bad = sum(r["bad"] for r in rows)
+    if bad:
+        samples = [s for r in rows for s in json.loads(r["samples"])][:SAMPLES]
+        _discard(tbl, files)  # never handed to a commit: ours to delete
+        raise BadRecordError(
+            f"{bad} row(s) have a null time, or one no partition of the table holds, in column "
+            f"{time_column!r} (e.g. {', '.join(samples)}); nothing was committed: filter or fix them")
+    if not files and transaction is None:
+        return WriteResult(None, None, (), 0, ())
+    try:
+        commit = log.commit(files, transaction, base_version=base, protocol=protocol.value, writer=run_id)
+    except AlreadyCommittedError:
+        raise
+    except CommitConflictError:
+        # A commit of the same app landed while the tasks ran: a concurrent copy
+        # of this very transaction is the usual cause, and then it is done.
+        # Our files stay (a commit was attempted): orphans for `trib clean`.
+        if transaction is not None:
+            done = log.transaction_version(transaction)
+            if done is not None:
+                raise _already(transaction, done) from None
+        raise
+    if protocol is Protocol.RENAME:
+        # After the commit point: a crash before this is finished by `trib recover`.
+        roll_forward(tbl, commit.files)
+    return WriteResult.of_commit(commit)
+
+
+def _already(t: Transaction, version: int) -> AlreadyCommittedError:
+    return AlreadyCommittedError(
+        f"transaction of {t.app_id!r} with offsets {dict(t.offsets)} is already committed as version {version}: "
+        "nothing to redo", version=version)
+
+
+def _storage_options(storage) -> dict[str, str]:
+    """Options that reopen ``storage`` on an executor (credentials and endpoint included)."""
+    opts = {k: str(v) for k, v in (getattr(storage, "options", None) or {}).items() if v is not None}
+    if getattr(storage, "fsync", True) is False:
+        opts.setdefault("fsync", "false")
+    return opts
+
+
+def _project(df, fmt: str, time_column: str):
+    """``df`` as the tasks take it, and the name of its time column there.
+
+    Parquet files take the rows as they are. For a text format Spark encodes
+    each row here, so a file reads back with Spark exactly as Spark wrote it.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    fields = {f.name: f for f in df.schema.fields}
+    field = fields.get(time_column)
+    if field is None:
+        raise InvalidInputError(f"the time column {time_column!r} is not in the DataFrame (columns: "
+                                f"{', '.join(fields) or 'none'})", time_column="the time column")
+    kind = field.dataType
+    if not isinstance(kind, (T.TimestampType, T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+        hint = (" (a TIMESTAMP_NTZ names no instant: cast it with to_utc_timestamp or to TIMESTAMP)"
+                if type(kind).__name__ == "TimestampNTZType" else
+                " (cast it, e.g. F.to_timestamp(col) or col.cast('timestamp'))")
+        raise InvalidInputError(f"the time column {time_column!r} is {kind.simpleString()}: a timestamp or "
+                                f"epoch milliseconds (bigint) is needed{hint}", time_column="the time column")
+    if fmt == "parquet":
+        return df, time_column
+    cols = [df[c] for c in df.columns]
+    if fmt == "jsonl":
+        line = F.to_json(F.struct(*cols))
+    elif fmt == "csv":
+        line = F.to_csv(F.struct(*cols))
+    else:  # text: the one string column, as Spark's own text writer takes it
+        value = fields.get("value")
+        extra = sorted(set(fields) - {"value", time_column})
+        if value is None or not isinstance(value.dataType, T.StringType) or extra:
+            raise InvalidInputError(
+                f"a text table takes one string column 'value' (and the time column {time_column!r}); "
+                f"the DataFrame has {', '.join(fields)}")
+        line = df["value"]
+    return df.select(line.alias(LINE_COLUMN), df[time_column].alias(TIME_COLUMN)), TIME_COLUMN
+
+
+def _discard(table: Table, files) -> None:
+    for f in files:
+        try:
+            table.storage.delete(f.staged or f.path)
+        except Exception:  # noqa: BLE001 - a stray file is an orphan for `trib clean`
+            pass
+
+
+class _WriteTask:
+    """The function each task runs (``mapInArrow``): write its rows, return its file entries.
+
+    A plain picklable object: executors import tributary_read and reopen the
+    table from its root and options. The writer id is unique per task attempt
+    and has the shape trib's names need (``clean`` and ``tracking = both``
+    recognise it): the run's random 32 bits plus Spark's task attempt id, which
+    is unique within the application, so two attempts never share a file name.
+    """
+
+    def __init__(self, root: str, options: Mapping[str, str], run_id: str, time_column: str, lines: bool,
+                 protocol: str = "direct"):
+        self.root, self.options, self.run_id = root, dict(options), run_id
+        self.time_column, self.lines, self.protocol = time_column, lines, protocol
+
+    def writer_id(self, attempt_id: int) -> str:
+        stamp, _, rand = self.run_id.rpartition("-")
+        return f"{stamp}-{(int(rand, 16) + attempt_id) % (1 << 32):08x}"
+
+    def __call__(self, batches: Iterator) -> Iterator:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from tributary_read.write.writer import TableWriter
+
+        ctx = TaskContext.get()
+        fault = ctx.attemptNumber() == 0 and ctx.getLocalProperty(FAULT_PROPERTY) == "fail_first_attempt"
+        table = Table.load(self.root, self.options)
+        writer = TableWriter(table, protocol=self.protocol, writer_id=self.writer_id(ctx.taskAttemptId()))
+        bad, samples = 0, []
+        try:
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                bad += self._write(writer, pa.Table.from_batches([batch]), samples)
+                if fault:
+                    writer.flush()  # the first rows are on storage now: abort() must remove them
+                    raise RuntimeError(f"{FAULT_PROPERTY}: first attempt of task {ctx.partitionId()} fails")
+            entries = writer.flush()
+        except BaseException:
+            writer.abort()  # nothing of this attempt was handed to a commit
+            raise
+        yield pa.RecordBatch.from_pydict({
+            "entries": [json.dumps([e.to_json() for e in entries])],
+            "records": [sum(e.records for e in entries)],
+            "bad": [bad],
+            "samples": [json.dumps(samples)],
+        })
+
+    def _write(self, writer, t, samples: list) -> int:
+        """Write ``t``'s placeable rows; return how many were not (their times go to ``samples``)."""
+        import pyarrow.compute as pc
+
+        from tributary_read.write.writer import epoch_ms
+
+        ms = epoch_ms(t.column(self.time_column))
+        ok = _placeable(writer, ms)
+        n_bad = len(ok) - pc.sum(ok).as_py() if len(ok) else 0
+        if n_bad:
+            for v in pc.filter(ms, pc.invert(ok)).to_pylist()[: SAMPLES - len(samples)]:
+                samples.append("null" if v is None else f"{v} ms")
+            t, ms = t.filter(ok), pc.filter(ms, ok)
+        if not t.num_rows:
+            return n_bad
+        if not self.lines:
+            writer.write_table(t, self.time_column)
+            return n_bad
+        for line, ts in zip(t.column(LINE_COLUMN).to_pylist(), ms.to_pylist()):
+            writer.write((line or "").encode("utf-8"), ts)
+        return n_bad
+
+
+def _placeable(writer, ms):
+    """A mask of the times a partition holds: not null, and inside the layout's range.
+
+    The range is contiguous, so when its earliest and latest times have a
+    partition all have; only then are distinct times looked at one by one.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ok = pc.is_valid(ms)
+    if ms.null_count == len(ms):
+        return ok
+    lo, hi = pc.min_max(ms).values()
+    try:
+        writer.partition_for(lo.as_py())
+        writer.partition_for(hi.as_py())
+        return ok
+    except TimeOutOfRangeError:
+        pass
+    out = set()
+    for v in pc.unique(ms.filter(ok)).to_pylist():
+        try:
+            writer.partition_for(v)
+        except TimeOutOfRangeError:
+            out.add(v)
+    return pc.and_(ok, pc.invert(pc.is_in(ms, value_set=pa.array(sorted(out), pa.int64()))))
