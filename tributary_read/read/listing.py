@@ -14,6 +14,11 @@ request can match:
 * ``walk``: level by level down to the partition directories, which are then
   listed concurrently; it prunes by partition filters and, for consumers on
   stores with real directories, skips leaves whose mtime has not changed.
+
+Each strategy ends in recursive listings of many directories. A
+:class:`DirectoryLister` can run those elsewhere (Spark executors:
+:mod:`tributary_read.spark.listing`); their entries come back here and go
+through the same collector, so the answer is the one a local scan gives.
 """
 
 from __future__ import annotations
@@ -22,11 +27,11 @@ import gc
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, NamedTuple
+from typing import Callable, Iterable, Mapping, NamedTuple, Protocol
 
 from tributary_read.errors import InvalidLayoutError
 from tributary_read.table.layout import Layout, PartitionDir
-from tributary_read.io.storage import ENTRY_DIR, ENTRY_FILE, LINK_REASON, Entry, Storage
+from tributary_read.io.storage import ENTRY_DIR, ENTRY_FILE, LINK_REASON, Entry, Storage, Unlisted
 from tributary_read.read.partition_filter import PartitionFilter
 from tributary_read.read.visibility import (
     VALID_LENGTH_PREFIX,
@@ -40,6 +45,8 @@ from tributary_read.read.window import TimeWindow
 #: More candidate directories than this and a walk is cheaper than probing each.
 MAX_CANDIDATES = 20_000
 REMOTE_PARALLELISM = 16
+#: A tree listing for a :class:`DirectoryLister` descends at most this deep in a table without a layout.
+MAX_SPREAD_DEPTH = 4
 #: Up to this many window matches, their sidecars are probed by name (one stat each).
 SIDECAR_PROBE_LIMIT = 2_000
 #: One thread for local disks. The local walk (io/localwalk.py) runs Python per entry
@@ -51,6 +58,24 @@ SIDECAR_PROBE_LIMIT = 2_000
 LOCAL_PARALLELISM = 1
 
 Progress = Callable[[int, "int | None"], None]
+#: ``Storage.list_infos`` results: the entries and what was left out.
+Listed = tuple[list[Entry], list[Unlisted]]
+
+
+class DirectoryLister(Protocol):
+    """Lists many directories recursively, somewhere other than this thread pool.
+
+    ``list_many`` returns ``storage.list_infos(rel, True, mtime_ns)`` of each
+    ``rel``, in order (entries may be any :class:`Entry`; a list may carry
+    ``seen`` and ``links`` as the store's own does). ``spread``: a tree
+    listing first descends, flat, until it holds this many directories to
+    hand out (a ``{yyyy}/{MM}/...`` table has one top-level directory a year).
+    """
+
+    spread: int
+
+    def list_many(self, storage: Storage, rels: list[str],
+                  mtime_ns: tuple[int, int] | None) -> Iterable[Listed]: ...
 
 
 class ListedFile(NamedTuple):
@@ -318,10 +343,17 @@ def _ms(info: Entry) -> int | None:
     return info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
 
 
+def _hint(col: _Collector) -> tuple[int, int] | None:
+    return (col.lo_ns, col.hi_ns) if col.windowed else None  # the store may drop files outside the window
+
+
 def _get(storage: Storage, rel: str, recursive: bool, col: _Collector) -> list[Entry]:
     """One listing; links and undecodable names go to the report, never to the files."""
-    hint = (col.lo_ns, col.hi_ns) if col.windowed else None  # the store may drop files outside the window
-    infos, unlisted = storage.list_infos(rel, recursive, hint)
+    infos, unlisted = storage.list_infos(rel, recursive, _hint(col))
+    return _noted(col, infos, unlisted)
+
+
+def _noted(col: _Collector, infos: list[Entry], unlisted: list[Unlisted]) -> list[Entry]:
     links = getattr(infos, "links", None)
     if links is None:
         col.link_paths = None  # this store does not say: ask it (Storage.links) at the end
@@ -378,6 +410,7 @@ def scan(
     known_dirs: Mapping[str, int] | None = None,
     parallel: int | None = None,
     progress: Progress | None = None,
+    lister: DirectoryLister | None = None,
 ) -> Listing:
     """List the visible files of a table directory.
 
@@ -392,6 +425,8 @@ def scan(
             pass None (a full scan).
         parallel: concurrent directory listings (default: 16 remote, 1 local).
         progress: called with (directories done, total or None).
+        lister: runs the recursive directory listings (default: ``parallel``
+            threads here); see :class:`DirectoryLister`.
     """
     listing = Listing(started_ms=int(time.time() * 1000))
     t0 = time.perf_counter()
@@ -407,44 +442,71 @@ def scan(
     def rec(rel: str) -> list[Entry]:
         return _get(storage, rel, True, col)
 
+    def many(rels: list[str]):
+        """Recursive listings of ``rels``, in order, as the collector takes them."""
+        if lister is None:
+            yield from _map(rec, rels, parallel, progress, done)
+            return
+        for infos, unlisted in lister.list_many(storage, rels, _hint(col)):
+            yield _noted(col, infos, unlisted)
+            done[0] += 1
+            if progress:
+                progress(done[0], done[1])
+
     with gc_paused():
         if cands is not None:
             listing.strategy = "candidates"
             paths = [p.path for p in cands]
             done[1] = len(paths)
-            for infos in _map(rec, paths, parallel, progress, done):
+            for infos in many(paths):
                 col.feed(infos)
             listing.listed_dirs = len(paths)
         elif layout is not None and (skip or partitions is not None):
             listing.strategy = "walk"
-            _walk(storage, layout, col, known_dirs if skip else None, parallel, progress, done)
+            _walk(storage, layout, col, known_dirs if skip else None, parallel, many, done)
         else:
             listing.strategy = "tree"
-            _tree(storage, col, parallel, progress, done)
+            _tree(storage, col, parallel, many, done, lister.spread if lister is not None else 0)
         col.finish()
     listing.seconds = time.perf_counter() - t0
     return listing
 
 
-def _tree(storage: Storage, col: _Collector, parallel: int, progress: Progress | None, done: list) -> None:
-    """The root, then each visible top-level directory recursively, concurrently."""
+def _tree(storage: Storage, col: _Collector, parallel: int, many, done: list, spread: int = 0) -> None:
+    """The root, then each visible top-level directory recursively, concurrently.
+
+    With ``spread``, levels below the top are first listed flat until that
+    many directories can be handed out. Their entries are exactly those the
+    recursive listings would have returned (hidden directories included:
+    below the top, the collector is what leaves them out), so the answer
+    does not change, only how the work is split.
+    """
     listing = col.listing
     DIR = ENTRY_DIR
     top = _get(storage, "", False, col)
     subdirs = [i.path[col.cut :] for i in top if i.type == DIR and not is_hidden_name(i.base_name)]
     col.feed([i for i in top if i.type != DIR or not is_hidden_name(i.base_name)])
+    listing.listed_dirs = 1
+    depth, max_depth = 1, (col.layout.depth if col.layout is not None else MAX_SPREAD_DEPTH)
+    while 0 < len(subdirs) < spread and depth < max_depth:
+
+        def flat(rel: str) -> list[Entry]:
+            return _get(storage, rel, False, col)
+
+        below: list[str] = []
+        for infos in _map(flat, subdirs, parallel, None, [0, None]):
+            col.feed(infos)
+            below.extend(i.path[col.cut :] for i in infos if i.type == DIR)
+        listing.listed_dirs += len(subdirs)
+        subdirs, depth = below, depth + 1
     done[1] = len(subdirs)
-
-    def rec(rel: str) -> list[Entry]:
-        return _get(storage, rel, True, col)
-
-    for infos in _map(rec, subdirs, parallel, progress, done):
+    for infos in many(subdirs):
         col.feed(infos)
-    listing.listed_dirs = 1 + len(subdirs)
+    listing.listed_dirs += len(subdirs)
 
 
 def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str, int] | None,
-          parallel: int, progress: Progress | None, done: list) -> None:
+          parallel: int, many, done: list) -> None:
     """List intermediate levels, then only the leaves that need it, concurrently."""
     listing = col.listing
     cut = col.cut
@@ -489,10 +551,6 @@ def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str,
             else:
                 to_list.append(rel)
     done[1] = len(to_list)
-
-    def rec(rel: str) -> list[Entry]:
-        return _get(storage, rel, True, col)
-
-    for infos in _map(rec, to_list, parallel, progress, done):
+    for infos in many(to_list):
         listing.listed_dirs += 1
         col.feed(infos)

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from tributary_read.errors import InvalidInputError, LogRetentionError, NoSuchTableError, StorageError
 from tributary_read.table.layout import Layout, default_partition
-from tributary_read.read.listing import Progress, Skipped, gc_paused, scan
+from tributary_read.read.listing import DirectoryLister, Progress, Skipped, gc_paused, scan
 from tributary_read.read.partition_filter import PartitionFilter
 from tributary_read.read.visibility import is_visible
 from tributary_read.table.manifest import KIND_DATA, Commit
@@ -129,8 +129,14 @@ def resolve(
     layout: Layout | None = None,
     parallel: int | None = None,
     progress: Progress | None = None,
+    lister: DirectoryLister | None = None,
 ) -> FileSet:
-    """The exact file set for one run (see the module docstring for the modes)."""
+    """The exact file set for one run (see the module docstring for the modes).
+
+    ``lister`` runs the directory listings of the mtime part elsewhere (on
+    Spark executors: :func:`tributary_read.spark.listing.spark_lister`); the
+    answer is the same.
+    """
     src = Source.of(source, options, layout)
     pf = PartitionFilter.parse(partitions, src.layout) if isinstance(partitions, str) else partitions
     asked, mode = mode, choose_mode(src, mode)
@@ -147,14 +153,16 @@ def resolve(
         if mode is ReadMode.MANIFEST:
             return replace(fs, untracked=check_untracked(src.table, fs.files, tracking="manifest", asked=asked,
                                                          partitions=pf))
-        listed = mtime_files(src, window, pf, parallel=parallel, progress=progress, foreign_only=True)
+        listed = mtime_files(src, window, pf, parallel=parallel, progress=progress, foreign_only=True,
+                             lister=lister)
         return both_files(fs, listed)
     if since_version or until_version is not None:
         raise InvalidInputError("since and until versions need mode manifest",
                                 versions="since and until versions", mode="mode")
     # An explicit mode mtime is seed 002's raw window: every visible file.
     by_tracking = src.table is not None and asked != ReadMode.MTIME
-    fs = mtime_files(src, window, pf, parallel=parallel, progress=progress, foreign_only=by_tracking)
+    fs = mtime_files(src, window, pf, parallel=parallel, progress=progress, foreign_only=by_tracking,
+                     lister=lister)
     if by_tracking:
         fs = replace(fs, untracked=check_untracked(src.table, fs.files, tracking="listing", asked=asked))
     return fs
@@ -367,7 +375,8 @@ def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilte
 
 def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,
                 partitions: PartitionFilter | None = None, *, parallel: int | None = None,
-                progress: Progress | None = None, foreign_only: bool = False) -> FileSet:
+                progress: Progress | None = None, foreign_only: bool = False,
+                lister: DirectoryLister | None = None) -> FileSet:
     """Visible files whose mtime (ms) lies in ``window``, both ends inclusive.
 
     ``foreign_only``: leave out files named like trib's writers name theirs (a
@@ -381,7 +390,7 @@ def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,
     src = Source.of(source)
     with gc_paused():
         listing = scan(src.storage, src.layout, window=window, partitions=partitions,
-                       parallel=parallel, progress=progress)
+                       parallel=parallel, progress=progress, lister=lister)
         parts = listing.partitions
         files = [
             ResolvedFile(f.path, f.size, parts[f.directory].values if f.directory else {},
@@ -395,4 +404,4 @@ def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,
             "partitions": str(partitions) if partitions is not None else None}
     skipped = tuple(sorted(listing.skipped, key=lambda s: s.path))
     return FileSet("mtime", tuple(files), plan, skipped=skipped, stats=listing.stats(),
-                   **origin(src.storage, src.table))
+                   **origin(src.storage, src.table, src.layout))

@@ -1,0 +1,210 @@
+"""Resolve and read in one call: a DataFrame of exactly the run's files, and the :class:`Batch` behind it.
+
+The Python face of what a scheduled job does with the CLI::
+
+    trib files ROOT --consumer NAME --json     ->  df, batch = read_incremental(spark, ROOT, consumer=NAME)
+    (process, commit the output)                   (process, commit the output)
+    trib consumer ack ROOT NAME PLAN_ID        ->  batch.ack()
+
+Both go through the same :class:`~tributary_read.read.consumer.Consumer`:
+until a plan is acked, every call returns the same plan id and files, so a
+run that crashed after reading (or after writing, before acking) and runs
+again reads exactly the batch it read before, never a smaller or larger one.
+An ack before the caller's output is committed would lose that batch on a
+crash; an ack after it, followed by a crash, only leaves an already-acked
+plan, which acks again as a no-op.
+
+Without a consumer the batch is a window (``mode`` mtime, manifest, both or
+auto, as :func:`~tributary_read.read.resolve.resolve`): a run's position is
+its schedule time, which the caller owns, so :meth:`Batch.ack` has nothing to
+move and says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+from tributary_read.errors import InvalidInputError
+from tributary_read.read.fileset import Conflict, FileSet, LateFile, ResolvedFile, origin
+from tributary_read.read.window import TimeWindow
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.read.consumer import Consumer
+
+#: ``plan_options`` a consumer's plan takes (:meth:`Consumer.plan`), and those ``resolve`` takes.
+CONSUMER_OPTIONS = frozenset({"lookback_ms", "min_age_ms", "full_scan", "full_scan_every_ms", "parallel",
+                              "progress", "now_ms", "layout"})
+RESOLVE_OPTIONS = frozenset({"since_version", "until_version", "partitions", "parallel", "progress", "layout"})
+#: A temp view is named by a plain SQL identifier (no quoting games in the caller's SQL).
+_VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+NOT_A_CONSUMER = "not a consumer batch: nothing to ack (a window's position is the caller's schedule time)"
+
+
+@dataclass(frozen=True)
+class BatchAck:
+    """What :meth:`Batch.ack` did: ``acked`` is True only when this call moved a consumer."""
+
+    consumer: str | None
+    plan_id: str | None
+    acked: bool
+    already_acked: bool = False
+    version: int | None = None
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return {"consumer": self.consumer, "plan_id": self.plan_id, "acked": self.acked,
+                "already_acked": self.already_acked, "version": self.version, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The files one :func:`read_incremental` call read, and how to commit having read them.
+
+    ``late``: files a listing consumer found in partitions past its lookback
+    horizon (reported once, not delivered); ``conflicts``: delivered files
+    whose bytes changed since; ``deferred``: files younger than ``min_age_ms``
+    left for a later batch. Files that arrive late *inside* the horizon are
+    simply in ``fileset`` (that is what a consumer is for).
+    """
+
+    fileset: FileSet
+    consumer: str | None = None
+    plan_id: str | None = None
+    late: tuple[LateFile, ...] = ()
+    conflicts: tuple[Conflict, ...] = ()
+    deferred: int = 0
+    view: str | None = None
+    _owner: Consumer | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def files(self) -> tuple[ResolvedFile, ...]:
+        return self.fileset.files
+
+    @property
+    def bytes(self) -> int:
+        return self.fileset.bytes
+
+    def ack(self) -> BatchAck:
+        """Mark a consumer batch delivered; call it only once the output made from it is committed.
+
+        Idempotent: acking the same batch again (a re-run after a crash that
+        followed the ack) answers ``already_acked``. A stale plan (the consumer
+        was reset or moved by someone else) raises StalePlanError. A batch
+        without a consumer is not acked and the result says so.
+        """
+        if self._owner is None:
+            return BatchAck(None, None, False, note=NOT_A_CONSUMER)
+        r = self._owner.ack(self.plan_id)
+        note = (f"plan {self.plan_id} was already acked" if r.already_acked
+                else f"acked {self.plan_id}: consumer {self.consumer} at version {r.state.version}")
+        return BatchAck(self.consumer, self.plan_id, not r.already_acked, r.already_acked, r.state.version, note)
+
+    def to_json(self, *, files: bool = False) -> dict:
+        """A summary for job logs (``files=True`` adds the whole FileSet document)."""
+        fs = self.fileset
+        d: dict[str, Any] = {
+            "consumer": self.consumer, "plan_id": self.plan_id, "mode": fs.mode, "root": fs.root,
+            "view": self.view, "files": len(fs.files), "bytes": fs.bytes, "skipped": len(fs.skipped),
+            "late": [x.to_json() for x in self.late], "conflicts": [c.to_json() for c in self.conflicts],
+            "deferred": self.deferred,
+            "plan": {k: v for k, v in fs.plan.items() if k not in ("conflicts", "beyond_horizon")},
+        }
+        if fs.untracked is not None:
+            d["untracked"] = fs.untracked.to_json()
+        if files:
+            d["fileset"] = fs.to_json()
+        return d
+
+
+def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | tuple | None = None,
+                     consumer: str | None = None, view: str | None = None,
+                     options: Mapping[str, str] | None = None, state_dir: str | None = None,
+                     schema=None, hive_table: str | None = None, metastore=None,
+                     read_options: Mapping[str, str] | None = None, lister=None,
+                     **plan_options) -> tuple[Any, Batch]:
+    """Resolve this run's files and read exactly them: ``(DataFrame, Batch)``.
+
+    Args:
+        source: a table root or trib.toml alias,
+            :class:`~tributary_read.table.config.Table` or
+            :class:`~tributary_read.read.resolve.Source`.
+        mode: as ``trib files --mode`` (a consumer: auto, manifest, mtime or both).
+        window: an mtime (or, mode manifest, commit-time) window: a
+            :class:`TimeWindow` or ``(start, end)`` as ``TimeWindow.parse``
+            takes them. Not with a consumer, whose batch is whatever it has
+            not delivered yet.
+        consumer: read the next batch of this durable consumer (see the module
+            docstring); ``state_dir`` keeps its state outside a read-only table.
+        view: also register the DataFrame as this temp view.
+        options: storage options (credentials, endpoint), as for ``resolve``.
+        schema, hive_table, metastore, read_options: passed to
+            :func:`~tributary_read.spark.read.read_files` (``read_options``
+            is its ``options``: Spark reader options such as a delimiter).
+        lister: ``"spark"`` lists directories on the executors
+            (:mod:`tributary_read.spark.listing`), or any DirectoryLister. Not
+            with a consumer: its plan lists only what changed since its last
+            batch, on the driver.
+        plan_options: with a consumer, :meth:`Consumer.plan`'s
+            ``lookback_ms``, ``min_age_ms``, ``full_scan``,
+            ``full_scan_every_ms``, ``parallel``, ``now_ms``; otherwise
+            ``resolve``'s ``since_version``, ``until_version``,
+            ``partitions``, ``parallel``. ``layout`` describes a plain directory.
+    """
+    from tributary_read.spark import require_pyspark
+
+    require_pyspark()
+    from tributary_read.read.resolve import Source, resolve
+    from tributary_read.spark.read import read_files
+
+    if view is not None and not (isinstance(view, str) and _VIEW.match(view)):
+        raise InvalidInputError(f"bad view name {view!r}: letters, digits and '_', not starting with a digit",
+                                view="view name")
+    allowed = CONSUMER_OPTIONS if consumer is not None else RESOLVE_OPTIONS
+    unknown = sorted(set(plan_options) - allowed)
+    if unknown:
+        raise InvalidInputError(f"unknown option{'s' * (len(unknown) > 1)} {', '.join(unknown)} for "
+                                f"{'a consumer batch' if consumer is not None else 'a window read'}; "
+                                f"choose from {', '.join(sorted(allowed))}")
+    layout = plan_options.pop("layout", None)
+    if isinstance(source, str):  # a root or a trib.toml alias, as the CLI and spark.write take them
+        from tributary_read.table.config import load_config, resolve_table
+
+        source, alias_options = resolve_table(source, load_config())
+        options = {**alias_options, **(options or {})}
+    src = Source.of(source, options, layout)
+    if consumer is not None:
+        for name, val in (("window", window), ("lister", lister)):
+            if val is not None:
+                raise InvalidInputError(f"{name} cannot be combined with a consumer: a consumer's batch is "
+                                        "whatever it has not delivered yet", **{name: name})
+        from tributary_read.read.consumer import Consumer
+
+        c = Consumer(src, consumer, state_dir, options)
+        plan = c.plan(mode=mode, **plan_options)
+        fs = plan.fileset(origin(src.storage, src.table, src.layout))
+        batch = Batch(fs, c.name, plan.plan_id, plan.beyond_horizon, plan.conflicts, plan.deferred, view, c)
+    else:
+        if state_dir is not None:
+            raise InvalidInputError("state_dir goes with a consumer", state_dir="state_dir")
+        if isinstance(window, tuple):
+            window = TimeWindow.parse(*window, tz=src.layout.tz) if src.layout else TimeWindow.parse(*window)
+        fs = resolve(src, mode=mode, window=window, lister=_lister(spark, lister, options), **plan_options)
+        batch = Batch(fs, view=view)
+    df = read_files(spark, batch.fileset, schema=schema, hive_table=hive_table, metastore=metastore,
+                    options=read_options)
+    if view is not None:
+        df.createOrReplaceTempView(view)
+    return df, batch
+
+
+def _lister(spark, lister, options: Mapping[str, str] | None):
+    if lister is None or not isinstance(lister, str):
+        return lister
+    if lister != "spark":
+        raise InvalidInputError(f"unknown lister {lister!r}; use 'spark' (or omit it to list here)",
+                                lister="lister")
+    from tributary_read.spark.listing import spark_lister
+
+    return spark_lister(spark, options)
