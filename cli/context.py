@@ -16,6 +16,24 @@ if TYPE_CHECKING:  # pragma: no cover
     from tributary_read.table.config import Table
 
 
+class Terminated(BaseException):
+    """SIGTERM turned into an exception, so a long command ends like Ctrl-C: one line, exit 143.
+
+    A BaseException, like KeyboardInterrupt, so that no ``except Exception`` on
+    the way up swallows it; committed data needs no cleanup (the log decides).
+    """
+
+
+def raise_on_sigterm() -> None:
+    """From now on SIGTERM raises :class:`Terminated` in the main thread (the root group maps it)."""
+    import signal
+
+    def _raise(signum, frame):
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, _raise)
+
+
 @dataclass
 class TribState:
     """What the root group parsed; every command receives it via ``@pass_state``."""

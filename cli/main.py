@@ -42,7 +42,7 @@ with _plain_sigint():
     from tributary_read import __version__
     from tributary_read.errors import TributaryError
 
-    from tributary_read.cli.context import TribState
+    from tributary_read.cli.context import Terminated, TribState
 
 #: command name -> ("module:attribute", the line ``trib --help`` shows for it).
 #: The line is the command's own short help (its docstring's first sentence),
@@ -53,6 +53,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "Delete orphans and expired files older than the grace period; trim the log."),
     "consumer": ("tributary_read.cli.consumer:consumer",
                  "Durable consumers: exactly-once delivery across scheduled runs."),
+    "etl": ("tributary_read.cli.etl:etl",
+            "Scheduled incremental ETL: inputs -> Spark SQL -> one exactly-once commit -> Hive partitions."),
     "expire": ("tributary_read.cli.maintenance:expire",
                "Remove whole partitions older than --older-than from the table, in one commit."),
     "files": ("tributary_read.cli.files:files",
@@ -146,6 +148,9 @@ class TribGroup(LazyGroup):
         except KeyboardInterrupt:
             click.echo("trib: interrupted", err=True)
             sys.exit(130)
+        except Terminated:
+            click.echo("trib: terminated", err=True)
+            sys.exit(143)
         except TributaryError as e:
             if verbose:
                 _print_traceback()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from tributary_read.errors import InvalidInputError, StorageError, TributaryError
 from tributary_read.table.layout import PartitionMapper
@@ -308,8 +308,14 @@ class SyncResult:
 
 
 def apply_sync(plan: SyncPlan, table: Table, ms: Metastore, hive: TableName, options: SyncOptions,
-               store: StateStore | None, timings: dict | None = None) -> SyncResult:
-    """Execute a plan: add, relocate, refresh, then drop; save the state even after a failure."""
+               store: StateStore | None, timings: dict | None = None,
+               after_step: Callable[[str], None] | None = None) -> SyncResult:
+    """Execute a plan: add, relocate, refresh, then drop; save the state even after a failure.
+
+    ``after_step(name)`` runs after each of ``add``, ``relocate``, ``refresh``
+    and ``drop``: the ETL's crash point between the add and refresh batches.
+    """
+    after_step = after_step or (lambda _step: None)
     timings = timings if timings is not None else {}
     next_state = dict(plan.next_state)
     prev = dict(plan.previous_state.partitions) if plan.previous_state else {}
@@ -322,21 +328,25 @@ def apply_sync(plan: SyncPlan, table: Table, ms: Metastore, hive: TableName, opt
         statements += ms.add_partitions(hive, [(e.values, e.location) for e in plan.add], options.batch_size)
         pending_add.clear()
         timings["add_s"] = time.perf_counter() - t0
+        after_step("add")
         t0 = time.perf_counter()
         for e in plan.relocate:
             statements += ms.set_locations(hive, [(e.values, e.location)])
             pending_relocate.discard(e.partition.lower())
         timings["relocate_s"] = time.perf_counter() - t0
+        after_step("relocate")
         t0 = time.perf_counter()
         for e in plan.refresh:
             statements += ms.refresh_stats(hive, [e.values])
             pending_refresh.discard(e.partition.lower())
         timings["refresh_s"] = time.perf_counter() - t0
+        after_step("refresh")
         t0 = time.perf_counter()
         statements += ms.drop_partitions(hive, [e.values for e in plan.drop], options.batch_size)
         for e in plan.drop:
             next_state.pop(e.partition.lower(), None)
         timings["drop_s"] = time.perf_counter() - t0
+        after_step("drop")
     except TributaryError:
         # Record only what is certain: unfinished steps fall back to the old view.
         for spec in pending_add:
@@ -371,8 +381,12 @@ def _save(plan: SyncPlan, table: Table, ms: Metastore, store: StateStore | None,
 
 def sync(table: Table, ms: Metastore, hive: TableName | str, options: SyncOptions = SyncOptions(), *,
          dry_run: bool = False, state_dir: str | None = None,
-         storage_options: Mapping[str, str] | None = None) -> SyncResult:
-    """Plan, and unless ``dry_run`` or refused, apply. A refused plan is returned unapplied."""
+         storage_options: Mapping[str, str] | None = None,
+         after_step: Callable[[str], None] | None = None) -> SyncResult:
+    """Plan, and unless ``dry_run`` or refused, apply. A refused plan is returned unapplied.
+
+    ``after_step``: see :func:`apply_sync`.
+    """
     hive = hive if isinstance(hive, TableName) else TableName.parse(hive)
     store = StateStore.for_table(table, hive, state_dir, storage_options)
     timings: dict[str, float] = {}
@@ -384,6 +398,6 @@ def sync(table: Table, ms: Metastore, hive: TableName | str, options: SyncOption
     if plan.empty and plan.previous_state is not None and dict(plan.previous_state.partitions) == plan.next_state:
         return SyncResult(plan, True, 0, plan.previous_state.version, timings)
     try:
-        return apply_sync(plan, table, ms, hive, options, store, timings)
+        return apply_sync(plan, table, ms, hive, options, store, timings, after_step)
     except StorageError as e:
         raise StorageError(f"partitions applied, but the sync state could not be saved: {e}") from e

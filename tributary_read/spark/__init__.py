@@ -19,9 +19,9 @@ import importlib
 #: public name -> submodule that defines it
 _LAZY = {
     "read_files": "read", "partition_columns": "columns",
-    "read_incremental": "incremental", "Batch": "incremental",
+    "read_incremental": "incremental", "Batch": "incremental", "BatchAck": "incremental",
     "write": "write", "WriteResult": "write",
-    "list_on_executors": "listing",
+    "list_on_executors": "listing", "spark_lister": "listing",
     "spark_session": "session",
 }
 

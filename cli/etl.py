@@ -1,0 +1,145 @@
+"""``trib etl run|submit``: the scheduled incremental ETL (docs/etl.md)."""
+
+from __future__ import annotations
+
+import click
+
+from .context import TribState, emit, json_option, pass_state, raise_on_sigterm
+
+_schedule = click.option(
+    "--schedule-time", required=True,
+    help="The run's schedule time: ISO-8601 (2024-01-01T05:00:00Z; no offset = UTC) or epoch ms, e.g. "
+         "Airflow's {{ data_interval_end }}. Floored to the job's period: one run per period.")
+
+
+@click.group()
+def etl() -> None:
+    """Scheduled incremental ETL: inputs -> Spark SQL -> one exactly-once commit -> Hive partitions.
+
+    \b
+    trib etl run JOB.toml --schedule-time 2024-01-01T05:00:00Z [--dry-run] [--json]
+    trib etl submit JOB.toml --schedule-time ... [--run]   (the spark-submit line for a cluster)
+    """
+
+
+def _load(state: TribState, job_file: str):
+    from tributary_read.etl.job import Job
+
+    return Job.load(job_file, state.config, state.storage_options)
+
+
+@etl.command("run")
+@click.argument("job_file", metavar="JOB.toml")
+@_schedule
+@click.option("--dry-run", is_flag=True,
+              help="Print the plan (inputs, files, SQL, output, transaction); run no SQL, write nothing.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
+@json_option
+@pass_state
+def run(state: TribState, job_file, schedule_time, dry_run, quiet, as_json) -> None:
+    """Run JOB.toml for one schedule time: resolve, SQL, commit once, sync Hive, ack.
+
+    \b
+    A rerun of a committed schedule time skips to the sync and the ack, so a
+    scheduler may retry any failed or killed run. A second concurrent run of
+    the same job exits 5.
+    """
+    from tributary_read.etl.run import run_job
+
+    # A scheduler stops a run with SIGTERM: end with one line and exit 143, as
+    # `trib ingest` does; a rerun of the same schedule time resumes from the log.
+    raise_on_sigterm()
+    job = _load(state, job_file)
+
+    def progress(msg: str) -> None:
+        if not (quiet or state.quiet):
+            click.echo(f"trib etl: {msg}", err=True)
+
+    report = run_job(job, schedule_time, dry_run=dry_run, progress=progress)
+    emit(as_json, report.to_json(), lambda: _print_report(report))
+
+
+def _print_report(r) -> None:
+    head = f"job {r.job} @ {r.schedule_time}"
+    o = r.output
+    if r.dry_run:
+        click.echo(f"{head}: DRY RUN (no SQL runs, nothing is written)")
+        click.echo(f"  transaction: {r.transaction.app_id} {dict(r.transaction.offsets)}"
+                   + (f" (already committed as version {r.version})" if r.already_committed else " (not committed)"))
+    else:
+        what = "already committed" if r.already_committed else "committed"
+        click.echo(f"{head}: {what} version {r.version}: {o.get('files', 0)} files, {o.get('records', 0)} records "
+                   f"in {len(o.get('partitions') or [])} partitions of {o['table']}")
+    for a in r.recovered:
+        verb = "would ack" if a.get("would_ack") else "acked"
+        click.echo(f"  {verb} plan {a['plan_id']} of {a['consumer']} left pending by the run of "
+                   f"{a['schedule_time']} (version {a['version']})")
+    for i in r.inputs:
+        rec = f", {i.records} records" if i.records is not None else ""
+        how = f"consumer {i.consumer} plan {i.plan_id}" if i.consumer else (
+            f"window {i.window['start']} .. {i.window['end']}" if i.window else i.mode)
+        late = f", {len(i.late_files)} late" if i.late_files else ""
+        size = f", {i.bytes} bytes" if i.bytes is not None else ""
+        click.echo(f"  input {i.view}: {i.files} files{size}{rec}{late} ({how})")
+        if r.dry_run:
+            for p in i.paths[:20]:
+                click.echo(f"    {p}")
+            if len(i.paths) > 20:
+                click.echo(f"    ... and {len(i.paths) - 20} more (use --json for all)")
+    if r.dry_run:
+        click.echo(f"  sql: {r.sql_path}")
+        for line in r.sql.splitlines():
+            click.echo(f"    {line}")
+        click.echo(f"  output: {r.output['table']} (time column {r.output['time_column']})")
+        return
+    if r.hive:
+        h = r.hive
+        click.echo(f"  hive {h['table']}: {len(h['added'])} partitions added, {len(h['refreshed'])} refreshed")
+    for a in r.acked:
+        click.echo(f"  acked {a['consumer']} plan {a['plan_id']}" + (" (already acked)" if a["already_acked"] else ""))
+    steps = ", ".join(f"{s.name} {s.seconds:.1f}s" if s.status == "done" else f"{s.name} skipped"
+                      for s in r.steps)
+    click.echo(f"  steps: {steps}")
+
+
+@etl.command("submit")
+@click.argument("job_file", metavar="JOB.toml")
+@_schedule
+@click.option("--master", help="Spark master (default: the job's [spark] master, else $TRIB_SPARK_MASTER, "
+                                "$SPARK_MASTER, local[*]).")
+@click.option("--deploy-mode", type=click.Choice(["client", "cluster"]),
+              help="client (the driver runs here) or cluster (default: the job's, else client).")
+@click.option("--archives", "archive",
+              help="A packed Python environment with tributary-read installed (venv-pack/conda-pack .tar.gz), "
+                   "shipped as #environment; default: the job's [spark] archives.")
+@click.option("--spark-submit", "spark_submit", default=None,
+              help="The spark-submit to run (default: $SPARK_HOME/bin/spark-submit, else the one on PATH).")
+@click.option("--run", "do_run", is_flag=True,
+              help="Run the line instead of printing it: the run's JSON report on stdout, its exit status.")
+@json_option
+@pass_state
+def submit(state: TribState, job_file, schedule_time, master, deploy_mode, archive, spark_submit, do_run,
+           as_json) -> None:
+    """Print (or --run) the spark-submit line that runs JOB.toml on a cluster.
+
+    \b
+    --json prints the line as JSON (argv, master, deploy mode, notes). With
+    --run, the driver prints the run's report as JSON on stdout, exactly what
+    `trib etl run --json` prints, and the exit status is the run's.
+    """
+    from tributary_read.etl.submit import build_submit, run_submit
+
+    job = _load(state, job_file)
+    cmd = build_submit(job, schedule_time, master=master, deploy_mode=deploy_mode, archives=archive,
+                       spark_submit=spark_submit)
+    if not as_json:
+        for note in cmd.notes:
+            click.echo(f"trib etl: note: {note}", err=True)
+    if not do_run:
+        emit(as_json, cmd.to_json(), cmd.shell())
+        return
+    if not state.quiet:
+        click.echo(f"trib etl: {cmd.shell()}", err=True)
+    code = run_submit(cmd)  # the driver prints the run's JSON report on stdout
+    if code:
+        click.get_current_context().exit(code)

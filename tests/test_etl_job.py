@@ -1,0 +1,302 @@
+"""Job files (``trib etl run JOB.toml``): parsing, defaults, and every way a job file can be wrong.
+
+Fast and in-process: no Spark. The run itself is tested end to end in
+tests/test_etl_cli.py.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+from tributary_read.errors import ConcurrentRunError, InvalidInputError
+from tributary_read.etl.job import HOUR_MS, InputMode, Job
+from tributary_read.etl.lock import JobLock, lock_path
+from tributary_read.etl.run import iso_z, schedule_time_ms, transaction_for, window_for
+from tributary_read.etl.submit import build_submit, driver_path
+from tributary_read.read.window import parse_instant
+from tributary_read.table.config import Table, TableConfig
+from tributary_read.table.layout import Layout
+
+pytestmark = pytest.mark.unit
+
+#: The shape issue 10 gives, verbatim.
+ISSUE_JOB = """\
+[job]
+name = "hourly_events"
+sql = "etl.sql"                  # relative to the job file; SELECTs the output rows from the views
+
+[[inputs]]
+table = "/data/raw"              # a table root or a trib.toml alias
+view = "raw"
+mode = "consumer"                # consumer | mtime | manifest
+
+[output]
+table = "/data/events"           # a trib table (created beforehand with `trib table create`)
+time_column = "ts"               # routes each row to the partition of its event time
+
+[hive]                           # optional: sync the output's partitions
+table = "dw.events"
+metastore = "hs2://127.0.0.1:10000"
+
+[spark]                          # optional
+master = "local[2]"
+conf = { "spark.sql.shuffle.partitions" = "4" }
+"""
+
+MINIMAL = """\
+[job]
+name = "j"
+sql = "q.sql"
+
+[[inputs]]
+table = "in"
+view = "v"
+
+[output]
+table = "out"
+time_column = "ts"
+"""
+
+
+def write_job(tmp_path, text: str, sql: str | None = "SELECT * FROM v;\n", name: str = "job.toml"):
+    (tmp_path / name).write_text(textwrap.dedent(text))
+    if sql is not None:
+        (tmp_path / "etl.sql").write_text(sql)
+        (tmp_path / "q.sql").write_text(sql)
+    return tmp_path / name
+
+
+def load_error(tmp_path, text: str, **kw) -> str:
+    with pytest.raises(InvalidInputError) as e:
+        Job.load(write_job(tmp_path, text, **kw))
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_the_issue_shape_loads_as_is(tmp_path):
+    job = Job.load(write_job(tmp_path, ISSUE_JOB))
+    assert job.name == "hourly_events" and job.app_id == "etl:hourly_events"
+    assert job.sql_path == str(tmp_path / "etl.sql")
+    assert job.sql == "SELECT * FROM v"  # the trailing ';' is not Spark SQL
+    (inp,) = job.inputs
+    assert (inp.table, inp.root, inp.view, inp.mode) == ("/data/raw", "/data/raw", "raw", InputMode.CONSUMER)
+    assert inp.consumer == "etl-hourly_events-raw"
+    assert (job.output.root, job.output.time_column) == ("/data/events", "ts")
+    assert (job.hive.table, job.hive.metastore) == ("dw.events", "hs2://127.0.0.1:10000")
+    assert job.spark.master == "local[2]"
+    assert dict(job.spark.conf) == {"spark.sql.shuffle.partitions": "4"}
+    assert job.period_ms == HOUR_MS and job.timezone == "UTC" and job.count_inputs
+
+
+def test_defaults_and_relative_paths_resolve_against_the_job_file(tmp_path, monkeypatch):
+    sub = tmp_path / "jobs"
+    sub.mkdir()
+    job = Job.load(write_job(sub, MINIMAL))
+    monkeypatch.chdir(tmp_path)  # the working directory does not matter
+    (inp,) = job.inputs
+    assert inp.root == str(sub / "in") and job.output.root == str(sub / "out")
+    assert inp.mode is InputMode.CONSUMER and inp.consumer == "etl-j-v"
+    assert job.hive is None and job.spark.master is None and job.lock_dir is None
+
+
+def test_every_input_mode_with_its_options(tmp_path):
+    job = Job.load(write_job(tmp_path, MINIMAL.replace('view = "v"', textwrap.dedent('''\
+        view = "v"
+        mode = "consumer"
+        consumer = "mine"
+        lookback = "2d"
+        min_age = "30s"
+        state_dir = "state"
+
+        [[inputs]]
+        table = "s3://bucket/logs"
+        view = "logs"
+        mode = "mtime"
+        window = "2h"
+        lag = "10m"
+        layout = "{yyyy}/{MM}/{dd}/{HH}"
+        format = "text"
+        options = { lineSep = "\\n", header = true }
+
+        [[inputs]]
+        table = "in2"
+        view = "m"
+        mode = "manifest"
+        '''))))
+    c, m, f = job.inputs
+    assert (c.consumer, c.lookback_ms, c.min_age_ms, c.state_dir) == ("mine", 2 * 86_400_000, 30_000,
+                                                                       str(tmp_path / "state"))
+    assert m.root == "s3://bucket/logs" and m.mode is InputMode.MTIME
+    assert (m.window_ms, m.lag_ms) == (2 * HOUR_MS, 600_000)
+    assert m.layout == Layout("{yyyy}/{MM}/{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
+    assert m.format == "text"
+    assert dict(m.read_options) == {"lineSep": "\n", "header": "true"}
+    assert f.mode is InputMode.MANIFEST and f.window_ms == HOUR_MS and f.lag_ms == 0
+
+
+def test_a_trib_toml_alias_names_a_table(tmp_path):
+    config = {"storage": {"region": "eu"}, "tables": {"in": {"root": "s3://b/raw", "storage": {"profile": "p"}}}}
+    job = Job.load(write_job(tmp_path, MINIMAL), config)
+    assert job.inputs[0].root == "s3://b/raw"
+    assert dict(job.inputs[0].storage_options) == {"region": "eu", "profile": "p"}
+    assert job.output.root == str(tmp_path / "out") and dict(job.output.storage_options) == {"region": "eu"}
+    cli = Job.load(tmp_path / "job.toml", config, {"region": "us"})  # trib -o region=us wins
+    assert dict(cli.inputs[0].storage_options) == {"region": "us", "profile": "p"}
+
+
+def test_the_sql_may_name_a_file_of_the_packaged_sql_directory(tmp_path):
+    job = Job.load(write_job(tmp_path, MINIMAL.replace('"q.sql"', '"show_partitions.sql"')))
+    assert job.sql_path.endswith(os.path.join("sql", "show_partitions.sql")) and job.sql
+
+
+@pytest.mark.parametrize("text, words", [
+    (MINIMAL.replace('name = "j"', 'name = "j"\nnaem = "x"'), "unknown key 'naem' in [job]"),
+    (MINIMAL.replace('view = "v"', 'view = "v"\nlokback = "2d"'), "unknown key 'lokback' in [inputs[0]]"),
+    (MINIMAL.replace('time_column = "ts"', 'time_column = "ts"\ntime_colum = "x"'), "unknown key 'time_colum' in [output]"),
+    (MINIMAL + '[hive]\ntable = "a.b"\nmetastore = "hs2://h:1"\nmetastor = "x"\n', "unknown key 'metastor' in [hive]"),
+    (MINIMAL + '[spark]\nmaster = "yarn"\nconfs = {}\n', "unknown key 'confs' in [spark]"),
+    (MINIMAL + '[outputs]\ntable = "x"\n', "unknown key 'outputs' in [top level]"),
+])
+def test_an_unknown_key_is_named_never_ignored(tmp_path, text, words):
+    assert words in load_error(tmp_path, text)
+
+
+@pytest.mark.parametrize("text, words", [
+    (MINIMAL.replace('view = "v"', 'view = "v"\nmode = "kafka"'), "unknown inputs[0].mode 'kafka'"),
+    (MINIMAL.replace('view = "v"', 'view = "v"\nmode = "mtime"\nlookback = "1d"'), "inputs[0].lookback does not apply"),
+    (MINIMAL.replace('view = "v"', 'view = "v"\nwindow = "1h"'), "inputs[0].window does not apply to mode consumer"),
+    (MINIMAL.replace('view = "v"', 'view = "v"\nlookback = "7"'), "is not a duration"),
+    (MINIMAL.replace('view = "v"', 'view = "v"\nlookback = "0s"'), "must be positive"),
+    (MINIMAL.replace('view = "v"', 'view = "my-view"'), "must be a SQL identifier"),
+    (MINIMAL.replace('view = "v"', 'view = "v"\nformat = "avro"'), "inputs[0].format 'avro': choose one of"),
+    (MINIMAL.replace('view = "v"', 'view = "v"\ncompression = "gzip"'), "unknown key 'compression'"),
+    (MINIMAL.replace('view = "v"', 'view = "v"\npartition = "dt={yyyy}"'), "give inputs[0].layout too"),
+    (MINIMAL.replace('view = "v"', 'view = "v"\nlayout = "{nope}"'), "inputs[0].layout"),
+    (MINIMAL.replace('name = "j"', 'name = "a b"'), "job.name 'a b'"),
+    (MINIMAL.replace('sql = "q.sql"', 'sql = "missing.sql"'), "job.sql 'missing.sql' not found"),
+    (MINIMAL.replace('name = "j"', 'name = "j"\nperiod = "1x"'), "job.period '1x' is not a duration"),
+    (MINIMAL.replace('name = "j"', 'name = "j"\ntimezone = "Mars/Base"'), "job.timezone"),
+    (MINIMAL.replace('name = "j"', 'name = "j"\ncount_inputs = "yes"'), "true or false"),
+    (MINIMAL.replace('time_column = "ts"', ''), "[output] needs 'time_column'"),
+    (MINIMAL.replace('[output]', '[outputx]'), "unknown key 'outputx'"),
+    ("[job]\nname = 'j'\nsql = 'q.sql'\n[output]\ntable = 'o'\ntime_column = 't'\n", "missing [[inputs]]"),
+    ("[[inputs]]\ntable = 'i'\nview = 'v'\n", "missing [job]"),
+    (MINIMAL + '[[inputs]]\ntable = "in2"\nview = "V"\n', "two inputs use view 'v'"),
+    (MINIMAL + '[hive]\ntable = "a.b"\nmetastore = "thrift://h:9083"\n', "unknown metastore"),
+    (MINIMAL + '[hive]\ntable = "a.b.c"\nmetastore = "hs2://h:1"\n', "must be db.table"),
+    (MINIMAL + '[spark]\ndeploy_mode = "both"\n', "choose client or cluster"),
+    (MINIMAL + '[spark]\nconf = { "a" = [1] }\n', "spark.conf.a must be"),
+    (MINIMAL.replace('table = "in"', 'table = 5'), "inputs[0].table must be a non-empty string"),
+    ("[job\nname=", "cannot read job file"),
+])
+def test_a_bad_job_file_is_one_clear_line(tmp_path, text, words):
+    msg = load_error(tmp_path, text)
+    assert words in msg, msg
+    assert msg.startswith("job.toml: ") or "cannot read job file" in msg
+
+
+def test_a_missing_job_file(tmp_path):
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        Job.load(tmp_path / "nope.toml")
+
+
+# -- schedule times and windows -----------------------------------------------------------
+def _job(tmp_path, extra: str = "") -> Job:
+    return Job.load(write_job(tmp_path, MINIMAL.replace('name = "j"', 'name = "j"\n' + extra)))
+
+
+@pytest.mark.parametrize("given", ["2024-01-01T05:00:00Z", "2024-01-01T05:00:00", "2024-01-01T06:00:00+01:00",
+                                   "2024-01-01T05:00:00.000+00:00", "1704085200000", 1704085200000,
+                                   "2024-01-01T05:59:59.999Z", " 2024-01-01T05:00:00z "])
+def test_schedule_times_are_iso_or_epoch_ms_naive_is_utc_and_floored_to_the_period(tmp_path, given):
+    aligned, raw = schedule_time_ms(given, _job(tmp_path))
+    assert aligned == parse_instant("2024-01-01T05:00:00+00:00")
+    assert raw >= aligned and iso_z(aligned) == "2024-01-01T05:00:00Z"
+
+
+def test_a_daily_job_floors_to_midnight_in_its_zone(tmp_path):
+    job = _job(tmp_path, 'period = "1d"\ntimezone = "Asia/Shanghai"')
+    aligned, _ = schedule_time_ms("2024-01-01T20:00:00Z", job)  # 04:00 on Jan 2 in Shanghai
+    assert aligned == parse_instant("2024-01-02T00:00:00+08:00")
+
+
+@pytest.mark.parametrize("bad", ["yesterday", "", "1704085200", "2024-13-01T00:00:00Z"])
+def test_a_bad_schedule_time_names_the_flag(tmp_path, bad):
+    with pytest.raises(InvalidInputError) as e:
+        schedule_time_ms(bad, _job(tmp_path))
+    assert "--schedule-time" in e.value.reword({"schedule_time": "--schedule-time"})
+
+
+def test_windows_end_at_the_schedule_time_minus_the_lag_exclusive(tmp_path):
+    job = Job.load(write_job(tmp_path, MINIMAL.replace('view = "v"', 'view = "v"\nmode = "mtime"\nlag = "5m"')))
+    t = parse_instant("2024-01-01T05:00:00+00:00")
+    w = window_for(job.inputs[0], t)
+    assert (w.start_ms, w.end_ms) == (t - HOUR_MS - 300_000, t - 300_000 - 1)
+    # consecutive runs tile time: every millisecond in exactly one window
+    assert window_for(job.inputs[0], t + HOUR_MS).start_ms == w.end_ms + 1
+
+
+def test_the_transaction_is_the_job_and_the_schedule_time(tmp_path):
+    job = _job(tmp_path)
+    t = parse_instant("2024-01-01T05:00:00+00:00")
+    txn = transaction_for(job, t, {"v": {"consumer": "c", "plan_id": "0-abc"}})
+    assert txn.app_id == "etl:j" and dict(txn.offsets) == {"schedule_time_ms": t}
+    assert txn.meta == {"schedule_time": "2024-01-01T05:00:00Z", "inputs": {"v": {"consumer": "c", "plan_id": "0-abc"}}}
+
+
+# -- the lock ---------------------------------------------------------------------------
+def test_a_second_holder_of_the_job_lock_is_refused_and_the_lock_frees_on_exit(tmp_path):
+    table = Table.create(str(tmp_path / "out"), TableConfig(Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")))
+    path = lock_path("j", table)
+    assert path == str(tmp_path / "out" / "_tributary" / "etl" / "j.lock")
+    with JobLock(path, "j"):
+        with pytest.raises(ConcurrentRunError, match=rf"another run of job 'j' is in progress \(pid {os.getpid()}\)"):
+            with JobLock(path, "j"):
+                pass
+    with JobLock(path, "j"):  # released: a later run takes it
+        pass
+    assert ConcurrentRunError.exit_code == 5
+    assert lock_path("j", table, str(tmp_path / "locks")) == str(tmp_path / "locks" / "j.lock")
+
+
+def test_a_remote_output_locks_in_a_local_state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+    class Remote:
+        uri = "s3://bucket/events"
+        storage = object()
+
+    p = lock_path("j", Remote())
+    assert p.startswith(str(tmp_path / "state" / "trib" / "etl" / "j-")) and p.endswith(".lock")
+    assert p != lock_path("j", type("Other", (), {"uri": "s3://bucket/other", "storage": object()})())
+
+
+# -- spark-submit ---------------------------------------------------------------------------
+def test_submit_line_for_yarn_cluster_ships_the_environment_job_and_sql(tmp_path):
+    job = Job.load(write_job(tmp_path, ISSUE_JOB))
+    cmd = build_submit(job, "2024-01-01T05:10:00Z", master="yarn", deploy_mode="cluster", archives="env.tar.gz",
+                       spark_submit="spark-submit")
+    argv = list(cmd.argv)
+    assert argv[:6] == ["spark-submit", "--master", "yarn", "--deploy-mode", "cluster", "--name"]
+    assert argv[argv.index("--archives") + 1] == "env.tar.gz#environment"
+    confs = {argv[i + 1] for i, a in enumerate(argv) if a == "--conf"}
+    assert {"spark.pyspark.python=./environment/bin/python", "spark.pyspark.driver.python=./environment/bin/python",
+            "spark.yarn.appMasterEnv.PYSPARK_PYTHON=./environment/bin/python",
+            "spark.sql.shuffle.partitions=4"} <= confs
+    assert argv[argv.index("--files") + 1] == f"{tmp_path / 'job.toml'},{tmp_path / 'etl.sql'}"
+    assert argv[-6:] == [driver_path(), "job.toml", "--schedule-time", "2024-01-01T05:00:00Z", "--sql", "etl.sql"]
+    assert os.path.isfile(driver_path())
+    assert any("local paths" in n for n in cmd.notes)  # /data/raw is this machine's disk
+
+
+def test_submit_line_in_client_mode_runs_the_driver_here(tmp_path):
+    job = Job.load(write_job(tmp_path, ISSUE_JOB))
+    cmd = build_submit(job, "2024-01-01T05:00:00Z", spark_submit="spark-submit")
+    assert cmd.master == "local[2]" and cmd.deploy_mode == "client"
+    assert cmd.argv[-3:] == (str(tmp_path / "job.toml"), "--schedule-time", "2024-01-01T05:00:00Z")
+    with pytest.raises(InvalidInputError, match="deploy mode cluster needs a cluster master"):
+        build_submit(job, "2024-01-01T05:00:00Z", deploy_mode="cluster")

@@ -1,0 +1,110 @@
+"""What a run did (or, dry, would do): the report ``trib etl run`` prints, ``--json`` as :meth:`RunReport.to_json`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from tributary_read.read.window import iso
+from tributary_read.table.manifest import Transaction
+
+STEPS = ("resolve", "read", "commit", "sync", "ack")
+
+
+def iso_z(ms: int) -> str:
+    """``2024-01-01T05:00:00Z``: how schedulers spell a UTC time (milliseconds only when not zero)."""
+    text = iso(ms)
+    text = text.replace(".000+", "+") if ".000+" in text else text
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    status: str  # done | skipped | failed
+    seconds: float = 0.0
+    reason: str | None = None
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"status": self.status, "seconds": round(self.seconds, 3)}
+        if self.reason:
+            d["reason"] = self.reason
+        return d
+
+
+@dataclass(frozen=True)
+class InputReport:
+    view: str
+    table: str
+    mode: str
+    files: int
+    bytes: int | None  # None: not known (a rerun that found its commit reads no input)
+    records: int | None = None
+    consumer: str | None = None
+    plan_id: str | None = None
+    window: Mapping | None = field(default=None, hash=False)
+    late_files: tuple[str, ...] = ()
+    beyond_horizon: tuple[str, ...] = ()
+    skipped: int = 0
+    paths: tuple[str, ...] = ()
+    note: str | None = None
+
+    def to_json(self, with_paths: bool = False) -> dict:
+        d: dict[str, Any] = {"view": self.view, "table": self.table, "mode": self.mode, "files": self.files,
+                             "bytes": self.bytes, "records": self.records, "late_files": list(self.late_files)}
+        if self.consumer is not None:
+            d.update(consumer=self.consumer, plan_id=self.plan_id, beyond_horizon=list(self.beyond_horizon))
+        if self.window is not None:
+            d["window"] = dict(self.window)
+        if self.skipped:
+            d["skipped"] = self.skipped
+        if self.note:
+            d["note"] = self.note
+        if with_paths:
+            d["paths"] = list(self.paths)
+        return d
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What a run did (or, dry, would do); ``trib etl run --json`` prints :meth:`to_json`."""
+
+    job: str
+    schedule_time_ms: int
+    given_time_ms: int
+    transaction: Transaction
+    dry_run: bool
+    already_committed: bool
+    version: int | None
+    inputs: tuple[InputReport, ...]
+    output: Mapping[str, Any] = field(hash=False)
+    hive: Mapping[str, Any] | None = field(default=None, hash=False)
+    acked: tuple[Mapping[str, Any], ...] = ()
+    recovered: tuple[Mapping[str, Any], ...] = ()
+    steps: tuple[Step, ...] = ()
+    sql_path: str = ""
+    sql: str = ""
+
+    @property
+    def schedule_time(self) -> str:
+        return iso_z(self.schedule_time_ms)
+
+    @property
+    def skipped_steps(self) -> list[str]:
+        return [s.name for s in self.steps if s.status == "skipped"]
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {
+            "job": self.job, "schedule_time": self.schedule_time, "schedule_time_ms": self.schedule_time_ms,
+            "dry_run": self.dry_run, "already_committed": self.already_committed, "version": self.version,
+            "transaction": self.transaction.to_json(),
+            "inputs": [i.to_json(with_paths=self.dry_run) for i in self.inputs],
+            "sql": self.sql_path, "output": dict(self.output), "hive": dict(self.hive) if self.hive else None,
+            "acked": [dict(a) for a in self.acked], "recovered": [dict(a) for a in self.recovered],
+            "steps": {s.name: s.to_json() for s in self.steps}, "skipped_steps": self.skipped_steps,
+        }
+        if self.given_time_ms != self.schedule_time_ms:
+            d["given_schedule_time"] = iso_z(self.given_time_ms)
+        if self.dry_run:
+            d["sql_text"] = self.sql
+        return d

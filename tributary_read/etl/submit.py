@@ -1,0 +1,117 @@
+"""The ``spark-submit`` line that runs a job on a cluster (``trib etl submit``).
+
+The application is :mod:`tributary_read.etl.driver` (a plain ``.py`` file, as
+spark-submit wants), which loads the job and calls ``run_job`` on the session
+spark-submit built. What must reach the cluster:
+
+* the Python environment with tributary-read installed, as an archive
+  (``venv-pack``/``conda-pack``) unpacked as ``./environment`` in every
+  container: ``--archives env.tar.gz#environment`` and
+  ``spark.pyspark.python=./environment/bin/python``;
+* in cluster mode, the job file and its SQL (``--files``): the driver runs in
+  a container and finds them in its working directory. Table roots must then
+  be cluster URIs (``hdfs://``, ``s3a://``…): a local path names the
+  submitting machine's disk.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from tributary_read.errors import InvalidInputError
+from tributary_read.etl.job import Job, is_uri
+from tributary_read.spark.session import is_local, resolve_master, session_conf
+
+ENV_DIR = "environment"
+
+
+@dataclass(frozen=True)
+class SubmitCommand:
+    argv: tuple[str, ...]
+    master: str
+    deploy_mode: str
+    schedule_time: str
+    notes: tuple[str, ...] = field(default=(), hash=False)
+
+    def shell(self) -> str:
+        """The line, quoted for a POSIX shell."""
+        return " ".join(shlex.quote(a) for a in self.argv)
+
+    def to_json(self) -> dict:
+        return {"argv": list(self.argv), "command": self.shell(), "master": self.master,
+                "deploy_mode": self.deploy_mode, "schedule_time": self.schedule_time, "notes": list(self.notes)}
+
+
+def driver_path() -> str:
+    """The driver's file, handed to spark-submit as the application."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "driver.py")
+
+
+def default_spark_submit() -> str:
+    home = os.environ.get("SPARK_HOME")
+    if home:
+        return os.path.join(home, "bin", "spark-submit")
+    return shutil.which("spark-submit") or "spark-submit"
+
+
+def build_submit(job: Job, schedule_time, *, master: str | None = None, deploy_mode: str | None = None,
+                 archives: str | None = None, spark_submit: str | None = None) -> SubmitCommand:
+    from tributary_read.etl.run import iso_z, schedule_time_ms
+
+    aligned, _ = schedule_time_ms(schedule_time, job)
+    when = iso_z(aligned)
+    m = resolve_master(master or job.spark.master)
+    mode = deploy_mode or job.spark.deploy_mode or "client"
+    if mode == "cluster" and is_local(m):
+        raise InvalidInputError(f"deploy mode cluster needs a cluster master (yarn, k8s://…, spark://…), not {m}")
+    archive = archives or job.spark.archives
+    hive = job.hive is not None and job.hive.metastore.split("?", 1)[0].lower() == "spark"
+    conf = session_conf(m, job.spark.conf, hive=hive)
+    notes: list[str] = []
+    argv = [spark_submit or default_spark_submit(), "--master", m, "--deploy-mode", mode,
+            "--name", f"trib-etl-{job.name}"]
+    if archive:
+        argv += ["--archives", f"{archive}#{ENV_DIR}"]
+        python = f"./{ENV_DIR}/bin/python"
+        conf.setdefault("spark.pyspark.python", python)
+        if mode == "cluster":
+            conf.setdefault("spark.pyspark.driver.python", python)
+            if m == "yarn":
+                conf.setdefault("spark.yarn.appMasterEnv.PYSPARK_PYTHON", python)
+        else:
+            conf.setdefault("spark.pyspark.driver.python", sys.executable)
+    elif not is_local(m):
+        notes.append("no environment archive: the cluster's Python must already have tributary-read installed "
+                     "(or pass --archives env.tar.gz, made with venv-pack or conda-pack)")
+        if mode == "client":
+            conf.setdefault("spark.pyspark.driver.python", sys.executable)
+    for k, v in sorted(conf.items()):
+        argv += ["--conf", f"{k}={v}"]
+    app_args = ["--schedule-time", when]
+    if mode == "cluster":
+        argv += ["--files", ",".join([job.path, job.sql_path])]
+        job_arg = os.path.basename(job.path)
+        app_args += ["--sql", os.path.basename(job.sql_path)]
+        local = [i.table for i in job.inputs if not is_uri(i.root)]
+        if not is_uri(job.output.root):
+            local.append(job.output.table)
+        if local:
+            notes.append(f"cluster mode: {', '.join(local)} are local paths on this machine; use cluster URIs "
+                         "(hdfs://…, s3a://…) in the job file")
+    else:
+        job_arg = job.path
+    argv += [driver_path(), job_arg, *app_args]
+    return SubmitCommand(tuple(argv), m, mode, when, tuple(notes))
+
+
+def run_submit(cmd: SubmitCommand) -> int:
+    """Run the line; its exit status (the driver exits with trib's codes)."""
+    try:
+        return subprocess.run(list(cmd.argv), check=False).returncode
+    except FileNotFoundError:
+        raise InvalidInputError(f"{cmd.argv[0]} not found: set $SPARK_HOME or pass the spark-submit to run") from None
