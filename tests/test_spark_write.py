@@ -316,3 +316,22 @@ def test_write_table_routes_timestamp_columns_by_their_unit(tmp_path):
     parts = sorted({f.path.rsplit("/", 1)[0] for f in w.flush()})
     assert parts == ["1969_12_31/23", "1970_01_01/00", "2024_01_01/00", "2024_01_01/05"]
     w.abort()
+
+
+def test_a_write_error_on_executors_is_a_storage_error_and_commits_nothing(spark, tmp_path):
+    """A store that refuses the write (here: a file where an hour directory must go) is exit 7, not 1."""
+    from tributary_read.errors import StorageError
+    from tributary_read.spark.write import write
+
+    table = _table(tmp_path / "out")
+    rows = _rows(12)
+    (tmp_path / "out" / "2024_01_01").write_text("in the way\n")  # the day directory cannot be made
+    with pytest.raises(StorageError) as e:
+        write(_frame(spark, rows, parts=2), table, time_column="ts",
+              transaction=Transaction("etl:hourly", {"schedule_time_ms": T0 + 6 * H}))
+    msg = str(e.value)
+    assert msg.startswith(f"writing {table.uri} on Spark executors: ") and "\n" not in msg
+    assert "2024_01_01" in msg
+    assert table.log.latest_version() == 0  # nothing committed
+    r = invoke_trib("verify", str(tmp_path / "out"), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["orphans"] == []  # failed attempts removed their files

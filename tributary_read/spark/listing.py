@@ -25,11 +25,11 @@ task). A failure that outlasts Spark's retries is one StorageError here.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
 from tributary_read.errors import InvalidInputError, StorageError
+from tributary_read.spark.failure import cause
 from tributary_read.io.storage import ENTRY_FILE, Storage, Unlisted, open_storage, resolve_options
 from tributary_read.read.fileset import FileSet
 from tributary_read.read.listing import Listed
@@ -83,7 +83,7 @@ class SparkLister:
         try:
             rows = sc.parallelize(rels, slices).mapPartitions(job).collect()
         except Exception as e:  # noqa: BLE001 - py4j wraps the executor's exception in a Java one
-            raise StorageError(f"cannot list {storage.uri} on Spark executors: {_cause(e)}") from None
+            raise StorageError(f"cannot list {storage.uri} on Spark executors: {cause(e)}") from None
         if len(rows) != len(rels):  # never expected: a result per directory, in order
             raise StorageError(f"listing {storage.uri} on Spark executors returned {len(rows)} results "
                                f"for {len(rels)} directories")
@@ -189,16 +189,3 @@ def _unpack(row: tuple, prefix: str) -> Listed:
     out.seen = seen
     out.links = links
     return out, [Unlisted(*u) for u in unlisted]
-
-
-_PY_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.M)
-
-
-def _cause(e: Exception) -> str:
-    """The executor's own error line out of py4j's wrapping, else the first line."""
-    text = str(e)
-    found = _PY_ERROR.findall(text)
-    for name, msg in reversed(found):
-        if "py4j" not in name and "org.apache" not in name and "java." not in name:
-            return f"{name.rsplit('.', 1)[-1]}: {msg}"
-    return text.strip().splitlines()[0] if text.strip() else type(e).__name__

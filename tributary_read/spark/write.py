@@ -28,6 +28,7 @@ from tributary_read.errors import (
 )
 from tributary_read.table.config import Protocol, Table, load_config, resolve_table
 from tributary_read.table.manifest import KIND_DATA, Commit, FileEntry, Transaction
+from tributary_read.spark.failure import as_tributary
 
 #: The Spark local property that injects a fault into the write tasks, for tests
 #: (like ``TRIB_CRASH_AT`` in :mod:`tributary_read.faults`): ``fail_first_attempt``
@@ -133,7 +134,15 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     run_id = new_writer_id()
     protocol = Protocol.parse(tbl.config.protocol, "protocol")
     task = _WriteTask(tbl.uri, opts, run_id, time_col, tbl.config.format != "parquet", protocol.value)
-    rows = projected.mapInArrow(task, _TASK_SCHEMA).collect()
+    try:
+        rows = projected.mapInArrow(task, _TASK_SCHEMA).collect()
+    except Exception as e:  # noqa: BLE001 - py4j wraps the executor's exception in a Java one
+        # Nothing was handed to a commit: failed attempts removed their own files, and
+        # finished tasks' files are unreferenced orphans for `trib clean`.
+        mapped = as_tributary(e, f"writing {tbl.uri} on Spark executors")
+        if mapped is None:
+            raise
+        raise mapped from None
     files = sorted((FileEntry.from_json(e) for r in rows for e in json.loads(r["entries"])), key=lambda f: f.path)
     bad = sum(r["bad"] for r in rows)
     if bad:
