@@ -488,11 +488,11 @@ def _tree(storage: Storage, col: _Collector, parallel: int, many, done: list, sp
     col.feed([i for i in top if i.type != DIR or not is_hidden_name(i.base_name)])
     listing.listed_dirs = 1
     depth, max_depth = 1, (col.layout.depth if col.layout is not None else MAX_SPREAD_DEPTH)
+
+    def flat(rel: str) -> list[Entry]:
+        return _get(storage, rel, False, col)
+
     while 0 < len(subdirs) < spread and depth < max_depth:
-
-        def flat(rel: str) -> list[Entry]:
-            return _get(storage, rel, False, col)
-
         below: list[str] = []
         for infos in _map(flat, subdirs, parallel, None, [0, None]):
             col.feed(infos)

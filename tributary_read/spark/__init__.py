@@ -14,7 +14,7 @@ called and a missing install names its pip extra (``tributary-read[spark]``).
 
 from __future__ import annotations
 
-import importlib
+from tributary_read import lazy_getattr
 
 #: public name -> submodule that defines it
 _LAZY = {
@@ -28,13 +28,7 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str):
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'tributary_read.spark' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{mod}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def require_pyspark():
