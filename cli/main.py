@@ -69,7 +69,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
                    "Mount a table's partition directories as Hive partitions; commit partitions after writes."),
     "recover": ("tributary_read.cli.maintenance:recover",
                 "Print the app's last committed transaction (and finish its pending renames)."),
+    "sql": ("tributary_read.cli.sql:sql",
+            "Run a Hive SQL script on Spark, with the mtime-window filter and trib's UDFs in place."),
     "table": ("tributary_read.cli.table:table", "Create and inspect tables."),
+    "udfs": ("tributary_read.cli.udfs:udfs",
+             "The hive_udfs jar: seed 002's mtime-window path filter and trib's Hive UDFs."),
     "verify": ("tributary_read.cli.maintenance:verify",
                "Check every committed file exists with its recorded size; list orphans."),
 }

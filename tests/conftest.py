@@ -252,6 +252,8 @@ def spark(hive_services, tmp_path_factory):
     """One Hive-enabled SparkSession for the session, cataloged by ``hive_services``."""
     from pyspark.sql import SparkSession
 
+    from tributary_read import udfs
+
     scratch = tmp_path_factory.mktemp("spark-scratch")
     with pytest.MonkeyPatch.context() as mp:  # only while the driver JVM is launched
         for var in ("SPARK_HOME", "SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "HIVE_CONF_DIR"):
@@ -259,9 +261,13 @@ def spark(hive_services, tmp_path_factory):
         mp.setenv("SPARK_LOCAL_IP", "127.0.0.1")
         # Python workers run this interpreter (the venv), which has tributary_read.
         mp.setenv("PYSPARK_PYTHON", sys.executable)
+        builder = SparkSession.builder
+        # trib's jar, mtime-window filter and extension, as `trib udfs spark-args` gives them.
+        for key, value in udfs.spark_conf().items():
+            builder = builder.config(key, value)
         session = (
             # local[2,2]: a failed task is retried once, as on a cluster (tests/test_spark_write.py).
-            SparkSession.builder.master("local[2,2]").appName("trib-tests")
+            builder.master("local[2,2]").appName("trib-tests")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")

@@ -39,6 +39,10 @@ class InvalidInputError(TributaryError, ValueError):
     exit_code = 3
 
 
+class SqlStatementError(InvalidInputError):
+    """A statement of a SQL script failed (``trib sql``): the message names it and its line; fix the script."""
+
+
 class InvalidLayoutError(InvalidInputError):
     """A layout or partition template cannot be parsed or does not fit a path."""
 

@@ -52,6 +52,10 @@ class SqlMetastore(Metastore):
                 raise NoSuchHiveTableError(f"Hive table {table} does not exist ({self.address})") from e
             raise MetastoreError(f"{self.address}: {msg} (while running: {sql[:160]})") from e
 
+    def execute(self, sql: str) -> list[tuple]:
+        """Run one statement (DDL, function registration); errors are one MetastoreError line."""
+        return self._run(sql)
+
     # -- reads -----------------------------------------------------------------
     def table_info(self, table: TableName) -> HiveTable:
         d = parse_describe(self._run(render("describe_table", table=table.sql), table))

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -27,7 +25,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -35,7 +32,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 from xml.sax.saxutils import escape as xml_escape
 
-from tributary_read.errors import MetastoreError, missing_extra
+from tributary_read.errors import MetastoreError, MissingDependencyError, missing_extra
+from tributary_read.services import javac
 
 HOST = "127.0.0.1"
 _STATE = "services.json"
@@ -143,6 +141,9 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
     _check_port_free(HOST, hms_port, "metastore")
     _check_port_free(HOST, hs2_port, "HiveServer2")
     classes = _launcher(root, java, spark_home / "jars", deadline)
+    from tributary_read import udfs  # builds the hive_udfs jar at first start, like the launcher
+
+    udfs.jar_path(timeout=max(10.0, deadline - time.monotonic()))
     conf, logs, tmp, warehouse = (root / d for d in ("conf", "logs", "tmp", "warehouse"))
     for d in (conf / "spark", logs, tmp / "scratch", warehouse):
         d.mkdir(parents=True, exist_ok=True)
@@ -170,6 +171,11 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
             [str(spark_home / "bin" / "spark-submit"), "--class", _HS2_CLASS,
              "--master", "local[2]", "--name", "trib-hs2", "--driver-memory", "1g",
              "--conf", "spark.ui.enabled=false",
+             # trib's jar: the seed-002 `set` lines and the UDF classes work in every session
+             *udfs.spark_args(),
+             # ...and on the driver's own classpath: the server closes a session's class loader
+             # with the session, and Hadoop loads the path filter through whichever is current.
+             "--driver-class-path", str(udfs.jar_path()),
              "--conf", f"spark.sql.warehouse.dir={warehouse.as_uri()}",
              "--conf", f"spark.hadoop.hive.metastore.uris=thrift://{HOST}:{hms_port}",
              "--conf", f'spark.driver.extraJavaOptions=-Djava.io.tmpdir="{tmp}" '
@@ -278,52 +284,33 @@ def _log4j2(main_logger: str) -> str:
 
 
 def _spark_home() -> Path:
-    spec = importlib.util.find_spec("pyspark")  # locates without importing pyspark
-    if spec is None or not spec.submodule_search_locations:
-        raise missing_extra("pyspark", "spark")
-    home = Path(spec.submodule_search_locations[0])
-    if not (home / "jars").is_dir():
-        raise MetastoreError(f"{home} has no jars/: need the full pyspark wheel, not pyspark-client")
-    return home
+    try:
+        return javac.spark_home()
+    except MissingDependencyError as e:
+        if "jars/" in str(e):
+            raise MetastoreError(str(e)) from None
+        raise
 
 
 def _java() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
-    if not java or not os.access(java, os.X_OK):
-        raise MetastoreError("java not found: install a JDK 17 or set JAVA_HOME")
-    return java
+    return javac.java(MetastoreError)
 
 
 def _launcher(root: Path, java: str, jars: Path, deadline: float) -> Path:
     """Compile LoopbackMetaStore.java once per source and jar set; return its classes dir."""
     if not _LAUNCHER_SRC.is_file():
         raise MetastoreError(f"{_LAUNCHER_SRC} is missing: reinstall tributary-read")
-    key = _LAUNCHER_SRC.read_bytes() + "\n".join(sorted(p.name for p in jars.glob("*.jar"))).encode()
     cache = root / "classes"
-    out = cache / hashlib.sha256(key).hexdigest()[:16]
-    if (out / "trib" / "hive" / "LoopbackMetaStore.class").is_file():
-        return out
-    # javac beside the resolved java: another JDK's javac could emit too new a class file.
-    javac = Path(java).resolve().with_name("javac")
-    javac = str(javac) if os.access(javac, os.X_OK) else shutil.which("javac")
-    if not javac:
-        raise MetastoreError("javac not found: the loopback metastore launcher is compiled at "
-                             "first start, so install a full JDK 17 (not a JRE) or set JAVA_HOME")
-    shutil.rmtree(cache, ignore_errors=True)  # launchers of other sources or jar sets
-    cache.mkdir(parents=True)
-    tmp = tempfile.mkdtemp(dir=cache)
-    try:
-        proc = subprocess.run([javac, "-proc:none", "-nowarn", "-encoding", "UTF-8", "-cp",
-                               f"{jars}/*", "-d", tmp, str(_LAUNCHER_SRC)], capture_output=True,
-                              text=True, timeout=max(10.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired as e:
-        raise MetastoreError("compiling the metastore launcher timed out") from e
-    if proc.returncode:
-        errors = [ln for ln in proc.stderr.splitlines() if "error" in ln] or [proc.stderr.strip()]
-        raise MetastoreError(f"compiling {_LAUNCHER_SRC} failed: {errors[0]}")
-    os.rename(tmp, out)  # complete or absent, even if we are killed mid-compile
-    return out
+    out = cache / javac.source_key([_LAUNCHER_SRC], jars)
+    if (out / "classes" / "trib" / "hive" / "LoopbackMetaStore.class").is_file():
+        return out / "classes"
+    if cache.is_dir():  # launchers of other sources or jar sets
+        for old in cache.iterdir():
+            shutil.rmtree(old, ignore_errors=True)
+    exe = javac.javac(java, "the loopback metastore launcher", MetastoreError)
+    javac.compile_into([_LAUNCHER_SRC], jars, out, what=str(_LAUNCHER_SRC), javac_exe=exe,
+                       timeout=deadline - time.monotonic(), error=MetastoreError)
+    return out / "classes"
 
 
 # --- stopping and liveness ---------------------------------------------------------------

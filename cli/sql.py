@@ -1,0 +1,95 @@
+"""``trib sql -f SCRIPT``: a Hive SQL script on Spark with trib's mtime window and UDFs (docs/sql.md)."""
+
+from __future__ import annotations
+
+import click
+
+from tributary_read.errors import InvalidInputError
+
+from .context import Duration, TribState, emit, json_option, pass_state
+
+_METASTORE_HELP = ("thrift://HOST:PORT (a Hive Metastore), or spark (the session's own catalog, the "
+                   "default). HiveServer2 cannot host a Spark session: use beeline there.")
+
+
+def _vars(values: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        key, sep, value = v.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInputError(f"bad --var {v!r}: use --var NAME=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+@click.command("sql")
+@click.option("-f", "--file", "script", required=True, type=click.File("r", encoding="utf-8"),
+              help="The script (Hive SQL; statements end with ';'). '-' reads stdin.")
+@click.option("--schedule-time", help="Define the window of the run scheduled at this time (ISO-8601 or "
+              "epoch ms): ${window_start_ms}, ${window_end_ms}, ${window_start}, ${window_end}, "
+              "${window_dt}, ${schedule_time_ms}.")
+@click.option("--period", type=Duration(), default="1h", show_default=True, help="The window's period.")
+@click.option("--lag", type=Duration(), default="0s", show_default=True,
+              help="Read the last whole period before schedule time minus this.")
+@click.option("--timezone", default="UTC", show_default=True, help="Zone of the period boundaries and ${window_dt}.")
+@click.option("--var", "var", multiple=True, metavar="NAME=VALUE", help="Define ${NAME} (repeatable).")
+@click.option("--metastore", envvar="TRIB_METASTORE", help=_METASTORE_HELP)
+@click.option("--database", help="USE this database first (unqualified names resolve there).")
+@click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="A Spark conf (repeatable).")
+@click.option("--limit", type=click.IntRange(min=0), default=1000, show_default=True,
+              help="Print at most this many rows of the last statement (JSON says truncated).")
+@json_option
+@pass_state
+def sql(state: TribState, script, schedule_time, period, lag, timezone, var, metastore, database, conf, limit,
+        as_json) -> None:
+    """Run a Hive SQL script on Spark, with the mtime-window filter and trib's UDFs in place."""
+    from tributary_read.spark.script import run_script, split_statements, window_variables
+
+    statements = split_statements(script.read())  # bad input fails before Spark starts
+    variables = {}
+    if schedule_time is not None:
+        variables.update(window_variables(schedule_time, period, lag, timezone))
+    variables.update(_vars(var))
+    spark_conf = _vars(conf)
+    if metastore:
+        scheme = metastore.split(":", 1)[0].split("?", 1)[0].lower()
+        if scheme == "thrift":
+            spark_conf["spark.hadoop.hive.metastore.uris"] = metastore
+        elif scheme != "spark":
+            raise InvalidInputError(f"trib sql runs on Spark: --metastore must be thrift://HOST:PORT or "
+                                    f"spark, not {metastore}")
+
+    from tributary_read import udfs
+    from tributary_read.spark.session import spark_session
+
+    for k, v in udfs.spark_conf().items():
+        spark_conf.setdefault(k, v)
+    if not state.quiet:
+        click.echo(f"trib: starting Spark for {len(statements)} statements...", err=True)
+    spark = spark_session(None, spark_conf, "trib-sql", hive=True)
+    udfs.register(spark)
+    if database:
+        from tributary_read.spark.script import error_line
+
+        try:
+            spark.catalog.setCurrentDatabase(database)
+        except Exception as e:  # noqa: BLE001 - Spark's AnalysisException, one line
+            raise InvalidInputError(f"--database {database}: {error_line(e)}") from e
+
+    def progress(stmt) -> None:
+        if not state.quiet:
+            click.echo(f"trib: statement {stmt.number} (line {stmt.line})", err=True)
+
+    result = run_script(spark, statements, variables, limit=limit, progress=progress)
+
+    def human() -> None:
+        if result.columns:
+            click.echo("\t".join(result.columns))
+        for row in result.rows:
+            click.echo("\t".join("NULL" if v is None else str(v) for v in row))
+        if result.truncated:
+            click.echo(f"trib: showing the first {limit} rows (--limit)", err=True)
+    emit(as_json, result.to_json(), human)
+
+
+COMMANDS = [sql]

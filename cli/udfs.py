@@ -1,0 +1,69 @@
+"""``trib udfs jar|spark-args|register``: trib's JVM library (docs/udfs.md)."""
+
+from __future__ import annotations
+
+import click
+
+from tributary_read.errors import InvalidInputError
+
+from .context import emit, json_option
+
+
+@click.group()
+def udfs() -> None:
+    """The hive_udfs jar: seed 002's mtime-window path filter and trib's Hive UDFs."""
+
+
+@udfs.command()
+@json_option
+def jar(as_json) -> None:
+    """Build the jar if needed (javac, against the pyspark wheel's jars) and print its path."""
+    from tributary_read import udfs as lib
+
+    path = lib.jar_path()
+    emit(as_json, {"jar": str(path), "path_filter": lib.PATH_FILTER_CLASS,
+                   "extensions": lib.EXTENSIONS_CLASS, "functions": dict(lib.FUNCTIONS),
+                   "properties": list(lib.PROPERTIES)}, str(path))
+
+
+@udfs.command("spark-args")
+@json_option
+def spark_args(as_json) -> None:
+    """Print the spark-sql / spark-submit arguments that enable the mtime window (and register nothing)."""
+    from tributary_read import udfs as lib
+
+    args = lib.spark_args()
+    emit(as_json, {"args": args}, lib.shell_line(args))
+
+
+@udfs.command()
+@click.option("--metastore", envvar="TRIB_METASTORE",
+              help="hs2://HOST:PORT: create PERMANENT functions there (replacing trib's own). "
+                   "Without it, print the CREATE TEMPORARY FUNCTION statements for a session.")
+@click.option("--database", default="default", show_default=True,
+              help="Database of the permanent functions.")
+@json_option
+def register(metastore, database, as_json) -> None:
+    """Register trib's functions: permanently through HiveServer2, or print a session's statements."""
+    from tributary_read import udfs as lib
+
+    if not metastore:
+        statements = lib.register_sql()
+        emit(as_json, {"statements": statements, "executed": False},
+             lambda: click.echo(";\n".join(statements) + ";"))
+        return
+    from tributary_read.hive.metastore import open_metastore
+    from tributary_read.hive.sql_metastore import SqlMetastore
+
+    statements = lib.register_sql(database)
+    with open_metastore(metastore) as ms:
+        if not isinstance(ms, SqlMetastore) or ms.address == "spark":
+            raise InvalidInputError(f"trib udfs register needs a HiveServer2 (hs2://HOST:PORT), not {metastore}")
+        for name, stmt in zip(lib.FUNCTIONS, statements):
+            ms.execute(f"DROP FUNCTION IF EXISTS {database}.{name}")  # idempotent: ours replace ours
+            ms.execute(stmt)
+    emit(as_json, {"statements": statements, "executed": True, "metastore": metastore},
+         f"registered {len(statements)} functions in {database} through {metastore}")
+
+
+COMMANDS = [udfs]

@@ -1,0 +1,119 @@
+package trib.udfs;
+
+import java.time.Instant;
+import java.time.LocalDateTime;
+import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeParseException;
+import java.util.function.Function;
+
+/**
+ * The closed modification-time window of seed 002, read from a job's configuration.
+ *
+ * <p>{@code dip.mapreduce.input.fileinputformat.sync/starttime/endtime} keep exactly the seed's
+ * meaning: epoch milliseconds, both bounds inclusive, Long.MIN_VALUE / Long.MAX_VALUE when absent.
+ * {@code tributary.input.sync/starttime/endtime} say the same and also take ISO-8601 (no offset =
+ * UTC); each tributary key wins over its dip key. Unlike Hadoop's {@code getBoolean}/{@code getLong},
+ * a value that does not parse fails the query: a typo must never silently read every file.
+ */
+public final class MtimeWindow {
+  public static final String DIP = "dip.mapreduce.input.fileinputformat.";
+  public static final String TRIB = "tributary.input.";
+
+  public final long start;
+  public final long end;
+
+  private MtimeWindow(long start, long end) {
+    this.start = start;
+    this.end = end;
+  }
+
+  public boolean contains(long mtime) {
+    return start <= mtime && mtime <= end;
+  }
+
+  /** The window, or null when sync is off or absent. {@code get} returns null for unset keys. */
+  public static MtimeWindow from(Function<String, String> get) {
+    if (!syncOn(get)) {
+      return null;
+    }
+    long start = bound(get, "starttime", Long.MIN_VALUE);
+    long end = bound(get, "endtime", Long.MAX_VALUE);
+    if (start > end) {
+      throw new IllegalArgumentException("trib mtime window: starttime " + start
+          + " is after endtime " + end + " (both are inclusive epoch milliseconds)");
+    }
+    return new MtimeWindow(start, end);
+  }
+
+  public static boolean syncOn(Function<String, String> get) {
+    String key = TRIB + "sync";
+    String v = get.apply(key);
+    if (v == null) {
+      key = DIP + "sync";
+      v = get.apply(key);
+    }
+    if (v == null) {
+      return false;
+    }
+    String t = v.trim();
+    if (t.equalsIgnoreCase("true")) {
+      return true;
+    }
+    if (t.equalsIgnoreCase("false") || t.isEmpty()) {
+      return false;
+    }
+    throw new IllegalArgumentException("trib mtime window: " + key + "=" + v
+        + " is not true or false");
+  }
+
+  private static long bound(Function<String, String> get, String name, long dflt) {
+    String v = get.apply(TRIB + name);
+    if (v != null && !v.trim().isEmpty()) {
+      return parseInstant(TRIB + name, v, true);
+    }
+    v = get.apply(DIP + name);
+    if (v != null && !v.trim().isEmpty()) {
+      return parseInstant(DIP + name, v, false);
+    }
+    return dflt;
+  }
+
+  /** Epoch ms from digits or (when {@code iso}) ISO-8601 with or without an offset (UTC). */
+  public static long parseInstant(String what, String value, boolean iso) {
+    String t = value.trim();
+    try {
+      return Long.parseLong(t);
+    } catch (NumberFormatException notDigits) {
+      if (iso) {
+        try {
+          return OffsetDateTime.parse(t).toInstant().toEpochMilli();
+        } catch (DateTimeParseException e1) {
+          try {
+            return LocalDateTime.parse(t).toInstant(ZoneOffset.UTC).toEpochMilli();
+          } catch (DateTimeParseException e2) {
+            try {
+              return Instant.parse(t).toEpochMilli();
+            } catch (DateTimeParseException e3) {
+              // fall through to the error below
+            }
+          }
+        }
+      }
+    }
+    throw new IllegalArgumentException("trib mtime window: " + what + "=" + value + " is not "
+        + (iso ? "epoch milliseconds or ISO-8601 (2020-06-24T00:00:00+08:00)"
+               : "epoch milliseconds (e.g. 1592928000000)"));
+  }
+
+  /**
+   * Names a writer has not finished: Hive's hidden files ({@code _x}, {@code .x}) and the usual
+   * in-progress suffixes (trib's and Flink's {@code .inprogress}, {@code .pending}, {@code .tmp},
+   * {@code hadoop fs -put}'s {@code ._COPYING_}).
+   */
+  public static boolean unfinished(String name) {
+    return name.startsWith("_") || name.startsWith(".") || name.endsWith(".inprogress")
+        || name.endsWith(".pending") || name.endsWith(".tmp") || name.endsWith("._COPYING_")
+        || name.endsWith(".in-progress");
+  }
+}

@@ -1,0 +1,201 @@
+"""Hive SQL scripts on Spark (``trib sql -f``): statements with their lines, ``${var}``s, results.
+
+A script is split on ``;`` outside quotes, backticks and comments, as Hive's CLI does, and each
+statement remembers the line it starts on, so an error can say where to look. ``${var}`` and
+``${hivevar:var}`` are replaced before Spark sees the text, from ``--var`` and the window of
+``--schedule-time``; an undefined one is an error, never an empty string. ``${hiveconf:..}``,
+``${system:..}`` and ``${env:..}`` are left to Spark's own substitution
+(``spark.sql.variable.substitute``), which reads them from the session.
+
+``set k=v`` lines are Spark SET statements: seed 002's ``set dip.mapreduce.input.fileinputformat.*``
+lines land in the session conf, which Spark copies into the Hadoop configuration its Hive table
+scans list with, where trib's path filter reads them.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import decimal
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from tributary_read.errors import InvalidInputError, SqlStatementError
+
+
+@dataclass(frozen=True)
+class Statement:
+    number: int  # 1-based, among the script's statements
+    line: int  # 1-based line of its first character
+    text: str
+
+
+@dataclass(frozen=True)
+class Result:
+    """The last statement's rows; ``truncated`` when more existed than the limit."""
+
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool = False
+    statements: int = 0
+    timings_ms: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        out = {"columns": self.columns, "rows": self.rows}
+        if self.truncated:
+            out["truncated"] = True
+        return out
+
+
+def split_statements(text: str) -> list[Statement]:
+    """Statements of a Hive script; empty ones (only blanks and comments) are skipped."""
+    out: list[Statement] = []
+    buf: list[str] = []
+    start_line = None
+    line = 1
+    i, n = 0, len(text)
+    quote = None  # ', " or `
+    while i < n:
+        c = text[i]
+        if quote:
+            buf.append(c)
+            if c == "\\" and quote != "`" and i + 1 < n:
+                buf.append(text[i + 1])
+                line += text[i + 1] == "\n"
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c == "-" and text.startswith("--", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            if start_line is not None:  # a comment before a statement is not part of it
+                buf.append(text[i:j])
+            i = j
+            continue
+        elif c == "/" and text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            chunk = text[i:j]
+            if start_line is not None:
+                buf.append(chunk)
+            line += chunk.count("\n")
+            i = j
+            continue
+        elif c == ";":
+            if start_line is not None:
+                out.append(Statement(len(out) + 1, start_line, "".join(buf).strip()))
+            buf, start_line = [], None
+            i += 1
+            continue
+        else:
+            if c in "'\"`":
+                quote = c
+            buf.append(c)
+            if start_line is None and not c.isspace():
+                start_line = line
+        if c == "\n":
+            line += 1
+        i += 1
+    if quote:
+        raise InvalidInputError(f"unterminated {quote} quote in the script's last statement "
+                                f"(line {start_line})")
+    if start_line is not None:
+        out.append(Statement(len(out) + 1, start_line, "".join(buf).strip()))
+    return out
+
+
+_VAR = re.compile(r"\$\{(hivevar:)?([A-Za-z_][A-Za-z0-9_.]*)\}")
+
+
+def substitute(stmt: Statement, variables: Mapping[str, str]) -> Statement:
+    """``${var}`` / ``${hivevar:var}`` replaced; an undefined one names itself and its line."""
+
+    def repl(m: re.Match) -> str:
+        name = m.group(2)
+        if name not in variables:
+            line = stmt.line + stmt.text[: m.start()].count("\n")
+            raise InvalidInputError(f"undefined variable ${{{m.group(1) or ''}{name}}} in statement "
+                                    f"{stmt.number} (line {line}): give --var {name}=VALUE")
+        return str(variables[name])
+
+    return Statement(stmt.number, stmt.line, _VAR.sub(repl, stmt.text))
+
+
+def window_variables(schedule_time: str | int, period_ms: int, lag_ms: int = 0,
+                     timezone: str = "UTC") -> dict[str, str]:
+    """The variables a scheduled run's script may use; the window tiles time (read/window.py)."""
+    from tributary_read.read.window import TimeWindow, iso, parse_instant
+    from tributary_read.table.layout import parse_timezone
+
+    tz = parse_timezone(timezone)
+    when = parse_instant(schedule_time, tz, "schedule time")
+    w = TimeWindow.previous_period(when, period_ms, lag_ms, tz)
+    start_local = _dt.datetime.fromtimestamp(w.start_ms / 1000, tz=_dt.timezone.utc).astimezone(tz)
+    return {
+        "schedule_time_ms": str(when),
+        "window_start_ms": str(w.start_ms),
+        "window_end_ms": str(w.end_ms),
+        "window_start": iso(w.start_ms, tz),
+        "window_end": iso(w.end_ms, tz),
+        "window_dt": start_local.strftime("%Y%m%d%H"),
+    }
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (_dt.datetime, _dt.date, _dt.time)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(bytes(v)).decode()
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if hasattr(v, "asDict"):
+        return _jsonable(v.asDict(recursive=True))
+    return v
+
+
+def error_line(e: BaseException) -> str:
+    """The engine's own one-line reason, dug out of py4j's wrapping when needed."""
+    first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+    java = getattr(e, "java_exception", None)
+    if java is not None and first.startswith("An error occurred while calling"):
+        root = java
+        while root.getCause() is not None and root.getCause() != root:
+            root = root.getCause()
+        first = str(root.toString()).splitlines()[0]
+    return first[:500]
+
+
+def run_script(spark, statements: list[Statement], variables: Mapping[str, str], *, limit: int = 1000,
+               progress: Callable[[Statement], None] | None = None) -> Result:
+    """Run every statement in order; return the last one's rows (at most ``limit``).
+
+    Commands (SET, DDL, INSERT) run as Spark executes them, eagerly. A query that is not the last
+    statement is analyzed, not run, since nothing would read its rows; the last one is collected.
+    """
+    import time
+
+    if not statements:
+        raise InvalidInputError("the script has no statements")
+    rendered = [substitute(s, variables) for s in statements]  # every ${} checked before anything runs
+    timings: list[int] = []
+    df = None
+    for stmt in rendered:
+        if progress:
+            progress(stmt)
+        t0 = time.monotonic()
+        try:
+            df = spark.sql(stmt.text)
+            if stmt is rendered[-1]:
+                rows = df.take(limit + 1)
+        except Exception as e:  # noqa: BLE001 - every engine error becomes one line naming the statement
+            raise SqlStatementError(f"statement {stmt.number} (line {stmt.line}) failed: {error_line(e)}") from e
+        timings.append(int((time.monotonic() - t0) * 1000))
+    columns = list(df.columns)
+    return Result(columns, [[_jsonable(v) for v in r] for r in rows[:limit]], len(rows) > limit,
+                  len(rendered), timings)

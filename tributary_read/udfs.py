@@ -1,0 +1,128 @@
+"""trib's JVM library (``hive_udfs/``): seed 002's mtime window as a stock Hadoop path filter, a Spark
+extension that keeps it right for Parquet/ORC Hive tables, and Hive GenericUDFs.
+
+The jar is compiled from the Java sources shipped in the wheel with the JDK's javac against the
+installed pyspark wheel's jars, at first use, and cached per source + jar set under
+``$TRIB_CACHE_DIR`` (default ``~/.cache/tributary-read``). Nothing is downloaded. Importing this
+module imports no pyspark.
+
+With :func:`spark_conf` (or ``trib udfs spark-args``) added to a Spark application, seed 002's SQL
+runs verbatim::
+
+    set dip.mapreduce.input.fileinputformat.sync=true;
+    set dip.mapreduce.input.fileinputformat.starttime=1592928000000;
+    set dip.mapreduce.input.fileinputformat.endtime=1592931599000;
+    SELECT * FROM aliyunXweibo WHERE dt >= '2020061701' AND dt <= '2020062401'
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import zipfile
+from pathlib import Path
+
+from tributary_read.errors import InvalidInputError
+
+PATH_FILTER_CLASS = "trib.udfs.MtimeWindowPathFilter"
+EXTENSIONS_CLASS = "trib.udfs.TribSparkExtensions"
+#: SQL name -> GenericUDF class.
+FUNCTIONS: dict[str, str] = {
+    "trib_partition_value": "trib.udfs.PartitionValueUDF",
+    "trib_window_start_ms": "trib.udfs.WindowStartUDF",
+    "trib_window_end_ms": "trib.udfs.WindowEndUDF",
+    "trib_lateness_ms": "trib.udfs.LatenessUDF",
+    "trib_file_mtime_ms": "trib.udfs.FileMtimeUDF",
+}
+#: The properties the filter reads (seed 002's, and trib's own namespace, which wins per key).
+PROPERTIES = tuple(f"{ns}{k}" for ns in ("dip.mapreduce.input.fileinputformat.", "tributary.input.")
+                   for k in ("sync", "starttime", "endtime"))
+JAR_NAME = "trib-udfs.jar"
+
+
+def _sources() -> list[Path]:
+    import tributary_read.hive_udfs as pkg
+
+    root = Path(pkg.__file__).parent / "java"
+    sources = sorted(root.rglob("*.java"))
+    if not sources:
+        from tributary_read.errors import MissingDependencyError
+
+        raise MissingDependencyError(f"no Java sources under {root}: reinstall tributary-read")
+    return sources
+
+
+def cache_root() -> Path:
+    env = os.environ.get("TRIB_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "tributary-read"
+
+
+def jar_path(cache_dir: str | os.PathLike | None = None, timeout: float = 300.0) -> Path:
+    """The jar, built first if this source + pyspark jar set has none yet."""
+    from tributary_read.services import javac
+
+    jars = javac.spark_home() / "jars"
+    sources = _sources()
+    dest = Path(cache_dir) if cache_dir else cache_root() / "udfs"
+    out = dest / javac.source_key(sources, jars)
+    jar = out / JAR_NAME
+    if jar.is_file():
+        return jar
+    exe = javac.javac(javac.java(), "the hive_udfs jar")
+
+    def package(classes: Path) -> None:
+        tmp = classes.parent / JAR_NAME
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: tributary-read\r\n\r\n")
+            for f in sorted(classes.rglob("*.class")):
+                z.write(f, f.relative_to(classes).as_posix())
+
+    javac.compile_into(sources, jars, out, what="the hive_udfs jar", javac_exe=exe, timeout=timeout,
+                       package=package)
+    return jar
+
+
+def spark_conf(jar: str | os.PathLike | None = None) -> dict[str, str]:
+    """The Spark confs that put the jar on the classpath and enable the filter; no functions."""
+    return {
+        "spark.jars": str(jar or jar_path()),
+        "spark.hadoop.mapreduce.input.pathFilter.class": PATH_FILTER_CLASS,
+        "spark.sql.extensions": EXTENSIONS_CLASS,
+    }
+
+
+def spark_args(jar: str | os.PathLike | None = None) -> list[str]:
+    """:func:`spark_conf` as ``spark-sql`` / ``spark-submit`` arguments."""
+    conf = spark_conf(jar)
+    args = ["--jars", conf.pop("spark.jars")]
+    for k, v in conf.items():
+        args += ["--conf", f"{k}={v}"]
+    return args
+
+
+def shell_line(args: list[str]) -> str:
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def register_sql(database: str | None = None, jar: str | os.PathLike | None = None) -> list[str]:
+    """``CREATE TEMPORARY FUNCTION`` per function; with ``database``, permanent ones using the jar."""
+    if database is None:
+        return [f"CREATE TEMPORARY FUNCTION {name} AS '{cls}'" for name, cls in FUNCTIONS.items()]
+    if not database.replace("_", "").isalnum():
+        raise InvalidInputError(f"bad database name {database!r}")
+    uri = Path(jar or jar_path()).resolve().as_uri()
+    return [f"CREATE FUNCTION {database}.{name} AS '{cls}' USING JAR '{uri}'"
+            for name, cls in FUNCTIONS.items()]
+
+
+def register(spark) -> list[str]:
+    """Register every function as a temporary function of ``spark``'s session; returns the names."""
+    jar = jar_path()
+    if str(jar) not in (spark.conf.get("spark.jars", "") or "").split(","):
+        spark.sql(f"ADD JAR '{jar}'")
+    for name, cls in FUNCTIONS.items():
+        spark.sql(f"CREATE OR REPLACE TEMPORARY FUNCTION {name} AS '{cls}'")
+    return list(FUNCTIONS)
