@@ -308,10 +308,14 @@ def hs2_cursor(hive_services):
         conn.close()
 
 
-@pytest.fixture(params=["hs2", "spark"])
+@pytest.fixture(params=["hs2", "spark", "thrift"])
 def metastore(request, hive_services):
     """Each metastore backend in turn, on the session's services (the behaviour-suite pattern)."""
-    if request.param == "hs2":
+    if request.param == "thrift":
+        from tributary_read.hive.thrift_metastore import ThriftMetastore
+
+        m = ThriftMetastore("127.0.0.1", hive_services.hms_port)
+    elif request.param == "hs2":
         from tributary_read.hive.hs2 import Hs2Metastore
 
         m = Hs2Metastore("127.0.0.1", hive_services.hs2_port, user="trib")

@@ -161,7 +161,10 @@ def test_locations_are_quoted(ms, table):
 
 
 def test_engine_detected(ms):
-    assert ms.dialect is DIALECTS["spark"]  # Spark Thrift Server and SparkSession alike
+    if ms.address.startswith("thrift://"):
+        assert ms.dialect is DIALECTS["metastore"]  # no SQL engine at all
+    else:
+        assert ms.dialect is DIALECTS["spark"]  # Spark Thrift Server and SparkSession alike
 
 
 # -- pure functions (no services) --------------------------------------------------------

@@ -35,4 +35,7 @@ DIALECTS: dict[str, Dialect] = {
     # Hive can answer count(*) from numRows, so a refresh recounts rows.
     "hive": Dialect("hive", "analyze_partition", 1000, None, True,
                     ("Table not found", "[Error 10001]", "NoSuchObjectException")),
+    # The metastore's own Thrift API (no SQL engine): the metastore recounts numFiles/totalSize
+    # when a partition's numFiles is -1 on alter; one add/drop request carries a batch.
+    "metastore": Dialect("metastore", "", 1000, None, True, ("NoSuchObjectException",)),
 }

@@ -18,12 +18,11 @@ from __future__ import annotations
 import getpass
 import importlib.util
 import os
-import socket
 from urllib.parse import urlparse
 
 from tributary_read.errors import InvalidInputError, MetastoreError, MissingDependencyError, missing_extra
 from tributary_read.hive.dialect import DIALECTS
-from tributary_read.hive.metastore import query_options
+from tributary_read.hive.metastore import query_options, reach
 from tributary_read.hive.sql import render
 from tributary_read.hive.sql_metastore import SqlMetastore
 
@@ -104,17 +103,7 @@ class Hs2Metastore(SqlMetastore):
             from thrift.transport import TSocket, TTransport
         except ImportError:
             raise missing_extra("pyhive", "hive") from None
-        # Probe with a plain socket first: its errno says *why* (refused, timeout,
-        # unknown host), which thrift's "Could not connect to any of" hides.
-        try:
-            socket.create_connection((self.host, self.port), timeout=timeout).close()
-        except socket.gaierror as e:
-            raise MetastoreError(f"cannot reach {self._where()}: unknown host ({e.strerror})") from None
-        except TimeoutError:
-            raise MetastoreError(f"cannot reach {self._where()}: timed out after {timeout:g}s") from None
-        except OSError as e:
-            reason = (e.strerror or str(e)).lower()
-            raise MetastoreError(f"cannot reach {self._where()}: {reason}") from None
+        reach(self.host, self.port, timeout, self._where())
         sock = TSocket.TSocket(self.host, self.port)
         sock.setTimeout(timeout * 1000)
         if auth == "NOSASL":

@@ -19,7 +19,7 @@ import importlib
 from typing import Sequence
 from urllib.parse import parse_qsl, urlparse
 
-from tributary_read.errors import InvalidInputError
+from tributary_read.errors import InvalidInputError, MetastoreError
 from tributary_read.hive.dialect import Dialect
 from tributary_read.hive.model import HivePartition, HiveTable, PartitionSpec, TableName
 
@@ -81,13 +81,29 @@ class Metastore(abc.ABC):
         self.close()
 
 
+def reach(host: str, port: int, timeout: float, where: str) -> None:
+    """Probe with a plain socket first: its errno says *why* (refused, timeout, unknown host),
+    which thrift's "Could not connect to any of" hides."""
+    import socket
+
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except socket.gaierror as e:
+        raise MetastoreError(f"cannot reach {where}: unknown host ({e.strerror})") from None
+    except TimeoutError:
+        raise MetastoreError(f"cannot reach {where}: timed out after {timeout:g}s") from None
+    except OSError as e:
+        raise MetastoreError(f"cannot reach {where}: {(e.strerror or str(e)).lower()}") from None
+
+
 # -- opening ---------------------------------------------------------------------------
 #: URI scheme -> ``module:class`` of its backend, whose ``from_uri(uri, **options)`` opens it.
-#: ``hs2://host:port[/db]?auth=...`` or ``spark[?conf.KEY=VALUE...]``.
+#: ``hs2://host:port[/db]?auth=...``, ``thrift://host:9083?auth=...`` or ``spark[?conf.KEY=VALUE...]``.
 BACKENDS: dict[str, str] = {
     "hs2": "tributary_read.hive.hs2:Hs2Metastore",
     "hive2": "tributary_read.hive.hs2:Hs2Metastore",
     "spark": "tributary_read.hive.spark_catalog:SparkCatalogMetastore",
+    "thrift": "tributary_read.hive.thrift_metastore:ThriftMetastore",
 }
 
 
@@ -96,7 +112,7 @@ def backend_for(uri: str) -> str:
     scheme = (uri or "").split(":", 1)[0].split("?", 1)[0].lower()
     backend = BACKENDS.get(scheme)
     if backend is None:
-        raise InvalidInputError(f"unknown metastore {uri!r}: use hs2://HOST:PORT or spark")
+        raise InvalidInputError(f"unknown metastore {uri!r}: use hs2://HOST:PORT, thrift://HOST:PORT or spark")
     return backend
 
 

@@ -14,6 +14,9 @@ from tributary_read.errors import InvalidInputError
 
 _IDENT = re.compile(r"^[A-Za-z0-9_]{1,128}$")
 
+#: Hive partition parameters that no longer hold once the files changed. Setting numFiles to -1
+#: (and dropping these) makes the metastore recount numFiles/totalSize from the files on alter.
+STALE_STATS_PARAMS = ("numRows", "rawDataSize", "COLUMN_STATS_ACCURATE")
 #: A partition's values by key, in the table's key order (``{"dt": "2024010100"}``).
 PartitionSpec = Mapping[str, str]
 

@@ -24,12 +24,10 @@ from tributary_read.errors import InvalidInputError, MetastoreError, NoSuchHiveT
 from tributary_read.hive.describe import parse_bracket_map, stats_from
 from tributary_read.hive.dialect import DIALECTS
 from tributary_read.hive.metastore import query_options
-from tributary_read.hive.model import HivePartition, PartitionSpec, TableName
+from tributary_read.hive.model import STALE_STATS_PARAMS, HivePartition, PartitionSpec, TableName
 from tributary_read.hive.sql import check_values
 from tributary_read.hive.sql_metastore import SqlMetastore
 
-#: Hive partition parameters that no longer hold once the files changed.
-_STALE_PARAMS = ("numRows", "rawDataSize", "COLUMN_STATS_ACCURATE")
 _SEP = "\u0001"
 
 
@@ -121,7 +119,7 @@ class SparkCatalogMetastore(SqlMetastore):
             for v in values:
                 p = cat.getPartition(table.db, table.name, utils.toScalaMap(check_values(keys, v)))
                 params = p.parameters().updated("numFiles", "-1")
-                for k in _STALE_PARAMS:
+                for k in STALE_STATS_PARAMS:
                     params = params.removed(k)
                 parts.append(p.copy(p.spec(), p.storage(), params, p.createTime(), p.lastAccessTime(), p.stats()))
             cat.alterPartitions(table.db, table.name, utils.toSeq(parts))

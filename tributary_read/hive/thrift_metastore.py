@@ -1,0 +1,267 @@
+"""The Hive Metastore's own Thrift API (``thrift://HOST:9083``): partitions without any SQL engine.
+
+For shops that run a metastore but no HiveServer2 (Spark-only, Trino, Presto). The client is the
+Thrift code that ``pymetastore`` generates from the Hive Metastore IDL: it is maintained, depends
+on ``thrift>=0.16`` like pyhive (``hive-metastore-client`` pins thrift 0.13 and would break pyhive),
+and gives the complete ``ThriftHiveMetastore.Client``. Its IDL is Hive 3's; the calls used here
+exist with the same shapes since Hive 2 and fields a 2.x server does not know are skipped by Thrift.
+
+Batched where the API allows: one ``add_partitions_req`` (IF NOT EXISTS) and one
+``drop_partitions_req`` (IF EXISTS, data kept) per batch, all partitions with their locations in
+one ``get_partitions``. The metastore itself creates a missing partition directory and recounts
+numFiles/totalSize, exactly as it does behind HiveServer2.
+
+Options (URI query): ``auth=NOSASL`` (default; the metastore's ``hive.metastore.sasl.enabled=false``)
+or ``auth=KERBEROS`` (SASL GSSAPI, service ``kerberos_service_name``, default ``hive``; needs a
+ticket from ``kinit`` and a GSSAPI SASL library), ``timeout`` (seconds), and the path as the
+default database.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import time
+from typing import Sequence
+from urllib.parse import urlparse
+
+from tributary_read.errors import InvalidInputError, MetastoreError, MissingDependencyError, NoSuchHiveTableError, \
+    missing_extra
+from tributary_read.hive.describe import stats_from, table_type
+from tributary_read.hive.dialect import DIALECTS
+from tributary_read.hive.metastore import Metastore, query_options, reach
+from tributary_read.hive.model import STALE_STATS_PARAMS, HivePartition, HiveTable, PartitionSpec, TableName
+from tributary_read.hive.sql import check_values
+
+DEFAULT_PORT = 9083
+AUTH_MODES = ("NOSASL", "KERBEROS")
+CONNECT_TIMEOUT_S = 10.0
+CALL_TIMEOUT_S = 600.0
+
+
+class ThriftMetastore(Metastore):
+    """One Thrift connection to a Hive Metastore; calls run in order on it."""
+
+    lists_locations = True
+
+    def __init__(self, host: str, port: int = DEFAULT_PORT, *, auth: str = "NOSASL",
+                 kerberos_service_name: str | None = None, timeout: float = CONNECT_TIMEOUT_S):
+        auth = (auth or "NOSASL").upper()
+        if auth not in AUTH_MODES:
+            raise InvalidInputError(f"unknown metastore auth {auth!r}; choose {', '.join(AUTH_MODES)}")
+        self.host, self.port = host, int(port)
+        self.dialect = DIALECTS["metastore"]
+        self.statements = 0  # Thrift calls made, as SQL backends count statements
+        self._tables: dict[TableName, object] = {}
+        self._transport, self._client = self._connect(auth, kerberos_service_name or "hive", timeout)
+
+    @classmethod
+    def from_uri(cls, uri: str, **overrides) -> ThriftMetastore:
+        u = urlparse(uri)
+        if not u.hostname:
+            raise InvalidInputError(f"metastore URI needs a host: {uri!r} (e.g. thrift://127.0.0.1:9083)")
+        try:
+            port = u.port or DEFAULT_PORT
+        except ValueError:
+            raise InvalidInputError(f"bad port in {uri!r}") from None
+        q = query_options(uri)
+        unknown = set(q) - {"auth", "kerberos_service_name", "timeout"}
+        if unknown:
+            raise InvalidInputError(f"unknown option(s) {', '.join(sorted(unknown))} in {uri!r}")
+        try:
+            timeout = float(q.get("timeout", CONNECT_TIMEOUT_S))
+        except ValueError:
+            raise InvalidInputError(f"bad timeout in {uri!r}") from None
+        kw = dict(auth=q.get("auth", "NOSASL"), kerberos_service_name=q.get("kerberos_service_name"), timeout=timeout)
+        kw.update(overrides)
+        return cls(u.hostname, port, **kw)
+
+    @property
+    def address(self) -> str:
+        return f"thrift://{self.host}:{self.port}"
+
+    # -- connection ----------------------------------------------------------------
+    def _connect(self, auth: str, service: str, timeout: float):
+        try:
+            from pymetastore.hive_metastore import ThriftHiveMetastore
+            from thrift.protocol import TBinaryProtocol
+            from thrift.transport import TSocket, TTransport
+        except ImportError:
+            raise missing_extra("pymetastore", "hive") from None
+        where = f"the metastore at {self.host}:{self.port}"
+        reach(self.host, self.port, timeout, where)
+        sock = TSocket.TSocket(self.host, self.port)
+        sock.setTimeout(timeout * 1000)
+        if auth == "NOSASL":
+            transport = TTransport.TBufferedTransport(sock)
+        else:
+            try:
+                import thrift_sasl
+                from pyhive.hive import get_installed_sasl
+            except ImportError:
+                raise missing_extra("thrift_sasl", "hive") from None
+            if not (importlib.util.find_spec("sasl") or importlib.util.find_spec("kerberos")):
+                raise MissingDependencyError(
+                    "auth=KERBEROS needs a GSSAPI SASL library: pip install kerberos (builds against libkrb5), "
+                    "or sasl with cyrus-sasl-gssapi")
+            transport = thrift_sasl.TSaslClientTransport(
+                lambda: get_installed_sasl(host=self.host, sasl_auth="GSSAPI", service=service),
+                "GSSAPI", sock)
+        try:
+            transport.open()
+        except Exception as e:  # noqa: BLE001 - thrift and SASL errors alike
+            raise MetastoreError(f"cannot open {where} (auth={auth}): {e}") from None
+        sock.setTimeout(CALL_TIMEOUT_S * 1000)
+        return transport, ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport))
+
+    def _call(self, what: str, table: TableName | None, fn):
+        """One Thrift call: its errors become one MetastoreError line (NoSuchHiveTableError for a table)."""
+        from pymetastore.hive_metastore import ttypes
+
+        self.statements += 1
+        try:
+            return fn(self._client)
+        except ttypes.NoSuchObjectException:
+            if table is not None and what.startswith("table"):
+                raise NoSuchHiveTableError(f"Hive table {table} does not exist ({self.address})") from None
+            raise
+        except (ttypes.MetaException, ttypes.InvalidObjectException, ttypes.AlreadyExistsException,
+                ttypes.InvalidOperationException) as e:
+            msg = (getattr(e, "message", None) or type(e).__name__).strip().splitlines()[0][:300]
+            raise MetastoreError(f"{self.address}: {what} {table or ''}: {msg}".replace("  ", " ")) from None
+        except (OSError, EOFError, ConnectionError) as e:
+            raise MetastoreError(f"lost {self.address} during {what} {table or ''}: {e}; the call's outcome "
+                                 "is unknown: rerun (adds and drops are idempotent)") from None
+        except Exception as e:  # noqa: BLE001 - thrift transport errors
+            if type(e).__module__.startswith("thrift"):
+                raise MetastoreError(f"lost {self.address} during {what} {table or ''}: {e}; the call's "
+                                     "outcome is unknown: rerun (adds and drops are idempotent)") from None
+            raise
+
+    def _table(self, table: TableName, fresh: bool = False):
+        if fresh or table not in self._tables:
+            self._tables[table] = self._call("table", table, lambda c: c.get_table(table.db, table.name))
+        return self._tables[table]
+
+    def _keys(self, table: TableName) -> list[str]:
+        return [k.name for k in (self._table(table).partitionKeys or [])]
+
+    # -- reads -----------------------------------------------------------------
+    def table_info(self, table: TableName) -> HiveTable:
+        t = self._table(table, fresh=True)
+        sd, params = t.sd, dict(t.parameters or {})
+        serde = sd.serdeInfo
+        return HiveTable(
+            name=table, location=sd.location,
+            partition_keys=tuple(k.name for k in t.partitionKeys or []),
+            columns=tuple((c.name, c.type) for c in sd.cols or []),
+            input_format=sd.inputFormat, serde=serde.serializationLib if serde else None,
+            provider=params.get("spark.sql.sources.provider", "hive"), table_type=table_type(t.tableType),
+            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t.createTime)) if t.createTime else None,
+            serde_params=dict(serde.parameters or {}) if serde else {}, properties=params,
+            partition_columns=tuple((k.name, k.type) for k in t.partitionKeys or []))
+
+    def _partition(self, keys: list[str], p) -> HivePartition:
+        params = dict(p.parameters or {})
+        return HivePartition(dict(zip(keys, p.values)), p.sd.location if p.sd else None,
+                             stats_from({}, params), params)
+
+    def list_partitions(self, table: TableName, with_locations: bool = False) -> list[HivePartition]:
+        keys = self._keys(table)
+        parts = self._call("table partitions", table, lambda c: c.get_partitions(table.db, table.name, -1))
+        return [self._partition(keys, p) for p in parts]
+
+    def describe_partition(self, table: TableName, values: PartitionSpec) -> HivePartition | None:
+        from pymetastore.hive_metastore import ttypes
+
+        keys = self._keys(table)
+        vals = list(check_values(keys, values).values())
+        try:
+            p = self._call("partition", table, lambda c: c.get_partition(table.db, table.name, vals))
+        except ttypes.NoSuchObjectException:
+            return None
+        return self._partition(keys, p)
+
+    # -- writes ----------------------------------------------------------------
+    def _batches(self, items: list, batch_size: int | None) -> list[list]:
+        n = batch_size or self.dialect.max_batch
+        if n < 1:
+            raise InvalidInputError(f"batch size must be >= 1, not {n}")
+        return [items[i:i + n] for i in range(0, len(items), n)]
+
+    def add_partitions(self, table, parts, batch_size=None) -> int:
+        from pymetastore.hive_metastore import ttypes
+
+        keys = self._keys(table)
+        checked = [(list(check_values(keys, v).values()), loc) for v, loc in parts]  # all, before any call
+        if not checked:
+            return 0
+        t = self._table(table)
+        now = int(time.time())
+
+        def partition(vals, loc):
+            sd = copy.copy(t.sd)  # each partition its own location, the table's format and SerDe
+            sd.location = loc
+            return ttypes.Partition(values=vals, dbName=table.db, tableName=table.name, createTime=now,
+                                    lastAccessTime=0, sd=sd, parameters={})
+        calls = 0
+        for batch in self._batches(checked, batch_size):
+            req = ttypes.AddPartitionsRequest(dbName=table.db, tblName=table.name,
+                                              parts=[partition(v, loc) for v, loc in batch],
+                                              ifNotExists=True, needResult=False)
+            self._call("add partitions to", table, lambda c: c.add_partitions_req(req))
+            calls += 1
+        return calls
+
+    def drop_partitions(self, table, values, batch_size=None) -> int:
+        from pymetastore.hive_metastore import ttypes
+
+        keys = self._keys(table)
+        names = ["/".join(f"{k}={v}" for k, v in check_values(keys, vals).items()) for vals in values]
+        calls = 0
+        for batch in self._batches(names, batch_size):
+            req = ttypes.DropPartitionsRequest(dbName=table.db, tblName=table.name,
+                                               parts=ttypes.RequestPartsSpec(names=batch), deleteData=False,
+                                               ifExists=True, needResult=False)
+            self._call("drop partitions of", table, lambda c: c.drop_partitions_req(req))
+            calls += 1
+        return calls
+
+    def _by_names(self, table: TableName, values: Sequence[PartitionSpec]) -> list:
+        keys = self._keys(table)
+        names = ["/".join(f"{k}={v}" for k, v in check_values(keys, vals).items()) for vals in values]
+        return self._call("partitions of", table, lambda c: c.get_partitions_by_names(table.db, table.name, names))
+
+    def set_locations(self, table, parts) -> int:
+        if not parts:
+            return 0
+        found = {tuple(p.values): p for p in self._by_names(table, [v for v, _ in parts])}
+        keys = self._keys(table)
+        changed = []
+        for vals, loc in parts:
+            p = found.get(tuple(check_values(keys, vals).values()))
+            if p is not None:
+                p.sd.location = loc
+                changed.append(p)
+        if changed:
+            self._call("relocate partitions of", table, lambda c: c.alter_partitions(table.db, table.name, changed))
+        return 1 + bool(changed)
+
+    def refresh_stats(self, table, values) -> int:
+        if not values:
+            return 0
+        parts = self._by_names(table, values)
+        for p in parts:
+            params = dict(p.parameters or {})
+            for k in STALE_STATS_PARAMS:
+                params.pop(k, None)
+            params["numFiles"] = "-1"  # the metastore recounts numFiles/totalSize from the files
+            p.parameters = params
+        self._call("refresh statistics of", table, lambda c: c.alter_partitions(table.db, table.name, parts))
+        return 1  # the request that changed them (the read before it changes nothing)
+
+    def close(self) -> None:
+        try:
+            self._transport.close()
+        except Exception:  # noqa: BLE001 - closing a dead connection is not an error
+            pass
