@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hours", type=int, help="hour directories (default 8760, quick 720)")
     ap.add_argument("--batch-sizes", help="comma list of partitions per statement (default 100,500,1000,2000)")
     ap.add_argument("--single-sample", type=int, help="partitions mounted one statement each (default 300)")
-    ap.add_argument("--skip", default="", help="comma list of single,msck,cli,info to skip")
+    ap.add_argument("--skip", default="", help="comma list of single,msck,cli,info,thrift to skip")
     ap.add_argument("--json", dest="json_out", help="also write the results as JSON here")
     ap.add_argument("--markdown", help="also write the markdown section here")
     args = ap.parse_args(argv)
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"starting metastore :{hms_port} + HiveServer2 :{hs2_port} in {hive_dir} ...", file=sys.stderr)
         services.start(str(hive_dir), hms_port=hms_port, hs2_port=hs2_port, timeout=300)
         try:
-            results = run(work, hs2_port, hours, batch_sizes, sample, skip)
+            results = run(work, hs2_port, hours, batch_sizes, sample, skip, hms_port)
         finally:
             services.stop(str(hive_dir))
         fs = fs_type(work)
@@ -135,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(work: Path, port: int, hours: int, batch_sizes: list[int], sample: int, skip: set[str]) -> dict:
-    out: dict = {"batched": [], "single": None, "msck": None}
+def run(work: Path, port: int, hours: int, batch_sizes: list[int], sample: int, skip: set[str],
+        hms_port: int | None = None) -> dict:
+    out: dict = {"batched": [], "single": None, "msck": None, "thrift": None}
     ms = Hs2Metastore("127.0.0.1", port, user="trib")
     # Warm the JVMs (JIT, metastore caches) so that the first variant is not charged for it.
     warm = work / "warm-up"
@@ -167,6 +168,26 @@ def run(work: Path, port: int, hours: int, batch_sizes: list[int], sample: int, 
                                "add_s": r.timings.get("add_s"), "plan_s": r.timings.get("plan_s")})
         print(f"  batch {bs}{'' if conf else ' (no SET)'}: {wall:.1f}s, {wall * 1000 / hours:.2f} ms/partition",
               file=sys.stderr)
+    # -- the same sync straight through the metastore's Thrift API (no SQL engine), batch 1000
+    if "thrift" not in skip and hms_port:
+        from tributary_read.hive.thrift_metastore import ThriftMetastore
+
+        root = work / "layout-thrift"
+        table = Table.create(str(root), TableConfig(LAYOUT, format="text"))
+        build_dirs(root, hours, key_value=False)
+        t = create(ms, "bench_sync_thrift", root)
+        with ThriftMetastore("127.0.0.1", hms_port) as tm:
+            warm_t = create(ms, "bench_thrift_warm", warm)
+            tm.add_partitions(warm_t, [({"dt": f"{START + timedelta(hours=h):%Y%m%d%H}"},
+                                        f"file://{warm}/{START + timedelta(hours=h):%Y_%m_%d/%H}") for h in range(300)])
+            ms._run(f"DROP TABLE {warm_t.sql}")
+            t0 = time.perf_counter()
+            r = sync(table, tm, t, SyncOptions(batch_size=1000))
+            wall = time.perf_counter() - t0
+        assert count_partitions(ms, t) == hours
+        out["thrift"] = {"seconds": wall, "ms_per_partition": wall * 1000 / hours, "calls": r.statements,
+                         "add_s": r.timings.get("add_s")}
+        print(f"  thrift: {wall:.1f}s, {wall * 1000 / hours:.2f} ms/partition", file=sys.stderr)
     bs = 1000 if 1000 in batch_sizes else batch_sizes[-1]
     default_root, default_table = work / f"layout-{bs}-True", TableName("default", f"bench_sync_{bs}_1")
 
@@ -253,6 +274,10 @@ def print_report(r: dict) -> None:
         label = f"trib sync, {b['batch_size']} per statement" + ("" if b["set_batch_conf"] else
                                                                  ", Spark's own 100 per metastore call")
         rows.append([label, f"{b['seconds']:.1f}", f"{b['ms_per_partition']:.2f}", b["statements"], "measured"])
+    if r.get("thrift"):
+        th = r["thrift"]
+        rows.append(["trib sync through thrift:// (metastore API, 1000 per call)", f"{th['seconds']:.1f}",
+                     f"{th['ms_per_partition']:.2f}", th["calls"], "measured"])
     if r.get("cli"):
         c = r["cli"]
         rows.append(["trib partitions sync (CLI, batch 1000)", f"{c['seconds']:.1f}", f"{c['ms_per_partition']:.2f}",
@@ -265,7 +290,13 @@ def print_report(r: dict) -> None:
         m = r["msck"]
         rows.append(["MSCK REPAIR TABLE (key=value copy)", f"{m['seconds']:.1f}", f"{m['ms_per_partition']:.2f}", 1,
                      "measured"])
-    print(f"\n## Mounting {n:,} hourly partitions through HiveServer2 (Spark Thrift Server 4.3 + HMS 2.3, Derby)\n")
+    print(f"\n## Mounting {n:,} hourly partitions: HiveServer2 (Spark Thrift Server 4.3), the metastore's Thrift "
+          "API (HMS 2.3, Derby) and MSCK\n")
+    if r.get("thrift") and r["batched"]:
+        hs2 = next((b for b in r["batched"] if b["batch_size"] == 1000 and b["set_batch_conf"]), r["batched"][0])
+        print(f"thrift vs HS2 (batch {hs2['batch_size']}): {r['thrift']['ms_per_partition']:.2f} vs "
+              f"{hs2['ms_per_partition']:.2f} ms/partition = {r['thrift']['seconds'] / hs2['seconds']:.2f}x the time"
+              + (f"; vs MSCK {r['thrift']['seconds'] / r['msck']['seconds']:.2f}x" if r.get("msck") else "") + "\n")
     print(f"machine: {r['machine']['nproc']} cores, {r['machine']['cpu']}; load {r['machine']['loadavg']} before, "
           f"{r['loadavg_after']} after; data on {r['fs']}; {r['machine']['date']}\n")
     print(md_table(["method", "total s", "ms / partition", "statements", "how"], rows))

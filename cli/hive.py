@@ -10,7 +10,7 @@ import click
 from tributary_read.errors import MetastoreError
 from tributary_read.services import hive as services
 
-from .context import emit, json_option
+from .context import TribState, emit, json_option, pass_state
 
 _DIR_HELP = "State dir: services.json, logs, Derby metastore_db, warehouse."
 _NAMES = {"hms": "metastore", "hs2": "HiveServer2"}
@@ -87,6 +87,38 @@ def down(dir_, as_json) -> None:
     services.stop(dir_)
     emit(as_json, {"dir": dir_, "was_alive": was, "stopped": True},
          f"stopped ({', '.join(_NAMES[k] for k, v in was.items() if v) or 'nothing was running'})")
+
+
+@hive.command("create-table")
+@click.argument("table")
+@click.option("--hive-table", required=True, help="db.table to create.")
+@click.option("--metastore", envvar="TRIB_METASTORE", required=True,
+              help="hs2://HOST:PORT or spark (where to run the CREATE).")
+@click.option("--columns", help="Data columns, e.g. 'ts BIGINT, user STRING' (default: inferred from "
+              "committed Parquet or JSON files).")
+@click.option("--delimiter", default="\\t", show_default=True,
+              help="Field delimiter of a text table (one character; \\t for tab).")
+@click.option("--dry-run", is_flag=True, help="Print the DDL (and compare with an existing table); create nothing.")
+@json_option
+@pass_state
+def create_table(state: TribState, table, hive_table, metastore, columns, delimiter, dry_run, as_json) -> None:
+    """Create the EXTERNAL Hive table matching TABLE's format, partitions and location (idempotent)."""
+    from tributary_read.hive.ddl import create_table as create, definition_for
+    from tributary_read.hive.metastore import open_metastore
+    from tributary_read.hive.model import TableName
+
+    delim = {"\\t": "\t", "tab": "\t"}.get(delimiter, delimiter)
+    defn = definition_for(state.table(table), TableName.parse(hive_table), columns, delim)
+    with open_metastore(metastore) as ms:
+        result = create(ms, defn, dry_run=dry_run)
+
+    def human() -> None:
+        if result["exists"]:
+            click.echo(f"{result['table']} exists and matches (unchanged)")
+        else:
+            click.echo(result["ddl"] + ";")
+            click.echo(f"{'would create' if dry_run else 'created'} {result['table']}", err=True)
+    emit(as_json, result, human)
 
 
 COMMANDS = [hive]

@@ -198,6 +198,12 @@ class ConsumerStateCorruptError(TributaryError):
 
 
 # -- Hive partitions -----------------------------------------------------------
+class HiveTableConflictError(MetastoreError):
+    """A Hive table of that name exists and differs from what trib would create; trib never alters it."""
+
+    exit_code = 5
+
+
 class NoSuchHiveTableError(MetastoreError):
     """The Hive table does not exist: create it (EXTERNAL, partitioned by the layout's keys) or fix --hive-table."""
 

@@ -71,6 +71,11 @@ class Metastore(abc.ABC):
     @abc.abstractmethod
     def refresh_stats(self, table: TableName, values: Sequence[PartitionSpec]) -> int: ...
 
+    def create_table(self, table: TableName, ddl: str) -> None:
+        """Create ``table`` with ``ddl`` (rendered by :mod:`tributary_read.hive.ddl`)."""
+        raise MetastoreError(f"{self.address} cannot create tables: create {table} through "
+                             "HiveServer2 or Spark (--metastore hs2://HOST:PORT or spark)")
+
     def close(self) -> None:
         """Release connections; the object is unusable afterwards."""
 

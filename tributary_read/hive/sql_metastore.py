@@ -52,6 +52,9 @@ class SqlMetastore(Metastore):
                 raise NoSuchHiveTableError(f"Hive table {table} does not exist ({self.address})") from e
             raise MetastoreError(f"{self.address}: {msg} (while running: {sql[:160]})") from e
 
+    def create_table(self, table: TableName, ddl: str) -> None:
+        self._run(ddl, table)
+
     def execute(self, sql: str) -> list[tuple]:
         """Run one statement (DDL, function registration); errors are one MetastoreError line."""
         return self._run(sql)

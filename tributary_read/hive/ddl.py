@@ -1,0 +1,277 @@
+"""The Hive table a trib table should have, from the table's own properties (``trib hive create-table``).
+
+Format, SerDe, delimiter, partition columns and location all come from the trib table; only the data
+columns are the caller's, given (``--columns``) or inferred from committed files (Parquet footers, or
+a sample of JSON records). An existing table is compared, never altered: the differences are the
+answer, since an ALTER on a shared warehouse table is a decision for a person.
+
+Compressed text needs no table property: Hadoop picks the codec from each file's extension
+(``.gz``, ``.zst``), and Parquet carries its codec per column chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from tributary_read.errors import InvalidInputError
+from tributary_read.hive.model import HiveTable, TableName
+from tributary_read.hive.sql import render, sql_string
+from tributary_read.io.location import same_location
+
+LAZY_SIMPLE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
+OPEN_CSV = "org.apache.hadoop.hive.serde2.OpenCSVSerde"
+#: Hive's JSON SerDe (hive-hcatalog-core): on Hive's classpath, not in the pyspark wheel.
+JSON_SERDE = "org.apache.hive.hcatalog.data.JsonSerDe"
+PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+#: trib format -> (SerDe, input format substring a matching table has)
+STORAGE: dict[str, tuple[str, str]] = {
+    "text": (LAZY_SIMPLE, "TextInputFormat"),
+    "csv": (OPEN_CSV, "TextInputFormat"),
+    "jsonl": (JSON_SERDE, "TextInputFormat"),
+    "parquet": (PARQUET_SERDE, "Parquet"),
+}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_<>(),: ]*$")
+SAMPLE_FILES = 20
+SAMPLE_RECORDS = 2000
+
+
+@dataclass(frozen=True)
+class TableDefinition:
+    name: TableName
+    columns: tuple[tuple[str, str], ...]
+    partition_keys: tuple[str, ...]
+    location: str
+    format: str
+    delimiter: str = "\t"
+
+    @property
+    def serde(self) -> str:
+        return STORAGE[self.format][0]
+
+    def ddl(self) -> str:
+        if self.format == "text":
+            storage = (f"ROW FORMAT DELIMITED FIELDS TERMINATED BY {_delimiter_literal(self.delimiter)}\n"
+                       "STORED AS TEXTFILE")
+        elif self.format == "parquet":
+            storage = "STORED AS PARQUET"
+        else:
+            storage = f"ROW FORMAT SERDE {sql_string(self.serde)}\nSTORED AS TEXTFILE"
+        return render("create_table", table=self.name.sql,
+                      columns=", ".join(f"`{c}` {t}" for c, t in self.columns),
+                      partitions=", ".join(f"`{k}` STRING" for k in self.partition_keys),
+                      storage=storage, location=sql_string(self.location),
+                      properties=", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in
+                                           (("tributary.format", self.format),)))
+
+    def differences(self, found: HiveTable) -> list[str]:
+        """What differs from ``found``, as "what: expected X, found Y"; empty when it matches."""
+        out = []
+
+        def diff(what, expected, actual):
+            if expected != actual:
+                out.append(f"{what}: expected {expected}, found {actual}")
+        diff("columns", [(c.lower(), t.lower().replace(" ", "")) for c, t in self.columns],
+             [(c.lower(), t.lower().replace(" ", "")) for c, t in found.columns])
+        diff("partition keys", list(self.partition_keys), list(found.partition_keys))
+        if not found.location or not same_location(self.location, found.location):
+            out.append(f"location: expected {self.location}, found {found.location}")
+        diff("SerDe", self.serde, found.serde)
+        fmt_marker = STORAGE[self.format][1]
+        if fmt_marker.lower() not in (found.input_format or "").lower():
+            out.append(f"input format: expected a {fmt_marker}, found {found.input_format}")
+        if self.format == "text":
+            delim = found.serde_params.get("field.delim", found.serde_params.get("serialization.format"))
+            diff("field delimiter", repr(self.delimiter), repr(delim))
+        if not found.external:
+            out.append(f"table type: expected EXTERNAL, found {found.table_type}")
+        return out
+
+
+def _delimiter_literal(ch: str) -> str:
+    """A delimiter as a SQL literal; a control character (tab, \\x01) as the escape both lexers know."""
+    if ch == "\t":
+        return "'\\t'"
+    if ord(ch) < 32 or ord(ch) == 127:
+        return f"'\\{ord(ch):03o}'"
+    return sql_string(ch)
+
+
+def parse_columns(text: str) -> tuple[tuple[str, str], ...]:
+    """``a STRING, b DECIMAL(10,2), c STRUCT<x:INT,y:STRING>``: commas inside (), <> do not split."""
+    cols, depth, cur = [], 0, []
+    for ch in text or "":
+        if ch in "(<":
+            depth += 1
+        elif ch in ")>":
+            depth -= 1
+        if ch == "," and depth == 0:
+            cols.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    cols.append("".join(cur))
+    out = []
+    for col in (c.strip() for c in cols):
+        name, _, typ = col.partition(" ")
+        name, typ = name.strip("`"), typ.strip()
+        if not _NAME.fullmatch(name) or not typ or not _TYPE.fullmatch(typ) or depth:
+            raise InvalidInputError(f"bad column {col!r} in --columns (expected NAME TYPE, e.g. 'a STRING, b BIGINT')")
+        out.append((name, typ.upper()))
+    if len({c.lower() for c, _ in out}) != len(out):
+        raise InvalidInputError("--columns names a column twice")
+    return tuple(out)
+
+
+# -- inference from committed files ---------------------------------------------------------
+def _arrow_hive_type(t) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    if pa.types.is_int8(t) or pa.types.is_uint8(t):
+        return "TINYINT"
+    if pa.types.is_int16(t) or pa.types.is_uint16(t):
+        return "SMALLINT"
+    if pa.types.is_int32(t):
+        return "INT"
+    if pa.types.is_integer(t):
+        return "BIGINT"
+    if pa.types.is_float32(t):
+        return "FLOAT"
+    if pa.types.is_floating(t):
+        return "DOUBLE"
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision},{t.scale})"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "STRING"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return "BINARY"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMP"
+    if pa.types.is_date(t):
+        return "DATE"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"ARRAY<{_arrow_hive_type(t.value_type)}>"
+    if pa.types.is_map(t):
+        return f"MAP<{_arrow_hive_type(t.key_type)},{_arrow_hive_type(t.item_type)}>"
+    if pa.types.is_struct(t):
+        return "STRUCT<" + ",".join(f"{f.name}:{_arrow_hive_type(f.type)}" for f in t) + ">"
+    raise InvalidInputError(f"no Hive type for Parquet column type {t}: give --columns")
+
+
+def _json_type(v, where: str) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "BOOLEAN"
+    if isinstance(v, int):
+        return "BIGINT"
+    if isinstance(v, float):
+        return "DOUBLE"
+    if isinstance(v, str):
+        return "STRING"
+    if isinstance(v, list):
+        inner = {t for t in (_json_type(x, where) for x in v) if t}
+        return f"ARRAY<{_merge(inner, where)}>" if inner else None
+    if isinstance(v, dict):
+        return "STRUCT<" + ",".join(f"{k}:{_json_type(x, where) or 'STRING'}" for k, x in v.items()) + ">"
+    return None
+
+
+def _merge(types: set[str], where: str) -> str:
+    if types == {"BIGINT", "DOUBLE"}:
+        return "DOUBLE"
+    if len(types) > 1:
+        raise InvalidInputError(f"{where} holds {' and '.join(sorted(types))} values: give --columns")
+    return next(iter(types))
+
+
+def infer_columns(table) -> tuple[tuple[str, str], ...]:
+    """Columns from committed files: Parquet footers (unified), or a sample of JSON records."""
+    from tributary_read.read.resolve import manifest_files
+
+    fmt = table.config.format
+    if fmt not in ("parquet", "jsonl"):
+        raise InvalidInputError(f"a {fmt} table's columns cannot be inferred: give --columns 'a STRING, ...'")
+    files = manifest_files(table).files[:SAMPLE_FILES]
+    if not files:
+        raise InvalidInputError(f"{table.root} has no committed files to infer columns from: give --columns")
+    if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schemas = [pq.read_schema(pa.BufferReader(table.storage.read(f.path))) for f in files]
+        merged = pa.unify_schemas(schemas)
+        return tuple((f.name, _arrow_hive_type(f.type)) for f in merged
+                     if f.name not in table.config.layout.keys)
+    seen: dict[str, set[str]] = {}
+    n = 0
+    for f in files:
+        for line in _lines(table.storage.read(f.path), f.path):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                raise InvalidInputError(f"{f.path} holds a line that is not JSON: give --columns") from None
+            if not isinstance(rec, dict):
+                raise InvalidInputError(f"{f.path} holds a JSON {type(rec).__name__}, not an object")
+            for k, v in rec.items():
+                t = _json_type(v, f"field {k!r}")
+                s = seen.setdefault(k, set())
+                if t:
+                    s.add(t)
+            n += 1
+            if n >= SAMPLE_RECORDS:
+                break
+        if n >= SAMPLE_RECORDS:
+            break
+    return tuple((k, _merge(t, f"field {k!r}") if t else "STRING") for k, t in seen.items()
+                 if k not in table.config.layout.keys)
+
+
+def _lines(data: bytes, path: str):
+    if path.endswith((".gz", ".zst")):
+        import pyarrow as pa
+
+        data = pa.CompressedInputStream(pa.BufferReader(data), "gzip" if path.endswith(".gz") else "zstd").read()
+    return data.decode("utf-8", "replace").splitlines()
+
+
+def definition_for(table, name: TableName, columns: str | None = None, delimiter: str = "\t") -> TableDefinition:
+    fmt = table.config.format
+    if fmt not in STORAGE:
+        raise InvalidInputError(f"no Hive storage for trib format {fmt!r}")
+    cols = parse_columns(columns) if columns else infer_columns(table)
+    keys = tuple(table.config.layout.keys)
+    clash = [c for c, _ in cols if c.lower() in {k.lower() for k in keys}]
+    if clash:
+        raise InvalidInputError(f"column {clash[0]!r} is also a partition key of the layout")
+    if len(delimiter) != 1:
+        raise InvalidInputError(f"the delimiter must be one character, not {delimiter!r}")
+    return TableDefinition(name, cols, keys, table.storage.hadoop_uri(), fmt, delimiter)
+
+
+def create_table(ms, defn: TableDefinition, *, dry_run: bool = False) -> Mapping:
+    """Create ``defn`` if absent; report whether an existing table matches. Never alters one."""
+    from tributary_read.errors import HiveTableConflictError, NoSuchHiveTableError
+
+    ddl = defn.ddl()
+    try:
+        found = ms.table_info(defn.name)
+    except NoSuchHiveTableError:
+        found = None
+    if found is not None:
+        diffs = defn.differences(found)
+        if diffs:
+            raise HiveTableConflictError(f"Hive table {defn.name} exists and differs (left unchanged): "
+                                         + "; ".join(diffs))
+        return {"table": str(defn.name), "created": False, "exists": True, "ddl": ddl, "differences": []}
+    if not dry_run:
+        ms.create_table(defn.name, ddl)
+    return {"table": str(defn.name), "created": not dry_run, "exists": False, "ddl": ddl, "differences": [],
+            "dry_run": dry_run}
