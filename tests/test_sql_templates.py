@@ -23,6 +23,7 @@ TEMPLATES = {
     "add_partitions": True, "drop_partitions": True, "set_location": True, "show_partitions": True,
     "describe_table": True, "describe_partition": True, "analyze_partition": True,
     "analyze_partition_noscan": True, "msck_repair": True, "probe_engine": False, "set_conf": False,
+    "create_table": True,
 }
 ITEMS = ["add_partitions.item", "drop_partitions.item"]
 HOSTILE_LOCATION = "file:///tmp/it's; `a` \\ dir"
@@ -46,7 +47,17 @@ def _rendered(table="`db`.`t`", location="file:///tmp/x/2024_01_01/00") -> dict[
         "msck_repair": render("msck_repair", table=table),
         "probe_engine": render("probe_engine"),
         "set_conf": render("set_conf", key=DIALECTS["spark"].batch_conf, value="1000"),
+        "create_table": _create_table_ddl(table, location),
     }
+
+
+def _create_table_ddl(table: str, location: str) -> str:
+    from tributary_read.hive.ddl import TableDefinition
+    from tributary_read.hive.model import TableName
+
+    db, name = (p.strip("`") for p in table.split("."))
+    return TableDefinition(TableName(db, name), (("a", "STRING"), ("b", "DECIMAL(10,2)")), ("dt",),
+                           location, "text", "\t").ddl()
 
 
 def test_every_template_is_known_and_rendered():
@@ -54,7 +65,7 @@ def test_every_template_is_known_and_rendered():
     assert set(TEMPLATES) | set(ITEMS) <= files
     assert set(_rendered()) == set(TEMPLATES)
     for d in DIALECTS.values():
-        assert d.refresh in TEMPLATES
+        assert d.refresh in TEMPLATES or d.name == "metastore"  # the Thrift API runs no SQL
     for name in TEMPLATES:
         assert "--" not in load_template(name) and load_template(name).strip()
 
