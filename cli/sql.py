@@ -50,17 +50,10 @@ def sql(state: TribState, script, schedule_time, period, lag, timezone, var, met
     if schedule_time is not None:
         variables.update(window_variables(schedule_time, period, lag, timezone))
     variables.update(_vars(var))
-    spark_conf = _vars(conf)
-    if metastore:
-        scheme = metastore.split(":", 1)[0].split("?", 1)[0].lower()
-        if scheme == "thrift":
-            spark_conf["spark.hadoop.hive.metastore.uris"] = metastore
-        elif scheme != "spark":
-            raise InvalidInputError(f"trib sql runs on Spark: --metastore must be thrift://HOST:PORT or "
-                                    f"spark, not {metastore}")
-
     from tributary_read import udfs
-    from tributary_read.spark.session import spark_session
+    from tributary_read.spark.session import metastore_conf, spark_session
+
+    spark_conf = {**_vars(conf), **metastore_conf(metastore)}
 
     for k, v in udfs.spark_conf().items():
         spark_conf.setdefault(k, v)

@@ -106,7 +106,8 @@ def split_statements(text: str) -> list[Statement]:
     return out
 
 
-_VAR = re.compile(r"\$\{(hivevar:)?([A-Za-z_][A-Za-z0-9_.]*)\}")
+#: ``${name}`` / ``${hivevar:name}``: SQL script variables (Hive's hivevar), not layout tokens.
+_VAR = re.compile(r"\$[{](hivevar:)?([A-Za-z_][A-Za-z0-9_.]*)[}]")
 
 
 def substitute(stmt: Statement, variables: Mapping[str, str]) -> Statement:

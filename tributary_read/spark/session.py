@@ -48,6 +48,22 @@ def session_conf(master: str, conf: Mapping[str, str] | None = None, *, hive: bo
     return out
 
 
+def metastore_conf(uri: str | None) -> dict[str, str]:
+    """The conf that makes a session's Hive catalog the metastore at ``uri`` (``thrift://`` or ``spark``)."""
+    from tributary_read.errors import InvalidInputError
+    from tributary_read.hive.metastore import BACKENDS, backend_for
+
+    if not uri:
+        return {}
+    backend = backend_for(uri)
+    if backend == BACKENDS["thrift"]:
+        return {METASTORE_URIS: uri.split("?", 1)[0]}
+    if backend == BACKENDS["spark"]:
+        return {}
+    raise InvalidInputError(f"a Spark session needs a metastore it can use as its catalog: thrift://HOST:PORT "
+                            f"or spark, not {uri} (HiveServer2 runs SQL, it is not a catalog)")
+
+
 def under_spark_submit() -> bool:
     """True in a Python driver that ``spark-submit`` started (its JVM is already running)."""
     return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
