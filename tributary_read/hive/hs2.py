@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from tributary_read.errors import InvalidInputError, MetastoreError, MissingDependencyError, missing_extra
 from tributary_read.hive.dialect import DIALECTS
-from tributary_read.hive.metastore import query_options, reach
+from tributary_read.hive.metastore import host_uri, reach
 from tributary_read.hive.sql import render
 from tributary_read.hive.sql_metastore import SqlMetastore
 
@@ -64,30 +64,18 @@ class Hs2Metastore(SqlMetastore):
 
     @classmethod
     def from_uri(cls, uri: str, **overrides) -> Hs2Metastore:
+        host, port, q, timeout = host_uri(uri, DEFAULT_PORT, {"auth", "user", "kerberos_service_name", "engine"},
+                                          "hs2://127.0.0.1:10000", CONNECT_TIMEOUT_S)
         u = urlparse(uri)
-        if not u.hostname:
-            raise InvalidInputError(f"metastore URI needs a host: {uri!r} (e.g. hs2://127.0.0.1:10000)")
-        try:
-            port = u.port or DEFAULT_PORT
-        except ValueError:
-            raise InvalidInputError(f"bad port in {uri!r}") from None
-        q = query_options(uri)
-        unknown = set(q) - {"auth", "user", "kerberos_service_name", "engine", "timeout"}
-        if unknown:
-            raise InvalidInputError(f"unknown option(s) {', '.join(sorted(unknown))} in {uri!r}")
         if u.password:
             raise InvalidInputError(f"put the HiveServer2 password in ${PASSWORD_ENV}, not in the URI")
-        try:
-            timeout = float(q.get("timeout", CONNECT_TIMEOUT_S))
-        except ValueError:
-            raise InvalidInputError(f"bad timeout in {uri!r}") from None
         kw = dict(database=u.path.strip("/") or "default", auth=q.get("auth", "NONE"),
                   user=q.get("user") or u.username, password=os.environ.get(PASSWORD_ENV) or None,
                   kerberos_service_name=q.get("kerberos_service_name"), engine=q.get("engine"), timeout=timeout)
         if (kw["auth"] or "").upper() not in ("LDAP",):
             kw["password"] = None  # pyhive refuses a password outside LDAP/CUSTOM
         kw.update(overrides)
-        return cls(u.hostname, port, **kw)
+        return cls(host, port, **kw)
 
     @property
     def address(self) -> str:

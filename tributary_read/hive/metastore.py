@@ -86,6 +86,27 @@ class Metastore(abc.ABC):
         self.close()
 
 
+def host_uri(uri: str, default_port: int, options: set[str], example: str,
+             default_timeout: float) -> tuple[str, int, dict[str, str], float]:
+    """Host, port, query options (only ``options`` and ``timeout`` allowed) and timeout of ``scheme://h:p?...``."""
+    u = urlparse(uri)
+    if not u.hostname:
+        raise InvalidInputError(f"metastore URI needs a host: {uri!r} (e.g. {example})")
+    try:
+        port = u.port or default_port
+    except ValueError:
+        raise InvalidInputError(f"bad port in {uri!r}") from None
+    q = query_options(uri)
+    unknown = set(q) - options - {"timeout"}
+    if unknown:
+        raise InvalidInputError(f"unknown option(s) {', '.join(sorted(unknown))} in {uri!r}")
+    try:
+        timeout = float(q.get("timeout", default_timeout))
+    except ValueError:
+        raise InvalidInputError(f"bad timeout in {uri!r}") from None
+    return u.hostname, port, q, timeout
+
+
 def reach(host: str, port: int, timeout: float, where: str) -> None:
     """Probe with a plain socket first: its errno says *why* (refused, timeout, unknown host),
     which thrift's "Could not connect to any of" hides."""

@@ -23,13 +23,12 @@ import copy
 import importlib.util
 import time
 from typing import Sequence
-from urllib.parse import urlparse
 
 from tributary_read.errors import InvalidInputError, MetastoreError, MissingDependencyError, NoSuchHiveTableError, \
     missing_extra
 from tributary_read.hive.describe import stats_from, table_type
 from tributary_read.hive.dialect import DIALECTS
-from tributary_read.hive.metastore import Metastore, query_options, reach
+from tributary_read.hive.metastore import Metastore, host_uri, reach
 from tributary_read.hive.model import STALE_STATS_PARAMS, HivePartition, HiveTable, PartitionSpec, TableName
 from tributary_read.hive.sql import check_values
 
@@ -57,24 +56,11 @@ class ThriftMetastore(Metastore):
 
     @classmethod
     def from_uri(cls, uri: str, **overrides) -> ThriftMetastore:
-        u = urlparse(uri)
-        if not u.hostname:
-            raise InvalidInputError(f"metastore URI needs a host: {uri!r} (e.g. thrift://127.0.0.1:9083)")
-        try:
-            port = u.port or DEFAULT_PORT
-        except ValueError:
-            raise InvalidInputError(f"bad port in {uri!r}") from None
-        q = query_options(uri)
-        unknown = set(q) - {"auth", "kerberos_service_name", "timeout"}
-        if unknown:
-            raise InvalidInputError(f"unknown option(s) {', '.join(sorted(unknown))} in {uri!r}")
-        try:
-            timeout = float(q.get("timeout", CONNECT_TIMEOUT_S))
-        except ValueError:
-            raise InvalidInputError(f"bad timeout in {uri!r}") from None
+        host, port, q, timeout = host_uri(uri, DEFAULT_PORT, {"auth", "kerberos_service_name"},
+                                          "thrift://127.0.0.1:9083", CONNECT_TIMEOUT_S)
         kw = dict(auth=q.get("auth", "NOSASL"), kerberos_service_name=q.get("kerberos_service_name"), timeout=timeout)
         kw.update(overrides)
-        return cls(u.hostname, port, **kw)
+        return cls(host, port, **kw)
 
     @property
     def address(self) -> str:
