@@ -43,6 +43,7 @@ def make_table(root: Path, files: int, hours: int, rows: int) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="2,000 files, 2 reps")
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--hours", type=int, default=48)
     ap.add_argument("--rows", type=int, default=10)
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json")
     ap.add_argument("--markdown")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.files, args.reps = 2000, 2
     before = machine_info()
     with WorkDir(prefix="bench-window-") as work:
         make_table(work / "t", args.files, args.hours, args.rows)

@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         jobs.append(("hive", "bench_hive_sync.py", quick + shlex.split(args.hive_args)))
     for name, script, more in (("spark-read", "bench_spark_read.py", args.spark_read_args),
                                ("etl", "bench_etl.py", args.etl_args),
-                               ("spark-listing", "bench_spark_listing.py", args.spark_listing_args)):
+                               ("spark-listing", "bench_spark_listing.py", args.spark_listing_args),
+                               ("window-query", "bench_window_query.py", "")):
         if name not in skip:
             jobs.append((name, script, quick + shlex.split(more)))
     for name, script, extra in jobs:
