@@ -37,6 +37,8 @@ FLAGS = {
     "delay": "--delay",
     "batch_size": "--batch-size",
     "max_drop_fraction": "--max-drop-fraction",
+    "columns": "--columns",
+    "var": "--var",
 }
 
 

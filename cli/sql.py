@@ -43,13 +43,15 @@ def _vars(values: tuple[str, ...]) -> dict[str, str]:
 def sql(state: TribState, script, schedule_time, period, lag, timezone, var, metastore, database, conf, limit,
         as_json) -> None:
     """Run a Hive SQL script on Spark, with the mtime-window filter and trib's UDFs in place."""
-    from tributary_read.spark.script import run_script, split_statements, window_variables
+    from tributary_read.spark.script import run_script, split_statements, substitute, window_variables
 
     statements = split_statements(script.read())  # bad input fails before Spark starts
     variables = {}
     if schedule_time is not None:
         variables.update(window_variables(schedule_time, period, lag, timezone))
     variables.update(_vars(var))
+    for stmt in statements:  # an undefined ${var} is bad input: name it before Spark starts
+        substitute(stmt, variables)
     from tributary_read import udfs
     from tributary_read.spark.session import metastore_conf, spark_session
 
@@ -58,7 +60,8 @@ def sql(state: TribState, script, schedule_time, period, lag, timezone, var, met
     for k, v in udfs.spark_conf().items():
         spark_conf.setdefault(k, v)
     if not state.quiet:
-        click.echo(f"trib: starting Spark for {len(statements)} statements...", err=True)
+        n = len(statements)
+        click.echo(f"trib: starting Spark for {n} statement{'s' if n != 1 else ''}...", err=True)
     spark = spark_session(None, spark_conf, "trib-sql", hive=True)
     udfs.register(spark)
     if database:

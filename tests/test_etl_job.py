@@ -186,7 +186,7 @@ def test_an_unknown_key_is_named_never_ignored(tmp_path, text, words):
     ("[job]\nname = 'j'\nsql = 'q.sql'\n[output]\ntable = 'o'\ntime_column = 't'\n", "missing [[inputs]]"),
     ("[[inputs]]\ntable = 'i'\nview = 'v'\n", "missing [job]"),
     (MINIMAL + '[[inputs]]\ntable = "in2"\nview = "V"\n', "two inputs use view 'v'"),
-    (MINIMAL + '[hive]\ntable = "a.b"\nmetastore = "thrift://h:9083"\n', "unknown metastore"),
+    (MINIMAL + '[hive]\ntable = "a.b"\nmetastore = "mysql://h:9083"\n', "unknown metastore"),
     (MINIMAL + '[hive]\ntable = "a.b.c"\nmetastore = "hs2://h:1"\n', "must be db.table"),
     (MINIMAL + '[spark]\ndeploy_mode = "both"\n', "choose client or cluster"),
     (MINIMAL + '[spark]\nconf = { "a" = [1] }\n', "spark.conf.a must be"),

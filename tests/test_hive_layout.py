@@ -51,8 +51,8 @@ def test_every_backend_is_a_metastore_with_from_uri():
         "    res[scheme] = [cls.__name__, issubclass(cls, Metastore), callable(getattr(cls, 'from_uri', None))]\n"
         "print(json.dumps(res))"))
     assert out == {"hs2": ["Hs2Metastore", True, True], "hive2": ["Hs2Metastore", True, True],
-                   "spark": ["SparkCatalogMetastore", True, True]}
-    assert set(BACKENDS) == {"hs2", "hive2", "spark"}
+                   "spark": ["SparkCatalogMetastore", True, True], "thrift": ["ThriftMetastore", True, True]}
+    assert set(BACKENDS) == {"hs2", "hive2", "spark", "thrift"}
 
 
 @pytest.mark.parametrize("scheme", ["hs2", "hive2", "HS2"])
@@ -70,9 +70,9 @@ def test_spark_scheme_opens_the_spark_catalog():
         open_metastore("spark?bogus=1")
 
 
-@pytest.mark.parametrize("uri", ["mysql://x", "thrift://h:9083", "", "sparkly", "/tmp/metastore"])
+@pytest.mark.parametrize("uri", ["mysql://x", "thrifts://h:9083", "", "sparkly", "/tmp/metastore"])
 def test_unknown_scheme_is_bad_input(uri):
-    with pytest.raises(InvalidInputError, match="unknown metastore .*: use hs2://HOST:PORT or spark"):
+    with pytest.raises(InvalidInputError, match="unknown metastore .*: use hs2://HOST:PORT, thrift://HOST:PORT or spark"):
         backend_for(uri)
     with pytest.raises(InvalidInputError, match="unknown metastore"):
         open_metastore(uri)
@@ -83,7 +83,7 @@ def test_unknown_scheme_from_the_cli_is_one_line_and_exit_3(tmp_path):
     run_trib("table", "create", str(root), "--layout", "{yyyy}_{MM}_{dd}/{HH}", "--partition",
              "dt={yyyy}{MM}{dd}{HH}", check=True)
     before = (root / "_tributary" / "table.json").read_bytes()
-    for args in (["sync", str(root), "--hive-table", "db.t", "--metastore", "thrift://h:9083"],
+    for args in (["sync", str(root), "--hive-table", "db.t", "--metastore", "mysql://h:9083"],
                  ["configure", str(root), "--policy", "metastore", "--hive-table", "db.t", "--metastore", "mysql://x"]):
         p = run_trib("partitions", *args)
         assert p.returncode == InvalidInputError.exit_code, (args, p.stderr)

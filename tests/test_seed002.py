@@ -151,6 +151,19 @@ def test_sync_false_or_no_set_lines_reads_every_file(seed, clean_session, tmp_pa
             assert _answer(script, out["columns"], out["rows"]) == everything[script], variant.name
 
 
+def test_an_undefined_variable_is_one_line_before_spark_starts(tmp_path):
+    """Bad input costs no Spark start-up: the CLI names the flag that defines the variable."""
+    script = tmp_path / "q.sql"
+    script.write_text("SET x=1;\nSELECT * FROM t\nWHERE dt = '${window_dt}' AND k = ${hivevar:k};\n")
+    r = run_trib("sql", "-f", str(script), "--var", "k=1", cwd=tmp_path)
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.strip() == ("trib: error: undefined variable ${window_dt} in statement 2 (line 3): "
+                                "give --var window_dt=VALUE")
+    r = run_trib("sql", "-f", str(script), "--schedule-time", "2020-06-24T01:05:00Z", cwd=tmp_path)
+    assert r.returncode == 3 and "undefined variable ${hivevar:k} in statement 2 (line 3)" in r.stderr, r.stderr
+    assert "starting Spark" not in r.stderr
+
+
 def test_trib_sql_as_a_process(seed, hive_services, tmp_path):
     """The CLI in its own process: its own Spark, the metastore by URI, the jar built or cached."""
     db, expected, _ = seed

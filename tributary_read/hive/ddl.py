@@ -119,10 +119,11 @@ def parse_columns(text: str) -> tuple[tuple[str, str], ...]:
         name, _, typ = col.partition(" ")
         name, typ = name.strip("`"), typ.strip()
         if not _NAME.fullmatch(name) or not typ or not _TYPE.fullmatch(typ) or depth:
-            raise InvalidInputError(f"bad column {col!r} in --columns (expected NAME TYPE, e.g. 'a STRING, b BIGINT')")
+            raise InvalidInputError(f"bad column {col!r} in the columns (expected NAME TYPE, e.g. 'a STRING, b BIGINT')",
+                                    columns="the columns")
         out.append((name, typ.upper()))
     if len({c.lower() for c, _ in out}) != len(out):
-        raise InvalidInputError("--columns names a column twice")
+        raise InvalidInputError("the columns name a column twice", columns="the columns")
     return tuple(out)
 
 
@@ -160,7 +161,7 @@ def _arrow_hive_type(t) -> str:
         return f"MAP<{_arrow_hive_type(t.key_type)},{_arrow_hive_type(t.item_type)}>"
     if pa.types.is_struct(t):
         return "STRUCT<" + ",".join(f"{f.name}:{_arrow_hive_type(f.type)}" for f in t) + ">"
-    raise InvalidInputError(f"no Hive type for Parquet column type {t}: give --columns")
+    raise InvalidInputError(f"no Hive type for Parquet column type {t}: give the columns", columns="the columns")
 
 
 def _json_type(v, where: str) -> str | None:
@@ -186,7 +187,8 @@ def _merge(types: set[str], where: str) -> str:
     if types == {"BIGINT", "DOUBLE"}:
         return "DOUBLE"
     if len(types) > 1:
-        raise InvalidInputError(f"{where} holds {' and '.join(sorted(types))} values: give --columns")
+        raise InvalidInputError(f"{where} holds {' and '.join(sorted(types))} values: give the columns",
+                                columns="the columns")
     return next(iter(types))
 
 
@@ -196,10 +198,12 @@ def infer_columns(table) -> tuple[tuple[str, str], ...]:
 
     fmt = table.config.format
     if fmt not in ("parquet", "jsonl"):
-        raise InvalidInputError(f"a {fmt} table's columns cannot be inferred: give --columns 'a STRING, ...'")
+        raise InvalidInputError(f"a {fmt} table's columns cannot be inferred: give the columns ('a STRING, ...')",
+                                columns="the columns")
     files = manifest_files(table).files[:SAMPLE_FILES]
     if not files:
-        raise InvalidInputError(f"{table.root} has no committed files to infer columns from: give --columns")
+        raise InvalidInputError(f"{table.root} has no committed files to infer columns from: give the columns",
+                                columns="the columns")
     if fmt == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -217,7 +221,8 @@ def infer_columns(table) -> tuple[tuple[str, str], ...]:
             try:
                 rec = json.loads(line)
             except ValueError:
-                raise InvalidInputError(f"{f.path} holds a line that is not JSON: give --columns") from None
+                raise InvalidInputError(f"{f.path} holds a line that is not JSON: give the columns",
+                                        columns="the columns") from None
             if not isinstance(rec, dict):
                 raise InvalidInputError(f"{f.path} holds a JSON {type(rec).__name__}, not an object")
             for k, v in rec.items():

@@ -74,7 +74,8 @@ class Metastore(abc.ABC):
     def create_table(self, table: TableName, ddl: str) -> None:
         """Create ``table`` with ``ddl`` (rendered by :mod:`tributary_read.hive.ddl`)."""
         raise MetastoreError(f"{self.address} cannot create tables: create {table} through "
-                             "HiveServer2 or Spark (--metastore hs2://HOST:PORT or spark)")
+                             "HiveServer2 or Spark (give the metastore as hs2://HOST:PORT or spark)",
+                             metastore="the metastore as")
 
     def close(self) -> None:
         """Release connections; the object is unusable afterwards."""

@@ -261,6 +261,9 @@ def _write_conf(root: Path, conf: Path) -> None:
         "hive.log4j.file": str(conf / "hive-log4j2.properties"),
         "hive.metastore.server.min.threads": "5",  # stock 200 core threads never time out
         "hive.metastore.server.max.threads": "200",
+        # Hive's default pool is BoneCP, which pyspark does not ship: DataNucleus falls back quietly,
+        # but the ACID listener's TxnHandler does not, so every DROP DATABASE failed mid-call.
+        "datanucleus.connectionPoolingType": "HikariCP",
     }
     body = "".join(f"  <property><name>{k}</name><value>{xml_escape(v)}</value></property>\n"
                    for k, v in props.items())

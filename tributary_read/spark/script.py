@@ -118,7 +118,8 @@ def substitute(stmt: Statement, variables: Mapping[str, str]) -> Statement:
         if name not in variables:
             line = stmt.line + stmt.text[: m.start()].count("\n")
             raise InvalidInputError(f"undefined variable ${{{m.group(1) or ''}{name}}} in statement "
-                                    f"{stmt.number} (line {line}): give --var {name}=VALUE")
+                                    f"{stmt.number} (line {line}): give the variable {name}=VALUE",
+                                    var="the variable")
         return str(variables[name])
 
     return Statement(stmt.number, stmt.line, _VAR.sub(repl, stmt.text))
