@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo test test-unit bench venv dev clean
+.PHONY: demo demo-writer test test-unit bench venv dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,16 +15,24 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -q -e .
 	touch $@
 
+$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
+	$(PIP) install -q -e '.[demo]'
+	touch $@ $(VENV)/.installed
+
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP) install -q -e '.[dev]'
-	touch $@ $(VENV)/.installed
+	touch $@ $(VENV)/.installed $(VENV)/.installed-demo
 
 venv: $(VENV)/.installed
 dev: $(VENV)/.installed-dev
 
-## make demo: install, then ingest -> kill -9 -> resume -> verify on a local table
-demo: $(VENV)/.installed
-	$(BIN)/python examples/demo.py --dir .trib/demo
+## make demo: install, then 24 hourly cycles of late-arriving logs, naive vs trib, and the lateness report
+demo: $(VENV)/.installed-demo
+	$(BIN)/trib demo --hours 24 --dir .trib/demo
+
+## make demo-writer: the writer alone: ingest -> kill -9 -> resume -> verify on a local table
+demo-writer: $(VENV)/.installed
+	$(BIN)/python examples/demo.py --dir .trib/demo-writer
 
 ## make test: install dev extras and run the whole suite (it starts its own services)
 test: $(VENV)/.installed-dev

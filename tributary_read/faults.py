@@ -19,3 +19,17 @@ def crash_point(name: str) -> None:
     want = os.environ.get("TRIB_CRASH_AT")
     if want and name in want.split(","):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def wall_ms() -> int:
+    """The wall clock a commit is stamped with, in epoch ms.
+
+    ``TRIB_CLOCK_SKEW_MS`` shifts it, to run a writer whose clock is off: commit
+    times come from the writer's clock, and a skewed writer is a fault readers of
+    commit-time windows must survive. ``trib demo`` uses it to replay a day of
+    arrivals in minutes, each ingest committing at its simulated arrival time.
+    """
+    import time
+
+    skew = os.environ.get("TRIB_CLOCK_SKEW_MS")
+    return int(time.time() * 1000) + (int(skew) if skew else 0)

@@ -4,6 +4,7 @@ CREATE EXTERNAL TABLE IF NOT EXISTS ${dw_table} (
     event_time  BIGINT,
     user_id     STRING,
     action      STRING,
+    payload     STRING,
     arrival_ms  BIGINT,
     lateness_ms BIGINT
 )

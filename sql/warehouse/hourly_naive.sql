@@ -9,6 +9,7 @@ SELECT
     event_time,
     user_id,
     action,
+    payload,
     trib_file_mtime_ms(input_file_name())                              AS arrival_ms,
     trib_lateness_ms(trib_file_mtime_ms(input_file_name()), event_time) AS lateness_ms,
     trib_partition_value(event_time, 'yyyyMMddHH', '${timezone}')      AS dt

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
 from tributary_read.errors import CommitConflictError, CommitStateUnknownError, LogRetentionError, ManifestCorruptError, StorageError
+from tributary_read.faults import wall_ms
 from tributary_read.table.docstore import DocumentSeries, DocumentStore, header
 from tributary_read.table.manifest import Commit, FileEntry, Transaction, load_document
 from tributary_read.io.storage import Storage
@@ -431,7 +432,7 @@ class ManifestLog:
         while True:
             commit = Commit(
                 version=v,
-                timestamp_ms=int(time.time() * 1000),
+                timestamp_ms=wall_ms(),
                 files=tuple(files),
                 transaction=transaction,
                 protocol=protocol,

@@ -1,0 +1,293 @@
+"""``trib demo``: the raw log of :mod:`.mix`, an hourly job run two ways, and who lost what.
+
+Each cycle replays the arrivals up to its moment (foreign files are placed and
+given their mtime, ingests commit with their writer clock at the arrival time),
+mounts the new partitions (``trib partitions sync``), then runs:
+
+* **naive**: seed 002's usual job, ``sql/warehouse/hourly_naive.sql``: insert
+  "the previous hour's partition" of the Hive table into the DW;
+* **trib**: ``trib etl run`` with a consumer input: every file not yet
+  delivered, committed exactly once, synced to Hive, acked.
+
+Both run on one local SparkSession against the local Hive pair (``trib hive
+up``, started and stopped here). The tallies read both DW tables back through
+Hive, so they count what a Hive user would see.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+from tributary_read.demo.mix import HOUR_MS, NAIVE_LAG_MS, PATTERNS, Drop, Mix, build
+
+LAYOUT, PARTITION = "{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}"
+COLUMNS = "event_time BIGINT, user_id STRING, action STRING, payload STRING"
+JOB_SQL = "SELECT event_time, user_id, action, payload FROM raw\n"
+
+Say = Callable[[str], None]
+
+
+def _trib(*args: str, env: dict | None = None) -> str:
+    """Run the real CLI in its own process, as a scheduler would."""
+    p = subprocess.run([sys.executable, "-m", "tributary_read.cli.main", "-q", *args], capture_output=True,
+                       text=True, env={**os.environ, **(env or {})})
+    if p.returncode != 0:
+        from tributary_read.errors import TributaryError
+
+        raise TributaryError(f"trib {args[0]} failed (exit {p.returncode}): {p.stderr.strip()[-500:]}")
+    return p.stdout
+
+
+class Demo:
+    def __init__(self, work: Path, hours: int, hive_dir: Path, say: Say, seed: int = 2002, db: str = "trib_demo"):
+        self.work, self.hours, self.hive_dir, self.say, self.db = work, hours, hive_dir, say, db
+        now = int(time.time() * 1000)
+        # The last cycle runs a little before now: every schedule time is in the past, as in a backfill.
+        base = (now - NAIVE_LAG_MS) // HOUR_MS * HOUR_MS - (hours + 1) * HOUR_MS
+        self.mix: Mix = build(hours, base, seed)
+        self.raw, self.dw = work / "raw", work / "dw"
+        self.staging = work / "staging"
+        self.applied = 0
+
+    # -- the raw table -------------------------------------------------------------------
+    def create_tables(self) -> None:
+        for d in (self.raw, self.dw, self.work / "dw_naive", self.staging, self.work / "job"):
+            shutil.rmtree(d, ignore_errors=True)
+        self.staging.mkdir(parents=True)
+        _trib("table", "create", str(self.raw), "--layout", LAYOUT, "--partition", PARTITION, "--format", "text",
+              "--tracking", "both")
+        _trib("table", "create", str(self.dw), "--layout", LAYOUT, "--partition", PARTITION, "--format", "parquet")
+
+    def _place(self, d: Drop, name: str, mtime_ms: int) -> None:
+        """Write a foreign file as an uploader does: elsewhere, then one rename into the table."""
+        tmp = self.staging / name
+        tmp.write_text("".join(e.line() for e in d.events))
+        os.utime(tmp, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+        target = self.raw / d.directory / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, target)
+
+    def _ingest(self, d: Drop) -> None:
+        src = self.staging / f"{d.name}.log"
+        src.write_text("".join(e.line() for e in d.events))
+        skew = d.arrival_ms - int(time.time() * 1000)  # the writer's clock reads the arrival time
+        _trib("ingest", str(self.raw), "--source", str(src), "--app-id", "demo-ingest", "--source-name", d.name,
+              "--time-regex", r"^([0-9]+)\t", "--final", env={"TRIB_CLOCK_SKEW_MS": str(skew)})
+
+    def arrive_until(self, moment_ms: int) -> int:
+        """Everything that lands by ``moment_ms``; hidden uploads are written when they start."""
+        n = 0
+        for d in self.mix.drops:
+            if d.pattern == "hidden_renamed" and d.written_ms <= moment_ms and \
+                    not (self.raw / d.directory / d.name).exists() and d.arrival_ms > moment_ms:
+                if not (self.raw / d.directory / f".{d.name}").exists():
+                    self._place(d, f".{d.name}", d.written_ms)
+        while self.applied < len(self.mix.drops) and self.mix.drops[self.applied].arrival_ms <= moment_ms:
+            d = self.mix.drops[self.applied]
+            if d.tracked:
+                self._ingest(d)
+            elif d.pattern == "hidden_renamed":
+                hidden = self.raw / d.directory / f".{d.name}"
+                if not hidden.exists():
+                    self._place(d, hidden.name, d.written_ms)
+                os.rename(hidden, self.raw / d.directory / d.name)  # a rename keeps the old mtime
+            else:
+                self._place(d, d.name, d.mtime_ms)
+            self.applied += 1
+            n += 1
+        return n
+
+    # -- Hive and Spark ----------------------------------------------------------------------
+    def start_services(self):
+        from tributary_read.services import hive as services
+
+        running = all(s["alive"] for s in services.status(str(self.hive_dir)).values())
+        if not running:
+            self.say(f"starting the local Hive pair in {self.hive_dir} (trib hive up; a first start compiles "
+                     "the launcher and creates the metastore schema)")
+        hms, hs2 = _free_ports(2)
+        self.services = services.start(str(self.hive_dir), hms_port=hms, hs2_port=hs2, timeout=300)
+        self.started_services = not running
+        return self.services
+
+    def stop_services(self) -> None:
+        if getattr(self, "started_services", False):
+            from tributary_read.services import hive as services
+
+            self.say("stopping the local Hive pair (trib hive down)")
+            services.stop(str(self.hive_dir))
+
+    def start_spark(self, spark=None):
+        from tributary_read import udfs
+
+        if spark is None:
+            from tributary_read.spark.session import metastore_conf, spark_session
+
+            conf = {**metastore_conf(self.services.metastore_uri), **udfs.spark_conf(),
+                    "spark.sql.warehouse.dir": self.services.warehouse_uri,
+                    "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+            self.say("starting Spark (local[2]) with trib's UDF jar (built from source at first use)")
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            spark = spark_session("local[2]", conf, "trib-demo", hive=True)
+            spark.sparkContext.setLogLevel("ERROR")  # the demo's own lines tell the story
+            import logging
+
+            # pyspark logs every failed statement; the DDL step probes for tables that do not exist yet.
+            logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+        udfs.register(spark)
+        self.spark = spark
+        return spark
+
+    def _script(self, name: str, variables: dict[str, str]) -> None:
+        from tributary_read.hive.sql import SQL_DIR
+        from tributary_read.spark.script import run_script, split_statements
+
+        text = (SQL_DIR / "warehouse" / name).read_text(encoding="utf-8")
+        run_script(self.spark, split_statements(text), variables)
+
+    def create_hive_tables(self) -> None:
+        from tributary_read.hive.ddl import create_table, definition_for
+        from tributary_read.hive.model import TableName
+        from tributary_read.hive.spark_catalog import SparkCatalogMetastore
+        from tributary_read.table.config import Table
+
+        db = self.db
+        self.spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+        self.spark.sql(f"CREATE DATABASE {db}")
+        self._script("ods_raw_log.sql", {"ods_table": f"{db}.ods_raw_log", "ods_location": self.raw.as_uri()})
+        self._script("dw_events.sql", {"dw_table": f"{db}.dw_naive",
+                                       "dw_location": (self.work / "dw_naive").as_uri()})
+        defn = definition_for(Table.load(str(self.dw)), TableName.parse(f"{db}.dw_trib"), COLUMNS)
+        create_table(SparkCatalogMetastore(self.spark), defn)
+
+    def write_job(self) -> Path:
+        job_dir = self.work / "job"
+        job_dir.mkdir(parents=True, exist_ok=True)
+        (job_dir / "hourly.sql").write_text(JOB_SQL)
+        job = job_dir / "hourly.toml"
+        job.write_text(f"""# The hourly job, trib's way: every raw file not yet delivered, exactly once.
+[job]
+name = "demo_hourly"
+sql = "hourly.sql"
+period = "1h"
+
+[[inputs]]
+table = "{self.raw}"
+view = "raw"
+mode = "consumer"
+hive_table = "{self.db}.ods_raw_log"   # its columns, SerDe and delimiter
+
+[output]
+table = "{self.dw}"
+time_column = "event_time"
+
+[hive]
+table = "{self.db}.dw_trib"
+metastore = "{self.services.metastore_uri}"
+""")
+        return job
+
+    # -- the cycles --------------------------------------------------------------------------
+    def cycle(self, h: int, job) -> dict[str, Any]:
+        from tributary_read.etl.run import run_job
+
+        mix = self.mix
+        landed = self.arrive_until(mix.run_at(h))
+        _trib("partitions", "sync", str(self.raw), "--hive-table", f"{self.db}.ods_raw_log",
+              "--metastore", self.services.metastore_uri)
+        t0 = time.monotonic()
+        self._script("hourly_naive.sql", {"ods_table": f"{self.db}.ods_raw_log", "dw_table": f"{self.db}.dw_naive",
+                                          "timezone": "UTC", **_window(mix.run_at(h))})
+        t1 = time.monotonic()
+        report = run_job(job, mix.hour_end(h), spark=self.spark)
+        t2 = time.monotonic()
+        records = sum(i.records or 0 for i in report.inputs)
+        return {"hour": h, "files_landed": landed, "trib_records": records,
+                "naive_s": round(t1 - t0, 2), "trib_s": round(t2 - t1, 2)}
+
+    def tally(self) -> dict[str, Any]:
+        expected = self.mix.events()
+        out: dict[str, Any] = {"expected": len(expected)}
+        for way, table in (("naive", "dw_naive"), ("trib", "dw_trib")):
+            rows = self.spark.sql(f"SELECT payload, COUNT(1) AS n FROM {self.db}.{table} GROUP BY payload").collect()
+            seen = Counter({r["payload"]: r["n"] for r in rows})
+            captured = sum(1 for e in expected if e in seen)
+            lost = Counter(expected[e].pattern for e in expected if e not in seen)
+            by_pattern = {}
+            for p in PATTERNS:
+                total = sum(1 for d in expected.values() if d.pattern == p)
+                if total:
+                    by_pattern[p] = {"expected": total, "lost": lost.get(p, 0)}
+            out[way] = {"captured": captured, "duplicates": sum(n - 1 for n in seen.values() if n > 1),
+                        "lost": len(expected) - captured, "unexpected": sum(1 for e in seen if e not in expected),
+                        "captured_share": captured / len(expected) if expected else 1.0,
+                        "by_pattern": by_pattern}
+        return out
+
+
+def _window(moment_ms: int) -> dict[str, str]:
+    """The naive job's variables: the hour that ended ``NAIVE_LAG_MS`` before it runs."""
+    from tributary_read.spark.script import window_variables
+
+    return window_variables(moment_ms, HOUR_MS, NAIVE_LAG_MS)
+
+
+def _free_ports(n: int) -> list[int]:
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def run_demo(work: str | Path, hours: int = 24, *, hive_dir: str | Path | None = None, spark=None,
+             say: Say = lambda _m: None, seed: int = 2002) -> dict[str, Any]:
+    """Build the raw table, run ``hours`` cycles both ways, tally, write the lateness report."""
+    from tributary_read.etl.job import Job
+    from tributary_read.report.html import render
+    from tributary_read.report.lateness import lateness
+
+    t_start = time.monotonic()
+    work = Path(work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    demo = Demo(work, hours, Path(hive_dir).resolve() if hive_dir else work / "hive", say, seed)
+    say(f"raw log: {len(demo.mix.drops)} files, {len(demo.mix.events())} events over {hours} hours "
+        f"(seed {seed}), in {demo.raw}")
+    demo.create_tables()
+    demo.start_services()
+    try:
+        demo.start_spark(spark)
+        demo.create_hive_tables()
+        job = Job.load(demo.write_job())
+        cycles = []
+        for h in range(hours):
+            c = demo.cycle(h, job)
+            cycles.append(c)
+            say(f"hour {h + 1:>2}/{hours}: {c['files_landed']:>2} files landed; naive {c['naive_s']:.1f}s, "
+                f"trib {c['trib_s']:.1f}s ({c['trib_records']} records)")
+        result = demo.tally()
+    finally:
+        demo.stop_services()
+    report_path = work / "lateness.html"
+    rep = lateness(str(demo.raw), lags_ms=[NAIVE_LAG_MS])
+    tmp = report_path.with_name(report_path.name + ".tmp")
+    tmp.write_text(render(rep, f"Lateness of the demo's raw log ({hours} hours)"), encoding="utf-8")
+    tmp.replace(report_path)
+    result.update({
+        "hours": hours, "seed": seed, "raw_table": str(demo.raw), "dw_table": str(demo.dw),
+        "report": str(report_path), "lateness": {k: v for k, v in rep.to_json().items() if k != "partitions"},
+        "files": len(demo.mix.drops), "cycles": cycles, "seconds": round(time.monotonic() - t_start, 1),
+    })
+    return result
