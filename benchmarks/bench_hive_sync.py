@@ -30,7 +30,6 @@ import contextlib
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -53,15 +52,6 @@ LAYOUT = Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def build_dirs(root: Path, hours: int, key_value: bool) -> None:
@@ -114,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with WorkDir(prefix="hive-sync-") as work:
         hive_dir = work / "hive"
-        hms_port, hs2_port = free_ports(2)
+        hms_port, hs2_port = services.free_ports(2)
         print(f"starting metastore :{hms_port} + HiveServer2 :{hs2_port} in {hive_dir} ...", file=sys.stderr)
         services.start(str(hive_dir), hms_port=hms_port, hs2_port=hs2_port, timeout=300)
         try:

@@ -213,15 +213,9 @@ def invoke_trib(*args: str, env: dict | None = None, check: bool = False, cwd=No
 
 
 def _free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports (held open together, so they cannot repeat)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    from tributary_read.services.hive import free_ports
+
+    return free_ports(n)
 
 
 @pytest.fixture(scope="session")

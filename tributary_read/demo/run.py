@@ -112,7 +112,7 @@ class Demo:
         if not running:
             self.say(f"starting the local Hive pair in {self.hive_dir} (trib hive up; a first start compiles "
                      "the launcher and creates the metastore schema)")
-        hms, hs2 = _free_ports(2)
+        hms, hs2 = services.free_ports(2)
         self.services = services.start(str(self.hive_dir), hms_port=hms, hs2_port=hs2, timeout=300)
         self.started_services = not running
         return self.services
@@ -237,19 +237,6 @@ def _window(moment_ms: int) -> dict[str, str]:
     from tributary_read.spark.script import window_variables
 
     return window_variables(moment_ms, HOUR_MS, NAIVE_LAG_MS)
-
-
-def _free_ports(n: int) -> list[int]:
-    import socket
-
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def run_demo(work: str | Path, hours: int = 24, *, hive_dir: str | Path | None = None, spark=None,

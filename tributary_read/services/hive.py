@@ -85,6 +85,18 @@ class HiveServices:
         return (Path(self.dir) / "warehouse").as_uri()
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports (held open together, so they cannot repeat)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind((HOST, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def start(
     dir: str = ".trib/hive", hms_port: int = 9083, hs2_port: int = 10000, timeout: float = 180.0
 ) -> HiveServices:
