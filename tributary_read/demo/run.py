@@ -128,6 +128,10 @@ class Demo:
         from tributary_read import udfs
 
         if spark is None:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.getActiveSession()  # a host's session (tests, a notebook): used as it is
+        if spark is None:
             from tributary_read.spark.session import metastore_conf, spark_session
 
             conf = {**metastore_conf(self.services.metastore_uri), **udfs.spark_conf(),
