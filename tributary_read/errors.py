@@ -197,6 +197,19 @@ class ConsumerStateCorruptError(TributaryError):
     exit_code = 6
 
 
+class UndeliveredDataError(TributaryError):
+    """A run would leave data in its scope unread and still exit 0: read it the way the message names, or
+    opt out explicitly (``--allow-untracked``, ``allow_untracked = true``). Exit 13 on its own, so a
+    scheduler can tell "data left behind" from every other failure."""
+
+    exit_code = 13
+
+
+class UntrackedDataError(UndeliveredDataError):
+    """A manifest-tracked table holds files no commit lists (other tools wrote them): track ``both``
+    (``trib table set-tracking``), or say ``--allow-untracked`` to read the manifest only."""
+
+
 # -- Hive partitions -----------------------------------------------------------
 class HiveTableConflictError(MetastoreError):
     """A Hive table of that name exists and differs from what trib would create; trib never alters it."""
