@@ -207,7 +207,7 @@ class UndeliveredDataError(TributaryError):
 
 class UntrackedDataError(UndeliveredDataError):
     """A manifest-tracked table holds files no commit lists (other tools wrote them): track ``both``
-    (``trib table set-tracking``), or say ``--allow-untracked`` to read the manifest only."""
+    (``trib table set ROOT --tracking both``), or say ``--allow-untracked`` to read the manifest only."""
 
 
 # -- Hive partitions -----------------------------------------------------------
