@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -88,26 +87,23 @@ def emit(as_json: bool, data: Any, human: Callable[[], None] | str | None = None
         click.echo(human)
 
 
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d|w)?\s*$")
-_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+def parse_duration_ms(text: str, what: str = "duration") -> int:
+    """The one duration parser (:mod:`tributary_read.timespec`): a unit is required, ``0`` alone aside."""
+    from tributary_read.timespec import parse_duration_ms as parse
 
-
-def parse_duration_ms(text: str) -> int:
-    """``24h``, ``7d``, ``10m``, ``30s``, ``500ms``; a bare number is seconds."""
-    m = _DURATION.match(text or "")
-    if not m:
-        raise InvalidInputError(f"bad duration {text!r} (e.g. 30s, 10m, 24h, 7d)")
-    return int(float(m.group(1)) * _UNITS_MS[m.group(2) or "s"])
+    return parse(text, what)
 
 
 class Duration(click.ParamType):
+    """A click option holding a duration in ms, parsed by :mod:`tributary_read.timespec`."""
+
     name = "duration"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
+        if isinstance(value, int) and not isinstance(value, bool):
             return value
         try:
-            return parse_duration_ms(value)
+            return parse_duration_ms(value, param.opts[0] if param is not None and param.opts else "duration")
         except InvalidInputError as e:
             self.fail(str(e), param, ctx)
 

@@ -13,7 +13,7 @@ import click
 from tributary_read.errors import InvalidInputError
 from tributary_read.read.fileset import ReadMode, origin
 from tributary_read.read.resolve import Source, plain_layout, resolve
-from tributary_read.read.window import TimeWindow
+from tributary_read.read.window import TimeWindow, WindowForm
 
 from .context import TribState, emit, json_option, parse_duration_ms, pass_state
 
@@ -93,11 +93,16 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
                    "other tools' files by mtime; auto: as the table's tracking says, mtime for a plain directory.")
 @click.option("--since-version", type=int, help="Manifest: exclusive lower bound on commit versions (default 0).")
 @click.option("--until-version", type=int, help="Manifest: inclusive upper bound (default: latest).")
-@click.option("--start", help="Window start, inclusive: ISO-8601 or epoch ms (naive times: table zone).")
-@click.option("--end", help="Window end, inclusive: ISO-8601 or epoch ms.")
-@click.option("--schedule-time", help="Derive the window: the whole --period before this time minus --lag.")
+@click.option("--start", help="Window start, inclusive: ISO-8601 with an offset, or epoch ms.")
+@click.option("--end", help="Window end, inclusive: ISO-8601 with an offset, or epoch ms.")
+@click.option("--schedule-time", help="Derive the window of the run scheduled at this time (ISO-8601 with an "
+                                      "offset, or epoch ms): the whole --period before it, minus --lag.")
 @click.option("--period", help="Window length with --schedule-time, e.g. 1h or 1d.")
-@click.option("--lag", help="Shift --schedule-time back before flooring, e.g. 10m.")
+@click.option("--lag", help="The window ends by the schedule time's period start minus this, e.g. 10m.")
+@click.option("--window-form", type=click.Choice(WindowForm.values()),
+              help="With --schedule-time: aligned (default) = the last whole --period ending by T - lag; "
+                   "sliding = [T - lag - window, T - lag) (docs/reading.md).")
+@click.option("--window", help="The sliding form's length (default: --period).")
 @click.option("--partitions", help="Partition range to list, e.g. 'dt>=2020061701,dt<=2020062401'.")
 @click.option("--layout", help="Plain directory: its template, e.g. '{yyyy}_{MM}_{dd}/{HH}'.")
 @click.option("--partition", "partition_spec", help="Plain directory: partition spec (default dt=<all tokens>).")
@@ -117,8 +122,8 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
 @json_option
 @pass_state
 def files(state: TribState, root, mode, since_version, until_version, start, end, schedule_time, period, lag,
-          partitions, layout, partition_spec, timezone, consumer, lookback, min_age, full_scan, full_scan_every,
-          state_dir, parallel, as_uri, null, quiet, as_json) -> None:
+          window_form, window, partitions, layout, partition_spec, timezone, consumer, lookback, min_age, full_scan,
+          full_scan_every, state_dir, parallel, as_uri, null, quiet, as_json) -> None:
     """Print the exact files of ROOT for this run, one per line.
 
     \b
@@ -139,18 +144,20 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
                                         "whatever it has not delivered yet")
     if null and as_json:
         raise InvalidInputError("-0/--null is for the path list; --json already quotes every path")
-    lookback_ms = parse_duration_ms(lookback) if lookback is not None else None
-    min_age_ms = parse_duration_ms(min_age) if min_age is not None else None
+    lookback_ms = parse_duration_ms(lookback, "--lookback") if lookback is not None else None
+    min_age_ms = parse_duration_ms(min_age, "--min-age") if min_age is not None else None
     every_ms = None if full_scan_every is None else (
-        0 if full_scan_every.strip().lower() in ("off", "never") else parse_duration_ms(full_scan_every))
+        0 if full_scan_every.strip().lower() in ("off", "never") else parse_duration_ms(full_scan_every,
+                                                                                          "--full-scan-every"))
     if parallel is not None and parallel < 1:
         raise InvalidInputError("--parallel must be >= 1")
     src, options = open_source(state, root, layout, partition_spec, timezone)
     tz = src.layout.tz if src.layout else dt_timezone.utc
     window = TimeWindow.for_schedule(
         start, end, schedule_time=schedule_time, tz=tz,
-        period_ms=parse_duration_ms(period) if period is not None else None,
-        lag_ms=parse_duration_ms(lag or "0") if lag is not None else None)
+        period_ms=parse_duration_ms(period, "--period") if period is not None else None,
+        lag_ms=parse_duration_ms(lag, "--lag") if lag is not None else None,
+        form=window_form, window_ms=parse_duration_ms(window, "--window") if window is not None else None)
 
     plan = None
     with listing_progress(state, src.uri, quiet) as progress:

@@ -16,6 +16,8 @@ FLAGS = {
     "schedule_time": "--schedule-time",
     "period": "--period",
     "lag": "--lag",
+    "form": "--window-form",
+    "window": "--window",
     "mode": "--mode",
     "versions": "--since-version/--until-version",
     "layout": "--layout/--partition/--timezone",

@@ -48,7 +48,7 @@ def lateness(state: TribState, root, since, lags, out, with_files, layout, parti
     from tributary_read.cli.files import open_source
     from tributary_read.report.lateness import format_duration, lateness as build
 
-    lag_ms = [parse_duration_ms(x) for x in lags]
+    lag_ms = [parse_duration_ms(x, "--lag") for x in lags]
     src, _ = open_source(state, root, layout, partition_spec, timezone)
     rep = build(src, lags_ms=lag_ms, since_ms=_since(since))
     if out:

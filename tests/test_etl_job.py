@@ -7,6 +7,7 @@ tests/test_etl_cli.py.
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 
 import pytest
@@ -16,7 +17,7 @@ from tributary_read.etl.job import HOUR_MS, InputMode, Job
 from tributary_read.etl.lock import JobLock, lock_path
 from tributary_read.etl.run import iso_z, schedule_time_ms, transaction_for, window_for
 from tributary_read.etl.submit import build_submit, driver_path
-from tributary_read.read.window import parse_instant
+from tributary_read.read.window import WindowForm, parse_instant
 from tributary_read.table.config import Table, TableConfig
 from tributary_read.table.layout import Layout
 
@@ -116,6 +117,7 @@ def test_every_input_mode_with_its_options(tmp_path):
         table = "s3://bucket/logs"
         view = "logs"
         mode = "mtime"
+        window_form = "sliding"
         window = "2h"
         lag = "10m"
         layout = "{yyyy}/{MM}/{dd}/{HH}"
@@ -131,11 +133,12 @@ def test_every_input_mode_with_its_options(tmp_path):
     assert (c.consumer, c.lookback_ms, c.min_age_ms, c.state_dir) == ("mine", 2 * 86_400_000, 30_000,
                                                                        str(tmp_path / "state"))
     assert m.root == "s3://bucket/logs" and m.mode is InputMode.MTIME
-    assert (m.window_ms, m.lag_ms) == (2 * HOUR_MS, 600_000)
+    assert (m.window_form, m.window_ms, m.lag_ms) == (WindowForm.SLIDING, 2 * HOUR_MS, 600_000)
     assert m.layout == Layout("{yyyy}/{MM}/{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
     assert m.format == "text"
     assert dict(m.read_options) == {"lineSep": "\n", "header": "true"}
-    assert f.mode is InputMode.MANIFEST and f.window_ms == HOUR_MS and f.lag_ms == 0
+    assert f.mode is InputMode.MANIFEST and f.window_form is WindowForm.ALIGNED and f.lag_ms == 0
+    assert f.window_ms is None
 
 
 def test_a_trib_toml_alias_names_a_table(tmp_path):
@@ -169,7 +172,7 @@ def test_an_unknown_key_is_named_never_ignored(tmp_path, text, words):
     (MINIMAL.replace('view = "v"', 'view = "v"\nmode = "kafka"'), "unknown inputs[0].mode 'kafka'"),
     (MINIMAL.replace('view = "v"', 'view = "v"\nmode = "mtime"\nlookback = "1d"'), "inputs[0].lookback does not apply"),
     (MINIMAL.replace('view = "v"', 'view = "v"\nwindow = "1h"'), "inputs[0].window does not apply to mode consumer"),
-    (MINIMAL.replace('view = "v"', 'view = "v"\nlookback = "7"'), "is not a duration"),
+    (MINIMAL.replace('view = "v"', 'view = "v"\nlookback = "7"'), "inputs[0].lookback 7 has no unit: write 7s or 7ms"),
     (MINIMAL.replace('view = "v"', 'view = "v"\nlookback = "0s"'), "must be positive"),
     (MINIMAL.replace('view = "v"', 'view = "my-view"'), "must be a SQL identifier"),
     (MINIMAL.replace('view = "v"', 'view = "v"\nformat = "avro"'), "inputs[0].format 'avro': choose one of"),
@@ -209,10 +212,10 @@ def _job(tmp_path, extra: str = "") -> Job:
     return Job.load(write_job(tmp_path, MINIMAL.replace('name = "j"', 'name = "j"\n' + extra)))
 
 
-@pytest.mark.parametrize("given", ["2024-01-01T05:00:00Z", "2024-01-01T05:00:00", "2024-01-01T06:00:00+01:00",
+@pytest.mark.parametrize("given", ["2024-01-01T05:00:00Z", "2024-01-01T06:00:00+01:00",
                                    "2024-01-01T05:00:00.000+00:00", "1704085200000", 1704085200000,
                                    "2024-01-01T05:59:59.999Z", " 2024-01-01T05:00:00z "])
-def test_schedule_times_are_iso_or_epoch_ms_naive_is_utc_and_floored_to_the_period(tmp_path, given):
+def test_schedule_times_are_iso_or_epoch_ms_and_floored_to_the_period(tmp_path, given):
     aligned, raw = schedule_time_ms(given, _job(tmp_path))
     assert aligned == parse_instant("2024-01-01T05:00:00+00:00")
     assert raw >= aligned and iso_z(aligned) == "2024-01-01T05:00:00Z"
@@ -224,20 +227,52 @@ def test_a_daily_job_floors_to_midnight_in_its_zone(tmp_path):
     assert aligned == parse_instant("2024-01-02T00:00:00+08:00")
 
 
-@pytest.mark.parametrize("bad", ["yesterday", "", "1704085200", "2024-13-01T00:00:00Z"])
+@pytest.mark.parametrize("bad", ["yesterday", "", "1704085200", "2024-13-01T00:00:00Z", "2024-01-01T05:00:00"])
 def test_a_bad_schedule_time_names_the_flag(tmp_path, bad):
     with pytest.raises(InvalidInputError) as e:
         schedule_time_ms(bad, _job(tmp_path))
     assert "--schedule-time" in e.value.reword({"schedule_time": "--schedule-time"})
 
 
-def test_windows_end_at_the_schedule_time_minus_the_lag_exclusive(tmp_path):
-    job = Job.load(write_job(tmp_path, MINIMAL.replace('view = "v"', 'view = "v"\nmode = "mtime"\nlag = "5m"')))
+def test_the_sliding_form_ends_at_the_schedule_time_minus_the_lag_exclusive(tmp_path):
+    job = Job.load(write_job(tmp_path, MINIMAL.replace(
+        'view = "v"', 'view = "v"\nmode = "mtime"\nwindow_form = "sliding"\nlag = "5m"')))
     t = parse_instant("2024-01-01T05:00:00+00:00")
-    w = window_for(job.inputs[0], t)
+    w = window_for(job, job.inputs[0], t)
     assert (w.start_ms, w.end_ms) == (t - HOUR_MS - 300_000, t - 300_000 - 1)
     # consecutive runs tile time: every millisecond in exactly one window
-    assert window_for(job.inputs[0], t + HOUR_MS).start_ms == w.end_ms + 1
+    assert window_for(job, job.inputs[0], t + HOUR_MS).start_ms == w.end_ms + 1
+
+
+def test_the_aligned_form_is_the_last_whole_period_ending_by_t_minus_lag(tmp_path):
+    job = Job.load(write_job(tmp_path, MINIMAL.replace(
+        'view = "v"', 'view = "v"\nmode = "mtime"\nwindow_form = "aligned"\nlag = "10m"')))
+    t = parse_instant("2024-01-01T05:00:00Z")
+    w = window_for(job, job.inputs[0], t)
+    assert (w.start_ms, w.end_ms) == (t - 2 * HOUR_MS, t - HOUR_MS - 1)  # 03:00 .. 03:59:59.999
+    # a run started late names the same period, and reads the same window
+    assert window_for(job, job.inputs[0], t + 14 * 60_000) == w
+
+
+@pytest.mark.parametrize("extra,message", [
+    ('lag = "10m"', "a lag or window needs window_form"),
+    ('window = "2h"', "a lag or window needs window_form"),
+    ('window_form = "aligned"\nwindow = "2h"', "the aligned form reads exactly one period"),
+    ('window_form = "tumbling"', "unknown inputs[0].window_form 'tumbling'"),
+])
+def test_a_job_that_relied_on_the_old_window_is_refused_not_moved(tmp_path, extra, message):
+    """Before the forms had names the ETL read [T - lag - window, T - lag): such a job must say which it means."""
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
+        Job.load(write_job(tmp_path, MINIMAL.replace('view = "v"', f'view = "v"\nmode = "mtime"\n{extra}')))
+
+
+def test_no_lag_and_the_period_as_window_reads_what_it_read_before(tmp_path):
+    """Where both forms agree (lag 0, window = period), an old job loads unchanged and reads the same window."""
+    job = Job.load(write_job(tmp_path, MINIMAL.replace('view = "v"', 'view = "v"\nmode = "mtime"\nwindow = "1h"')))
+    t = parse_instant("2024-01-01T05:00:00Z")
+    assert job.inputs[0].window_form is WindowForm.ALIGNED
+    w = window_for(job, job.inputs[0], t)
+    assert (w.start_ms, w.end_ms) == (t - HOUR_MS, t - 1)
 
 
 def test_the_transaction_is_the_job_and_the_schedule_time(tmp_path):

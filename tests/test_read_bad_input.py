@@ -61,8 +61,8 @@ BAD_WINDOWS = [
     (["--start", "1592956800"], "looks like epoch seconds"),
     (["--schedule-time", "soon", "--period", "1h"], "unparsable --schedule-time"),
     (["--schedule-time", "2020-06-24T01:05:00Z"], "needs --period"),
-    (["--schedule-time", "2020-06-24T01:05:00Z", "--period", "1x"], "bad duration '1x'"),
-    (["--schedule-time", "2020-06-24T01:05:00Z", "--period", "1h", "--lag", "-5m"], "bad duration"),
+    (["--schedule-time", "2020-06-24T01:05:00Z", "--period", "1x"], "--period '1x' is not a duration"),
+    (["--schedule-time", "2020-06-24T01:05:00Z", "--period", "1h", "--lag", "-5m"], "is not a duration"),
     (["--start", str(T0), "--schedule-time", "2020-06-24T01:05:00Z", "--period", "1h"], "not both"),
     (["--period", "1h"], "go with --schedule-time"),
     (["--partitions", "dt>>2020"], "bad partition condition"),
@@ -94,7 +94,7 @@ def test_consumer_option_misuse(plain):
                          (["--consumer", "c", "--partitions", "dt>=1"], "cannot be combined"),
                          (["--lookback", "7d"], "goes with --consumer"),
                          (["--consumer", "c", "--lookback", "0s"], "must be positive"),
-                         (["--consumer", "c", "--lookback", "week"], "bad duration"),
+                         (["--consumer", "c", "--lookback", "week"], "is not a duration"),
                          (["--consumer", "../x"], "bad consumer name")):
         assert_one_line_error(invoke_trib("files", str(plain), "--layout", LAYOUT, *args), 3, needle)
     assert snapshot(plain) == before

@@ -127,7 +127,7 @@ def test_a_plain_directory_with_a_layout(demo_table, tmp_path):
 @pytest.mark.parametrize("args, code, words", [
     (["{plain}"], 3, "is not a trib table: give --layout"),
     (["{missing}"], 4, "no directory at"),
-    (["{plain}", "--layout", LAYOUT, "--lag", "soon"], 3, "bad duration 'soon'"),
+    (["{plain}", "--layout", LAYOUT, "--lag", "soon"], 3, "--lag 'soon' is not a duration"),
     (["{plain}", "--layout", LAYOUT, "--since", "yesterday"], 3, "unparsable --since 'yesterday'"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, code, words):

@@ -50,7 +50,7 @@ def paths(doc: dict) -> list[str]:
 def test_seed_002_schedule_window_in_beijing_time():
     # Seed 002: scheduled 2020-06-24 01:05 (+08:00) reads the previous hour, starttime 1592928000000.
     tz = parse_timezone("+08:00")
-    w = TimeWindow.previous_period(parse_instant("2020-06-24T01:05:00", tz), H, 0, tz)
+    w = TimeWindow.previous_period(parse_instant("2020-06-24T01:05:00+08:00", tz), H, 0, tz)
     assert (w.start_ms, w.end_ms) == (1_592_928_000_000, 1_592_931_599_999)
     assert w.to_json()["end"] == "2020-06-23T16:59:59.999+00:00"
 
@@ -73,7 +73,10 @@ def test_daily_windows_follow_local_midnight_across_dst():
 def test_parse_instant_forms():
     assert parse_instant("1592928000000") == 1_592_928_000_000
     assert parse_instant("2020-06-23T16:00:00Z") == 1_592_928_000_000
-    assert parse_instant("2020-06-24T00:00:00", parse_timezone("+08:00")) == 1_592_928_000_000
+    assert parse_instant("2020-06-24T00:00:00+08:00", parse_timezone("+08:00")) == 1_592_928_000_000
+    with pytest.raises(InvalidInputError, match=r"has no UTC offset: write 2020-06-24T00:00:00Z \(UTC\) or "
+                                                r"2020-06-24T00:00:00\+08:00 \(Asia/Shanghai\)"):
+        parse_instant("2020-06-24T00:00:00", parse_timezone("Asia/Shanghai"))
     for bad in ("yesterday", "2020-13-01", "", "1592928000"):
         with pytest.raises(InvalidInputError):
             parse_instant(bad)

@@ -269,6 +269,6 @@ def test_full_scan_every_on_the_cli(tmp_path):
     assert show["full_scan_every_ms"] == 0 and show["last_full_scan_ms"] == plan["created_ms"]
     assert "only with --full-scan" in run_trib("consumer", "show", str(root), "c").stdout
     proc = run_trib("files", str(root), "--consumer", "c", "--full-scan-every", "soon")
-    assert proc.returncode == 3 and "bad duration" in proc.stderr
+    assert proc.returncode == 3 and "is not a duration" in proc.stderr
     proc = run_trib("files", str(root), "--layout", LAYOUT, "--full-scan-every", "1h")
     assert proc.returncode == 3 and "goes with --consumer" in proc.stderr

@@ -20,7 +20,9 @@ from urllib.parse import urlparse
 from tributary_read.choice import Choice
 from tributary_read.errors import InvalidInputError
 from tributary_read.io.formats import FORMATS
+from tributary_read.read.window import Schedule, WindowForm
 from tributary_read.table.layout import Layout, parse_timezone
+from tributary_read.timespec import parse_duration_ms
 
 #: Job names become an app id (``etl:NAME``), consumer names and a lock file name.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -55,8 +57,10 @@ class InputSpec:
     lookback_ms: int | None = None
     min_age_ms: int | None = None
     full_scan_every_ms: int | None = None
-    #: mtime / manifest mode: the window is [T - lag - window, T - lag)
-    window_ms: int = HOUR_MS
+    #: mtime / manifest mode: the run's window (read/window.py ``Schedule``, built with the job's period
+    #: and zone by :meth:`Job.schedule`); ``window_ms`` is the sliding form's length only
+    window_form: WindowForm = WindowForm.ALIGNED
+    window_ms: int | None = None
     lag_ms: int = 0
     #: a plain directory: its layout; format overrides for any input
     layout: Layout | None = None
@@ -72,7 +76,9 @@ class InputSpec:
             d.update(consumer=self.consumer, tracking=self.tracking, state_dir=self.state_dir,
                      lookback_ms=self.lookback_ms, min_age_ms=self.min_age_ms)
         else:
-            d.update(window_ms=self.window_ms, lag_ms=self.lag_ms)
+            d.update(window_form=str(self.window_form), lag_ms=self.lag_ms)
+            if self.window_form is WindowForm.SLIDING:
+                d["window_ms"] = self.window_ms
         if self.layout is not None:
             d["layout"] = self.layout.to_dict()
         if self.format is not None:
@@ -154,6 +160,10 @@ class Job:
     def tz(self) -> tzinfo:
         return parse_timezone(self.timezone) if self.timezone != "UTC" else timezone.utc
 
+    def schedule(self, spec: InputSpec) -> Schedule:
+        """The window rule of an mtime or manifest input: the job's period and zone, the input's lag and form."""
+        return Schedule(self.period_ms, spec.lag_ms, spec.window_form, spec.window_ms, self.tz)
+
     @property
     def base_dir(self) -> str:
         return os.path.dirname(self.path) if self.path else os.getcwd()
@@ -196,10 +206,10 @@ class Job:
 _SECTIONS = {"job", "inputs", "output", "hive", "spark"}
 _JOB_KEYS = {"name", "sql", "period", "timezone", "count_inputs", "lock_dir"}
 _INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lookback", "min_age",
-               "full_scan_every", "window", "lag", "layout", "partition", "timezone", "format",
+               "full_scan_every", "window", "window_form", "lag", "layout", "partition", "timezone", "format",
                "schema", "hive_table", "options"}
 _CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every"}
-_WINDOW_ONLY = {"window", "lag"}
+_WINDOW_ONLY = {"window", "window_form", "lag"}
 _OUTPUT_KEYS = {"table", "time_column"}
 _HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir"}
 _SPARK_KEYS = {"master", "conf", "deploy_mode", "archives"}
@@ -212,6 +222,7 @@ class _Parser:
         self.base = os.path.dirname(path) if path else os.getcwd()
         self.config = config
         self.where = os.path.basename(path) or "the job"
+        self.period_ms = HOUR_MS
 
     # -- helpers -------------------------------------------------------------------
     def fail(self, msg: str) -> InvalidInputError:
@@ -241,11 +252,12 @@ class _Parser:
         v = d.get(key)
         if v is None:
             return None
-        ms = _duration_ms(v)
-        if ms is None:
-            raise self.fail(f"{section}.{key} {v!r} is not a duration (e.g. \"30m\", \"1h\", \"7d\")")
-        if ms < 0 or (positive and ms == 0):
-            raise self.fail(f"{section}.{key} must be {'positive' if positive else '>= 0'}, not {v!r}")
+        try:
+            ms = parse_duration_ms(v, f"{section}.{key}")
+        except InvalidInputError as e:
+            raise self.fail(str(e)) from None
+        if positive and ms == 0:
+            raise self.fail(f"{section}.{key} must be positive, not {v!r}")
         return ms
 
     def path_of(self, value: str) -> str:
@@ -273,7 +285,7 @@ class _Parser:
         if not _NAME.match(name):
             raise self.fail(f"job.name {name!r} must be letters, digits, '_', '.' or '-' (at most 100)")
         sql_path, sql = self.sql(self.string(j, "sql", "job", required=True))
-        period = self.duration(j, "period", "job") or HOUR_MS
+        period = self.period_ms = self.duration(j, "period", "job") or HOUR_MS
         tz = self.string(j, "timezone", "job") or "UTC"
         try:
             parse_timezone(tz)
@@ -362,8 +374,7 @@ class _Parser:
                       min_age_ms=self.duration(d, "min_age", section, positive=False),
                       full_scan_every_ms=self.duration(d, "full_scan_every", section, positive=False))
         else:
-            kw.update(window_ms=self.duration(d, "window", section) or HOUR_MS,
-                      lag_ms=self.duration(d, "lag", section, positive=False) or 0)
+            kw.update(self.window(d, section))
         layout = self.string(d, "layout", section)
         if layout is None and ("partition" in d or "timezone" in d):
             raise self.fail(f"{section}.partition and .timezone describe a layout: give {section}.layout too")
@@ -384,6 +395,37 @@ class _Parser:
         kw["hive_table"] = self.string(d, "hive_table", section)
         kw["read_options"] = self.str_map(d.get("options", {}), f"{section}.options")
         return InputSpec(table, root, view, mode, storage_options=options, **kw)
+
+    def window(self, d: Mapping, section: str) -> dict[str, Any]:
+        """``window_form``, ``window`` and ``lag`` of an mtime or manifest input.
+
+        Before the forms had names, the ETL read [T - lag - window, T - lag)
+        (now ``"sliding"``) while ``trib files`` read the last whole period
+        before T - lag (``"aligned"``, now the default everywhere). Where the
+        two differ, a job that names no form is refused rather than silently
+        moved to the other window: it says which one it means.
+        """
+        window = self.duration(d, "window", section)
+        lag = self.duration(d, "lag", section, positive=False) or 0
+        form_s = self.string(d, "window_form", section)
+        if form_s is None:
+            if lag or (window is not None and window != self.period_ms):
+                raise self.fail(
+                    f"{section}: a lag or window needs window_form: \"aligned\" reads the last whole period "
+                    f"ending by T - lag (as trib files does; the default when neither is given), \"sliding\" reads "
+                    f"[T - lag - window, T - lag) (what trib etl run read before; docs/etl.md)")
+            form = WindowForm.ALIGNED
+        else:
+            try:
+                form = WindowForm.parse(form_s, f"{section}.window_form")
+            except InvalidInputError as e:
+                raise self.fail(str(e)) from None
+        if form is WindowForm.ALIGNED and window == self.period_ms:
+            window = None  # the same thing said twice
+        if form is WindowForm.ALIGNED and window is not None:
+            raise self.fail(f"{section}.window: the aligned form reads exactly one period (job.period); "
+                            "drop window, or say window_form = \"sliding\"")
+        return {"window_form": form, "window_ms": window, "lag_ms": lag}
 
     def str_map(self, v: Any, what: str) -> dict[str, str]:
         if not isinstance(v, dict):
@@ -434,16 +476,6 @@ class _Parser:
         archives = self.string(d, "archives", "spark")
         return SparkSpec(self.string(d, "master", "spark"), self.str_map(d.get("conf", {}), "spark.conf"), mode,
                          self.path_of(archives) if archives else None)
-
-
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d|w)\s*$")
-_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": HOUR_MS, "d": 24 * HOUR_MS, "w": 168 * HOUR_MS}
-
-
-def _duration_ms(v: Any) -> int | None:
-    """``"90m"``, ``"1h"``, ``"7d"`` as ms; a unit is required (a bare 3600 could be s or ms)."""
-    m = _DURATION.match(v) if isinstance(v, str) else None
-    return int(float(m.group(1)) * _UNITS_MS[m.group(2)]) if m else None
 
 
 def is_uri(value: str) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from tributary_read.errors import AlreadyCommittedError, InvalidInputError, TributaryError
@@ -29,7 +29,7 @@ from tributary_read.etl.job import InputMode, InputSpec, Job
 from tributary_read.etl.lock import JobLock, lock_path
 from tributary_read.etl.report import STEPS, InputReport, RunReport, Step, iso_z
 from tributary_read.faults import crash_point
-from tributary_read.read.window import TimeWindow, floor_to_period, parse_instant
+from tributary_read.read.window import Schedule, TimeWindow
 from tributary_read.table.manifest import Transaction
 
 #: The offsets key of an ETL transaction (the aligned schedule time, epoch ms).
@@ -42,29 +42,27 @@ Progress = Callable[[str], None]
 def schedule_time_ms(value: str | int | datetime, job: Job) -> tuple[int, int]:
     """(aligned, given) epoch ms: ``value`` floored to the job's period in its zone.
 
-    ISO-8601 (``2024-01-01T05:00:00Z``, ``+02:00``; a time without an offset is
-    UTC, as Airflow's ``{{ data_interval_end }}`` and ``date -u`` mean it), or
-    epoch ms. A cron job started a few seconds late still names its hour: the
-    run for 05:00:07 is the run for 05:00, one transaction per period.
+    ISO-8601 with an offset (``2024-01-01T05:00:00Z``, ``+02:00``) or epoch ms,
+    read by the one instant parser (:mod:`tributary_read.timespec`): a time
+    without an offset is refused, as in every front end. A cron job started a
+    few seconds late still names its hour: the run for 05:00:07 is the run for
+    05:00, one transaction per period (:meth:`Schedule.run_time`).
     """
     if isinstance(value, datetime):
-        dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        given = int(dt.timestamp() * 1000)
+        if value.tzinfo is None:
+            raise InvalidInputError(f"schedule time {value.isoformat()} has no UTC offset: give an aware datetime",
+                                    schedule_time="schedule time")
+        given = int(value.timestamp() * 1000)
     else:
-        try:
-            text = value.strip() if isinstance(value, str) else value
-            if isinstance(text, str) and text.endswith(("Z", "z")):
-                text = text[:-1] + "+00:00"  # Python 3.10's fromisoformat has no Z
-            given = parse_instant(text, timezone.utc, "schedule time")
-        except InvalidInputError as e:
-            raise InvalidInputError(str(e), schedule_time="schedule time") from None
-    return floor_to_period(given, job.period_ms, job.tz), given
+        from tributary_read.read.window import _instant
+
+        given = _instant(value, job.tz, "schedule_time", "schedule time")
+    return Schedule(job.period_ms, tz=job.tz).run_time(given), given
 
 
-def window_for(spec: InputSpec, schedule_ms: int) -> TimeWindow:
-    """[T - lag - window, T - lag), as the closed window [start, end - 1 ms] trib reads."""
-    end = schedule_ms - spec.lag_ms
-    return TimeWindow(end - spec.window_ms, end - 1)
+def window_for(job: Job, spec: InputSpec, schedule_ms: int) -> TimeWindow:
+    """The window an mtime or manifest input reads in the run of ``schedule_ms``: the job's :class:`Schedule`."""
+    return job.schedule(spec).window(schedule_ms)
 
 
 def check_not_ahead(job: Job, schedule_ms: int, now_ms: int) -> None:
@@ -83,8 +81,10 @@ def check_not_ahead(job: Job, schedule_ms: int, now_ms: int) -> None:
         raise refuse(f"the schedule time {iso_z(schedule_ms)} is more than a period ahead of the clock "
                      f"({iso_z(now_ms)})")
     for spec in job.inputs:
-        end = schedule_ms - spec.lag_ms
-        if spec.mode is not InputMode.CONSUMER and end > now_ms:
+        if spec.mode is InputMode.CONSUMER:
+            continue
+        end = window_for(job, spec, schedule_ms).end_ms + 1
+        if end > now_ms:
             raise refuse(f"the window of input {spec.view} ends at {iso_z(end)}, after now ({iso_z(now_ms)}): its "
                          "files may still arrive, and a committed hour is never read again; run it later "
                          "(or give the input a lag)")
@@ -291,7 +291,7 @@ class _Run:
         else:
             from tributary_read.read.resolve import resolve
 
-            window = window_for(spec, self.t)
+            window = window_for(self.job, spec, self.t)
             plan = None
             fs = resolve(src, mode=str(spec.mode), window=window)
         if spec.layout is not None and hasattr(fs, "layout") and getattr(fs, "layout", None) is None:
@@ -330,7 +330,7 @@ class _Run:
             if spec.state_dir:
                 r["state_dir"] = spec.state_dir
         elif spec.mode is not InputMode.CONSUMER:
-            w = window_for(spec, self.t)
+            w = window_for(self.job, spec, self.t)
             r["window"] = [w.start_ms, w.end_ms]
         return r
 

@@ -9,59 +9,29 @@ next one starts, so every millisecond belongs to exactly one window.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
 
+from tributary_read.choice import Choice
 from tributary_read.errors import InvalidInputError
+from tributary_read.timespec import MAX_INSTANT_MS, parse_instant
+from tributary_read.timespec import iso as iso_instant
 
 #: The seed's defaults when a bound is omitted (Java's Long.MIN_VALUE / MAX_VALUE).
 MIN_MS = -(2**63)
 MAX_MS = 2**63 - 1
 DAY_MS = 86_400_000
-#: 9999-12-31T23:59:59.999Z: the last instant a window bound can name.
-MAX_INSTANT_MS = 253_402_300_799_999
 _EPOCH = datetime(1970, 1, 1)
-# Below this an integer is almost certainly epoch *seconds* (1e11 ms is 1973).
-_SECONDS_LIMIT = 100_000_000_000
-_INT = re.compile(r"^\s*-?[0-9]+\s*$")
+
+__all__ = ["DAY_MS", "MAX_INSTANT_MS", "MAX_MS", "MIN_MS", "Schedule", "TimeWindow", "WindowForm",
+           "floor_to_period", "iso", "parse_instant", "shift_periods"]
 
 
 def iso(ms: int, tz: tzinfo = timezone.utc) -> str | None:
     """ISO-8601 with milliseconds, or None for an open bound."""
     if ms in (MIN_MS, MAX_MS):
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).astimezone(tz).isoformat(timespec="milliseconds")
-
-
-def parse_instant(text: str | int, tz: tzinfo = timezone.utc, what: str = "time") -> int:
-    """Epoch ms from an epoch-ms integer or an ISO-8601 string.
-
-    A time without an offset is read in ``tz`` (the table's zone), the zone its
-    directory names are written in.
-    """
-    if isinstance(text, bool):
-        raise InvalidInputError(f"unparsable {what} {text!r}")
-    if isinstance(text, int) or (isinstance(text, str) and _INT.match(text)):
-        v = int(text)
-        if v < 0 or 0 < v < _SECONDS_LIMIT:
-            raise InvalidInputError(
-                f"{what} {text} looks like epoch seconds, not milliseconds (e.g. 1592928000000)"
-            )
-        if v > MAX_INSTANT_MS:
-            raise InvalidInputError(f"{what} {str(text).strip()[:30]} is past the year 9999 (epoch ms)")
-        return v
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidInputError(f"empty {what}")
-    try:
-        dt = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidInputError(
-            f"unparsable {what} {text!r}: use ISO-8601 (2020-06-24T01:05:00+08:00) or epoch milliseconds"
-        ) from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=tz)
-    return int(dt.timestamp() * 1000)
+    return iso_instant(ms, tz)
 
 
 def _instant(text: str | int, tz: tzinfo, param: str, what: str) -> int:
@@ -70,6 +40,86 @@ def _instant(text: str | int, tz: tzinfo, param: str, what: str) -> int:
         return parse_instant(text, tz, what)
     except InvalidInputError as e:
         raise InvalidInputError(str(e), **{param: what}) from None
+
+
+class WindowForm(Choice):
+    """Which window a scheduled run reads; docs/reading.md has worked examples of both."""
+
+    #: the last whole period ending by T - lag (seed 002's "previous hour"): windows tile on the calendar,
+    #: a DST day included, whatever minute a run starts. The default everywhere.
+    ALIGNED = "aligned"
+    #: [T - lag - window, T - lag): a fixed length ending at the lag. ``trib etl run`` read this before
+    #: the forms had names; a job file keeps it by saying ``window_form = "sliding"``.
+    SLIDING = "sliding"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The one owner of "which time window does the run scheduled at T read".
+
+    ``trib files``, ``trib sql``, ``trib etl run`` and the Spark helper build
+    one and call :meth:`window`; the jar's ``trib_window_start_ms`` /
+    ``trib_window_end_ms`` mirror it (a parity test keeps them equal).
+
+    A schedule time names its period first: T is floored to the period in the
+    schedule's zone, so a cron run that starts at 05:00:07 or 05:14 is the run
+    of 05:00, reads the same window, and a rerun reads what the first run read.
+    """
+
+    period_ms: int
+    lag_ms: int = 0
+    form: WindowForm = WindowForm.ALIGNED
+    #: the sliding form's length (default: the period); the aligned form reads exactly one period
+    window_ms: int | None = None
+    tz: tzinfo = timezone.utc
+
+    def __post_init__(self):
+        if self.period_ms <= 0:
+            raise InvalidInputError("the period must be positive", period="the period")
+        if self.lag_ms < 0:
+            raise InvalidInputError("the lag must not be negative", lag="the lag")
+        object.__setattr__(self, "form", WindowForm.parse(self.form, "window form"))
+        if self.form is WindowForm.ALIGNED:
+            if self.window_ms is not None and self.window_ms != self.period_ms:
+                raise InvalidInputError(
+                    "the aligned form reads exactly one period: drop the window length, or choose the sliding "
+                    "form ([T - lag - window, T - lag))", window="the window length", form="the sliding form")
+        elif self.window_ms is not None and self.window_ms <= 0:
+            raise InvalidInputError("the window length must be positive", window="the window length")
+
+    @property
+    def length_ms(self) -> int:
+        return self.window_ms if self.window_ms is not None else self.period_ms
+
+    def run_time(self, t_ms: int) -> int:
+        """The start of the period holding ``t_ms``: the run's identity (one run per period)."""
+        return self._guard(t_ms, lambda: floor_to_period(t_ms, self.period_ms, self.tz))
+
+    def window(self, t_ms: int) -> TimeWindow:
+        """The closed window the run scheduled at ``t_ms`` reads."""
+        t = self.run_time(t_ms)
+        if self.form is WindowForm.ALIGNED:
+            return TimeWindow.previous_period(t, self.period_ms, self.lag_ms, self.tz)
+        end = t - self.lag_ms
+        return self._guard(t_ms, lambda: TimeWindow(end - self.length_ms, end - 1))
+
+    def _guard(self, t_ms: int, fn):
+        try:
+            value = fn()
+        except (OverflowError, ValueError, OSError):  # InvalidInputError is a ValueError: keep its message
+            raise InvalidInputError(
+                f"no whole {self.period_ms} ms period before {iso(t_ms) or t_ms} minus the lag lies within "
+                "years 1..9999") from None
+        if isinstance(value, TimeWindow) and (value.start_ms < -62_135_596_800_000 or value.end_ms > MAX_INSTANT_MS):
+            raise InvalidInputError(f"the window of {iso(t_ms) or t_ms} lies outside years 1..9999")
+        return value
+
+    def to_json(self) -> dict:
+        d = {"period_ms": self.period_ms, "lag_ms": self.lag_ms, "form": str(self.form),
+             "timezone": getattr(self.tz, "key", None) or str(self.tz)}
+        if self.form is WindowForm.SLIDING:
+            d["window_ms"] = self.length_ms
+        return d
 
 
 @dataclass(frozen=True)
@@ -103,18 +153,22 @@ class TimeWindow:
     @classmethod
     def for_schedule(cls, start: str | int | None = None, end: str | int | None = None, *,
                      schedule_time: str | int | None = None, period_ms: int | None = None,
-                     lag_ms: int | None = None, tz: tzinfo = timezone.utc) -> TimeWindow | None:
-        """The window a run reads: explicit bounds, or the period before its schedule time.
+                     lag_ms: int | None = None, form: str | WindowForm | None = None,
+                     window_ms: int | None = None, tz: tzinfo = timezone.utc) -> TimeWindow | None:
+        """The window a run reads: explicit bounds, or the :class:`Schedule` window of its schedule time.
 
         Either ``start``/``end`` (each optional) or ``schedule_time`` with
-        ``period_ms`` (and optionally ``lag_ms``), never both: a scheduled run
-        derives its window so consecutive runs tile time (:meth:`previous_period`).
-        None when nothing is given: no window, every file.
+        ``period_ms`` (and optionally ``lag_ms``, ``form``, ``window_ms``),
+        never both. None when nothing is given: no window, every file.
         """
         if schedule_time is None:
             if period_ms is not None or lag_ms is not None:
                 raise InvalidInputError("a period and a lag go with a schedule time", period="a period",
                                         lag="a lag", schedule_time="a schedule time")
+            if form is not None or window_ms is not None:
+                raise InvalidInputError("a window form and a window length go with a schedule time",
+                                        form="a window form", window="a window length",
+                                        schedule_time="a schedule time")
             if start is None and end is None:
                 return None
             return cls.parse(start, end, tz)
@@ -125,15 +179,16 @@ class TimeWindow:
             raise InvalidInputError("a schedule time needs a period (e.g. 1h)", schedule_time="a schedule time",
                                     period="a period")
         when = _instant(schedule_time, tz, "schedule_time", "schedule time")
-        return cls.previous_period(when, period_ms, lag_ms or 0, tz)
+        return Schedule(period_ms, lag_ms or 0, WindowForm.ALIGNED if form is None else form, window_ms,
+                        tz).window(when)
 
     @classmethod
     def previous_period(cls, schedule_ms: int, period_ms: int, lag_ms: int = 0,
                         tz: tzinfo = timezone.utc) -> TimeWindow:
-        """The last whole period before ``schedule - lag``.
+        """The last whole period ending by ``schedule - lag`` (the aligned form, given a run time).
 
-        A run scheduled at 01:05 with a 1h period reads [00:00:00.000, 00:59:59.999];
-        the run at 02:05 starts at 01:00:00.000, so consecutive runs tile time.
+        A run of 01:00 with a 1h period reads [00:00:00.000, 00:59:59.999];
+        the run of 02:00 starts at 01:00:00.000, so consecutive runs tile time.
         """
         if period_ms <= 0:
             raise InvalidInputError("the period must be positive", period="the period")

@@ -126,17 +126,21 @@ def substitute(stmt: Statement, variables: Mapping[str, str]) -> Statement:
 
 
 def window_variables(schedule_time: str | int, period_ms: int, lag_ms: int = 0,
-                     timezone: str = "UTC") -> dict[str, str]:
-    """The variables a scheduled run's script may use; the window tiles time (read/window.py)."""
-    from tributary_read.read.window import TimeWindow, iso, parse_instant
+                     timezone: str = "UTC", form: str = "aligned", window_ms: int | None = None) -> dict[str, str]:
+    """The variables a scheduled run's script may use: the :class:`~tributary_read.read.window.Schedule` window.
+
+    ``${schedule_time_ms}`` is the run's time, floored to its period, as ``trib etl run`` records it.
+    """
+    from tributary_read.read.window import Schedule, _instant, iso
     from tributary_read.table.layout import parse_timezone
 
     tz = parse_timezone(timezone)
-    when = parse_instant(schedule_time, tz, "schedule time")
-    w = TimeWindow.previous_period(when, period_ms, lag_ms, tz)
+    schedule = Schedule(period_ms, lag_ms, form, window_ms, tz)
+    when = _instant(schedule_time, tz, "schedule_time", "schedule time")
+    w = schedule.window(when)
     start_local = _dt.datetime.fromtimestamp(w.start_ms / 1000, tz=_dt.timezone.utc).astimezone(tz)
     return {
-        "schedule_time_ms": str(when),
+        "schedule_time_ms": str(schedule.run_time(when)),
         "window_start_ms": str(w.start_ms),
         "window_end_ms": str(w.end_ms),
         "window_start": iso(w.start_ms, tz),
