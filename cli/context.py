@@ -95,17 +95,18 @@ def parse_duration_ms(text: str, what: str = "duration") -> int:
 
 
 class Duration(click.ParamType):
-    """A click option holding a duration in ms, parsed by :mod:`tributary_read.timespec`."""
+    """A click option holding a duration in ms, parsed by :mod:`tributary_read.timespec`.
+
+    A bad value is the same InvalidInputError (exit 3) as a bad duration in a
+    job file, not a usage error: one spelling, one message, one exit code.
+    """
 
     name = "duration"
 
     def convert(self, value, param, ctx):
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        try:
-            return parse_duration_ms(value, param.opts[0] if param is not None and param.opts else "duration")
-        except InvalidInputError as e:
-            self.fail(str(e), param, ctx)
+        return parse_duration_ms(value, param.opts[0] if param is not None and param.opts else "duration")
 
 
 def echo_capped(lines: list[str], cap: int = 10) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tributary_read.errors import InvalidInputError
+from tributary_read.read.window import WindowForm
 
 from .context import Duration, TribState, emit, json_option, pass_state
 
@@ -30,7 +31,11 @@ def _vars(values: tuple[str, ...]) -> dict[str, str]:
               "${window_dt}, ${schedule_time_ms}.")
 @click.option("--period", type=Duration(), default="1h", show_default=True, help="The window's period.")
 @click.option("--lag", type=Duration(), default="0s", show_default=True,
-              help="Read the last whole period before schedule time minus this.")
+              help="The window ends by the schedule time's period start minus this.")
+@click.option("--window-form", type=click.Choice(WindowForm.values()), default=WindowForm.ALIGNED.value,
+              show_default=True, help="aligned: the last whole --period ending by T - lag; "
+                                      "sliding: [T - lag - window, T - lag) (docs/reading.md).")
+@click.option("--window", "window_length", type=Duration(), help="The sliding form's length (default: --period).")
 @click.option("--timezone", default="UTC", show_default=True, help="Zone of the period boundaries and ${window_dt}.")
 @click.option("--var", "var", multiple=True, metavar="NAME=VALUE", help="Define ${NAME} (repeatable).")
 @click.option("--metastore", envvar="TRIB_METASTORE", help=_METASTORE_HELP)
@@ -40,7 +45,7 @@ def _vars(values: tuple[str, ...]) -> dict[str, str]:
               help="Print at most this many rows of the last statement (JSON says truncated).")
 @json_option
 @pass_state
-def sql(state: TribState, script, schedule_time, period, lag, timezone, var, metastore, database, conf, limit,
+def sql(state: TribState, script, schedule_time, period, lag, window_form, window_length, timezone, var, metastore, database, conf, limit,
         as_json) -> None:
     """Run a Hive SQL script on Spark, with the mtime-window filter and trib's UDFs in place."""
     from tributary_read.spark.script import run_script, split_statements, substitute, window_variables
@@ -48,7 +53,7 @@ def sql(state: TribState, script, schedule_time, period, lag, timezone, var, met
     statements = split_statements(script.read())  # bad input fails before Spark starts
     variables = {}
     if schedule_time is not None:
-        variables.update(window_variables(schedule_time, period, lag, timezone))
+        variables.update(window_variables(schedule_time, period, lag, timezone, window_form, window_length))
     variables.update(_vars(var))
     for stmt in statements:  # an undefined ${var} is bad input: name it before Spark starts
         substitute(stmt, variables)

@@ -156,7 +156,7 @@ def test_unwritable_table_during_ingest(tmp_path, table):
     (["ingest", "{table}", "--source", "/nonexistent", "--app-id", "a"], 3, "not a readable file"),
     (["ingest", "{table}", "--source", "{src}", "--app-id", "a", "--commit-every", "0"], 3, "commit-every"),
     (["ingest", "{table}", "--source", "{src}", "--app-id", "a", "--time-regex", "("], 3, "time-regex"),
-    (["clean", "{table}", "--older-than", "soon"], 2, "is not a duration"),
+    (["clean", "{table}", "--older-than", "soon"], 3, "is not a duration"),
     (["table", "create", "{table}", "--layout", LAYOUT, "--partition", PARTITION], 4, "already exists"),
     (["table", "create", "{missing}", "--layout", LAYOUT, "--partition", PARTITION,
       "--format", "csv", "--compression", "snappy"], 3, "not available for csv"),

@@ -81,7 +81,7 @@ def test_files_and_consumer_runs_import_no_hive_writer_or_compute(tmp_path):
     root = str(tmp_path / "t")
     created = CliRunner().invoke(cli, ["table", "create", root, "--layout", LAYOUT, "--partition", PARTITION])
     assert created.exit_code == 0, created.output
-    window = ["--start", "2020-06-17T00:00", "--end", "2020-06-17T03:00"]
+    window = ["--start", "2020-06-17T00:00Z", "--end", "2020-06-17T03:00Z"]
     for args in (["files", root, "--json", *window], ["files", root, "--consumer", "c", "--json"],
                  ["consumer", "list", root, "--json"], ["log", root, "--json"], ["verify", root, "--json"]):
         modules = _modules_after(tmp_path, *args)

@@ -106,7 +106,7 @@ def one_line_error(proc, code: int, *words: str) -> str:
 def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path):
     t = make_tables(tmp_path)
     before = snapshot(t["out"])
-    p = invoke_trib("etl", "run", str(t["job"]), "--schedule-time", "2024-01-01T05:20:00", "--dry-run", "--json",
+    p = invoke_trib("etl", "run", str(t["job"]), "--schedule-time", "2024-01-01T05:20:00Z", "--dry-run", "--json",
                     check=True)
     doc = json.loads(p.stdout)
     assert doc["dry_run"] is True and doc["already_committed"] is False and doc["version"] is None

@@ -117,8 +117,8 @@ def test_non_string_layout_in_table_json_is_corrupt(table, mutate):
 
 @pytest.mark.parametrize("args", [
     ("--start", "99999999999999999999"), ("--start", "0", "--end", "99999999999999999999"),
-    ("--schedule-time", "9999-12-31T23:30:00", "--period", "2h"),
-    ("--schedule-time", "0001-01-01T00:30:00", "--period", "1h"),
+    ("--schedule-time", "9999-12-31T23:30:00Z", "--period", "2h"),
+    ("--schedule-time", "0001-01-01T00:30:00Z", "--period", "1h"),
 ])
 def test_out_of_range_window_bounds_are_bad_input(table, args):
     expect(3, "files", str(table), *args, root=table)
@@ -189,8 +189,8 @@ def test_fuzzed_cli_inputs_never_exit_unexpected(table, tmp_path):
         ("files", str(table), "--since-version", "99999999999999999999999"),
         ("files", str(table), "--until-version", "-5"),
         ("files", str(table), "--parallel", "0"),
-        ("files", str(table), "--schedule-time", "2020-06-24T01:05:00", "--period", "0h"),
-        ("files", str(table), "--schedule-time", "2020-06-24T01:05:00", "--period", "1e400h"),
+        ("files", str(table), "--schedule-time", "2020-06-24T01:05:00Z", "--period", "0h"),
+        ("files", str(table), "--schedule-time", "2020-06-24T01:05:00Z", "--period", "1e400h"),
         ("files", str(table), "--lookback", "1e400d", "--consumer", "z"),
         ("files", str(table), "--mode", "mtime", "--timezone", "Mars/Olympus"),
         ("files", str(table), "--partitions", "dt>=\u00ff\u2028"),

@@ -170,12 +170,11 @@ def test_partition_value(fns):
     ("2024-11-03T12:00:00Z", "1d", "1h", "America/New_York"),
 ])
 def test_window_bounds_equal_pythons(fns, schedule, period, lag, tz):
-    from tributary_read.cli.context import parse_duration_ms
-    from tributary_read.read.window import parse_instant
+    from tributary_read.read.window import Schedule, parse_instant
+    from tributary_read.timespec import parse_duration_ms
 
     z = parse_timezone(tz)
-    w = TimeWindow.previous_period(parse_instant(schedule, z), parse_duration_ms(period),
-                                   parse_duration_ms(lag), z)
+    w = Schedule(parse_duration_ms(period), parse_duration_ms(lag), tz=z).window(parse_instant(schedule, z))
     got = fns.sql(f"SELECT trib_window_start_ms('{schedule}', '{period}', '{lag}', '{tz}'), "
                   f"trib_window_end_ms('{schedule}', '{period}', '{lag}', '{tz}')").collect()[0]
     assert (got[0], got[1]) == (w.start_ms, w.end_ms)

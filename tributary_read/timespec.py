@@ -26,6 +26,8 @@ from tributary_read.errors import InvalidInputError
 
 #: 9999-12-31T23:59:59.999Z: the last instant a bound can name, and the longest duration.
 MAX_INSTANT_MS = 253_402_300_799_999
+#: 0001-01-01T00:00:00Z: the first.
+MIN_INSTANT_MS = -62_135_596_800_000
 #: Below this an epoch integer is almost certainly *seconds* (1e11 ms is 1973).
 SECONDS_LIMIT = 100_000_000_000
 
@@ -81,7 +83,7 @@ def parse_instant(value: str | int, tz: tzinfo | None = None, what: str = "time"
         v = int(text)
         if v < 0 or 0 < v < SECONDS_LIMIT:
             raise InvalidInputError(f"{what} {text[:30]} looks like epoch seconds, not milliseconds "
-                                    "(e.g. 1592928000000), or an ISO-8601 time without its offset")
+                                    "(e.g. 1592928000000)")
         if v > MAX_INSTANT_MS:
             raise InvalidInputError(f"{what} {text[:30]} is past the year 9999 (epoch ms)")
         return v
@@ -92,12 +94,13 @@ def parse_instant(value: str | int, tz: tzinfo | None = None, what: str = "time"
     y, mo, d, hh, mi, ss, frac, off = m.groups()
     try:
         local = datetime(int(y), int(mo), int(d), int(hh or 0), int(mi or 0), int(ss or 0))
-    except ValueError as e:
-        raise InvalidInputError(f"unparsable {what} {text[:60]!r}: {e}") from None
+    except ValueError:
+        raise InvalidInputError(f"unparsable {what} {text[:60]!r}: not a valid date and time") from None
+    wall = local.isoformat() + (f".{frac}" if frac else "")
     if hh is None:
-        raise InvalidInputError(f"{what} {text[:60]} is a date, not an instant: write {local.isoformat()}Z (UTC)")
+        raise InvalidInputError(f"{what} {text[:60]} is a date, not an instant: write {wall}Z (UTC)")
     if off is None:
-        raise InvalidInputError(_no_offset(what, local, tz, text))
+        raise InvalidInputError(_no_offset(what, local, wall, tz, text))
     if off in ("Z", "z"):
         offset_s = 0
     else:
@@ -111,15 +114,14 @@ def parse_instant(value: str | int, tz: tzinfo | None = None, what: str = "time"
     return wall_ms - offset_s * 1000
 
 
-def _no_offset(what: str, local: datetime, tz: tzinfo | None, text: str) -> str:
+def _no_offset(what: str, local: datetime, wall: str, tz: tzinfo | None, text: str) -> str:
     """The refusal of a time without an offset, with both readings spelled out."""
-    wall = local.isoformat()
     msg = f"{what} {text[:60]} has no UTC offset: write {wall}Z (UTC)"
-    if tz is not None and tz is not timezone.utc:
+    name = getattr(tz, "key", None) or str(tz)
+    if tz is not None and tz is not timezone.utc and name != "UTC":
         off = local.replace(tzinfo=tz).utcoffset() or timedelta(0)
         mins = int(off.total_seconds()) // 60
         sign = "-" if mins < 0 else "+"
-        name = getattr(tz, "key", None) or str(tz)
         msg += f" or {wall}{sign}{abs(mins) // 60:02d}:{abs(mins) % 60:02d} ({name})"
     return msg
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone, tzinfo
 
 from tributary_read.choice import Choice
 from tributary_read.errors import InvalidInputError
-from tributary_read.timespec import MAX_INSTANT_MS, parse_instant
+from tributary_read.timespec import MAX_INSTANT_MS, MIN_INSTANT_MS, parse_instant
 from tributary_read.timespec import iso as iso_instant
 
 #: The seed's defaults when a bound is omitted (Java's Long.MIN_VALUE / MAX_VALUE).
@@ -99,19 +99,20 @@ class Schedule:
         """The closed window the run scheduled at ``t_ms`` reads."""
         t = self.run_time(t_ms)
         if self.form is WindowForm.ALIGNED:
-            return TimeWindow.previous_period(t, self.period_ms, self.lag_ms, self.tz)
+            return self._guard(t_ms, lambda: TimeWindow.previous_period(t, self.period_ms, self.lag_ms, self.tz))
         end = t - self.lag_ms
         return self._guard(t_ms, lambda: TimeWindow(end - self.length_ms, end - 1))
 
     def _guard(self, t_ms: int, fn):
+        """Windows stay within years 1..9999 (the jar's PeriodClock.scheduleWindow says the same)."""
         try:
             value = fn()
         except (OverflowError, ValueError, OSError):  # InvalidInputError is a ValueError: keep its message
-            raise InvalidInputError(
-                f"no whole {self.period_ms} ms period before {iso(t_ms) or t_ms} minus the lag lies within "
-                "years 1..9999") from None
-        if isinstance(value, TimeWindow) and (value.start_ms < -62_135_596_800_000 or value.end_ms > MAX_INSTANT_MS):
-            raise InvalidInputError(f"the window of {iso(t_ms) or t_ms} lies outside years 1..9999")
+            value = None
+        if value is None or (isinstance(value, TimeWindow) and (value.start_ms < MIN_INSTANT_MS
+                                                                or value.end_ms > MAX_INSTANT_MS)):
+            raise InvalidInputError(f"the window of the run at {t_ms} ms lies outside years 1..9999",
+                                    schedule_time="the run")
         return value
 
     def to_json(self) -> dict:

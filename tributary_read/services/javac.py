@@ -74,7 +74,7 @@ def compile_into(sources: Sequence[Path], jars: Path, dest: Path, *, what: str, 
     try:
         classes = tmp / "classes"
         try:
-            proc = subprocess.run([javac_exe, "-proc:none", "-nowarn", "-encoding", "UTF-8", "-cp",
+            proc = subprocess.run([javac_exe, "--release", "17", "-proc:none", "-nowarn", "-encoding", "UTF-8", "-cp",
                                    f"{jars}/*", "-d", str(classes), *map(str, sources)],
                                   capture_output=True, text=True, timeout=max(10.0, timeout))
         except subprocess.TimeoutExpired as e:

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import timezone
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.read.fileset import Conflict, FileSet, LateFile, ResolvedFile, origin
 from tributary_read.read.window import TimeWindow
+from tributary_read.timespec import parse_duration_ms
 
 if TYPE_CHECKING:  # pragma: no cover
     from tributary_read.read.consumer import Consumer
@@ -119,7 +121,9 @@ class Batch:
 
 
 def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | tuple | None = None,
-                     consumer: str | None = None, view: str | None = None,
+                     schedule_time: str | int | None = None, period: str | int | None = None,
+                     lag: str | int | None = None, window_form: str | None = None,
+                     window_length: str | int | None = None, consumer: str | None = None, view: str | None = None,
                      options: Mapping[str, str] | None = None, state_dir: str | None = None,
                      schema=None, hive_table: str | None = None, metastore=None,
                      read_options: Mapping[str, str] | None = None, lister=None,
@@ -135,6 +139,11 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
             :class:`TimeWindow` or ``(start, end)`` as ``TimeWindow.parse``
             takes them. Not with a consumer, whose batch is whatever it has
             not delivered yet.
+        schedule_time, period, lag, window_form, window_length: the window
+            of a scheduled run, exactly as ``trib files --schedule-time
+            --period --lag --window-form --window`` derives it
+            (:class:`~tributary_read.read.window.Schedule`, in the table's
+            zone). Durations are strings with a unit (``"1h"``) or ms.
         consumer: read the next batch of this durable consumer (see the module
             docstring); ``state_dir`` keeps its state outside a read-only table.
         view: also register the DataFrame as this temp view.
@@ -175,7 +184,7 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
         options = {**alias_options, **(options or {})}
     src = Source.of(source, options, layout)
     if consumer is not None:
-        for name, val in (("window", window), ("lister", lister)):
+        for name, val in (("window", window), ("schedule_time", schedule_time), ("lister", lister)):
             if val is not None:
                 raise InvalidInputError(f"{name} cannot be combined with a consumer: a consumer's batch is "
                                         "whatever it has not delivered yet", **{name: name})
@@ -188,8 +197,19 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
     else:
         if state_dir is not None:
             raise InvalidInputError("state_dir goes with a consumer", state_dir="state_dir")
+        tz = src.layout.tz if src.layout else timezone.utc
         if isinstance(window, tuple):
-            window = TimeWindow.parse(*window, tz=src.layout.tz) if src.layout else TimeWindow.parse(*window)
+            window = TimeWindow.parse(*window, tz=tz)
+        scheduled = (schedule_time, period, lag, window_form, window_length)
+        if any(v is not None for v in scheduled):
+            if window is not None:
+                raise InvalidInputError("give a window or a schedule time, not both", window="window",
+                                        schedule_time="schedule_time")
+            window = TimeWindow.for_schedule(
+                schedule_time=schedule_time, tz=tz, form=window_form,
+                period_ms=None if period is None else parse_duration_ms(period, "period"),
+                lag_ms=None if lag is None else parse_duration_ms(lag, "lag"),
+                window_ms=None if window_length is None else parse_duration_ms(window_length, "window_length"))
         fs = resolve(src, mode=mode, window=window, lister=_lister(spark, lister, options), **plan_options)
         batch = Batch(fs, view=view)
     df = read_files(spark, batch.fileset, schema=schema, hive_table=hive_table, metastore=metastore,

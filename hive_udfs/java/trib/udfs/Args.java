@@ -30,7 +30,7 @@ final class Args {
 
   /**
    * Epoch ms of an instant argument: an integer (epoch ms), a TIMESTAMP, or a string of digits or
-   * ISO-8601 (no offset = UTC). Null for null.
+   * ISO-8601 with an offset ({@link TimeSpec}). Null for null.
    */
   static Long millis(String fn, Object value, PrimitiveObjectInspector oi) {
     if (value == null) {
@@ -43,7 +43,7 @@ final class Args {
         return PrimitiveObjectInspectorUtils.getTimestamp(value, oi).getTime();
       case STRING: case VARCHAR: case CHAR:
         String s = PrimitiveObjectInspectorUtils.getString(value, oi);
-        return MtimeWindow.parseInstant(fn, s, true);
+        return TimeSpec.instantMs(fn, s, null);
       default:
         throw new IllegalArgumentException(fn + ": cannot read an instant from "
             + oi.getTypeName() + " (use BIGINT epoch ms, TIMESTAMP or an ISO-8601 string)");
@@ -62,23 +62,8 @@ final class Args {
     }
   }
 
-  /** Milliseconds of "90s", "15m", "1h", "1d", "1w", "500ms" (the units trib's CLI takes). */
-  static long duration(String fn, String text) {
-    java.util.regex.Matcher m = java.util.regex.Pattern
-        .compile("^\\s*([0-9]+(?:\\.[0-9]+)?)\\s*(ms|s|m|h|d|w)\\s*$").matcher(text);
-    if (!m.matches()) {
-      throw new IllegalArgumentException(fn + ": " + text + " is not a duration (e.g. 15m, 1h, 1d)");
-    }
-    double n = Double.parseDouble(m.group(1));
-    long unit;
-    switch (m.group(2)) {
-      case "ms": unit = 1L; break;
-      case "s": unit = 1000L; break;
-      case "m": unit = 60_000L; break;
-      case "h": unit = 3_600_000L; break;
-      case "d": unit = 86_400_000L; break;
-      default: unit = 604_800_000L;
-    }
-    return Math.round(n * unit);
+  /** Milliseconds of a duration with its unit ("90s", "15m", "1h"), by {@link TimeSpec}. */
+  static long duration(String fn, String what, String text) {
+    return TimeSpec.durationMs(fn + " " + what, text);
   }
 }

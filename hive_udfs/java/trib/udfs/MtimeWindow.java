@@ -1,10 +1,5 @@
 package trib.udfs;
 
-import java.time.Instant;
-import java.time.LocalDateTime;
-import java.time.OffsetDateTime;
-import java.time.ZoneOffset;
-import java.time.format.DateTimeParseException;
 import java.util.function.Function;
 
 /**
@@ -12,8 +7,8 @@ import java.util.function.Function;
  *
  * <p>{@code dip.mapreduce.input.fileinputformat.sync/starttime/endtime} keep exactly the seed's
  * meaning: epoch milliseconds, both bounds inclusive, Long.MIN_VALUE / Long.MAX_VALUE when absent.
- * {@code tributary.input.sync/starttime/endtime} say the same and also take ISO-8601 (no offset =
- * UTC); each tributary key wins over its dip key. Unlike Hadoop's {@code getBoolean}/{@code getLong},
+ * {@code tributary.input.sync/starttime/endtime} say the same and also take ISO-8601 with an offset;
+ * each tributary key wins over its dip key. Unlike Hadoop's {@code getBoolean}/{@code getLong},
  * a value that does not parse fails the query: a typo must never silently read every file.
  */
 public final class MtimeWindow {
@@ -79,31 +74,23 @@ public final class MtimeWindow {
     return dflt;
   }
 
-  /** Epoch ms from digits or (when {@code iso}) ISO-8601 with or without an offset (UTC). */
+  /**
+   * Epoch ms from digits, or (when {@code iso}) also ISO-8601 with an offset, by {@link TimeSpec}: a time
+   * without an offset is refused, as every trib front end refuses it.
+   */
   public static long parseInstant(String what, String value, boolean iso) {
     String t = value.trim();
     try {
-      return Long.parseLong(t);
-    } catch (NumberFormatException notDigits) {
       if (iso) {
-        try {
-          return OffsetDateTime.parse(t).toInstant().toEpochMilli();
-        } catch (DateTimeParseException e1) {
-          try {
-            return LocalDateTime.parse(t).toInstant(ZoneOffset.UTC).toEpochMilli();
-          } catch (DateTimeParseException e2) {
-            try {
-              return Instant.parse(t).toEpochMilli();
-            } catch (DateTimeParseException e3) {
-              // fall through to the error below
-            }
-          }
-        }
+        return TimeSpec.instantMs(what, t, null);
       }
+      if (!t.matches("-?[0-9]+")) {
+        throw new IllegalArgumentException("not epoch milliseconds (e.g. 1592928000000)");
+      }
+      return TimeSpec.epochMs(what, t);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("trib mtime window: " + what + "=" + value + ": " + e.getMessage());
     }
-    throw new IllegalArgumentException("trib mtime window: " + what + "=" + value + " is not "
-        + (iso ? "epoch milliseconds or ISO-8601 (2020-06-24T00:00:00+08:00)"
-               : "epoch milliseconds (e.g. 1592928000000)"));
   }
 
   /**

@@ -23,8 +23,14 @@ final class PeriodClock {
     return ms + rules.getOffset(java.time.Instant.ofEpochMilli(ms)).getTotalSeconds() * 1000L;
   }
 
-  /** The first instant whose wall clock reads {@code wall} or later. */
+  /**
+   * The first instant whose wall clock reads {@code wall} or later. A wall time outside years
+   * 1..9999 is an ArithmeticException, where Python's datetime overflows.
+   */
   long boundary(long wall) {
+    if (wall < MIN_INSTANT_MS || wall > TimeSpec.MAX_INSTANT_MS) {
+      throw new ArithmeticException("wall time outside years 1..9999");
+    }
     LocalDateTime local = LocalDateTime.ofEpochSecond(Math.floorDiv(wall, 1000L),
         (int) Math.floorMod(wall, 1000L) * 1_000_000, ZoneOffset.UTC);
     List<ZoneOffset> offsets = rules.getValidOffsets(local);
@@ -57,6 +63,30 @@ final class PeriodClock {
     }
     return nb;
   }
+
+  /**
+   * The window of the run scheduled at {@code schedule}: the schedule time names its period first, then
+   * the last whole period ending by that period's start minus {@code lag} (Python's
+   * {@code Schedule.window}, aligned form). Windows stay within years 1..9999, as in Python.
+   */
+  long[] scheduleWindow(long schedule, long period, long lag) {
+    if (period <= 0) {
+      throw new IllegalArgumentException("the period must be positive");
+    }
+    long[] w;
+    try {
+      w = previousPeriod(floor(schedule, period), period, lag);
+    } catch (ArithmeticException | java.time.DateTimeException e) {
+      w = null;
+    }
+    if (w == null || w[0] < MIN_INSTANT_MS || w[1] > TimeSpec.MAX_INSTANT_MS) {
+      throw new IllegalArgumentException("the window of the run at " + schedule
+          + " ms lies outside years 1..9999");
+    }
+    return w;
+  }
+
+  static final long MIN_INSTANT_MS = -62_135_596_800_000L;
 
   /** [start, end] of the last whole period before {@code schedule - lag}; end = next start - 1. */
   long[] previousPeriod(long schedule, long period, long lag) {

@@ -8,9 +8,9 @@ import org.apache.hadoop.hive.serde2.objectinspector.primitive.PrimitiveObjectIn
 import org.apache.hadoop.io.LongWritable;
 
 /**
- * The closed window a run scheduled at {@code schedule} reads: the last whole period before
- * {@code schedule - lag}, aligned to the wall clock of {@code tz}, as trib's Python does. A run at
- * 01:05 with period 1h reads [00:00:00.000, 00:59:59.999]; the next starts at 01:00:00.000.
+ * The closed window a run scheduled at {@code schedule} reads, aligned to the wall clock of
+ * {@code tz}: Python's {@code Schedule.window} (aligned form; {@link PeriodClock#scheduleWindow}). A run
+ * at 01:05 with period 1h reads [00:00:00.000, 00:59:59.999]; the next starts at 01:00:00.000.
  */
 abstract class WindowBoundUDF extends GenericUDF {
   private transient PrimitiveObjectInspector[] in;
@@ -41,12 +41,12 @@ abstract class WindowBoundUDF extends GenericUDF {
     if (schedule == null || period == null || lag == null || tz == null) {
       return null;
     }
-    long p = Args.duration(name(), period);
+    long p = Args.duration(name(), "period", period);
     if (p <= 0) {
       throw new IllegalArgumentException(name() + ": the period must be positive, not " + period);
     }
     long[] window = new PeriodClock(Args.zone(name(), tz))
-        .previousPeriod(schedule, p, Args.duration(name(), lag));
+        .scheduleWindow(schedule, p, Args.duration(name(), "lag", lag));
     out.set(window[bound()]);
     return out;
   }
