@@ -292,3 +292,51 @@ def test_import_stays_light(module, forbidden):
     loaded = set(out.stdout.split())
     heavy = sorted(m for m in loaded if any(m == f or m.startswith(f + ".") for f in forbidden))
     assert not heavy, f"import {module} loads {heavy}"
+
+
+#: The one parser of durations and instants, and the one owner of schedule windows.
+TIMESPEC = "tributary_read.timespec"
+WINDOW = "tributary_read.read.window"
+#: Record times (a log line's own timestamp, with --time-format) are data, not a front end's instant.
+RECORD_TIMES = "tributary_read.write.ingest"
+_DURATION_REGEX = re.compile(r"\(ms\|s\|m\|h|\(s\|m\|h|ms\|s\|m")
+
+
+def _time_parsing(tree: ast.AST) -> list[tuple[ast.AST, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "fromisoformat":
+            found.append((node, "fromisoformat"))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _DURATION_REGEX.search(node.value):
+            found.append((node, f"duration regex {node.value!r}"))
+    return found
+
+
+def _window_math(tree: ast.AST) -> list[tuple[ast.AST, str]]:
+    names = {"previous_period", "floor_to_period", "shift_periods"}
+    return [(n, ast.unparse(n)) for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", None)) in names]
+
+
+def test_time_rule_sees_the_usual_forms():
+    code = """
+dt = datetime.fromisoformat(text)
+_DURATION = re.compile(r"^([0-9]+)(ms|s|m|h|d|w)$")
+w = TimeWindow.previous_period(t, p, lag)
+b = floor_to_period(t, p)
+"""
+    tree = ast.parse(code)
+    assert len(_time_parsing(tree)) == 2 and len(_window_math(tree)) == 2
+
+
+def test_durations_and_instants_are_parsed_only_in_timespec():
+    found = [f"{_where(name, node)}: {what}" for name, tree in TREES.items()
+             if name not in (TIMESPEC, RECORD_TIMES) for node, what in _time_parsing(tree)]
+    assert not found, f"durations or instants parsed outside {TIMESPEC}:\n" + "\n".join(found)
+
+
+def test_schedule_windows_are_computed_only_by_schedule():
+    """Front ends build a Schedule and call .window(); none recomputes a period's bounds."""
+    found = [f"{_where(name, node)}: {what}" for name, tree in TREES.items() if name != WINDOW
+             for node, what in _window_math(tree)]
+    assert not found, f"schedule windows computed outside {WINDOW}:\n" + "\n".join(found)
