@@ -7,12 +7,11 @@ import their heavy dependencies lazily too.
 
 from __future__ import annotations
 
-import importlib
-import sys
 from typing import TYPE_CHECKING
 
 from .errors import *  # noqa: F401,F403  (small, dependency-free; always loaded)
 from .errors import __all__ as _errors_all
+from .lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -35,22 +34,6 @@ _LAZY = {
 }
 
 __all__ = sorted([*_errors_all, *_LAZY, "__version__"])
-
-
-def lazy_getattr(package: str, names: dict[str, str]):
-    """A module ``__getattr__`` (PEP 562) that imports ``names[name]`` (a submodule of
-    ``package``) on first use and keeps the value in the package, so the next
-    lookup is a plain attribute. Shared by this package and ``tributary_read.spark``."""
-
-    def __getattr__(name: str):
-        mod = names.get(name)
-        if mod is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f".{mod}", package), name)
-        setattr(sys.modules[package], name, value)
-        return value
-
-    return __getattr__
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

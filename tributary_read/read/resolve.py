@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from tributary_read.errors import InvalidInputError, LogRetentionError, NoSuchTableError, StorageError
+from tributary_read.errors import InvalidInputError, LogRetentionError, NoSuchTableError
 from tributary_read.table.layout import Layout, default_partition
 from tributary_read.read.listing import DirectoryLister, Progress, Skipped, gc_paused, scan
 from tributary_read.read.partition_filter import PartitionFilter
@@ -28,6 +28,7 @@ from tributary_read.read.visibility import is_visible
 from tributary_read.table.manifest import KIND_DATA, Commit
 from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Table, Tracking
+from tributary_read.table.renames import finish_renames
 from tributary_read.read.tracking import check_untracked, foreign, written
 from tributary_read.read.window import TimeWindow
 from tributary_read.read.fileset import FileSet, ReadMode, ResolvedFile, origin
@@ -194,47 +195,6 @@ def _entry_files(commits_or_entries, pfilter: PartitionFilter | None, table: Tab
         out.append(ResolvedFile(where.get(e.path, e.path), e.size, e.partition, records=e.records, version=v))
     out.sort(key=lambda f: f.path)
     return out
-
-
-def finish_renames(table: Table, entries) -> dict[str, str]:
-    """Roll forward committed files still under their staged names; returns path -> staged path for any left.
-
-    Under the ``rename`` protocol a crash between a commit and its renames
-    leaves committed files hidden, and their final paths do not exist. The
-    commit is the truth, so the reader finishes the renames itself (exactly
-    what ``trib recover`` and the next ingest do; idempotent, and a concurrent
-    roll-forward is harmless) instead of returning paths that do not exist.
-    Where the store refuses (a read-only table), the staged path is returned:
-    the same committed bytes, readable where the final name is not. Only
-    rename-protocol entries are checked, with one batched stat; a final path
-    whose bytes are gone under both names is a verification failure (exit 9),
-    never silently dropped from a batch a consumer will ack.
-    """
-    staged = [e for e in entries if e.staged]
-    if not staged:
-        return {}
-    from tributary_read.errors import VerificationError
-    from tributary_read.write.writer import roll_forward
-
-    st = table.storage
-    found = st.stat_many([e.path for e in staged])
-    pending = [e for e, i in zip(staged, found) if i is None]
-    if not pending:
-        return {}
-    try:
-        roll_forward(table, pending)
-    except StorageError:
-        pass  # read-only, or a concurrent reader renamed first: look again
-    left: dict[str, str] = {}
-    for e, final, stage in zip(pending, st.stat_many([e.path for e in pending]),
-                               st.stat_many([e.staged for e in pending])):
-        if final is not None:
-            continue
-        if stage is None:
-            raise VerificationError(f"committed file {st.uri}/{e.path} is missing (neither it nor its staged "
-                                    f"name {e.staged} exists); run `trib verify`")
-        left[e.path] = e.staged
-    return left
 
 
 def _range_entries(log, commits, complete: bool, pfilter: PartitionFilter | None):

@@ -14,7 +14,7 @@ called and a missing install names its pip extra (``tributary-read[spark]``).
 
 from __future__ import annotations
 
-from tributary_read import lazy_getattr
+from tributary_read.lazy import lazy_getattr
 
 #: public name -> submodule that defines it
 _LAZY = {

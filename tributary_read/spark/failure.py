@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from tributary_read import errors
+import tributary_read.errors as errors
 
 _PY_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.M)
 #: builtin exceptions that mean the store failed, not the job

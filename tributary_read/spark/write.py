@@ -114,7 +114,8 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
 
         raise missing_extra("pandas", "spark") from None
     from tributary_read.io.storage import resolve_options
-    from tributary_read.write.writer import new_writer_id, roll_forward
+    from tributary_read.table.renames import roll_forward
+    from tributary_read.write.writer import new_writer_id
 
     if isinstance(table, Table):
         tbl = table

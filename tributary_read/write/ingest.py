@@ -25,7 +25,8 @@ from tributary_read.table.log import AppState
 from tributary_read.table.manifest import Transaction
 from tributary_read.write.sources import SourceOffsets
 from tributary_read.table.config import RollPolicy, Table
-from tributary_read.write.writer import TableWriter, roll_forward
+from tributary_read.table.renames import roll_forward
+from tributary_read.write.writer import TableWriter
 
 
 class OnBadRecord(Choice):

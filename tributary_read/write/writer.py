@@ -16,7 +16,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Sequence
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +28,7 @@ from tributary_read.table.layout import PartitionCache, PartitionDir
 from tributary_read.table.log import META_DIR
 from tributary_read.table.manifest import KIND_DEAD_LETTER, Commit, FileEntry, Transaction
 from tributary_read.table.config import Protocol, RollPolicy, Table
+from tributary_read.table.renames import roll_forward
 
 DEAD_LETTER_DIR = f"{META_DIR}/dead_letter"
 
@@ -388,16 +389,3 @@ class TableWriter:
         self._closed.clear()
         self._closing = []
         self._dead = None
-
-
-def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
-    """Rename committed-but-still-hidden files to their visible names; idempotent."""
-    done = []
-    for f in files:
-        if f.staged and table.storage.exists(f.staged):
-            if not table.storage.exists(f.path):
-                table.storage.rename(f.staged, f.path)
-            else:  # renamed before a crash, staged copy left behind by a copying store
-                table.storage.delete(f.staged)
-            done.append(f.path)
-    return done

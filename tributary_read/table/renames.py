@@ -1,0 +1,67 @@
+"""The rename protocol's roll-forward: committed files still under their hidden staged names.
+
+Under the ``rename`` protocol a writer commits, then renames each staged file to
+its final name. A crash in between leaves committed files hidden; the commit is
+the truth, so whoever finds them (the next ingest, ``trib recover``, a reader)
+finishes the renames. The protocol belongs to the table, below both the
+writers and the readers that repair it.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from tributary_read.errors import StorageError, VerificationError
+from tributary_read.table.config import Table
+from tributary_read.table.manifest import FileEntry
+
+
+def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
+    """Rename committed-but-still-hidden files to their visible names; idempotent."""
+    done = []
+    for f in files:
+        if f.staged and table.storage.exists(f.staged):
+            if not table.storage.exists(f.path):
+                table.storage.rename(f.staged, f.path)
+            else:  # renamed before a crash, staged copy left behind by a copying store
+                table.storage.delete(f.staged)
+            done.append(f.path)
+    return done
+
+
+def finish_renames(table: Table, entries) -> dict[str, str]:
+    """Roll forward committed files still under their staged names; returns path -> staged path for any left.
+
+    Under the ``rename`` protocol a crash between a commit and its renames
+    leaves committed files hidden, and their final paths do not exist. The
+    commit is the truth, so the reader finishes the renames itself (exactly
+    what ``trib recover`` and the next ingest do; idempotent, and a concurrent
+    roll-forward is harmless) instead of returning paths that do not exist.
+    Where the store refuses (a read-only table), the staged path is returned:
+    the same committed bytes, readable where the final name is not. Only
+    rename-protocol entries are checked, with one batched stat; a final path
+    whose bytes are gone under both names is a verification failure (exit 9),
+    never silently dropped from a batch a consumer will ack.
+    """
+    staged = [e for e in entries if e.staged]
+    if not staged:
+        return {}
+    st = table.storage
+    found = st.stat_many([e.path for e in staged])
+    pending = [e for e, i in zip(staged, found) if i is None]
+    if not pending:
+        return {}
+    try:
+        roll_forward(table, pending)
+    except StorageError:
+        pass  # read-only, or a concurrent reader renamed first: look again
+    left: dict[str, str] = {}
+    for e, final, stage in zip(pending, st.stat_many([e.path for e in pending]),
+                               st.stat_many([e.staged for e in pending])):
+        if final is not None:
+            continue
+        if stage is None:
+            raise VerificationError(f"committed file {st.uri}/{e.path} is missing (neither it nor its staged "
+                                    f"name {e.staged} exists); run `trib verify`")
+        left[e.path] = e.staged
+    return left
