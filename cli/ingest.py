@@ -12,9 +12,12 @@ from tributary_read.hive.commit import committer_for
 from tributary_read.write.ingest import Interrupted, OnBadRecord, TimeSpec, stop_on_signals
 from tributary_read.write.ingest import ingest as run_ingest
 from tributary_read.table.config import Protocol, RollPolicy, parse_size
-from tributary_read.table.timeunit import CLI, IntegerTimes, TimeUnit
+from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 
 from .context import Duration, TribState, emit, json_option, pass_state
+
+#: How an integer-time refusal names the settings here (see IntegerTimes.spelling).
+FLAG_SPELLING = ("--time-unit {}", "--allow-any-time")
 
 
 @click.command()
@@ -60,7 +63,7 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
     """
     with stop_on_signals(restore=False) as stop:
         try:
-            spec = TimeSpec(time_field, time_regex, time_format, IntegerTimes(time_unit, allow_any_time, CLI))
+            spec = TimeSpec(time_field, time_regex, time_format, IntegerTimes(time_unit, allow_any_time, FLAG_SPELLING))
             _ingest(state, stop, root, source, app_id, source_name, spec,
                     commit_every, protocol, on_bad_record, roll_size, roll_records, roll_inactivity, as_json,
                     final=final)

@@ -58,17 +58,17 @@ class TimeUnit(Choice):
 _SCALE = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
 
 #: How a front end names the two settings in a message: (the unit, ``{}`` for its value; the check off).
+#: ``trib ingest`` passes its flags the same way.
 PYTHON = ('time_unit="{}"', "allow_any_time=True")
 JOB_FILE = ('time_unit = "{}"', "allow_any_time = true")
-CLI = ("--time-unit {}", "--allow-any-time")
 
 
 @dataclass(frozen=True)
 class IntegerTimes:
     """How integer event times become epoch ms: their unit (None: undeclared, taken as ms) and the check.
 
-    ``spelling`` is how the caller's front end names the settings (:data:`CLI`,
-    :data:`JOB_FILE`), so a refusal tells the user what to write where they write it.
+    ``spelling`` is how the caller's front end names the settings (:data:`JOB_FILE`,
+    ``trib ingest``'s flags), so a refusal tells the user what to write where they write it.
     """
 
     unit: TimeUnit | None = None
