@@ -29,7 +29,8 @@ FLAG_SPELLING = ("--time-unit {}", "--allow-any-time")
                    "under a name already committed is refused (exit 3): give it a new name.")
 @click.option("--time-field", help="JSON field (dotted path) holding the event time.")
 @click.option("--time-regex", help="Regex whose first group (or group 'ts') is the event time.")
-@click.option("--time-format", help="strptime pattern for the time (default: ISO-8601, or an integer of --time-unit).")
+@click.option("--time-format",
+              help="strptime pattern for the time (default: ISO-8601, or an integer of --time-unit).")
 @click.option("--time-unit", type=click.Choice(TimeUnit.values()),
               help="Unit of integer times (epoch s, ms, us, ns). Default: ms, and an integer time that is not "
                    "plausible as ms stops the run (exit 3) naming the unit that fits.")
@@ -51,8 +52,8 @@ FLAG_SPELLING = ("--time-unit {}", "--allow-any-time")
 @json_option
 @pass_state
 def ingest(state: TribState, root, source, app_id, source_name, time_field, time_regex, time_format,
-           time_unit, allow_any_time, commit_every, protocol, on_bad_record, roll_size, roll_records, roll_inactivity, final,
-           as_json) -> None:
+           time_unit, allow_any_time, commit_every, protocol, on_bad_record, roll_size, roll_records,
+           roll_inactivity, final, as_json) -> None:
     """Append SOURCE's uncommitted records to ROOT, exactly once per app id.
 
     Without --time-field/--time-regex records go to the partition of their arrival time.
@@ -63,7 +64,8 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
     """
     with stop_on_signals(restore=False) as stop:
         try:
-            spec = TimeSpec(time_field, time_regex, time_format, IntegerTimes(time_unit, allow_any_time, FLAG_SPELLING))
+            integers = IntegerTimes(time_unit, allow_any_time, FLAG_SPELLING)
+            spec = TimeSpec(time_field, time_regex, time_format, integers)
             _ingest(state, stop, root, source, app_id, source_name, spec,
                     commit_every, protocol, on_bad_record, roll_size, roll_records, roll_inactivity, as_json,
                     final=final)

@@ -98,7 +98,9 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     such value and the unit that fits: epoch seconds taken as ms would otherwise
     land in 1970. ``allow_any_time=True`` (historical data) turns that check off and
     needs ``time_unit``. ``time_unit`` may also be an :class:`IntegerTimes`, whose
-    spelling names the settings as the caller's front end does. A row whose time is null or has no partition (outside years 1..9999 in the
+    spelling names the settings as the caller's front end does.
+
+    A row whose time is null or has no partition (outside years 1..9999 in the
     table's zone) fails the write with BadRecordError before anything is
     committed, naming how many and a few examples: in an ETL such a row is a bug
     of the query, and a dead letter would hide it (fix the SQL and run again).
