@@ -12,8 +12,12 @@ from tributary_read.hive.commit import committer_for
 from tributary_read.write.ingest import Interrupted, OnBadRecord, TimeSpec, stop_on_signals
 from tributary_read.write.ingest import ingest as run_ingest
 from tributary_read.table.config import Protocol, RollPolicy, parse_size
+from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 
 from .context import Duration, TribState, emit, json_option, pass_state
+
+#: How an integer-time refusal names the settings here (see IntegerTimes.spelling).
+FLAG_SPELLING = ("--time-unit {}", "--allow-any-time")
 
 
 @click.command()
@@ -25,7 +29,14 @@ from .context import Duration, TribState, emit, json_option, pass_state
                    "under a name already committed is refused (exit 3): give it a new name.")
 @click.option("--time-field", help="JSON field (dotted path) holding the event time.")
 @click.option("--time-regex", help="Regex whose first group (or group 'ts') is the event time.")
-@click.option("--time-format", help="strptime pattern for the time (default: ISO-8601 or epoch s/ms).")
+@click.option("--time-format",
+              help="strptime pattern for the time (default: ISO-8601, or an integer of --time-unit).")
+@click.option("--time-unit", type=click.Choice(TimeUnit.values()),
+              help="Unit of integer times (epoch s, ms, us, ns). Default: ms, and an integer time that is not "
+                   "plausible as ms stops the run (exit 3) naming the unit that fits.")
+@click.option("--allow-any-time", is_flag=True,
+              help="Accept integer times before 2000-01-01 or more than a day ahead (historical data); "
+                   "needs --time-unit. Otherwise such a record is a bad record (--on-bad-record).")
 @click.option("--commit-every", type=int, default=10_000, show_default=True, help="Records per commit.")
 @click.option("--protocol", type=click.Choice(Protocol.values()), help="Override the table's commit protocol.")
 @click.option("--on-bad-record", type=click.Choice(OnBadRecord.values()), default=OnBadRecord.DEAD_LETTER.value,
@@ -41,8 +52,8 @@ from .context import Duration, TribState, emit, json_option, pass_state
 @json_option
 @pass_state
 def ingest(state: TribState, root, source, app_id, source_name, time_field, time_regex, time_format,
-           commit_every, protocol, on_bad_record, roll_size, roll_records, roll_inactivity, final,
-           as_json) -> None:
+           time_unit, allow_any_time, commit_every, protocol, on_bad_record, roll_size, roll_records,
+           roll_inactivity, final, as_json) -> None:
     """Append SOURCE's uncommitted records to ROOT, exactly once per app id.
 
     Without --time-field/--time-regex records go to the partition of their arrival time.
@@ -53,7 +64,9 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
     """
     with stop_on_signals(restore=False) as stop:
         try:
-            _ingest(state, stop, root, source, app_id, source_name, time_field, time_regex, time_format,
+            integers = IntegerTimes(time_unit, allow_any_time, FLAG_SPELLING)
+            spec = TimeSpec(time_field, time_regex, time_format, integers)
+            _ingest(state, stop, root, source, app_id, source_name, spec,
                     commit_every, protocol, on_bad_record, roll_size, roll_records, roll_inactivity, as_json,
                     final=final)
         except Interrupted as e:
@@ -62,7 +75,7 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
             raise click.exceptions.Exit(128 + e.signum) from None
 
 
-def _ingest(state: TribState, stop, root, source, app_id, source_name, time_field, time_regex, time_format,
+def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: TimeSpec,
             commit_every, protocol, on_bad_record, roll_size, roll_records, roll_inactivity, as_json,
             final=False) -> None:
     t = state.table(root)
@@ -72,7 +85,6 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, time_fiel
         roll_records if roll_records is not None else base.max_records,
         roll_inactivity / 1000 if roll_inactivity is not None else base.inactivity_s,
     )
-    spec = TimeSpec(time_field, time_regex, time_format)
     size = os.path.getsize(source) if os.path.isfile(source) else 0
     committer = committer_for(t)  # the table's partition-commit policy, if any
     kwargs = dict(time_spec=spec, commit_every=commit_every, protocol=protocol, roll=roll,

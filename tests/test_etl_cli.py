@@ -361,3 +361,78 @@ def test_the_spark_submit_driver_runs_the_job_and_prints_its_report(tmp_path, sp
     assert sum(e.records for e in commit.files) == t["records"]
     assert driver.main([str(tmp_path / "missing.toml"), "--schedule-time", T]) == 3
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_epoch_seconds_need_time_unit_and_then_land_in_their_hours(tmp_path):
+    """Issue 19, Why 3: an integer column of epoch seconds, no ``time_unit``. It used to be taken as ms and
+    land in ``1970_01_20/17`` with exit 0; now the run is refused (exit 3, one line naming time_unit) before
+    anything is committed, and with ``time_unit = "s"`` every record lands in its hour."""
+    raw, out = tmp_path / "raw", tmp_path / "events"
+    Table.create(str(raw), TableConfig(LAYOUT, format="jsonl"))
+    Table.create(str(out), TableConfig(LAYOUT, format="parquet"))
+    src = tmp_path / "src.jsonl"
+    records = [(i, (hour + i * 60_000) // 1000) for hour, count in sorted(HOURS.items()) for i in range(count)]
+    records = [(n, ts) for n, (_, ts) in enumerate(records)]
+    src.write_text("".join(json.dumps({"id": n, "ts": ts, "msg": f"e{n}"}) + "\n" for n, ts in records))
+    invoke_trib("ingest", str(raw), "--source", str(src), "--app-id", "src", "--time-field", "ts",
+                "--time-unit", "s", check=True)
+    (tmp_path / "etl.sql").write_text("SELECT id, ts, msg FROM raw\n")
+    job = tmp_path / "job.toml"
+    text = textwrap.dedent("""\
+        [job]
+        name = "seconds"
+        sql = "etl.sql"
+
+        [[inputs]]
+        table = "raw"
+        view = "raw"
+
+        [output]
+        table = "events"
+        time_column = "ts"
+
+        [spark]
+        master = "local[2]"
+        conf = { "spark.sql.shuffle.partitions" = "2", "spark.ui.enabled" = "false" }
+        """)
+    job.write_text(text)
+    before = snapshot(out)
+    refused = run_trib("etl", "run", str(job), "--schedule-time", T, "-q", env=_env(), cwd=tmp_path)
+    assert refused.returncode == 3 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    errors = [x for x in refused.stderr.splitlines() if x.startswith("trib: error: ")]  # Spark logs the rest
+    assert len(errors) == 1, refused.stderr[-3000:]
+    for w in ("time column ts: ", " as ms is 1970-01-20T", "before 2000-01-01", 'is it seconds? set time_unit = "s"',
+              "nothing was committed"):
+        assert w in errors[0], (w, errors[0])
+    assert Table.load(str(out)).log.latest_version() == 0
+    assert {k for k in snapshot(out) if "/etl/" not in k} == {k for k in before if "/etl/" not in k}
+
+    job.write_text(text.replace('time_column = "ts"', 'time_column = "ts"\ntime_unit = "s"'))
+    ok = run_trib("etl", "run", str(job), "--schedule-time", T, "--json", env=_env(), cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert json.loads(ok.stdout)["output"]["records"] == len(records)
+    table = Table.load(str(out))
+    landed = {}
+    for path in table.log.state().files:
+        import pyarrow.parquet as pq
+
+        for i in pq.read_table(str(out / path)).column("id").to_pylist():
+            landed[i] = path.rsplit("/", 1)[0]
+    assert landed == {n: LAYOUT.for_time(ts * 1000).path for n, ts in records}
+    assert sorted(set(landed.values())) == ["2023_12_31/23", "2024_01_01/03", "2024_01_01/04"]
+
+
+@pytest.mark.unit
+def test_time_unit_and_allow_any_time_keys(tmp_path):
+    t = make_tables(tmp_path)
+    job = str(t["job"])
+    text = t["job"].read_text()
+    for extra, words in (('time_unit = "sec"', "output.time_unit: unknown time unit 'sec'; choose s, ms, us, ns"),
+                         ("allow_any_time = true", 'output.allow_any_time: allow_any_time = true needs the unit '
+                                                   'of integer times (time_unit = "s" or ms, us, ns)'),
+                         ('allow_any_time = "yes"', "output.allow_any_time must be true or false")):
+        t["job"].write_text(text.replace('time_column = "ts"', f'time_column = "ts"\n{extra}'))
+        one_line_error(invoke_trib("etl", "run", job, "--schedule-time", T, "--dry-run"), 3, words)
+    t["job"].write_text(text.replace('time_column = "ts"', 'time_column = "ts"\ntime_unit = "ms"\n'
+                                                           'allow_any_time = true'))
+    invoke_trib("etl", "run", job, "--schedule-time", T, "--dry-run", check=True)

@@ -120,6 +120,8 @@ OUT_OF_RANGE = [
     "1e20", "-1e17", "1e400", "NaN", "Infinity", "-Infinity", "99999999999999999999999999999",
     '"99999999999999999999"',
 ]
+#: integer times in ms, unchecked: what reaches the layout's range (test_timeunit.py tests the check)
+ANY_MS = ("--time-unit", "ms", "--allow-any-time")
 
 
 def test_out_of_range_times_go_to_dead_letter(tmp_path):
@@ -127,7 +129,8 @@ def test_out_of_range_times_go_to_dead_letter(tmp_path):
     src = tmp_path / "s.jsonl"
     good = '{"id": 0, "ts": 1592960400000}'
     src.write_text(good + "\n" + "".join(f'{{"id": {i + 1}, "ts": {v}}}\n' for i, v in enumerate(OUT_OF_RANGE)))
-    res = _ok(_ingest(root, src))
+    # the plausibility check off, so the integers reach the layout's own range check
+    res = _ok(_ingest(root, src, *ANY_MS))
     assert (res["records"], res["dead_letters"]) == (len(OUT_OF_RANGE) + 1, len(OUT_OF_RANGE))
     assert _ids(root) == [0]
     dead = _dead_letters(root)
@@ -150,7 +153,7 @@ def test_out_of_range_time_fails_the_run(tmp_path, shared_table, value):
     src = tmp_path / "s.jsonl"
     src.write_text(f'{{"id": 0, "ts": 1592960400000}}\n{{"id": 1, "ts": {value}}}\n')
     before = snapshot(root)
-    p = _ingest(root, src, "--on-bad-record", "fail")
+    p = _ingest(root, src, "--on-bad-record", "fail", *ANY_MS)
     _one_line_error(p, 3, "s.jsonl line 1")
     assert snapshot(root) == before
 

@@ -59,6 +59,22 @@ class TimeOutOfRangeError(BadRecordError):
     """
 
 
+class ImplausibleTimeError(BadRecordError):
+    """An integer event time, taken in its unit, is before 2000-01-01 or more than a
+    day ahead of the clock (see :mod:`tributary_read.table.timeunit`): a bad record
+    (ingest dead-letters it per its policy; a Spark write refuses the run). Historical
+    data: declare the unit and turn the check off (``allow_any_time``).
+    """
+
+
+class TimeUnitError(InvalidInputError):
+    """Integer event times with no declared unit do not fit milliseconds but fit
+    another unit: the job, not the record, is wrong, so the run is refused (ingest
+    too: dead-lettering every record would leave the source behind with exit 0).
+    Declare the unit the message suggests.
+    """
+
+
 class SchemaConflictError(BadRecordError):
     """A record has a value its file's column cannot hold without loss (a string
     in a number column, an integer beyond 64 bits): see docs/parquet.md. Raised

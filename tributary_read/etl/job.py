@@ -22,6 +22,7 @@ from tributary_read.errors import InvalidInputError
 from tributary_read.io.formats import FORMATS
 from tributary_read.read.window import Schedule, WindowForm
 from tributary_read.table.layout import Layout, parse_timezone
+from tributary_read.table.timeunit import JOB_FILE, IntegerTimes
 from tributary_read.timespec import parse_duration_ms
 
 #: Job names become an app id (``etl:NAME``), consumer names and a lock file name.
@@ -97,9 +98,13 @@ class OutputSpec:
     root: str
     time_column: str
     storage_options: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False)
+    #: ``time_unit`` / ``allow_any_time``: how an integer time column becomes epoch ms, and its check
+    times: IntegerTimes = IntegerTimes(spelling=JOB_FILE)
 
     def to_json(self) -> dict:
-        return {"table": self.table, "root": self.root, "time_column": self.time_column}
+        return {"table": self.table, "root": self.root, "time_column": self.time_column,
+                "time_unit": None if self.times.unit is None else str(self.times.unit),
+                "allow_any_time": self.times.allow_any}
 
 
 @dataclass(frozen=True)
@@ -210,7 +215,7 @@ _INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lo
                "schema", "hive_table", "options"}
 _CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every"}
 _WINDOW_ONLY = {"window", "window_form", "lag"}
-_OUTPUT_KEYS = {"table", "time_column"}
+_OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time"}
 _HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir"}
 _SPARK_KEYS = {"master", "conf", "deploy_mode", "archives"}
 
@@ -444,8 +449,16 @@ class _Parser:
         self.check_keys(d, _OUTPUT_KEYS, "output")
         table = self.string(d, "table", "output", required=True)
         col = self.string(d, "time_column", "output", required=True)
+        unit = self.string(d, "time_unit", "output")
+        allow_any = d.get("allow_any_time", False)
+        if not isinstance(allow_any, bool):
+            raise self.fail(f"output.allow_any_time must be true or false, not {allow_any!r}")
+        try:
+            times = IntegerTimes(unit, allow_any, JOB_FILE)
+        except InvalidInputError as e:
+            raise self.fail(f"output.{'allow_any_time' if unit is None else 'time_unit'}: {e}") from None
         root, options = self.root_of(table)
-        return OutputSpec(table, root, col, options)
+        return OutputSpec(table, root, col, options, times)
 
     def hive(self, x: Any) -> HiveSpec:
         d = self.table_of(x, "hive")

@@ -404,7 +404,8 @@ class _Run:
         crash_point("etl.before_commit")
         self.say(f"{self.job.name}: running the SQL and committing to {self.output.uri}")
         try:
-            return write(df, self.output, time_column=self.job.output.time_column, transaction=txn)
+            return write(df, self.output, time_column=self.job.output.time_column, transaction=txn,
+                         time_unit=self.job.output.times)
         except AlreadyCommittedError as e:
             self.say(f"{self.job.name}: another run committed {iso_z(self.t)} first (version {e.version}); "
                      "its files stand, this copy's are orphans for `trib clean`")

@@ -28,6 +28,7 @@ from tributary_read.errors import (
 )
 from tributary_read.table.config import Protocol, Table, load_config, resolve_table
 from tributary_read.table.manifest import KIND_DATA, Commit, FileEntry, Transaction
+from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 from tributary_read.spark.failure import as_tributary
 
 #: The Spark local property that injects a fault into the write tasks, for tests
@@ -40,7 +41,7 @@ FAULT_PROPERTY = "trib.fault.write"
 LINE_COLUMN, TIME_COLUMN = "__trib_line", "__trib_time"
 #: Rows with a bad time named in the error, at most.
 SAMPLES = 3
-_TASK_SCHEMA = "entries string, records long, bad long, samples string"
+_TASK_SCHEMA = "entries string, records long, bad long, samples string, implausible long, first string"
 
 
 @dataclass(frozen=True)
@@ -84,11 +85,21 @@ def partitions_of(files) -> tuple[str, ...]:
 
 
 def write(df, table: Table | str, *, time_column: str, transaction: Transaction | None = None,
-          options: Mapping[str, str] | None = None) -> WriteResult:
+          options: Mapping[str, str] | None = None, time_unit: TimeUnit | str | IntegerTimes | None = None,
+          allow_any_time: bool = False) -> WriteResult:
     """Write ``df`` into ``table`` (a Table, or a root URI / trib.toml alias with
     storage ``options``), routing each row by ``time_column``, and commit once.
 
-    ``time_column`` is a TIMESTAMP or an integer column of epoch milliseconds.
+    ``time_column`` is a TIMESTAMP or an integer column of epoch ``time_unit``
+    (``"s"``, ``"ms"``, ``"us"``, ``"ns"``; undeclared: ms). An integer time before
+    2000-01-01 or more than a day ahead of the clock in that unit refuses the whole
+    write before anything is committed (TimeUnitError when no unit was declared and
+    another unit fits, else ImplausibleTimeError; both exit 3), naming the first
+    such value and the unit that fits: epoch seconds taken as ms would otherwise
+    land in 1970. ``allow_any_time=True`` (historical data) turns that check off and
+    needs ``time_unit``. ``time_unit`` may also be an :class:`IntegerTimes`, whose
+    spelling names the settings as the caller's front end does.
+
     A row whose time is null or has no partition (outside years 1..9999 in the
     table's zone) fails the write with BadRecordError before anything is
     committed, naming how many and a few examples: in an ETL such a row is a bug
@@ -125,6 +136,8 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
         opts = resolve_options({**alias_opts, **(options or {})})
         tbl = Table.load(root, opts)
     tbl.storage.hadoop_uri()  # executors must reach the table: refuses a memory:// table in one line
+    times = time_unit if isinstance(time_unit, IntegerTimes) else IntegerTimes(time_unit, allow_any_time)
+    latest = times.latest_ms()  # one clock for every task
     projected, time_col = _project(df, tbl.config.format, time_column)
     log = tbl.log
     base = log.latest_version()
@@ -134,7 +147,8 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
             raise _already(transaction, done)
     run_id = new_writer_id()
     protocol = Protocol.parse(tbl.config.protocol, "protocol")
-    task = _WriteTask(tbl.uri, opts, run_id, time_col, tbl.config.format != "parquet", protocol.value)
+    task = _WriteTask(tbl.uri, opts, run_id, time_col, tbl.config.format != "parquet", protocol.value, times,
+                      latest)
     try:
         rows = projected.mapInArrow(task, _TASK_SCHEMA).collect()
     except Exception as e:  # noqa: BLE001 - py4j wraps the executor's exception in a Java one
@@ -145,6 +159,12 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
             raise
         raise mapped from None
     files = sorted((FileEntry.from_json(e) for r in rows for e in json.loads(r["entries"])), key=lambda f: f.path)
+    implausible = sum(r["implausible"] for r in rows)
+    if implausible:
+        _discard(tbl, files)  # never handed to a commit: ours to delete
+        first = next(r["first"] for r in rows if r["first"])
+        e = times.refusal(int(first), f"time column {time_column}", latest)
+        raise type(e)(f"{e} ({implausible} row(s) like it; nothing was committed)")
     bad = sum(r["bad"] for r in rows)
     if bad:
         samples = [s for r in rows for s in json.loads(r["samples"])][:SAMPLES]
@@ -207,7 +227,7 @@ def _project(df, fmt: str, time_column: str):
                 if type(kind).__name__ == "TimestampNTZType" else
                 " (cast it, e.g. F.to_timestamp(col) or col.cast('timestamp'))")
         raise InvalidInputError(f"the time column {time_column!r} is {kind.simpleString()}: a timestamp or "
-                                f"epoch milliseconds (bigint) is needed{hint}", time_column="the time column")
+                                f"an integer epoch time is needed{hint}", time_column="the time column")
     if fmt == "parquet":
         return df, time_column
     cols = [df[c] for c in df.columns]
@@ -245,9 +265,10 @@ class _WriteTask:
     """
 
     def __init__(self, root: str, options: Mapping[str, str], run_id: str, time_column: str, lines: bool,
-                 protocol: str = "direct"):
+                 protocol: str = "direct", times: IntegerTimes = IntegerTimes(), latest_ms: int | None = None):
         self.root, self.options, self.run_id = root, dict(options), run_id
         self.time_column, self.lines, self.protocol = time_column, lines, protocol
+        self.times, self.latest_ms = times, latest_ms
 
     def writer_id(self, attempt_id: int) -> str:
         stamp, _, rand = self.run_id.rpartition("-")
@@ -263,12 +284,12 @@ class _WriteTask:
         fault = ctx.attemptNumber() == 0 and ctx.getLocalProperty(FAULT_PROPERTY) == "fail_first_attempt"
         table = Table.load(self.root, self.options)
         writer = TableWriter(table, protocol=self.protocol, writer_id=self.writer_id(ctx.taskAttemptId()))
-        bad, samples = 0, []
+        bad, samples, implausible = 0, [], []
         try:
             for batch in batches:
                 if not batch.num_rows:
                     continue
-                bad += self._write(writer, pa.Table.from_batches([batch]), samples)
+                bad += self._write(writer, pa.Table.from_batches([batch]), samples, implausible)
                 if fault:
                     writer.flush()  # the first rows are on storage now: abort() must remove them
                     raise RuntimeError(f"{FAULT_PROPERTY}: first attempt of task {ctx.partitionId()} fails")
@@ -281,16 +302,23 @@ class _WriteTask:
             "records": [sum(e.records for e in entries)],
             "bad": [bad],
             "samples": [json.dumps(samples)],
+            "implausible": [sum(n for n, _ in implausible)],
+            "first": pa.array([str(implausible[0][1]) if implausible else None], pa.string()),
         })
 
-    def _write(self, writer, t, samples: list) -> int:
-        """Write ``t``'s placeable rows; return how many were not (their times go to ``samples``)."""
+    def _write(self, writer, t, samples: list, implausible: list) -> int:
+        """Write ``t``'s placeable, plausible rows; return how many were not placeable (their times go
+        to ``samples``). Implausible integer times go to ``implausible`` as (count, first raw value)."""
         import pyarrow.compute as pc
 
-        from tributary_read.write.writer import epoch_ms
-
-        ms = epoch_ms(t.column(self.time_column))
+        raw = t.column(self.time_column)
+        ms, odd = self.times.to_ms_array(raw, self.latest_ms)
         ok = _placeable(writer, ms)
+        n_odd = (pc.sum(odd).as_py() or 0) if odd is not None and len(odd) else 0
+        if n_odd:
+            implausible.append((n_odd, pc.filter(raw, odd)[0].as_py()))
+            keep = pc.invert(odd)
+            t, ms, ok = t.filter(keep), pc.filter(ms, keep), pc.filter(ok, keep)
         n_bad = len(ok) - pc.sum(ok).as_py() if len(ok) else 0
         if n_bad:
             for v in pc.filter(ms, pc.invert(ok)).to_pylist()[: SAMPLES - len(samples)]:
@@ -299,7 +327,7 @@ class _WriteTask:
         if not t.num_rows:
             return n_bad
         if not self.lines:
-            writer.write_table(t, self.time_column)
+            writer.write_table(t, self.time_column, self.times.effective)
             return n_bad
         for line, ts in zip(t.column(LINE_COLUMN).to_pylist(), ms.to_pylist()):
             writer.write((line or "").encode("utf-8"), ts)

@@ -20,12 +20,15 @@ from datetime import datetime
 from typing import Callable, Iterator
 
 from tributary_read.choice import Choice
-from tributary_read.errors import BadRecordError, InvalidInputError, SchemaConflictError, TimeOutOfRangeError
+from tributary_read.errors import (
+    BadRecordError, InvalidInputError, SchemaConflictError, TimeOutOfRangeError, TimeUnitError,
+)
 from tributary_read.table.log import AppState
 from tributary_read.table.manifest import Transaction
 from tributary_read.write.sources import SourceOffsets
 from tributary_read.table.config import RollPolicy, Table
 from tributary_read.table.renames import roll_forward
+from tributary_read.table.timeunit import IntegerTimes
 from tributary_read.write.writer import TableWriter
 
 
@@ -38,11 +41,16 @@ class OnBadRecord(Choice):
 
 @dataclass(frozen=True)
 class TimeSpec:
-    """Where a record's event time comes from; neither field set = arrival time."""
+    """Where a record's event time comes from; neither field set = arrival time.
+
+    ``integers``: the unit of integer times and their plausibility check
+    (:mod:`tributary_read.table.timeunit`); by default ms, refused when implausible.
+    """
 
     field: str | None = None
     regex: str | None = None
-    format: str | None = None  # strptime pattern; default: ISO-8601 or epoch s/ms
+    format: str | None = None  # strptime pattern; default: ISO-8601 or an integer of ``integers.unit``
+    integers: IntegerTimes = IntegerTimes()
 
     def extractor(self, tz) -> Callable[[bytes, object], int]:
         """Return ``f(line, parsed_json_or_None) -> epoch ms``; raises ValueError."""
@@ -59,7 +67,7 @@ class TimeSpec:
                     if not isinstance(v, dict) or k not in v:
                         raise ValueError(f"no time field {self.field!r}")
                     v = v[k]
-                return parse_time(v, tz, fmt)
+                return parse_time(v, tz, fmt, self.integers, f"time field {self.field}")
             return from_field
         if self.regex:
             try:
@@ -74,17 +82,21 @@ class TimeSpec:
                 m = rx.search(line)
                 if not m:
                     raise ValueError("time regex does not match")
-                return parse_time(m.group("ts") if "ts" in rx.groupindex else m.group(1), tz, fmt)
+                return parse_time(m.group("ts") if "ts" in rx.groupindex else m.group(1), tz, fmt, self.integers,
+                                  "time regex match")
             return from_regex
         return lambda line, doc: int(time.time() * 1000)
 
 
-def parse_time(v, tz, fmt: str | None = None) -> int:
-    """Epoch ms from an ISO-8601 string, epoch seconds or epoch milliseconds.
+def parse_time(v, tz, fmt: str | None = None, integers: IntegerTimes = IntegerTimes(),
+               subject: str = "time") -> int:
+    """Epoch ms from an ISO-8601 string (or ``fmt``), or a number in ``integers.unit``.
 
-    Numbers below 1e11 are seconds (1e11 s is the year 5138; 1e11 ms is 1973),
-    so both encodings of any real log timestamp are told apart. Naive times are
-    read in the table's time zone, as the directory names are.
+    A number's unit is declared, never guessed from its size: the one owner of
+    units and of the plausibility check is :class:`IntegerTimes` (an implausible
+    number raises ImplausibleTimeError, a bad record, or TimeUnitError when no
+    unit was declared and another fits). Naive times are read in the table's
+    time zone, as the directory names are.
 
     NaN and infinities (JSON parsers accept them) are bad values. Huge finite
     numbers parse; whether a partition can hold them is the layout's one range
@@ -95,11 +107,11 @@ def parse_time(v, tz, fmt: str | None = None) -> int:
     if isinstance(v, bool) or v is None:
         raise ValueError(f"bad time value {v!r}")
     if isinstance(v, str) and fmt is None and re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", v.strip()):
-        v = float(v)
+        v = float(v) if "." in v else int(v)  # an int keeps every digit of epoch ns
     if isinstance(v, float) and not math.isfinite(v):
         raise ValueError(f"time value {v!r} is not a finite number")
     if isinstance(v, (int, float)):
-        return int(v) if abs(v) >= 1e11 else int(v * 1000)
+        return integers.to_ms(v, subject)
     if not isinstance(v, str):
         raise ValueError(f"bad time value {v!r}"[:80])
     try:
@@ -268,6 +280,8 @@ def ingest(
                 try:
                     doc = json.loads(line) if needs_json else None
                     ts = extract(line, doc)
+                except TimeUnitError as e:  # the job's unit is wrong, not this record: stop the run
+                    raise TimeUnitError(f"{name} line {offset}: {e}") from None
                 except (ValueError, TypeError, OverflowError, RecursionError) as e:
                     reason = _reason(e)
                 else:

@@ -29,29 +29,9 @@ from tributary_read.table.log import META_DIR
 from tributary_read.table.manifest import KIND_DEAD_LETTER, Commit, FileEntry, Transaction
 from tributary_read.table.config import Protocol, RollPolicy, Table
 from tributary_read.table.renames import roll_forward
+from tributary_read.table.timeunit import TimeUnit, epoch_ms
 
 DEAD_LETTER_DIR = f"{META_DIR}/dead_letter"
-
-
-def epoch_ms(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """A time column as epoch milliseconds (int64).
-
-    Integers are taken as milliseconds. A timestamp is converted from its unit,
-    flooring: a plain cast to int64 would give Spark's microseconds and route
-    every row to a partition 1,000 times later.
-    """
-    t = column.type
-    if not pa.types.is_timestamp(t):
-        return column.cast(pa.int64())
-    v = column.cast(pa.int64())
-    if t.unit == "s":
-        return pc.multiply_checked(v, 1000)
-    per_ms = {"ms": 1, "us": 1000, "ns": 1_000_000}[t.unit]
-    if per_ms == 1:
-        return v
-    if len(v) and (pc.min(v).as_py() or 0) < 0:  # integer division truncates toward zero: floor it
-        v = pc.if_else(pc.less(v, 0), pc.subtract(v, per_ms - 1), v)
-    return pc.divide(v, per_ms)
 
 
 def new_writer_id() -> str:
@@ -176,12 +156,13 @@ class TableWriter:
             self._file_of_minute[minute] = f
         return f
 
-    def write_table(self, table: pa.Table, time_column: str) -> None:
-        """Append an Arrow table (Parquet tables), routing rows by ``time_column`` (epoch ms)."""
+    def write_table(self, table: pa.Table, time_column: str, time_unit: TimeUnit | str = TimeUnit.MS) -> None:
+        """Append an Arrow table (Parquet tables), routing rows by ``time_column``: a timestamp, or
+        integers of ``time_unit`` (unchecked here: the front ends check plausibility)."""
         if time_column not in table.column_names:
             raise BadRecordError(f"time column {time_column!r} is not in the batch (columns: "
                                  f"{', '.join(table.column_names)})")
-        ts = epoch_ms(table.column(time_column))
+        ts = epoch_ms(table.column(time_column), time_unit)
         if ts.null_count:
             raise BadRecordError(f"time column {time_column!r} has {ts.null_count} null values")
         # Integer division truncates toward zero; shift negatives (before 1970) so
