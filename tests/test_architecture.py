@@ -416,3 +416,12 @@ def test_imports_point_down():
         e for v in new.values() for e in v)
     gone = KNOWN_UPWARD - set(found)
     assert not gone, f"fixed, so drop them from KNOWN_UPWARD: {sorted(gone)}"
+
+
+def test_table_knows_no_state_names_of_the_layers_above():
+    """``_tributary/`` is trib's namespace; what consumers, Hive sync or the ETL keep there is named by them."""
+    higher = re.compile(r"consumers/|hive/|etl/|partition-commit|\.lock\b")
+    found = [f"{_where(name, node)}: {node.value!r}" for name, tree in TREES.items()
+             if name.startswith("tributary_read.table.") for node in ast.walk(tree)
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and higher.search(node.value)]
+    assert not found, "table/ names state the layers above own:\n" + "\n".join(found)

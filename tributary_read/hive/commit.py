@@ -42,7 +42,10 @@ from tributary_read.hive.sync import location_for
 
 POLICIES = ("metastore", "success-file")
 CLOCKS = ("processing", "event")
-MARK = f"{META_DIR}/partition-commit.json"
+#: A hint (how far the log has been checked); lost, it only costs one re-check of the whole log.
+MARK = f"{META_DIR}/partition-commit/mark.json"
+#: Where the hint lived before it moved into a directory of its own; removed at the next write.
+LEGACY_MARK = f"{META_DIR}/partition-commit.json"
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,8 @@ class PartitionCommitter:
         doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "partition-commit",
                "through_ms": mark.through_ms, "watermark_ms": mark.watermark_ms}
         self.table.storage.write(MARK, json.dumps(doc).encode())
+        if self.table.storage.exists(LEGACY_MARK):
+            self.table.storage.delete(LEGACY_MARK)
 
     def catch_up(self, *, all_partitions: bool = False, dry_run: bool = False) -> dict:
         """Apply the policies to every partition of the log (once per partition)."""

@@ -16,17 +16,20 @@ from tributary_read.table.log import META_DIR
 from tributary_read.table.logcheck import check_log
 from tributary_read.io.storage import FileInfo, Unlisted
 from tributary_read.table.config import Table
+from tributary_read.table.manifest import DEAD_LETTER_DIR
 from tributary_read.table.names import WRITTEN_NAME
 
 _TMP = re.compile(r"^\.tmp-[0-9a-f]{32}$")
-#: trib's own files under _tributary/: the log, table.json, and the state its
-#: readers keep there (consumers/, hive/ sync state, partition-commit.json, the
-#: ETL's etl/*.lock). Neither data nor orphans: reporting a consumer's plan as
-#: "untracked data" would be a wrong answer. Dead-letter files are not listed
-#: here: they are data, committed like any other file.
+#: ``_tributary/`` is trib's namespace: the table's own files (table.json, the
+#: log, its checkpoint pointer) and one directory per kind of state the layers
+#: above keep there (consumers, Hive sync state, ETL locks: their names are
+#: theirs, not this module's). Neither data nor orphans: reporting a consumer's
+#: plan as "untracked data" would be a wrong answer. A stray file directly under
+#: ``_tributary/`` is reported. The dead-letter directory is the exception: its
+#: files are data, committed like any other, so an unreferenced one is an orphan.
 _METADATA = re.compile(
     rf"^{META_DIR}/(table\.json|_last_checkpoint|log/[0-9]{{20}}(\.checkpoint)?\.json"
-    r"|partition-commit\.json|(consumers|hive)/.+|etl/[^/]+\.lock)$")
+    rf"|(?!{DEAD_LETTER_DIR[len(META_DIR) + 1:]}/|log/)[^/]+/.+)$")
 
 
 @dataclass(frozen=True)

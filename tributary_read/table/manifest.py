@@ -23,6 +23,8 @@ KIND_DATA = "data"
 #: 9999-12-31T23:59:59.999Z, the last instant Python's datetime can show.
 MAX_TIMESTAMP_MS = 253_402_300_799_999
 KIND_DEAD_LETTER = "dead_letter"
+#: Where dead letters are written: data under trib's namespace (``table/log.py``'s META_DIR).
+DEAD_LETTER_DIR = "_tributary/dead_letter"
 
 OP_APPEND = "append"
 #: Removes whole partitions' files from the state (``trib expire``). A reader

@@ -25,13 +25,11 @@ from tributary_read.errors import BadRecordError
 from tributary_read.io.formats import file_suffix
 from tributary_read.io.sinks import GatheredSlice, open_sink, shared_encoder
 from tributary_read.table.layout import PartitionCache, PartitionDir
-from tributary_read.table.log import META_DIR
-from tributary_read.table.manifest import KIND_DEAD_LETTER, Commit, FileEntry, Transaction
+from tributary_read.table.manifest import DEAD_LETTER_DIR, KIND_DEAD_LETTER, Commit, FileEntry, Transaction
 from tributary_read.table.config import Protocol, RollPolicy, Table
 from tributary_read.table.renames import roll_forward
 from tributary_read.table.timeunit import TimeUnit, epoch_ms
 
-DEAD_LETTER_DIR = f"{META_DIR}/dead_letter"
 
 
 def new_writer_id() -> str:
