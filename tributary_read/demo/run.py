@@ -237,14 +237,10 @@ metastore = "{self.services.metastore_uri}"
 
 
 def _window(moment_ms: int) -> dict[str, str]:
-    """The naive job's variables: it runs ``NAIVE_LAG_MS`` after the hour, as the run of that hour's end.
-
-    A schedule time names its period (read/window.py ``Schedule``), so the run at
-    05:05 is the run of 05:00 and reads 04:00-05:00 with no lag of its own.
-    """
+    """The naive job's variables: the hour that ended ``NAIVE_LAG_MS`` before it runs."""
     from tributary_read.spark.script import window_variables
 
-    return window_variables(moment_ms, HOUR_MS)
+    return window_variables(moment_ms, HOUR_MS, NAIVE_LAG_MS)
 
 
 def run_demo(work: str | Path, hours: int = 24, *, hive_dir: str | Path | None = None, spark=None,
