@@ -184,12 +184,9 @@ def test_read_and_consumer_modes(tmp_path):
 def test_for_schedule():
     assert TimeWindow.for_schedule() is None
     assert TimeWindow.for_schedule(str(T0), None) == TimeWindow.parse(str(T0), None)
-    w = TimeWindow.for_schedule(schedule_time="2020-06-24T01:05:00Z", period_ms=H)
-    assert w == TimeWindow.previous_period(parse_instant("2020-06-24T01:00:00Z"), H)
+    w = TimeWindow.for_schedule(schedule_time="2020-06-24T01:05:00Z", period_ms=H, lag_ms=5 * 60_000)
+    assert w == TimeWindow.previous_period(parse_instant("2020-06-24T01:05:00Z"), H, 5 * 60_000)
     assert (w.start_ms, w.end_ms) == (T0, T0 + H - 1)
-    # A schedule time names its period first: 01:05 is the run of 01:00, whose lag reaches into 00:xx.
-    lag5 = TimeWindow.for_schedule(schedule_time="2020-06-24T01:05:00Z", period_ms=H, lag_ms=5 * 60_000)
-    assert (lag5.start_ms, lag5.end_ms) == (T0 - H, T0 - 1)
     late = TimeWindow.for_schedule(schedule_time="2020-06-24T01:05:00Z", period_ms=H, lag_ms=10 * 60_000)
     assert (late.start_ms, late.end_ms) == (T0 - H, T0 - 1)  # 00:55 is inside an unfinished hour
     for kwargs, flags in (

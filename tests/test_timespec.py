@@ -105,14 +105,17 @@ def test_a_toml_integer_is_a_bare_number_too():
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("t", ["2024-01-01T05:00:00Z", "2024-01-01T05:14:59.999Z", "2024-01-01T05:59:59.999Z"])
-def test_a_schedule_time_names_its_period_and_both_forms_tile(t):
+@pytest.mark.parametrize("t,hour", [("2024-01-01T05:00:00Z", 3), ("2024-01-01T05:09:59.999Z", 3),
+                                    ("2024-01-01T05:10:00Z", 4), ("2024-01-01T05:59:59.999Z", 4)])
+def test_the_lag_is_how_long_a_period_waits_after_its_end_and_both_forms_tile(t, hour):
+    """Aligned: the last whole period that ended at least ``lag`` before T (trib report lateness's lag too)."""
     ms = parse_instant(t)
     aligned = Schedule(H, 10 * MIN)
-    assert aligned.run_time(ms) == parse_instant("2024-01-01T05:00:00Z")
-    assert aligned.window(ms) == TimeWindow(parse_instant("2024-01-01T03:00:00Z"), parse_instant("2024-01-01T04:00:00Z") - 1)
+    start = parse_instant(f"2024-01-01T{hour:02d}:00:00Z")
+    assert aligned.window(ms) == TimeWindow(start, start + H - 1)
+    assert aligned.run_time(ms) == parse_instant("2024-01-01T05:00:00Z")  # the ETL's run: one per period
     sliding = Schedule(H, 10 * MIN, WindowForm.SLIDING)
-    assert sliding.window(ms) == TimeWindow(parse_instant("2024-01-01T03:50:00Z"), parse_instant("2024-01-01T04:50:00Z") - 1)
+    assert sliding.window(ms) == TimeWindow(ms - 70 * MIN, ms - 10 * MIN - 1)
     for s in (aligned, sliding):  # consecutive runs: no gap, no overlap
         assert s.window(ms + H).start_ms == s.window(ms).end_ms + 1
     with pytest.raises(InvalidInputError, match="the aligned form reads exactly one period"):
@@ -219,7 +222,8 @@ def _job(base, root, zone: str, period: str, window_keys: str) -> str:
     return str(base / "job.toml")
 
 
-#: (zone, period, schedule time, job window keys, trib files flags)
+#: (zone, period, schedule time, job window keys, trib files flags); trib etl run floors the time to its
+#: period first, and `trib files --schedule-time` given the run's schedule time shows the same files.
 CASES = [
     ("UTC", "1h", "2024-01-01T05:00:00Z", "", []),
     ("UTC", "1h", "2024-01-01T05:00:00Z", 'window_form = "aligned"\nlag = "10m"\n', ["--lag", "10m"]),
@@ -240,10 +244,11 @@ def _trib_files(root, zone, period, t, flags) -> tuple[set[str], dict]:
     return {f["path"] for f in doc["files"]}, doc["window"]
 
 
-def _etl_dry_run(job, t) -> tuple[set[str], dict]:
+def _etl_dry_run(job, t) -> tuple[set[str], dict, str]:
     p = invoke_trib("etl", "run", job, "--schedule-time", t, "--dry-run", "--json", check=True)
-    (inp,) = json.loads(p.stdout)["inputs"]
-    return set(inp["paths"]), inp["window"]
+    doc = json.loads(p.stdout)
+    (inp,) = doc["inputs"]
+    return set(inp["paths"]), inp["window"], doc["schedule_time"]
 
 
 @pytest.mark.parametrize("zone,period,t,keys,flags", CASES)
@@ -253,8 +258,11 @@ def test_one_job_spelled_in_each_front_end_reads_the_same_files(tmp_path, zone, 
 
     start = parse_instant(t) - 3 * 86_400_000
     root = _landing_zone(tmp_path, zone, start - start % H, 96)
+    etl_files, etl_window, run_time = _etl_dry_run(_job(tmp_path, root, zone, period, keys), t)
+    tz = parse_timezone(zone)
+    assert parse_instant(run_time) == Schedule(parse_duration_ms(period), tz=tz).run_time(parse_instant(t))
+    t = run_time  # the run's schedule time, as its report gives it
     files, window = _trib_files(root, zone, period, t, flags)
-    etl_files, etl_window = _etl_dry_run(_job(tmp_path, root, zone, period, keys), t)
     assert files and etl_files == files
     assert (etl_window["start_ms"], etl_window["end_ms"]) == (window["start_ms"], window["end_ms"])
     opts = dict(zip(flags[::2], flags[1::2]))

@@ -61,9 +61,11 @@ class Schedule:
     one and call :meth:`window`; the jar's ``trib_window_start_ms`` /
     ``trib_window_end_ms`` mirror it (a parity test keeps them equal).
 
-    A schedule time names its period first: T is floored to the period in the
-    schedule's zone, so a cron run that starts at 05:00:07 or 05:14 is the run
-    of 05:00, reads the same window, and a rerun reads what the first run read.
+    ``lag`` means one thing in both forms and in ``trib report lateness``: how
+    long after its end a period (or a sliding window) waits before a run reads
+    it. ``trib etl run`` first floors its schedule time to the job's period
+    (:meth:`run_time`: one run, one transaction, one window per period, however
+    late cron starts it) and passes that time here.
     """
 
     period_ms: int
@@ -92,12 +94,12 @@ class Schedule:
         return self.window_ms if self.window_ms is not None else self.period_ms
 
     def run_time(self, t_ms: int) -> int:
-        """The start of the period holding ``t_ms``: the run's identity (one run per period)."""
+        """The start of the period holding ``t_ms``: an ETL run's identity (one run per period)."""
         return self._guard(t_ms, lambda: floor_to_period(t_ms, self.period_ms, self.tz))
 
     def window(self, t_ms: int) -> TimeWindow:
-        """The closed window the run scheduled at ``t_ms`` reads."""
-        t = self.run_time(t_ms)
+        """The closed window a run at ``t_ms`` reads."""
+        t = t_ms
         if self.form is WindowForm.ALIGNED:
             return self._guard(t_ms, lambda: TimeWindow.previous_period(t, self.period_ms, self.lag_ms, self.tz))
         end = t - self.lag_ms

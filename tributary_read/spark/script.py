@@ -129,7 +129,7 @@ def window_variables(schedule_time: str | int, period_ms: int, lag_ms: int = 0,
                      timezone: str = "UTC", form: str = "aligned", window_ms: int | None = None) -> dict[str, str]:
     """The variables a scheduled run's script may use: the :class:`~tributary_read.read.window.Schedule` window.
 
-    ``${schedule_time_ms}`` is the run's time, floored to its period, as ``trib etl run`` records it.
+    ``${schedule_time_ms}`` is the schedule time as given.
     """
     from tributary_read.read.window import Schedule, _instant, iso
     from tributary_read.table.layout import parse_timezone
@@ -140,7 +140,7 @@ def window_variables(schedule_time: str | int, period_ms: int, lag_ms: int = 0,
     w = schedule.window(when)
     start_local = _dt.datetime.fromtimestamp(w.start_ms / 1000, tz=_dt.timezone.utc).astimezone(tz)
     return {
-        "schedule_time_ms": str(schedule.run_time(when)),
+        "schedule_time_ms": str(when),
         "window_start_ms": str(w.start_ms),
         "window_end_ms": str(w.end_ms),
         "window_start": iso(w.start_ms, tz),

@@ -65,9 +65,8 @@ final class PeriodClock {
   }
 
   /**
-   * The window of the run scheduled at {@code schedule}: the schedule time names its period first, then
-   * the last whole period ending by that period's start minus {@code lag} (Python's
-   * {@code Schedule.window}, aligned form). Windows stay within years 1..9999, as in Python.
+   * The window of a run at {@code schedule}: the last whole period ending by {@code schedule - lag}
+   * (Python's {@code Schedule.window}, aligned form). Windows stay within years 1..9999, as in Python.
    */
   long[] scheduleWindow(long schedule, long period, long lag) {
     if (period <= 0) {
@@ -75,7 +74,7 @@ final class PeriodClock {
     }
     long[] w;
     try {
-      w = previousPeriod(floor(schedule, period), period, lag);
+      w = previousPeriod(schedule, period, lag);
     } catch (ArithmeticException | java.time.DateTimeException e) {
       w = null;
     }

@@ -9,8 +9,9 @@ import org.apache.hadoop.io.LongWritable;
 
 /**
  * The closed window a run scheduled at {@code schedule} reads, aligned to the wall clock of
- * {@code tz}: Python's {@code Schedule.window} (aligned form; {@link PeriodClock#scheduleWindow}). A run
- * at 01:05 with period 1h reads [00:00:00.000, 00:59:59.999]; the next starts at 01:00:00.000.
+ * {@code tz}: the last whole period ending by {@code schedule - lag}, Python's {@code Schedule.window}
+ * (aligned form; {@link PeriodClock#scheduleWindow}). A run at 01:05 with period 1h reads
+ * [00:00:00.000, 00:59:59.999]; the next starts at 01:00:00.000.
  */
 abstract class WindowBoundUDF extends GenericUDF {
   private transient PrimitiveObjectInspector[] in;
