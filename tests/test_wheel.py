@@ -30,8 +30,9 @@ pytestmark = pytest.mark.integration
 MAPPED = {"tributary_read": "tributary_read", "cli": "tributary_read/cli", "sql": "tributary_read/sql",
           "hive_udfs": "tributary_read/hive_udfs"}
 #: the package data pyproject lists: (repository folder, glob)
-DATA = [("sql", "*.sql"), ("tributary_read/services/java", "*.java"), ("hive_udfs", "*.md"), ("hive_udfs", "**/*.java")]
-_SKIP = {".venv", ".git", "build", "__pycache__", ".trib", ".pytest_cache"}
+DATA = [("sql", "*.sql"), ("tributary_read/services/java", "*.java"), ("hive_udfs", "*.md"), ("hive_udfs", "**/*.java"),
+        ("tributary_read", "py.typed")]
+_SKIP = {".venv", ".git", "build", "__pycache__", ".trib", ".pytest_cache", ".mypy_cache"}
 
 
 def _copy_tree(dst: Path) -> None:
@@ -91,6 +92,7 @@ def test_wheel_holds_every_module_and_data_file(wheel):
     """A package or data file the pyproject lists forgot is missing here, not only in production."""
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "tributary_read/cli/main.py" in names
+    assert "tributary_read/py.typed" in names  # PEP 561: without it users' type checkers ignore the annotations
     expected = set()
     for folder, target in MAPPED.items():
         for path in (REPO / folder).rglob("*.py"):

@@ -73,6 +73,17 @@ def test_a_batch_without_usable_times_is_refused_and_nothing_is_committed(tmp_pa
     assert table.log.latest_version() == 0
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_an_arrow_batch_into_a_line_format_table_is_an_input_error_and_opens_no_file(tmp_path, fmt):
+    """Found by mypy: a line sink has no write_table, so this was an AttributeError after a file was opened."""
+    table = Table.create(str(tmp_path), TableConfig(layout=LAYOUT, format=fmt))
+    w = TableWriter(table)
+    with pytest.raises(InvalidInputError, match=f"write_table takes Parquet tables; this table's format is {fmt}"):
+        w.write_table(pa.table({"ts": [1], "v": [1]}), "ts")
+    assert w.commit() is None and table.log.latest_version() == 0
+    assert [f.path for f in table.storage.list() if not f.path.startswith("_tributary/")] == []
+
+
 def test_a_schema_change_within_a_file_is_an_input_error(tmp_path):
     table = _table(str(tmp_path))
     w = TableWriter(table)

@@ -20,7 +20,9 @@ class Choice(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
-    __format__ = str.__format__
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(self, format_spec)
+
     __hash__ = str.__hash__
 
     @classmethod

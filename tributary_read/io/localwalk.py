@@ -79,7 +79,7 @@ def walk(storage: Storage, base: str, recursive: bool,
     append = out.append
     new = tuple.__new__
     windowed = mtime_ns is not None
-    lo, hi = mtime_ns if windowed else (0, 0)
+    lo, hi = mtime_ns if mtime_ns is not None else (0, 0)
     IFMT, IFREG, SIDECAR = _S_IFMT, _S_IFREG, VALID_LENGTH_SUFFIX  # locals: the loop runs 10^5 times
     seen = 0
     links: list[str] = []
@@ -102,14 +102,14 @@ def walk(storage: Storage, base: str, recursive: bool,
         prefix = cur.rstrip("/") + "/"
         try:
             with os.scandir(fd) as it:
-                for e in it:
+                for entry in it:
                     try:
-                        st = e.stat(follow_symlinks=False)  # fstatat(fd, name): find's call
+                        st = entry.stat(follow_symlinks=False)  # fstatat(fd, name): find's call
                     except FileNotFoundError:
                         continue  # removed since the directory was read
                     m = st.st_mtime_ns
                     kind = st.st_mode & IFMT
-                    name = e.name
+                    name = entry.name
                     if (windowed and kind == IFREG and not lo <= m <= hi and name.isascii()
                             and not name.endswith(SIDECAR)):
                         seen += 1  # a window's common case: a file outside it makes no entry

@@ -268,6 +268,7 @@ class ParquetSink:
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
             raise InvalidInputError(f"a batch does not convert to its file's schema: {e}") from None
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        assert self.writer is not None  # _flush opened it before handing the parts over
         self.writer.write_table(table, row_group_size=self.ROW_GROUP)
         self._tell = self.raw.tell()
         self._inflight_bytes = 0

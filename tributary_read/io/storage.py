@@ -18,6 +18,7 @@ or the WebHDFS client.
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import os
 import posixpath
@@ -253,7 +254,7 @@ class Storage(ABC):
         """List files (not directories) under ``rel``; a missing dir is empty."""
         return self.walk(rel, recursive)[0]
 
-    def list_dirs(self, rel: str = "") -> list[FileInfo]:
+    def list_dirs(self, rel: str = "") -> builtins.list[FileInfo]:  # builtins: ``list`` above is the method
         """Immediate subdirectories of ``rel``, with their mtimes (never a linked one)."""
         infos, _ = self.list_infos(rel, recursive=False)
         return [FileInfo(self._rel(i.path), 0, entry_ms(i), True) for i in infos if i.type == ENTRY_DIR]
@@ -266,7 +267,7 @@ class Storage(ABC):
     def root_info(self) -> FileInfo | None:
         """The root itself (``path`` is ``""``), None when absent."""
 
-    def stat_many(self, rels: list[str]) -> list[FileInfo | None]:
+    def stat_many(self, rels: builtins.list[str]) -> builtins.list[FileInfo | None]:
         """:meth:`info` of many paths (None where absent); backends batch it into one call."""
         return [self.info(r) for r in rels]
 

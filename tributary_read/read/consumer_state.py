@@ -141,8 +141,10 @@ class Plan:
                                 "base_version": self.base_version, "tracking": self.mode,
                                 "created_ms": self.created_ms}
         if self.mode in ("manifest", "both"):
+            assert self.versions is not None  # a plan that tracks the manifest names its versions
             plan["since_version"], plan["until_version"] = self.versions
         if self.mode in ("listing", "both"):
+            assert self.lookback_ms is not None  # a plan that tracks listings names its lookback
             plan.update({"lookback_ms": self.lookback_ms, "min_age_ms": self.min_age_ms,
                          "horizon_ms": self.created_ms - self.lookback_ms, "deferred": self.deferred,
                          "conflicts": [c.to_json() for c in self.conflicts],

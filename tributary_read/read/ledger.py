@@ -26,10 +26,13 @@ from tributary_read.read.tracking import foreign
 QUIESCENT_MS = 2000
 NEW_BEYOND = "new file in a partition older than the lookback horizon"
 _MASK = (1 << 64) - 1
+#: A fingerprint as the ledger holds it, (size, mtime_ms, valid_length): a plain
+#: tuple, cheaper than a Fingerprint when a scan makes one per file (a Fingerprint is one too).
+_Fp = tuple[int, int, int | None]
 
 
 # -- encoding ------------------------------------------------------------------
-def _enc(fp: Fingerprint, present: bool = True) -> list:
+def _enc(fp: _Fp, present: bool = True) -> list:
     """``[size, mtime]``, ``[size, mtime, valid_length]``, or with a trailing 0 once gone."""
     size, mtime, vl = fp
     if present:
@@ -37,11 +40,11 @@ def _enc(fp: Fingerprint, present: bool = True) -> list:
     return [size, mtime, vl, 0]
 
 
-def _dec(v: list) -> tuple[Fingerprint, bool]:
+def _dec(v: list) -> tuple[_Fp, bool]:
     return (v[0], v[1], v[2] if len(v) > 2 else None), len(v) < 4 or v[3] != 0
 
 
-def _digest(items: Iterable[tuple[str, Fingerprint]]) -> tuple[int, str, int]:
+def _digest(items: Iterable[tuple[str, _Fp]]) -> tuple[int, str, int]:
     """(count, order-free 64-bit sum of per-file hashes, max mtime) of a directory."""
     total = n = mx = 0
     for name, (size, mtime, vl) in items:
@@ -52,13 +55,13 @@ def _digest(items: Iterable[tuple[str, Fingerprint]]) -> tuple[int, str, int]:
     return n, f"{total:016x}", mx
 
 
-def _seal(items: Iterable[tuple[str, Fingerprint]], mtime: int | None, listed: int | None) -> dict:
+def _seal(items: Iterable[tuple[str, _Fp]], mtime: int | None, listed: int | None) -> dict:
     n, h, mx = _digest(items)
     return {"count": n, "digest": h, "max_mtime_ms": mx, "mtime_ms": mtime,
             "listed_ms": listed if mtime is not None else None}
 
 
-def _present(entry: Mapping) -> Iterable[tuple[str, Fingerprint]]:
+def _present(entry: Mapping) -> Iterable[tuple[str, _Fp]]:
     for name, v in entry["files"].items():
         fp, present = _dec(v)
         if present:
@@ -267,5 +270,5 @@ def _beyond(f: ListedFile, part: PartitionDir, reason: str) -> LateFile:
     return LateFile(f.path, f.size, f.mtime_ms, dict(part.values), reason, f.valid_length)
 
 
-def _conflict(f: ListedFile, part: PartitionDir, old: Fingerprint) -> Conflict:
+def _conflict(f: ListedFile, part: PartitionDir, old: _Fp) -> Conflict:
     return Conflict(f.path, dict(part.values), Fingerprint(*old), Fingerprint(f.size, f.mtime_ms, f.valid_length))

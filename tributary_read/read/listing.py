@@ -27,7 +27,7 @@ import gc
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, NamedTuple, Protocol
+from typing import Any, Callable, Collection, Iterable, Mapping, NamedTuple, Protocol
 
 from tributary_read.errors import InvalidLayoutError
 from tributary_read.table.layout import Layout, PartitionDir
@@ -164,7 +164,7 @@ class _Collector:
         self.matched: list[Entry] = []
         self.batches: list[list[Entry]] = []  # kept to find sidecars when many files match
         self.sidecars: dict[str, str] = {}  # target path -> sidecar path
-        self._dirs: dict[str, PartitionDir | Skipped | None] = {}
+        self._dirs: dict[str, PartitionDir | Skipped | object | None] = {}  # object: _PLAIN
         self.real_dirs = storage.capabilities.real_directories
         self.link_paths: set[str] | None = set()  # linked files the listings named (None: one did not say)
 
@@ -272,6 +272,7 @@ class _Collector:
         """Resolve window matches, then apply valid-length sidecars; a malformed one withholds its file."""
         if self.windowed:
             self._finish_window()
+        linked: Collection[str]
         if not self.storage.capabilities.symbolic_links:
             linked = ()
         elif self.link_paths is not None:  # every listing named its linked files
@@ -364,7 +365,7 @@ def _noted(col: _Collector, infos: list[Entry], unlisted: list[Unlisted]) -> lis
     return infos
 
 
-def _map(fn, items: list, parallel: int, progress: Progress | None, done: list[int]):
+def _map(fn, items: list, parallel: int, progress: Progress | None, done: list[Any]):
     """Yield fn(item) for each item, concurrently when parallel > 1 (listings release the GIL)."""
     if parallel <= 1 or len(items) <= 1:
         for it in items:
@@ -437,7 +438,7 @@ def scan(
     cands = None
     if layout is not None and partitions is not None and not skip:
         cands = candidate_dirs(layout, *partitions.time_range(layout))
-    done = [0, None]
+    done: list[Any] = [0, None]  # [directories listed, how many there are (None: not known yet)]
 
     def rec(rel: str) -> list[Entry]:
         return _get(storage, rel, True, col)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
+from typing import cast
 
 from tributary_read.choice import Choice
 from tributary_read.errors import InvalidInputError
@@ -182,8 +183,9 @@ class TimeWindow:
             raise InvalidInputError("a schedule time needs a period (e.g. 1h)", schedule_time="a schedule time",
                                     period="a period")
         when = _instant(schedule_time, tz, "schedule_time", "schedule time")
-        return Schedule(period_ms, lag_ms or 0, WindowForm.ALIGNED if form is None else form, window_ms,
-                        tz).window(when)
+        # cast: Schedule parses a string form itself, after checking the period and lag
+        return Schedule(period_ms, lag_ms or 0, cast(WindowForm, WindowForm.ALIGNED if form is None else form),
+                        window_ms, tz).window(when)
 
     @classmethod
     def previous_period(cls, schedule_ms: int, period_ms: int, lag_ms: int = 0,

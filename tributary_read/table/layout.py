@@ -185,7 +185,9 @@ class Layout:
 
     @cached_property
     def period(self) -> timedelta:
-        return TOKENS[self.tokens[-1]][2]
+        period = TOKENS[self.tokens[-1]][2]
+        assert period is not None  # _segments insists on {dd} at least: only {yyyy} and {MM} have none
+        return period
 
     @cached_property
     def _specs(self) -> list[tuple[str, str, list[str | tuple[str]]]]:
@@ -475,4 +477,5 @@ class PartitionCache:
         """True when one whole-minute offset covers the minute (changes fall on whole seconds)."""
         first = datetime.fromtimestamp(minute * 60, self.layout.tz).utcoffset()
         last = datetime.fromtimestamp(minute * 60 + 59, self.layout.tz).utcoffset()
+        assert first is not None  # an aware datetime: its zone gives an offset
         return first == last and first % timedelta(minutes=1) == timedelta(0)

@@ -99,20 +99,20 @@ def check_log(log: ManifestLog) -> LogCheck:
     for v in commits:
         if st is None or st.version != v - 1:
             st = _read_checkpoint(log, v - 1, problems, referenced) if v - 1 in cps else None
-        c = _read_commit(log, v, problems)
-        if c is None:
+        commit = _read_commit(log, v, problems)
+        if commit is None:
             st = None
             continue
-        for f in c.files:
+        for f in commit.files:
             referenced.add(f.path)
             if f.staged:
                 referenced.add(f.staged)
-        for f in getattr(c, "removed", ()):  # a later expire commit takes them out again
+        for f in getattr(commit, "removed", ()):  # a later expire commit takes them out again
             referenced.discard(f.path)
             if f.staged:
                 referenced.discard(f.staged)
         if st is not None:
-            st = st.apply(c)
+            st = st.apply(commit)
         if v in compare:
             cp = _read_checkpoint(log, v, problems, referenced)
             if st is not None and cp is not None and _canonical(cp.to_json()) != _canonical(_as_known_to(st, cp)):

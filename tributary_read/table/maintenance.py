@@ -103,7 +103,9 @@ def verify(table: Table) -> VerifyReport:
                 problems.append(Problem(entry.path, "missing", entry.size))
         elif got.size != entry.size:
             problems.append(Problem(entry.path, "size_mismatch", entry.size, got.size))
-    orphans, untracked, removed = [], [], []
+    orphans: list[FileInfo] = []
+    untracked: list[FileInfo] = []
+    removed: list[FileInfo] = []
     gone = {p for r in state.removed.values() for p in (r.entry.path, r.entry.staged) if p}
     for path, f in sorted(listed.items()):
         if path in referenced or _METADATA.match(path):

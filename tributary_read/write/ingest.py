@@ -335,6 +335,7 @@ def _reason(e: Exception) -> str:
 
 def _commit(writer: TableWriter, txn: Transaction, base, on_commit) -> int:
     commit = writer.commit(txn, base_version=base)
+    assert commit is not None  # with a transaction there is always a commit
     if on_commit:
         on_commit(commit)
     return commit.version

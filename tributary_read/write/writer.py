@@ -21,9 +21,9 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tributary_read.errors import BadRecordError
+from tributary_read.errors import BadRecordError, InvalidInputError
 from tributary_read.io.formats import file_suffix
-from tributary_read.io.sinks import GatheredSlice, open_sink, shared_encoder
+from tributary_read.io.sinks import GatheredSlice, LineSink, ParquetSink, open_sink, shared_encoder
 from tributary_read.table.layout import PartitionCache, PartitionDir
 from tributary_read.table.manifest import DEAD_LETTER_DIR, KIND_DEAD_LETTER, Commit, FileEntry, Transaction
 from tributary_read.table.config import Protocol, RollPolicy, Table
@@ -45,7 +45,7 @@ def staged_name(path: str) -> str:
 class _OpenFile:
     path: str  # visible, final name
     write_path: str  # where bytes go now (== path for direct)
-    sink: object
+    sink: LineSink | ParquetSink
     partition: dict
     kind: str = "data"
     records: int = 0
@@ -130,6 +130,7 @@ class TableWriter:
         columns, so later records without the new field do not roll again."""
         self._close(f.key)
         new = self._file_for(ts_ms)
+        assert isinstance(new.sink, ParquetSink) and isinstance(f.sink, ParquetSink)  # a line sink never refuses
         new.sink.seed(f.sink)
         return new
 
@@ -157,6 +158,9 @@ class TableWriter:
     def write_table(self, table: pa.Table, time_column: str, time_unit: TimeUnit | str = TimeUnit.MS) -> None:
         """Append an Arrow table (Parquet tables), routing rows by ``time_column``: a timestamp, or
         integers of ``time_unit`` (unchecked here: the front ends check plausibility)."""
+        if self.table.config.format != "parquet":  # before any file opens: a line file has no columns
+            raise InvalidInputError(f"write_table takes Parquet tables; this table's format is "
+                                    f"{self.table.config.format}: write its records with write()")
         if time_column not in table.column_names:
             raise BadRecordError(f"time column {time_column!r} is not in the batch (columns: "
                                  f"{', '.join(table.column_names)})")
@@ -194,6 +198,7 @@ class TableWriter:
                 parts.append(part)
             slot_of_minute += [i] * (end - k)
             k = end
+        groups: list[tuple[pa.Table, GatheredSlice | None, int]]  # (rows, their gather, count) per partition
         if len(parts) == 1:
             groups = [(table, None, table.num_rows)]
         elif parts:
@@ -223,12 +228,14 @@ class TableWriter:
         for part, (rows, indices, count) in zip(parts, groups):
             path = part.path
             f = self._open.get(path) or self._open.setdefault(path, self._new_file(part))
+            assert isinstance(f.sink, ParquetSink)  # the format was checked above
             try:
                 if f.sink.write_table(rows, indices, int(row_bytes * count)) is False:
                     # The batch adds a column (or widens one) after row groups were written.
                     old = f
                     self._close(path)
                     f = self._open[path] = self._new_file(part)
+                    assert isinstance(f.sink, ParquetSink) and isinstance(old.sink, ParquetSink)
                     f.sink.seed(old.sink)
                     f.sink.write_table(rows, indices, int(row_bytes * count))
             except (OSError, pa.ArrowException) as e:  # a full disk, EFBIG, a lost connection
