@@ -250,8 +250,9 @@ def test_the_aligned_form_is_the_last_whole_period_ending_by_t_minus_lag(tmp_pat
     t = parse_instant("2024-01-01T05:00:00Z")
     w = window_for(job, job.inputs[0], t)
     assert (w.start_ms, w.end_ms) == (t - 2 * HOUR_MS, t - HOUR_MS - 1)  # 03:00 .. 03:59:59.999
-    # a run started late names the same period, and reads the same window
-    assert window_for(job, job.inputs[0], t + 14 * 60_000) == w
+    # a run started late is the run of the same period, and reads the same window
+    late, _ = schedule_time_ms("2024-01-01T05:14:00Z", job)
+    assert late == t and window_for(job, job.inputs[0], late) == w
 
 
 @pytest.mark.parametrize("extra,message", [
