@@ -118,12 +118,15 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
 @click.option("--uri/--relative", "as_uri", default=False, help="Print full URIs instead of ROOT-relative paths (--json: add a `uri` per file).")
 @click.option("-0", "--null", "null", is_flag=True,
               help="End each path with NUL instead of a newline (for names with newlines; xargs -0).")
+@click.option("--allow-untracked", is_flag=True,
+              help="Manifest-tracked table: print the manifest's files even if files other tools wrote in this "
+                   "read's scope are left out (a warning); without it such a read exits 13.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @json_option
 @pass_state
 def files(state: TribState, root, mode, since_version, until_version, start, end, schedule_time, period, lag,
           window_form, window, partitions, layout, partition_spec, timezone, consumer, lookback, min_age, full_scan,
-          full_scan_every, state_dir, parallel, as_uri, null, quiet, as_json) -> None:
+          full_scan_every, state_dir, parallel, as_uri, null, allow_untracked, quiet, as_json) -> None:
     """Print the exact files of ROOT for this run, one per line.
 
     \b
@@ -166,11 +169,13 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
 
             c = Consumer(src, consumer, state_dir, options)
             plan = c.plan(mode=mode, lookback_ms=lookback_ms, min_age_ms=min_age_ms, full_scan=full_scan,
-                          progress=progress, parallel=parallel, full_scan_every_ms=every_ms)
+                          progress=progress, parallel=parallel, full_scan_every_ms=every_ms,
+                          allow_untracked=allow_untracked)
             fs = plan.fileset(origin(src.storage, src.table, src.layout))
         else:
             fs = resolve(src, mode=mode, since_version=since_version or 0, until_version=until_version,
-                         window=window, partitions=partitions, parallel=parallel, progress=progress)
+                         window=window, partitions=partitions, parallel=parallel, progress=progress,
+                         allow_untracked=allow_untracked)
 
     def human():
         end = "\0" if null else "\n"

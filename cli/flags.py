@@ -41,6 +41,7 @@ FLAGS = {
     "max_drop_fraction": "--max-drop-fraction",
     "columns": "--columns",
     "var": "--var",
+    "allow_untracked": "--allow-untracked",
 }
 
 

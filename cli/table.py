@@ -34,8 +34,8 @@ def table() -> None:
 @click.option("--roll-inactivity", type=Duration(), default="60s", show_default=True,
               help="Roll a file idle this long.")
 @click.option("--tracking", type=click.Choice(Tracking.values()),
-              help="How readers find files: manifest (trib-written only), listing, or both "
-                   "(default: both if ROOT already holds files written by other tools, else manifest).")
+              help="How readers find files: both (default: trib-written files by the manifest, files other tools "
+                   "write, now or later, by listing), manifest (only trib writes here: fastest), or listing.")
 @click.option("--checkpoint-interval", type=int, default=100, show_default=True)
 @click.option("--log-retention", type=Duration(), default="30d", show_default=True,
               help="Keep commit files this long (older ones below a checkpoint: removed by `trib clean`).")
@@ -54,22 +54,22 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
         checkpoint_interval=checkpoint_interval,
         log_retention_ms=log_retention,
     )
+    if tracking is not None:  # else the table layer's default (DEFAULT_TRACKING)
+        config = replace(config, tracking=tracking)
     root_uri, options = state.resolve(root)
-    # Adopting a directory other tools write to: their files are read by listing
-    # unless the user says otherwise (tributary_read.tracking).
     found, outside = find_foreign(open_storage(root_uri, options), config.layout)
-    chosen = tracking or (Tracking.BOTH if found else Tracking.MANIFEST)
-    t = Table.create(root_uri, replace(config, tracking=chosen), options)
+    t = Table.create(root_uri, config, options)
+    chosen = t.config.tracking
     msg = f"created table {t.uri}, tracking {chosen}"
-    if found and tracking is None:
+    if found and chosen == "both":
         msg += (f": it already holds {len(found)} files written by other tools (e.g. {found[0]}); consumers and "
                 "--mode auto read those by listing and trib-written files by the manifest")
     emit(as_json, {"root": t.uri, **t.config.to_json(), "foreign_files": len(found), "outside_layout": outside},
          msg)
     if found and chosen == "manifest":
         click.echo(f"trib: warning: {len(found)} files written by other tools (e.g. {found[0]}) are not tracked "
-                   f"by the manifest and manifest reads will not return them; to read them too: "
-                   f"trib table set {root} --tracking both", err=True)
+                   f"by the manifest: runs that would leave them unread exit 13 (unless --allow-untracked); to read them "
+                   f"too: trib table set {root} --tracking both", err=True)
     if outside:
         click.echo(f"trib: warning: {outside} files lie outside the layout's partition directories; no read "
                    f"returns them (is --layout right?)", err=True)

@@ -70,6 +70,9 @@ class InputSpec:
     hive_table: str | None = None
     read_options: Mapping[str, str] = field(default_factory=dict, hash=False)
     storage_options: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False)
+    #: read a manifest-tracked table's manifest even though files other tools wrote are left
+    #: out (a warning); without it the run fails with exit 13 (tributary_read.read.tracking)
+    allow_untracked: bool = False
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"table": self.table, "root": self.root, "view": self.view, "mode": str(self.mode)}
@@ -84,6 +87,8 @@ class InputSpec:
             d["layout"] = self.layout.to_dict()
         if self.format is not None:
             d["format"] = self.format
+        if self.allow_untracked:
+            d["allow_untracked"] = True
         for k in ("schema", "hive_table"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
@@ -212,7 +217,7 @@ _SECTIONS = {"job", "inputs", "output", "hive", "spark"}
 _JOB_KEYS = {"name", "sql", "period", "timezone", "count_inputs", "lock_dir"}
 _INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lookback", "min_age",
                "full_scan_every", "window", "window_form", "lag", "layout", "partition", "timezone", "format",
-               "schema", "hive_table", "options"}
+               "schema", "hive_table", "options", "allow_untracked"}
 _CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every"}
 _WINDOW_ONLY = {"window", "window_form", "lag"}
 _OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time"}
@@ -399,6 +404,10 @@ class _Parser:
         kw["schema"] = self.string(d, "schema", section)
         kw["hive_table"] = self.string(d, "hive_table", section)
         kw["read_options"] = self.str_map(d.get("options", {}), f"{section}.options")
+        allow = d.get("allow_untracked", False)
+        if not isinstance(allow, bool):
+            raise self.fail(f"{section}.allow_untracked must be true or false, not {allow!r}")
+        kw["allow_untracked"] = allow
         return InputSpec(table, root, view, mode, storage_options=options, **kw)
 
     def window(self, d: Mapping, section: str) -> dict[str, Any]:

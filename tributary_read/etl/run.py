@@ -24,7 +24,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
-from tributary_read.errors import AlreadyCommittedError, InvalidInputError, TributaryError
+from tributary_read.errors import AlreadyCommittedError, InvalidInputError, TributaryError, UntrackedDataError
 from tributary_read.etl.job import InputMode, InputSpec, Job
 from tributary_read.etl.lock import JobLock, lock_path
 from tributary_read.etl.report import STEPS, InputReport, RunReport, Step, iso_z
@@ -262,7 +262,14 @@ class _Run:
 
     # -- 1: resolve ---------------------------------------------------------------------
     def _resolve(self) -> list[tuple[Any, Any]]:
-        return [self._resolve_one(spec) for spec in self.job.inputs]
+        out = []
+        for spec in self.job.inputs:
+            try:
+                out.append(self._resolve_one(spec))
+            except UntrackedDataError as e:  # the opt-out is a key of the job file here
+                raise UntrackedDataError(f"input {spec.view}: " + e.reword(
+                    {"allow_untracked": "allow_untracked = true in its [[inputs]]"})) from None
+        return out
 
     def _source(self, spec: InputSpec):
         from tributary_read.read.resolve import Source
@@ -285,7 +292,7 @@ class _Run:
                 return _empty_fileset(src), None
             c = Consumer(src, spec.consumer, spec.state_dir, spec.storage_options)
             plan = c.plan(mode=spec.tracking, lookback_ms=spec.lookback_ms, min_age_ms=spec.min_age_ms,
-                          full_scan_every_ms=spec.full_scan_every_ms)
+                          full_scan_every_ms=spec.full_scan_every_ms, allow_untracked=spec.allow_untracked)
             fs = plan.fileset(origin(src.storage, src.table, src.layout))
             window = None
         else:
@@ -293,7 +300,7 @@ class _Run:
 
             window = window_for(self.job, spec, self.t)
             plan = None
-            fs = resolve(src, mode=str(spec.mode), window=window)
+            fs = resolve(src, mode=str(spec.mode), window=window, allow_untracked=spec.allow_untracked)
         if spec.layout is not None and hasattr(fs, "layout") and getattr(fs, "layout", None) is None:
             fs = replace(fs, layout=spec.layout)
         self.inputs.append(InputReport(

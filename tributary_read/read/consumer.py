@@ -59,6 +59,7 @@ from tributary_read.errors import (
     UnsupportedFormatVersionError,
 )
 from tributary_read.read.consumer_tracking import ConsumerTracking, PlanOptions, tracking_for
+from tributary_read.read.tracking import refuse_untracked
 from tributary_read.read.listing import Progress
 from tributary_read.read.resolve import Source
 from tributary_read.io.storage import Storage, open_storage
@@ -185,7 +186,8 @@ class Consumer:
 
     def plan(self, *, mode: str = "auto", lookback_ms: int | None = None, min_age_ms: int | None = None,
              full_scan: bool = False, now_ms: int | None = None, progress: Progress | None = None,
-             parallel: int | None = None, full_scan_every_ms: int | None = None) -> Plan:
+             parallel: int | None = None, full_scan_every_ms: int | None = None,
+             allow_untracked: bool = False) -> Plan:
         """The next batch, without moving the consumer; the same plan until acked.
 
         Args:
@@ -204,6 +206,10 @@ class Consumer:
             full_scan_every_ms: listing consumers: make a plan a full scan when
                 the last acked one is this old (default: the stored value, else
                 24 h; 0 = only when asked). Stored at the ack.
+            allow_untracked: on a manifest-tracked table, deliver the plan even
+                though files other tools wrote are left out (they are reported
+                in the plan's ``untracked``); without it such a plan fails with
+                ``UntrackedDataError`` (exit 13) and is not saved.
         """
         if lookback_ms is not None and lookback_ms <= 0:
             raise InvalidInputError("the lookback must be positive", lookback="the lookback")
@@ -212,21 +218,31 @@ class Consumer:
         if full_scan_every_ms is not None and full_scan_every_ms < 0:
             raise InvalidInputError("the full-scan interval must not be negative (0 = off)",
                                     full_scan_every="the full-scan interval")
-        opts = PlanOptions(mode, lookback_ms, min_age_ms, full_scan, full_scan_every_ms, progress, parallel)
+        opts = PlanOptions(mode, lookback_ms, min_age_ms, full_scan, full_scan_every_ms, progress, parallel,
+                           allow_untracked)
         state = self.current()
         base = state.version if state else 0
         pending = self._read_plan(base)
         if pending is not None:
-            return self._check_pending(pending, opts)
-        plan = self._compute(state, opts, now_ms)
+            return self._refuse(self._check_pending(pending, opts), opts)
+        plan = self._refuse(self._compute(state, opts, now_ms), opts)
         for _ in range(20):
             if self._create("plan", base, plan.to_json()):
                 return plan
             winner = self._read_plan(base)
             if winner is not None:  # a concurrent caller planned first: theirs is the plan
-                return self._check_pending(winner, opts)
+                return self._refuse(self._check_pending(winner, opts), opts)
             time.sleep(0.01)  # an S3 conditional PUT lost to one in flight
         raise StorageError(f"cannot create a plan under {self.location}; retry")
+
+    def _refuse(self, p: Plan, opts: PlanOptions) -> Plan:
+        """``p``, unless it leaves a manifest table's untracked files behind (tracking.refuse_untracked).
+
+        A pending plan is checked again: one made with the opt-out is not
+        delivered by a run without it.
+        """
+        refuse_untracked(self.source.table, p.fileset().untracked, allow=opts.allow_untracked)
+        return p
 
     def _check_pending(self, p: Plan, opts: PlanOptions) -> Plan:
         wanted = _consumer_mode(opts.asked)

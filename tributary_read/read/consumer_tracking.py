@@ -42,6 +42,8 @@ class PlanOptions:
     full_scan_every_ms: int | None = None
     progress: Progress | None = None
     parallel: int | None = None
+    #: Deliver a manifest answer that leaves untracked files behind (a warning, not an error).
+    allow_untracked: bool = False
 
 
 class ConsumerTracking(Protocol):

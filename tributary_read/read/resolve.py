@@ -10,7 +10,8 @@ This module answers "which files" and nothing else, returning a typed
   the manifest, the others by mtime (:mod:`tributary_read.tracking`);
 * ``auto``: what the table's ``tracking`` says (manifest, mtime of the files other
   tools write, or both), mtime for a plain directory. An answer that leaves out
-  data the table holds says so in ``untracked``.
+  data the table holds says so in ``untracked``; on a manifest-tracked table it
+  fails instead (``UntrackedDataError``, exit 13) unless ``allow_untracked``.
 
 Durable consumers (:mod:`tributary_read.consumer`) build on the same pieces.
 """
@@ -29,8 +30,8 @@ from tributary_read.table.manifest import KIND_DATA, Commit
 from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Table, Tracking
 from tributary_read.table.renames import finish_renames
-from tributary_read.read.tracking import check_untracked, foreign, written
-from tributary_read.read.window import TimeWindow
+from tributary_read.read.tracking import check_untracked, foreign, refuse_untracked, written
+from tributary_read.read.window import MAX_MS, MIN_MS, TimeWindow
 from tributary_read.read.fileset import FileSet, ReadMode, ResolvedFile, origin
 
 #: Commit timestamps come from writers' clocks; a commit-time window reads this
@@ -131,12 +132,15 @@ def resolve(
     parallel: int | None = None,
     progress: Progress | None = None,
     lister: DirectoryLister | None = None,
+    allow_untracked: bool = False,
 ) -> FileSet:
     """The exact file set for one run (see the module docstring for the modes).
 
     ``lister`` runs the directory listings of the mtime part elsewhere (on
     Spark executors: :func:`tributary_read.spark.listing.spark_lister`); the
-    answer is the same.
+    answer is the same. ``allow_untracked``: a manifest-tracked table's answer
+    that leaves out files other tools wrote in its scope is returned with
+    ``untracked`` set instead of failing (reports, and runs that opted out).
     """
     src = Source.of(source, options, layout)
     pf = PartitionFilter.parse(partitions, src.layout) if isinstance(partitions, str) else partitions
@@ -152,8 +156,11 @@ def resolve(
         else:
             fs = manifest_files(src.table, since_version, until_version, pf)
         if mode is ReadMode.MANIFEST:
-            return replace(fs, untracked=check_untracked(src.table, fs.files, tracking="manifest", asked=asked,
-                                                         partitions=pf))
+            scope, span = (window, "window") if window is not None else (
+                _version_span(src.table, since_version, fs.plan["until_version"]), "version range")
+            untracked = check_untracked(src.table, fs.files, tracking="manifest", asked=asked, partitions=pf,
+                                        window=scope, span=span)
+            return replace(fs, untracked=refuse_untracked(src.table, untracked, allow=allow_untracked))
         listed = mtime_files(src, window, pf, parallel=parallel, progress=progress, foreign_only=True,
                              lister=lister)
         return both_files(fs, listed)
@@ -167,6 +174,21 @@ def resolve(
     if by_tracking:
         fs = replace(fs, untracked=check_untracked(src.table, fs.files, tracking="listing", asked=asked))
     return fs
+
+
+def _version_span(table: Table, since: int, until: int) -> TimeWindow | None:
+    """The times a version range's commits cover: after commit ``since``, up to commit ``until`` (None: all).
+
+    A range open at the top (up to the latest version) covers everything
+    written since, as the next commit would.
+    """
+    latest = table.log.latest_version()
+    lo = table.log.read_commit(since) if since > 0 else None
+    hi = table.log.read_commit(until) if 0 < until < latest else None
+    if lo is None and hi is None:
+        return None
+    start = lo.timestamp_ms + 1 if lo is not None else MIN_MS
+    return TimeWindow(start, max(start, hi.timestamp_ms) if hi is not None else MAX_MS)
 
 
 def both_files(manifest: FileSet, listed: FileSet) -> FileSet:

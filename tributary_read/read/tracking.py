@@ -17,7 +17,10 @@ if it was committed after the plan read the log) or an orphan (``trib clean``'s
 business); a listing never delivers it. A file another writer commits under a
 non-trib name into a ``both`` table is delivered by listing, like any foreign file.
 
-Untracked data is never a silent "0 files" (:func:`check_untracked`).
+Untracked data is never a silent "0 files" (:func:`check_untracked`), and a run
+that would deliver a manifest-tracked table's answer while leaving untracked
+files of its scope behind fails (:func:`refuse_untracked`), unless its caller
+opted out: exit 0 must never mean "data left behind".
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence, TypeVar
 
+from tributary_read.errors import UntrackedDataError
 from tributary_read.table.layout import Layout
 from tributary_read.read.listing import scan
 from tributary_read.read.partition_filter import PartitionFilter
 from tributary_read.read.visibility import is_hidden_name
+from tributary_read.read.window import TimeWindow
 from tributary_read.io.storage import Storage
 from tributary_read.table.names import WRITTEN_NAME
 
@@ -84,6 +89,33 @@ class Untracked:
             what = f"{self.count} files in the {self.scope} are not tracked by the table's manifest{eg}"
         return f"warning: {what} and were not returned; {self.fix}"
 
+    def refusal(self) -> str:
+        """The one-line error of a run that would leave these files unread (:func:`refuse_untracked`)."""
+        eg = f" (e.g. {self.examples[0]})" if self.examples else ""
+        return (f"{self.count} files in the {self.scope} are not tracked by the table's manifest{eg} and this "
+                f"run would leave them unread; {self.fix}, or pass {ALLOW_WORDS} to read the manifest only")
+
+
+#: How the opt-out is named in messages; each front end puts its own spelling in its place
+#: (``TributaryError.reword``: ``--allow-untracked``, ``allow_untracked = true``).
+ALLOW_WORDS = "allow_untracked=True"
+
+
+def refuse_untracked(table, untracked: Untracked | None, *, allow: bool) -> Untracked | None:
+    """Raise :class:`UntrackedDataError` when a run on a manifest-tracked table would leave files unread.
+
+    The one place that decides it, for every run that delivers an answer
+    (resolve, consumers, and through them ETL jobs and Spark). Only the table's
+    own ``manifest`` tracking refuses: ``listing`` or ``both`` tables, and an
+    explicit ``mode manifest`` read of a ``both`` table, are narrow choices a
+    user made, so they keep the warning. ``allow`` (the explicit opt-out) keeps
+    the warning too. Returns ``untracked`` otherwise.
+    """
+    if (untracked is None or allow or untracked.unit != "files" or table is None
+            or table.config.tracking != "manifest"):
+        return untracked
+    raise UntrackedDataError(untracked.refusal(), allow_untracked=ALLOW_WORDS)
+
 
 def _fix(uri: str, tracking: str, asked: str) -> str:
     if tracking == "both":
@@ -91,32 +123,39 @@ def _fix(uri: str, tracking: str, asked: str) -> str:
     return f"to read them too: trib table set {uri} --tracking both"
 
 
-def find_foreign(storage: Storage, layout: Layout,
-                 partitions: PartitionFilter | None = None) -> tuple[list[str], int]:
+def find_foreign(storage: Storage, layout: Layout, partitions: PartitionFilter | None = None,
+                 window: TimeWindow | None = None) -> tuple[list[str], int]:
     """Visible files not named like trib's, and how many more lie outside the layout's directories.
 
-    A full listing (pruned to ``partitions``): what the create-time detection
-    and the empty-answer check cost.
+    A full listing (pruned to ``partitions``, and to files modified in
+    ``window``): what the create-time detection and the empty-answer check cost.
     """
-    listing = scan(storage, layout, partitions=partitions)
+    listing = scan(storage, layout, partitions=partitions, window=window)
     paths = sorted(f.path for f in listing.files if not is_written(f.path))
     outside = sum(1 for s in listing.skipped if not is_written(s.path))
     return paths, outside
 
 
-def _probe(storage: Storage, dirs: Sequence[str]) -> list[str]:
+def _probe(storage: Storage, dirs: Sequence[str], window: TimeWindow | None = None) -> list[str]:
     out = []
     for d in dirs:
         for f in storage.list(d, recursive=False):
             name = f.path.rpartition("/")[2]
-            if not is_hidden_name(name) and not is_written(f.path):
+            if not is_hidden_name(name) and not is_written(f.path) and (window is None or f.mtime_ms in window):
                 out.append(f.path)
     return sorted(out)
 
 
 def check_untracked(table, answer: Sequence, *, tracking: str, asked: str = "auto",
-                    partitions: PartitionFilter | None = None) -> Untracked | None:
+                    partitions: PartitionFilter | None = None, window: TimeWindow | None = None,
+                    span: str = "window") -> Untracked | None:
     """What a ``tracking``-only answer on ``table`` leaves out, or None.
+
+    ``window`` narrows a manifest answer's scope to files modified in it: a read
+    of a commit-time window (or of a version range, whose commits span a time
+    ``span``) would have returned a file only if it had been committed then, and
+    a file is committed when it is written. Files modified elsewhen are another
+    read's business, so they neither warn nor fail this one.
 
     When to list, so an hourly job pays little: a manifest answer that is empty
     costs a listing of the table (or of ``partitions``), the same as one
@@ -133,10 +172,12 @@ def check_untracked(table, answer: Sequence, *, tracking: str, asked: str = "aut
         return Untracked(latest, "commits", "log", (), fix) if latest else None
     if answer:
         dirs = sorted({f.path.rpartition("/")[0] for f in answer if "/" in f.path})[:PROBE_DIRS]
-        found, scope = _probe(table.storage, dirs), "partitions of the answer"
-    else:
-        found, _ = find_foreign(table.storage, table.layout, partitions)  # outside the layout: never readable
+        found, scope = _probe(table.storage, dirs, window), "partitions of the answer"
+    else:  # outside the layout: never readable
+        found, _ = find_foreign(table.storage, table.layout, partitions, window)
         scope = "requested partitions" if partitions is not None else "table"
+    if window is not None:
+        scope += f" modified in the read's {span}"
     if found:  # rare: only now is the log read whole, for files committed under foreign names
         state = table.log.state()
         known = set(state.files) | set(getattr(state, "removed", {}) or {})
@@ -144,12 +185,3 @@ def check_untracked(table, answer: Sequence, *, tracking: str, asked: str = "aut
     if not found:
         return None
     return Untracked(len(found), "files", scope, tuple(found[:EXAMPLES]), fix)
-
-
-def detect(storage: Storage, layout: Layout) -> tuple[str, list[str], int]:
-    """The tracking ``trib table create`` picks for a directory: ``both`` if it holds foreign files.
-
-    Returns (tracking, foreign files in the layout, files outside the layout).
-    """
-    found, outside = find_foreign(storage, layout)
-    return ("both" if found else "manifest"), found, outside

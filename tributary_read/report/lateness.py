@@ -238,7 +238,7 @@ def lateness(root: str | Source, *, lags_ms: Sequence[int] = (), since_ms: int |
         raise InvalidInputError(f"{src.uri} is not a trib table: give its layout", layout="its layout")
     if any(lag < 0 for lag in lags_ms):
         raise InvalidInputError("a lag must not be negative")
-    fs = resolve(src)
+    fs = resolve(src, allow_untracked=True)  # a report delivers nothing: untracked data is a note
     times, notes = commit_times(src)
     found, unplaced = arrivals_of(fs, src.layout, times)
     if since_ms is not None:

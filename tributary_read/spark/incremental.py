@@ -127,7 +127,7 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
                      options: Mapping[str, str] | None = None, state_dir: str | None = None,
                      schema=None, hive_table: str | None = None, metastore=None,
                      read_options: Mapping[str, str] | None = None, lister=None,
-                     **plan_options) -> tuple[Any, Batch]:
+                     allow_untracked: bool = False, **plan_options) -> tuple[Any, Batch]:
     """Resolve this run's files and read exactly them: ``(DataFrame, Batch)``.
 
     Args:
@@ -155,6 +155,10 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
             (:mod:`tributary_read.spark.listing`), or any DirectoryLister. Not
             with a consumer: its plan lists only what changed since its last
             batch, on the driver.
+        allow_untracked: on a manifest-tracked table, read the manifest's
+            files even though files other tools wrote in the batch's scope are
+            left out (``batch.fileset.untracked`` names them); without it such a
+            batch raises ``UntrackedDataError`` before anything is read.
         plan_options: with a consumer, :meth:`Consumer.plan`'s
             ``lookback_ms``, ``min_age_ms``, ``full_scan``,
             ``full_scan_every_ms``, ``parallel``, ``now_ms``; otherwise
@@ -191,7 +195,7 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
         from tributary_read.read.consumer import Consumer
 
         c = Consumer(src, consumer, state_dir, options)
-        plan = c.plan(mode=mode, **plan_options)
+        plan = c.plan(mode=mode, allow_untracked=allow_untracked, **plan_options)
         fs = plan.fileset(origin(src.storage, src.table, src.layout))
         batch = Batch(fs, c.name, plan.plan_id, plan.beyond_horizon, plan.conflicts, plan.deferred, view, c)
     else:
@@ -210,7 +214,8 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
                 period_ms=None if period is None else parse_duration_ms(period, "period"),
                 lag_ms=None if lag is None else parse_duration_ms(lag, "lag"),
                 window_ms=None if window_length is None else parse_duration_ms(window_length, "window_length"))
-        fs = resolve(src, mode=mode, window=window, lister=_lister(spark, lister, options), **plan_options)
+        fs = resolve(src, mode=mode, window=window, lister=_lister(spark, lister, options),
+                     allow_untracked=allow_untracked, **plan_options)
         batch = Batch(fs, view=view)
     df = read_files(spark, batch.fileset, schema=schema, hive_table=hive_table, metastore=metastore,
                     options=read_options)

@@ -40,6 +40,11 @@ class Tracking(Choice):
     BOTH = "both"
 
 
+#: What a table is created with unless told otherwise: the safe choice, as a table
+#: made before its feed starts (an empty directory) is the usual raw table. ``manifest``
+#: is the explicit, faster choice for a table only trib writes.
+DEFAULT_TRACKING = Tracking.BOTH
+
 #: The largest size a roll limit may name (1 PiB).
 MAX_SIZE = 1 << 50
 
@@ -90,9 +95,11 @@ class TableConfig:
     #: Commit files older than this and below the newest checkpoint are removed by
     #: ``trib clean`` (Delta's logRetentionDuration); consumers further behind must reset.
     log_retention_ms: int = DEFAULT_LOG_RETENTION_MS
-    #: See :class:`Tracking` and :mod:`tributary_read.tracking`. Absent in older
-    #: table.json files, which only trib wrote to: ``manifest``.
-    tracking: Tracking = Tracking.MANIFEST
+    #: See :class:`Tracking` and :mod:`tributary_read.tracking`. A new table tracks
+    #: ``both`` (:data:`DEFAULT_TRACKING`) whatever its directory holds now: files
+    #: other tools drop in later are then delivered, never left behind. Absent in
+    #: older table.json files, which only trib wrote to: ``manifest``.
+    tracking: Tracking = DEFAULT_TRACKING
 
     def __post_init__(self):
         check_format(self.format, self.compression)
