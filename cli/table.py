@@ -54,7 +54,7 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
         checkpoint_interval=checkpoint_interval,
         log_retention_ms=log_retention,
     )
-    if tracking is not None:  # else the table layer's default (DEFAULT_TRACKING)
+    if tracking is not None:  # else the table layer's default (TableConfig.tracking)
         config = replace(config, tracking=tracking)
     root_uri, options = state.resolve(root)
     found, outside = find_foreign(open_storage(root_uri, options), config.layout)

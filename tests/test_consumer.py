@@ -59,7 +59,7 @@ def names(doc) -> list[str]:
 
 @pytest.fixture
 def table(tmp_path) -> Table:
-    t = Table.create(str(tmp_path / "m"), TableConfig(layout=Layout(LAYOUT, PARTITION)))
+    t = Table.create(str(tmp_path / "m"), TableConfig(layout=Layout(LAYOUT, PARTITION), tracking="manifest"))
     for v in range(1, 4):
         t.log.commit([FileEntry(f"2020_06_24/0{v}/part-{v}.jsonl", 10, 1, {"dt": f"202006240{v}"})])
     return t

@@ -213,7 +213,7 @@ def test_candidate_dirs_for_a_day():
 # -- manifest mode ----------------------------------------------------------------------
 @pytest.fixture
 def table(tmp_path) -> Table:
-    t = Table.create(str(tmp_path / "m"), TableConfig(layout=Layout(LAYOUT, PARTITION)))
+    t = Table.create(str(tmp_path / "m"), TableConfig(layout=Layout(LAYOUT, PARTITION), tracking="manifest"))
     for v in range(1, 6):
         t.log.commit([FileEntry(f"2020_06_24/0{v}/part-{v}.jsonl", 10 * v, v, {"dt": f"202006240{v}"}),
                       FileEntry(f"_tributary/dead_letter/dl-{v}.jsonl", 1, 1, {}, kind="dead_letter")])

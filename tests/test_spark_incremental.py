@@ -123,7 +123,8 @@ def test_manifest_consumer_on_a_trib_table_by_alias(spark, tmp_path, monkeypatch
     from tributary_read.spark import read_incremental
 
     t = Table.create(str(tmp_path / "events"), TableConfig(layout=Layout("{yyyy}_{MM}_{dd}/{HH}",
-                                                                         "dt={yyyy}{MM}{dd}{HH}")))
+                                                                         "dt={yyyy}{MM}{dd}{HH}"),
+                                                           tracking="manifest"))
     (tmp_path / "trib.toml").write_text(f'[tables.events]\nroot = "{t.uri}"\n')
     monkeypatch.setenv("TRIB_CONFIG", str(tmp_path / "trib.toml"))
 
@@ -134,7 +135,8 @@ def test_manifest_consumer_on_a_trib_table_by_alias(spark, tmp_path, monkeypatch
         t.log.commit([FileEntry(rel, len(data), len(ids), {"dt": f"20200624{h:02d}"})])
 
     commit(0, [1, 2])
-    t.storage.write("2020_06_24/00/part-x.jsonl", b'{"id": 99}\n')  # written, never committed: not read
+    # written by trib's writer, never committed (an orphan of a crash): not read
+    t.storage.write("2020_06_24/00/part-20200624000000-0badcafe-000001.jsonl", b'{"id": 99}\n')
     df, b = read_incremental(spark, "events", consumer="etl", schema="id INT")
     assert sorted((r["id"], r["dt"]) for r in df.collect()) == [(1, "2020062400"), (2, "2020062400")]
     assert b.fileset.plan["tracking"] == "manifest" and b.fileset.plan["until_version"] == 1
@@ -144,3 +146,23 @@ def test_manifest_consumer_on_a_trib_table_by_alias(spark, tmp_path, monkeypatch
     df, b = read_incremental(spark, "events", consumer="etl", schema="id INT")
     assert [f.path for f in b.files] == ["2020_06_24/01/part-1.jsonl"]
     assert [(r["id"], r["dt"]) for r in df.collect()] == [(3, "2020062401")]
+
+
+def test_manifest_table_with_untracked_files_raises_unless_allowed(spark, tmp_path):
+    """Issue 19: a batch that would leave files other tools wrote unread raises before anything is read."""
+    from tributary_read import Layout, Table, TableConfig
+    from tributary_read.errors import UntrackedDataError
+    from tributary_read.spark import read_incremental
+
+    t = Table.create(str(tmp_path / "raw"), TableConfig(layout=Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}"),
+                                                        tracking="manifest"))
+    now = int(time.time() * 1000)
+    h0 = now // H * H - 3 * H
+    put(tmp_path / "raw", f"{hour(h0)}/flume.log", h0 + 60_000, b'{"id": 1}\n')
+    for kw in ({"consumer": "etl"}, {"window": TimeWindow(h0, h0 + H)}):
+        with pytest.raises(UntrackedDataError, match=r"1 files .* not tracked.*--tracking both.*allow_untracked=True"):
+            read_incremental(spark, t.uri, schema="id INT", **kw)
+        df, b = read_incremental(spark, t.uri, schema="id INT", allow_untracked=True, **kw)
+        assert df.count() == 0 and b.fileset.untracked.count == 1
+    # outside the window's mtimes: not this batch's data
+    assert read_incremental(spark, t.uri, schema="id INT", window=TimeWindow(h0 + H, now))[1].fileset.untracked is None

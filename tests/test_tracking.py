@@ -18,7 +18,7 @@ from conftest import run_trib
 from helpers import put
 from tributary_read import FileEntry, Layout, Table, TableConfig, TableWriter
 from tributary_read.read.consumer import Consumer
-from tributary_read.errors import InvalidInputError
+from tributary_read.errors import InvalidInputError, UntrackedDataError
 from tributary_read.read.resolve import Source, resolve
 from tributary_read.read.tracking import is_written
 
@@ -83,9 +83,11 @@ def test_create_over_foreign_files_tracks_both_and_reads_them(tmp_path):
     assert plan["tracking"] == "both" and names(plan) == files
 
 
-def test_create_over_an_empty_directory_tracks_the_manifest(tmp_path):
+def test_create_over_an_empty_directory_tracks_both(tmp_path):
+    # A raw table made before its feed starts: files other tools drop in later are delivered (issue 19).
     proc = create(tmp_path / "new", "--json")
-    assert proc.returncode == 0 and json.loads(proc.stdout)["tracking"] == "manifest"
+    assert proc.returncode == 0 and json.loads(proc.stdout)["tracking"] == "both"
+    assert TableConfig(layout=Layout(LAYOUT, PARTITION)).tracking == "both"  # the library's default too
     # A table.json written before tracking existed reads as manifest.
     t = Table.create(str(tmp_path / "old"), TableConfig(layout=Layout(LAYOUT, PARTITION)))
     p = tmp_path / "old/_tributary/table.json"
@@ -113,19 +115,26 @@ def test_manifest_tracked_table_with_foreign_files_warns_and_reports(tmp_path):
     foreign_dir(root, 3)
     assert create(root, "--tracking", "manifest").returncode == 0
     for mode in ("auto", "manifest"):
+        # Without the opt-out a read that would leave them behind fails (exit 13, one line naming the fix).
         proc = run_trib("files", str(root), "--mode", mode, "--json")
+        assert proc.returncode == 13 and proc.stdout == "" and len(proc.stderr.splitlines()) == 1
+        assert "3 files in the table are not tracked" in proc.stderr
+        assert f"trib table set file://{root} --tracking both" in proc.stderr and "--allow-untracked" in proc.stderr
+        proc = run_trib("files", str(root), "--mode", mode, "--json", "--allow-untracked")
         assert proc.returncode == 0
         doc = json.loads(proc.stdout)
         assert doc["count"] == 0 and doc["untracked"]["count"] == 3 and doc["untracked"]["unit"] == "files"
         assert "3 files in the table are not tracked" in proc.stderr
         assert f"trib table set file://{root} --tracking both" in proc.stderr
-    proc = run_trib("files", str(root), "--consumer", "etl")
+    proc = run_trib("files", str(root), "--consumer", "etl", "--allow-untracked")
+    assert proc.returncode == 0
     assert proc.stdout == "" and "3 files in the table are not tracked" in proc.stderr
     # A non-empty manifest answer probes its own partitions: a foreign file written
     # into the same hour as trib's files is reported too.
     t = Table.load(str(root))
     write_trib(t, range(0, 1))
-    doc = trib_json("files", str(root))
+    assert run_trib("files", str(root)).returncode == 13
+    doc = trib_json("files", str(root), "--allow-untracked")
     assert doc["count"] == 1 and doc["untracked"]["count"] == 1
     assert doc["untracked"]["scope"] == "partitions of the answer"
     assert all(not is_written(p) for p in doc["untracked"]["examples"])
@@ -134,14 +143,18 @@ def test_manifest_tracked_table_with_foreign_files_warns_and_reports(tmp_path):
     other = f"{hour_dir(T0)}/spark-00000.jsonl"
     put(root, other, T0, b'{"x": 1}\n')
     t.log.commit([FileEntry(other, 9, 1, {"dt": hour_dir(T0).replace("_", "").replace("/", "")})])
-    doc = trib_json("files", str(root), "--since-version", "1")
-    assert names(doc) == [other] and doc["untracked"]["count"] == 1
+    doc = trib_json("files", str(root), "--since-version", "0", "--allow-untracked")
+    assert other in names(doc) and doc["untracked"]["count"] == 1
     assert other not in doc["untracked"]["examples"]
+    # A version range after commit 1 would not have held the foreign file written a day
+    # before it, had it been committed: out of the read's scope, neither warned nor refused.
+    doc = trib_json("files", str(root), "--since-version", "1")
+    assert names(doc) == [other] and "untracked" not in doc
 
 
 def test_set_tracking_both_widens_a_manifest_consumer_without_redelivery(tmp_path):
     root = tmp_path / "t"
-    assert create(root).returncode == 0  # empty: manifest
+    assert create(root, "--tracking", "manifest").returncode == 0
     t = Table.load(str(root))
     trib_files = write_trib(t, range(0, 3))
     c = Consumer(Source.open(str(root)), "etl")
@@ -149,7 +162,10 @@ def test_set_tracking_both_widens_a_manifest_consumer_without_redelivery(tmp_pat
     assert [f.path for f in p.files] == trib_files and p.mode == "manifest"
     c.ack(p.plan_id)
     foreign = foreign_dir(root, 2)
-    assert c.plan().files == () and c.plan().fileset().untracked.count == 2
+    with pytest.raises(UntrackedDataError):
+        c.plan()
+    assert c.plan(allow_untracked=True).files == ()
+    assert c.plan(allow_untracked=True).fileset().untracked.count == 2
     c.reset(discard_plan=True)
     doc = trib_json("table", "set", str(root), "--tracking", "both")
     assert (doc["previous_tracking"], doc["tracking"]) == ("manifest", "both")

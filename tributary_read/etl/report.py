@@ -48,6 +48,8 @@ class InputReport:
     skipped: int = 0
     paths: tuple[str, ...] = ()
     note: str | None = None
+    #: files an opted-out input left unread (``allow_untracked = true``; tributary_read.read.tracking)
+    untracked: Mapping | None = field(default=None, hash=False)
 
     def to_json(self, with_paths: bool = False) -> dict:
         d: dict[str, Any] = {"view": self.view, "table": self.table, "mode": self.mode, "files": self.files,
@@ -60,6 +62,8 @@ class InputReport:
             d["skipped"] = self.skipped
         if self.note:
             d["note"] = self.note
+        if self.untracked:
+            d["untracked"] = dict(self.untracked)
         if with_paths:
             d["paths"] = list(self.paths)
         return d

@@ -267,7 +267,7 @@ class _Run:
             try:
                 out.append(self._resolve_one(spec))
             except UntrackedDataError as e:  # the opt-out is a key of the job file here
-                raise UntrackedDataError(f"input {spec.view}: " + e.reword(
+                raise type(e)(f"input {spec.view}: " + e.reword(
                     {"allow_untracked": "allow_untracked = true in its [[inputs]]"})) from None
         return out
 
@@ -310,7 +310,10 @@ class _Run:
             window=window.to_json() if window is not None else None,
             late_files=tuple(self._late(src.layout, fs.files)),
             beyond_horizon=tuple(b.path for b in plan.beyond_horizon) if plan is not None else (),
-            skipped=len(fs.skipped), paths=tuple(f.path for f in fs.files)))
+            skipped=len(fs.skipped), paths=tuple(f.path for f in fs.files),
+            untracked=fs.untracked.to_json() if fs.untracked is not None else None))
+        if fs.untracked is not None:
+            self.say(f"input {spec.view}: {fs.untracked.message()}")
         if plan is not None and plan.beyond_horizon:
             self.say(f"warning: input {spec.view}: {len(plan.beyond_horizon)} files beyond the lookback horizon "
                      f"are not read (e.g. {plan.beyond_horizon[0].path}); raise its lookback to read such files")
