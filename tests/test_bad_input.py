@@ -162,7 +162,7 @@ def test_unwritable_table_during_ingest(tmp_path, table):
       "--format", "csv", "--compression", "snappy"], 3, "not available for csv"),
     (["table", "create", "{missing}", "--layout", LAYOUT, "--partition", PARTITION,
       "--timezone", "Mars/Olympus"], 3, "unknown timezone"),
-    (["files", "{table}", "--since-version", "5", "--until-version", "2"], 3, "version range"),
+    (["files", "{table}", "--mode", "manifest", "--since-version", "5", "--until-version", "2"], 3, "version range"),
 ])
 def test_cli_argument_errors(tmp_path, table, args, code, needle):
     src = make_source(tmp_path / "s.jsonl", 3)
