@@ -68,8 +68,8 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
          msg)
     if found and chosen == "manifest":
         click.echo(f"trib: warning: {len(found)} files written by other tools (e.g. {found[0]}) are not tracked "
-                   f"by the manifest: runs that would leave them unread exit 13 (unless --allow-untracked); to read them "
-                   f"too: trib table set {root} --tracking both", err=True)
+                   f"by the manifest: runs that would leave them unread exit 13 (unless --allow-untracked); "
+                   f"to read them too: trib table set {root} --tracking both", err=True)
     if outside:
         click.echo(f"trib: warning: {outside} files lie outside the layout's partition directories; no read "
                    f"returns them (is --layout right?)", err=True)
