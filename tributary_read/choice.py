@@ -10,8 +10,12 @@ consumer state and the CLI's JSON are byte-for-byte what plain strings gave.
 from __future__ import annotations
 
 import enum
+from typing import Any, TypeVar
 
 from tributary_read.errors import InvalidInputError
+
+
+_C = TypeVar("_C", bound="Choice")
 
 
 class Choice(str, enum.Enum):
@@ -31,7 +35,7 @@ class Choice(str, enum.Enum):
         return [m.value for m in cls]
 
     @classmethod
-    def parse(cls, value, what: str):
+    def parse(cls: type[_C], value: Any, what: str) -> _C:
         """``value`` as a member; an unknown one is an InvalidInputError naming the choices."""
         try:
             return cls(value)

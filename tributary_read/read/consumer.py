@@ -133,7 +133,7 @@ class Consumer:
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise self._corrupt("state", v, e) from None
         if st.version != v or st.consumer != self.name:
-            raise self._corrupt("state", v, f"says consumer {st.consumer!r} version {st.version}")
+            raise self._corrupt("state", v, ValueError(f"says consumer {st.consumer!r} version {st.version}"))
         if self.external and st.table != self.source.uri:
             raise InvalidInputError(
                 f"consumer {self.name!r} in {self.storage.uri} belongs to table {st.table}, not {self.source.uri}")
@@ -148,7 +148,7 @@ class Consumer:
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise self._corrupt("plan", base, e) from None
         if p.base_version != base or not _PLAN_ID.match(p.plan_id):
-            raise self._corrupt("plan", base, "plan id or base version does not match its file name")
+            raise self._corrupt("plan", base, ValueError("plan id or base version does not match its file name"))
         return p
 
     def current(self) -> ConsumerState | None:
@@ -300,6 +300,7 @@ class Consumer:
         state = self.current()
         cur = state.version if state else 0
         if base < cur:
+            assert state is not None  # cur > 0: a state exists
             if state.plan_id == plan_id:
                 return AckResult(state, plan_id, True)
             why = state.note or (f"plan {state.plan_id} was acked" if state.plan_id else "it was reset")
@@ -343,7 +344,7 @@ class Consumer:
             if discard_plan or to_latest:
                 raise
             state = None
-        keep = dict(lookback_ms=state.lookback_ms, layout=state.layout, created_ms=state.created_ms,
+        keep: dict[str, Any] = dict(lookback_ms=state.lookback_ms, layout=state.layout, created_ms=state.created_ms,
                     delivered_files=state.delivered_files, delivered_bytes=state.delivered_bytes,
                     full_scan_every_ms=state.full_scan_every_ms) if state else {}
         if discard_plan:
@@ -366,6 +367,8 @@ class Consumer:
                 plan = self._compute(state, opts, now)
             except LogRetentionError:
                 # Behind the retained log: the versions it missed can only be skipped, not listed.
+                if state is None or self.source.table is None:
+                    raise
                 at_latest = replace(state, manifest_version=self.source.table.log.latest_version())
                 plan = self._compute(at_latest, opts, now)
             new = self._apply(state, plan, now, note="reset to latest")

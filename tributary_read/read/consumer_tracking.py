@@ -18,7 +18,7 @@ consumer to a table version.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping, Protocol
+from typing import Callable, Mapping, Protocol
 
 from tributary_read.errors import ConsumerStateCorruptError, InvalidInputError, LogRetentionError
 from tributary_read.read.consumer_state import DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, ConsumerState, Plan
@@ -170,7 +170,8 @@ class ListingTracking:
     def apply(self, base: ConsumerState, new: ConsumerState, plan: Plan) -> ConsumerState:
         d = plan.delta
         ledger, sealed = apply_delta(base.ledger, base.sealed, d)
-        new = replace(new, ledger=ledger, sealed=sealed, lookback_ms=plan.lookback_ms, layout=d.get("layout"))
+        lookback = plan.lookback_ms if plan.lookback_ms is not None else base.lookback_ms
+        new = replace(new, ledger=ledger, sealed=sealed, lookback_ms=lookback, layout=d.get("layout"))
         if "full_scan_every_ms" in d:  # absent in plans made before periodic full scans
             new = replace(new, full_scan_every_ms=int(d["full_scan_every_ms"]),
                           last_full_scan_ms=plan.created_ms if d.get("full_scan") else base.last_full_scan_ms)
@@ -231,7 +232,8 @@ class BothTracking:
                        note=f"reset to version {to_version}")
 
 
-_STRATEGIES = {Tracking.MANIFEST: ManifestTracking, Tracking.LISTING: ListingTracking, Tracking.BOTH: BothTracking}
+_STRATEGIES: dict[Tracking, Callable[[Source, str], ConsumerTracking]] = {
+    Tracking.MANIFEST: ManifestTracking, Tracking.LISTING: ListingTracking, Tracking.BOTH: BothTracking}
 
 
 def tracking_for(mode: Tracking | str, source: Source, name: str) -> ConsumerTracking:
@@ -240,6 +242,7 @@ def tracking_for(mode: Tracking | str, source: Source, name: str) -> ConsumerTra
 
 
 def _check_version(source: Source, to_version: int) -> None:
+    assert source.table is not None  # reset() refuses a version for a plain directory
     latest = source.table.log.latest_version()
     if not 0 <= to_version <= latest:
         raise InvalidInputError(f"the version to reset to must be between 0 and the latest version {latest}",

@@ -113,6 +113,8 @@ AUTO_MODES = {Tracking.MANIFEST: ReadMode.MANIFEST, Tracking.LISTING: ReadMode.M
 def choose_mode(source: Source, mode: ReadMode | str) -> ReadMode:
     mode = ReadMode.parse(mode, "mode")
     if mode is ReadMode.AUTO:
+        if source.table is None:
+            return ReadMode.MTIME
         return AUTO_MODES[source.table.config.tracking] if source.has_log() else ReadMode.MTIME
     if mode in (ReadMode.MANIFEST, ReadMode.BOTH) and source.table is None:
         raise InvalidInputError(f"mode {mode} needs a trib table; {source.uri} has no manifest log", mode="mode")
@@ -146,18 +148,20 @@ def resolve(
     pf = PartitionFilter.parse(partitions, src.layout) if isinstance(partitions, str) else partitions
     asked, mode = mode, choose_mode(src, mode)
     if mode in (ReadMode.MANIFEST, ReadMode.BOTH):
+        table = src.table
+        assert table is not None  # choose_mode refuses these modes without a table
         if window is not None:
             if since_version or until_version is not None:
                 raise InvalidInputError("give a version range or a time window, not both")
-            fs = manifest_window(src.table, window, pf)
+            fs = manifest_window(table, window, pf)
         elif mode is ReadMode.BOTH and (since_version or until_version is not None):
             raise InvalidInputError("since and until versions need mode manifest (files other tools write "
                                     "have no versions)", versions="since and until versions", mode="mode")
         else:
-            fs = manifest_files(src.table, since_version, until_version, pf)
+            fs = manifest_files(table, since_version, until_version, pf)
         if mode is ReadMode.MANIFEST:
             scope, span = (window, "window") if window is not None else (
-                _version_span(src.table, since_version, fs.plan["until_version"]), "version range")
+                _version_span(table, since_version, fs.plan["until_version"]), "version range")
             untracked = check_untracked(src.table, fs.files, tracking="manifest", asked=asked, partitions=pf,
                                         window=scope, span=span)
             return replace(fs, untracked=refuse_untracked(src.table, untracked, allow=allow_untracked))
@@ -293,7 +297,7 @@ def manifest_files(table: Table, since_version: int = 0, until_version: int | No
         entries = [(e, None) for e in state.files.values()]
     else:
         entries, skipped = _range_entries(log, log.commits(since_version, until), until >= latest, partitions)
-    plan = {"since_version": since_version, "until_version": until}
+    plan: dict[str, Any] = {"since_version": since_version, "until_version": until}
     if partitions is not None:
         plan["partitions"] = str(partitions)
     return FileSet("manifest", tuple(_entry_files(entries, partitions, table)), plan, skipped=skipped,

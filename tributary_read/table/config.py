@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
@@ -203,7 +204,7 @@ class Table:
         whole (:meth:`Storage.replace`), so a reader sees the old properties or
         the new ones (or, on HDFS, none for a moment, and retries).
         """
-        config = replace(self.config, tracking=tracking)
+        config = replace(self.config, tracking=Tracking.parse(tracking, "tracking"))
         if config == self.config:
             return self
         self.storage.replace(PROPERTIES, json.dumps(config.to_json(), indent=2, sort_keys=True).encode())
@@ -221,10 +222,11 @@ def load_config(path: str | None = None) -> dict:
         if path != "trib.toml":
             raise InvalidInputError(f"config file {path} does not exist")
         return {}
-    try:  # imported here: tomllib compiles its regular expressions on import, and most runs have no trib.toml
+    # Imported here: tomllib compiles its regular expressions on import, and most runs have no trib.toml.
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # pragma: no cover - 3.10
+        import tomli as tomllib
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
