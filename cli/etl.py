@@ -33,10 +33,12 @@ def _load(state: TribState, job_file: str):
 @_schedule
 @click.option("--dry-run", is_flag=True,
               help="Print the plan (inputs, files, SQL, output, transaction); run no SQL, write nothing.")
+@click.option("--full-sync", is_flag=True,
+              help="Sync the whole Hive table (list it and the metastore), not only the partitions of the commit.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 @json_option
 @pass_state
-def run(state: TribState, job_file, schedule_time, dry_run, quiet, as_json) -> None:
+def run(state: TribState, job_file, schedule_time, dry_run, full_sync, quiet, as_json) -> None:
     """Run JOB.toml for one schedule time: resolve, SQL, commit once, sync Hive, ack.
 
     \b
@@ -55,7 +57,7 @@ def run(state: TribState, job_file, schedule_time, dry_run, quiet, as_json) -> N
         if not (quiet or state.quiet):
             click.echo(f"trib etl: {msg}", err=True)
 
-    report = run_job(job, schedule_time, dry_run=dry_run, progress=progress)
+    report = run_job(job, schedule_time, dry_run=dry_run, progress=progress, full_sync=full_sync)
     emit(as_json, report.to_json(), lambda: _print_report(report))
 
 
@@ -68,12 +70,12 @@ def _print_report(r) -> None:
                    + (f" (already committed as version {r.version})" if r.already_committed else " (not committed)"))
     else:
         what = "already committed" if r.already_committed else "committed"
-        click.echo(f"{head}: {what} version {r.version}: {o.get('files', 0)} files, {o.get('records', 0)} records "
-                   f"in {len(o.get('partitions') or [])} partitions of {o['table']}")
+        click.echo(f"{head}: {what} version {r.version}: {o.files or 0} files, {o.records or 0} records "
+                   f"in {len(o.partitions)} partitions of {o.table}")
     for a in r.recovered:
-        verb = "would ack" if a.get("would_ack") else "acked"
-        click.echo(f"  {verb} plan {a['plan_id']} of {a['consumer']} left pending by the run of "
-                   f"{a['schedule_time']} (version {a['version']})")
+        verb = "would ack" if a.would_ack else "acked"
+        click.echo(f"  {verb} plan {a.plan_id} of {a.consumer} left pending by the run of "
+                   f"{a.schedule_time} (version {a.version})")
     for i in r.inputs:
         rec = f", {i.records} records" if i.records is not None else ""
         how = f"consumer {i.consumer} plan {i.plan_id}" if i.consumer else (
@@ -90,13 +92,14 @@ def _print_report(r) -> None:
         click.echo(f"  sql: {r.sql_path}")
         for line in r.sql.splitlines():
             click.echo(f"    {line}")
-        click.echo(f"  output: {r.output['table']} (time column {r.output['time_column']})")
+        click.echo(f"  output: {o.table} (time column {o.time_column})")
         return
     if r.hive:
         h = r.hive
-        click.echo(f"  hive {h['table']}: {len(h['added'])} partitions added, {len(h['refreshed'])} refreshed")
+        full = " (full sync)" if h.mode == "full" else ""
+        click.echo(f"  hive {h.table}: {len(h.added)} partitions added, {len(h.refreshed)} refreshed{full}")
     for a in r.acked:
-        click.echo(f"  acked {a['consumer']} plan {a['plan_id']}" + (" (already acked)" if a["already_acked"] else ""))
+        click.echo(f"  acked {a.consumer} plan {a.plan_id}" + (" (already acked)" if a.already_acked else ""))
     steps = ", ".join(f"{s.name} {s.seconds:.1f}s" if s.status == "done" else f"{s.name} skipped"
                       for s in r.steps)
     click.echo(f"  steps: {steps}")

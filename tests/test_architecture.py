@@ -189,6 +189,18 @@ def test_no_module_over_600_lines():
     assert not offenders, f"modules over {MAX_LINES} lines: {offenders}"
 
 
+#: The ETL's modules stay readable whole: one step per module (issue 19).
+ETL_MAX_LINES = 350
+
+
+def test_no_etl_module_over_350_lines():
+    etl = {_where(n): len(p.read_text().splitlines()) for n, p in MODULES.items()
+           if n == "tributary_read.etl" or n.startswith("tributary_read.etl.")}
+    assert len(etl) >= 8, etl  # the split steps are there to be measured
+    offenders = {f: n for f, n in etl.items() if n > ETL_MAX_LINES}
+    assert not offenders, f"modules of tributary_read/etl over {ETL_MAX_LINES} lines: {offenders}"
+
+
 #: A regex for template tokens (``{yyyy|MM...}``, ``\{(\w+)\}``) is template parsing.
 _TOKEN_REGEX = re.compile(r"yyyy\s*\||\|\s*yyyy|\\\{\(")
 

@@ -6,6 +6,7 @@ tests/test_etl_cli.py.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import textwrap
@@ -15,11 +16,13 @@ import pytest
 from tributary_read.errors import ConcurrentRunError, InvalidInputError
 from tributary_read.etl.job import HOUR_MS, InputMode, Job
 from tributary_read.etl.lock import JobLock, lock_path
-from tributary_read.etl.run import iso_z, schedule_time_ms, transaction_for, window_for
+from tributary_read.etl.record import InputRecord, RunRecord
+from tributary_read.etl.run import iso_z, recorded_inputs, schedule_time_ms, transaction_for, window_for
 from tributary_read.etl.submit import build_submit, driver_path
 from tributary_read.read.window import WindowForm, parse_instant
 from tributary_read.table.config import Table, TableConfig
 from tributary_read.table.layout import Layout
+from tributary_read.table.manifest import Transaction
 
 pytestmark = pytest.mark.unit
 
@@ -279,9 +282,32 @@ def test_no_lag_and_the_period_as_window_reads_what_it_read_before(tmp_path):
 def test_the_transaction_is_the_job_and_the_schedule_time(tmp_path):
     job = _job(tmp_path)
     t = parse_instant("2024-01-01T05:00:00+00:00")
-    txn = transaction_for(job, t, {"v": {"consumer": "c", "plan_id": "0-abc"}})
+    record = RunRecord((InputRecord("v", "/raw", "consumer", 3, "c", "0-abc"),
+                        InputRecord("w", "/other", "mtime", 0, window=(t - HOUR_MS, t - 1))))
+    txn = transaction_for(job, t, record)
     assert txn.app_id == "etl:j" and dict(txn.offsets) == {"schedule_time_ms": t}
-    assert txn.meta == {"schedule_time": "2024-01-01T05:00:00Z", "inputs": {"v": {"consumer": "c", "plan_id": "0-abc"}}}
+    assert txn.meta == {"schedule_time": "2024-01-01T05:00:00Z", "inputs": {
+        "v": {"table": "/raw", "mode": "consumer", "files": 3, "consumer": "c", "plan_id": "0-abc"},
+        "w": {"table": "/other", "mode": "mtime", "files": 0, "window": [t - HOUR_MS, t - 1]}}}
+    # through the log's JSON and back: the same typed record
+    back = Transaction.from_json(json.loads(json.dumps(txn.to_json())))
+    assert RunRecord.of(back) == record and record.plans == record.inputs[:1]
+
+
+def test_records_in_existing_logs_read_as_they_were_written():
+    """The dict form the previous code wrote (commits in users' logs) reads into the typed record unchanged."""
+    stored = {"raw": {"table": "file:///data/raw", "mode": "consumer", "files": 2, "consumer": "etl-j-raw",
+                      "plan_id": "7-0f3a", "state_dir": "/state"},
+              "dim": {"table": "/data/dim", "mode": "manifest", "files": 1, "window": [1, 3_600_000]},
+              "junk": "not a dict: skipped"}
+    txn = Transaction("etl:j", {"schedule_time_ms": 5}, {"schedule_time": "x", "inputs": stored})
+    record = RunRecord.of(txn)
+    assert [i.view for i in record.inputs] == ["raw", "dim"]
+    assert record.inputs[0] == InputRecord("raw", "file:///data/raw", "consumer", 2, "etl-j-raw", "7-0f3a", "/state")
+    assert record.inputs[1].window == (1, 3_600_000) and record.inputs[1].plan_id is None
+    assert record.to_json() == {k: v for k, v in stored.items() if k != "junk"}
+    assert recorded_inputs(txn) == record.to_json()
+    assert RunRecord.of(Transaction("etl:j", {"schedule_time_ms": 5})) == RunRecord()
 
 
 # -- the lock ---------------------------------------------------------------------------

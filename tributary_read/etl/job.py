@@ -15,131 +15,19 @@ import re
 from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
 from typing import Any, Mapping
-from urllib.parse import urlparse
 
-from tributary_read.choice import Choice
 from tributary_read.errors import InvalidInputError
-from tributary_read.io.formats import FORMATS
-from tributary_read.read.window import Schedule, WindowForm
-from tributary_read.table.layout import Layout, parse_timezone
+from tributary_read.etl.job_inputs import _InputParser
+from tributary_read.etl.spec import (  # noqa: F401 - the values and each section's keys; is_uri as before
+    _HIVE_KEYS, _JOB_KEYS, _OUTPUT_KEYS, _SECTIONS, _SPARK_KEYS, HOUR_MS, HiveSpec, InputMode, InputSpec, OutputSpec,
+    SparkSpec, is_uri)
+from tributary_read.read.window import Schedule
+from tributary_read.table.layout import parse_timezone
 from tributary_read.table.timeunit import JOB_FILE, IntegerTimes
 from tributary_read.timespec import parse_duration_ms
 
 #: Job names become an app id (``etl:NAME``), consumer names and a lock file name.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-#: Spark temp view names: SQL identifiers.
-_VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-HOUR_MS = 3_600_000
-
-
-class InputMode(Choice):
-    """How an input's files for one run are chosen (see docs/etl.md)."""
-
-    #: a durable consumer: every file not delivered yet, exactly once across runs
-    CONSUMER = "consumer"
-    #: files whose modification time lies in the run's window
-    MTIME = "mtime"
-    #: files of the commits whose commit time lies in the run's window (trib tables)
-    MANIFEST = "manifest"
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    """One ``[[inputs]]`` entry: a table (or plain directory) read as a temp view."""
-
-    table: str  # as written in the job file (a root or a trib.toml alias)
-    root: str  # resolved: an absolute path or a URI
-    view: str
-    mode: InputMode
-    #: consumer mode: its name (default ``etl-<job>-<view>``), tracking, state and listing options
-    consumer: str | None = None
-    tracking: str = "auto"
-    state_dir: str | None = None
-    lookback_ms: int | None = None
-    min_age_ms: int | None = None
-    full_scan_every_ms: int | None = None
-    #: mtime / manifest mode: the run's window (read/window.py ``Schedule``, built with the job's period
-    #: and zone by :meth:`Job.schedule`); ``window_ms`` is the sliding form's length only
-    window_form: WindowForm = WindowForm.ALIGNED
-    window_ms: int | None = None
-    lag_ms: int = 0
-    #: a plain directory: its layout; format overrides for any input
-    layout: Layout | None = None
-    format: str | None = None
-    schema: str | None = None
-    hive_table: str | None = None
-    read_options: Mapping[str, str] = field(default_factory=dict, hash=False)
-    storage_options: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False)
-    #: read a manifest-tracked table's manifest even though files other tools wrote are left
-    #: out (a warning); without it the run fails with exit 13 (tributary_read.read.tracking)
-    allow_untracked: bool = False
-
-    def to_json(self) -> dict:
-        d: dict[str, Any] = {"table": self.table, "root": self.root, "view": self.view, "mode": str(self.mode)}
-        if self.mode is InputMode.CONSUMER:
-            d.update(consumer=self.consumer, tracking=self.tracking, state_dir=self.state_dir,
-                     lookback_ms=self.lookback_ms, min_age_ms=self.min_age_ms)
-        else:
-            d.update(window_form=str(self.window_form), lag_ms=self.lag_ms)
-            if self.window_form is WindowForm.SLIDING:
-                d["window_ms"] = self.window_ms
-        if self.layout is not None:
-            d["layout"] = self.layout.to_dict()
-        if self.format is not None:
-            d["format"] = self.format
-        if self.allow_untracked:
-            d["allow_untracked"] = True
-        for k in ("schema", "hive_table"):
-            if getattr(self, k) is not None:
-                d[k] = getattr(self, k)
-        if self.read_options:
-            d["options"] = dict(self.read_options)
-        return d
-
-
-@dataclass(frozen=True)
-class OutputSpec:
-    table: str
-    root: str
-    time_column: str
-    storage_options: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False)
-    #: ``time_unit`` / ``allow_any_time``: how an integer time column becomes epoch ms, and its check
-    times: IntegerTimes = IntegerTimes(spelling=JOB_FILE)
-
-    def to_json(self) -> dict:
-        return {"table": self.table, "root": self.root, "time_column": self.time_column,
-                "time_unit": None if self.times.unit is None else str(self.times.unit),
-                "allow_any_time": self.times.allow_any}
-
-
-@dataclass(frozen=True)
-class HiveSpec:
-    """``[hive]``: sync the output's partitions after each commit (add new, refresh late)."""
-
-    table: str
-    metastore: str
-    location_base: str | None = None
-    batch_size: int | None = None
-    state_dir: str | None = None
-
-    def to_json(self) -> dict:
-        return {k: v for k, v in (("table", self.table), ("metastore", self.metastore),
-                                  ("location_base", self.location_base), ("batch_size", self.batch_size),
-                                  ("state_dir", self.state_dir)) if v is not None}
-
-
-@dataclass(frozen=True)
-class SparkSpec:
-    """``[spark]``: where the SQL runs; ``deploy_mode``/``archives`` are for ``trib etl submit``."""
-
-    master: str | None = None
-    conf: Mapping[str, str] = field(default_factory=dict, hash=False)
-    deploy_mode: str | None = None
-    archives: str | None = None  # a packed Python environment (conda-pack / venv-pack)
-
-    def to_json(self) -> dict:
-        return {"master": self.master, "conf": dict(self.conf), "deploy_mode": self.deploy_mode,
-                "archives": self.archives}
 
 
 @dataclass(frozen=True)
@@ -213,19 +101,9 @@ class Job:
 
 
 # -- parsing --------------------------------------------------------------------------
-_SECTIONS = {"job", "inputs", "output", "hive", "spark"}
-_JOB_KEYS = {"name", "sql", "period", "timezone", "count_inputs", "lock_dir"}
-_INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lookback", "min_age",
-               "full_scan_every", "window", "window_form", "lag", "layout", "partition", "timezone", "format",
-               "schema", "hive_table", "options", "allow_untracked"}
-_CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every"}
-_WINDOW_ONLY = {"window", "window_form", "lag"}
-_OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time"}
-_HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir"}
-_SPARK_KEYS = {"master", "conf", "deploy_mode", "archives"}
 
 
-class _Parser:
+class _Parser(_InputParser):
     def __init__(self, path: str, config: Mapping, storage_options: Mapping[str, str] | None = None):
         self.path = path
         self.overrides = dict(storage_options or {})
@@ -347,100 +225,6 @@ class _Parser:
                 return c, text
         raise self.fail(f"job.sql {value!r} not found (looked at {local} and in the packaged sql/ directory)")
 
-    def input(self, x: Any, i: int, job: str) -> InputSpec:
-        section = f"inputs[{i}]"
-        d = self.table_of(x, section)
-        self.check_keys(d, _INPUT_KEYS, section)
-        table = self.string(d, "table", section, required=True)
-        view = self.string(d, "view", section, required=True)
-        if not _VIEW.match(view):
-            raise self.fail(f"{section}.view {view!r} must be a SQL identifier (letters, digits, '_')")
-        mode_s = self.string(d, "mode", section) or "consumer"
-        try:
-            mode = InputMode.parse(mode_s, f"{section}.mode")
-        except InvalidInputError as e:
-            raise self.fail(str(e)) from None
-        wrong = (_WINDOW_ONLY if mode is InputMode.CONSUMER else _CONSUMER_ONLY) & set(d)
-        if wrong:
-            k = sorted(wrong)[0]
-            raise self.fail(f"{section}.{k} does not apply to mode {mode} "
-                            f"({'consumer' if k in _CONSUMER_ONLY else 'mtime and manifest'} inputs only)")
-        root, options = self.root_of(table)
-        kw: dict[str, Any] = {}
-        if mode is InputMode.CONSUMER:
-            from tributary_read.read.consumer_state import check_name
-
-            name = self.string(d, "consumer", section) or f"etl-{job}-{view}"
-            try:
-                check_name(name)
-            except InvalidInputError as e:
-                raise self.fail(f"{section}.consumer: {e}") from None
-            tracking = self.string(d, "tracking", section) or "auto"
-            if tracking not in ("auto", "manifest", "listing", "mtime", "both"):
-                raise self.fail(f"{section}.tracking {tracking!r}: choose auto, manifest, listing or both")
-            state_dir = self.string(d, "state_dir", section)
-            kw.update(consumer=name, tracking=tracking, state_dir=self.path_of(state_dir) if state_dir else None,
-                      lookback_ms=self.duration(d, "lookback", section),
-                      min_age_ms=self.duration(d, "min_age", section, positive=False),
-                      full_scan_every_ms=self.duration(d, "full_scan_every", section, positive=False))
-        else:
-            kw.update(self.window(d, section))
-        layout = self.string(d, "layout", section)
-        if layout is None and ("partition" in d or "timezone" in d):
-            raise self.fail(f"{section}.partition and .timezone describe a layout: give {section}.layout too")
-        if layout is not None:
-            from tributary_read.read.resolve import plain_layout
-
-            try:
-                kw["layout"] = plain_layout(layout, self.string(d, "partition", section),
-                                            self.string(d, "timezone", section) or "UTC")
-            except InvalidInputError as e:
-                raise self.fail(f"{section}.layout: {e}") from None
-        fmt = self.string(d, "format", section)
-        if fmt is not None:  # compressed text files are read by their extension (.gz, .zst)
-            if fmt not in FORMATS:
-                raise self.fail(f"{section}.format {fmt!r}: choose one of {', '.join(FORMATS)}")
-            kw["format"] = fmt
-        kw["schema"] = self.string(d, "schema", section)
-        kw["hive_table"] = self.string(d, "hive_table", section)
-        kw["read_options"] = self.str_map(d.get("options", {}), f"{section}.options")
-        allow = d.get("allow_untracked", False)
-        if not isinstance(allow, bool):
-            raise self.fail(f"{section}.allow_untracked must be true or false, not {allow!r}")
-        kw["allow_untracked"] = allow
-        return InputSpec(table, root, view, mode, storage_options=options, **kw)
-
-    def window(self, d: Mapping, section: str) -> dict[str, Any]:
-        """``window_form``, ``window`` and ``lag`` of an mtime or manifest input.
-
-        Before the forms had names, the ETL read [T - lag - window, T - lag)
-        (now ``"sliding"``) while ``trib files`` read the last whole period
-        before T - lag (``"aligned"``, now the default everywhere). Where the
-        two differ, a job that names no form is refused rather than silently
-        moved to the other window: it says which one it means.
-        """
-        window = self.duration(d, "window", section)
-        lag = self.duration(d, "lag", section, positive=False) or 0
-        form_s = self.string(d, "window_form", section)
-        if form_s is None:
-            if lag or (window is not None and window != self.period_ms):
-                raise self.fail(
-                    f"{section}: a lag or window needs window_form: \"aligned\" reads the last whole period "
-                    f"ending by T - lag (as trib files does; the default when neither is given), \"sliding\" reads "
-                    f"[T - lag - window, T - lag) (what trib etl run read before; docs/etl.md)")
-            form = WindowForm.ALIGNED
-        else:
-            try:
-                form = WindowForm.parse(form_s, f"{section}.window_form")
-            except InvalidInputError as e:
-                raise self.fail(str(e)) from None
-        if form is WindowForm.ALIGNED and window == self.period_ms:
-            window = None  # the same thing said twice
-        if form is WindowForm.ALIGNED and window is not None:
-            raise self.fail(f"{section}.window: the aligned form reads exactly one period (job.period); "
-                            "drop window, or say window_form = \"sliding\"")
-        return {"window_form": form, "window_ms": window, "lag_ms": lag}
-
     def str_map(self, v: Any, what: str) -> dict[str, str]:
         if not isinstance(v, dict):
             raise self.fail(f"{what} must be a table of KEY = VALUE")
@@ -487,7 +271,8 @@ class _Parser:
             raise self.fail(f"hive.batch_size must be a whole number >= 1, not {batch!r}")
         state_dir = self.string(d, "state_dir", "hive")
         return HiveSpec(table, metastore, self.string(d, "location_base", "hive"), batch,
-                        self.path_of(state_dir) if state_dir else None)
+                        self.path_of(state_dir) if state_dir else None,
+                        self.duration(d, "full_sync_every", "hive"))
 
     def spark(self, x: Any) -> SparkSpec:
         d = self.table_of(x, "spark")
@@ -498,8 +283,3 @@ class _Parser:
         archives = self.string(d, "archives", "spark")
         return SparkSpec(self.string(d, "master", "spark"), self.str_map(d.get("conf", {}), "spark.conf"), mode,
                          self.path_of(archives) if archives else None)
-
-
-def is_uri(value: str) -> bool:
-    scheme = urlparse(value).scheme
-    return len(scheme) > 1  # C:\ is a drive, not a scheme

@@ -70,6 +70,80 @@ class InputReport:
 
 
 @dataclass(frozen=True)
+class OutputReport:
+    """The output table and what the run's commit (or the commit it found) holds."""
+
+    table: str
+    time_column: str
+    files: int | None = None  # None: nothing committed yet (a dry run)
+    records: int | None = None
+    partitions: tuple[str, ...] = ()
+    version: int | None = None
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"table": self.table, "time_column": self.time_column}
+        if self.files is not None:
+            d.update(files=self.files, records=self.records, partitions=list(self.partitions),
+                     version=self.version)
+        return d
+
+
+@dataclass(frozen=True)
+class HiveReport:
+    """The Hive step: ``mode`` ``commit`` mounts the commit's partitions; ``full`` also syncs the whole table."""
+
+    table: str
+    metastore: str
+    added: tuple[str, ...] = ()
+    refreshed: tuple[str, ...] = ()
+    relocated: tuple[str, ...] = ()
+    statements: int = 0
+    mode: str = "commit"
+
+    def to_json(self) -> dict:
+        return {"table": self.table, "metastore": self.metastore, "added": list(self.added),
+                "refreshed": list(self.refreshed), "relocated": list(self.relocated),
+                "statements": self.statements, "mode": self.mode}
+
+
+@dataclass(frozen=True)
+class AckReport:
+    """One recorded plan the ack step acked (``already_acked``: it was, before; ``stale``: the consumer moved on)."""
+
+    view: str
+    consumer: str
+    plan_id: str
+    already_acked: bool = False
+    stale: bool = False
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"view": self.view, "consumer": self.consumer, "plan_id": self.plan_id,
+                             "already_acked": self.already_acked}
+        if self.stale:
+            d["stale"] = True
+        return d
+
+
+@dataclass(frozen=True)
+class RecoveredReport:
+    """A plan an earlier committed run left unacked, acked first (or, dry, that would be)."""
+
+    view: str
+    consumer: str
+    plan_id: str
+    schedule_time: str
+    version: int
+    would_ack: bool = False
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"view": self.view, "consumer": self.consumer, "plan_id": self.plan_id,
+                             "schedule_time": self.schedule_time, "version": self.version}
+        if self.would_ack:
+            d["would_ack"] = True
+        return d
+
+
+@dataclass(frozen=True)
 class RunReport:
     """What a run did (or, dry, would do); ``trib etl run --json`` prints :meth:`to_json`."""
 
@@ -81,10 +155,10 @@ class RunReport:
     already_committed: bool
     version: int | None
     inputs: tuple[InputReport, ...]
-    output: Mapping[str, Any] = field(hash=False)
-    hive: Mapping[str, Any] | None = field(default=None, hash=False)
-    acked: tuple[Mapping[str, Any], ...] = ()
-    recovered: tuple[Mapping[str, Any], ...] = ()
+    output: OutputReport
+    hive: HiveReport | None = None
+    acked: tuple[AckReport, ...] = ()
+    recovered: tuple[RecoveredReport, ...] = ()
     steps: tuple[Step, ...] = ()
     sql_path: str = ""
     sql: str = ""
@@ -103,8 +177,8 @@ class RunReport:
             "dry_run": self.dry_run, "already_committed": self.already_committed, "version": self.version,
             "transaction": self.transaction.to_json(),
             "inputs": [i.to_json(with_paths=self.dry_run) for i in self.inputs],
-            "sql": self.sql_path, "output": dict(self.output), "hive": dict(self.hive) if self.hive else None,
-            "acked": [dict(a) for a in self.acked], "recovered": [dict(a) for a in self.recovered],
+            "sql": self.sql_path, "output": self.output.to_json(), "hive": self.hive.to_json() if self.hive else None,
+            "acked": [a.to_json() for a in self.acked], "recovered": [a.to_json() for a in self.recovered],
             "steps": {s.name: s.to_json() for s in self.steps}, "skipped_steps": self.skipped_steps,
         }
         if self.given_time_ms != self.schedule_time_ms:

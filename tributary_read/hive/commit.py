@@ -152,16 +152,7 @@ class PartitionCommitter:
 
     # -- per commit ------------------------------------------------------------------
     def partitions_of(self, files) -> dict[str, PartitionDir]:
-        out: dict[str, PartitionDir] = {}
-        for f in files:
-            if f.kind != KIND_DATA:
-                continue
-            d = posixpath.dirname(f.path)
-            if d not in out:
-                p = self.table.layout.try_parse(d)
-                if p is not None:
-                    out[d] = p
-        return out
+        return partitions_of_files(self.table, files)
 
     def on_commit(self, commit: Commit) -> None:
         touched = self.partitions_of(commit.files)
@@ -292,3 +283,66 @@ def committer_for(table: Table, **kwargs) -> PartitionCommitter | None:
     """The table's committer, or None when it has no partition-commit policy."""
     policy = CommitPolicy.from_json(table.config.partition_commit)
     return PartitionCommitter(table, policy, **kwargs) if policy.enabled else None
+
+
+# -- mounting one commit's partitions (the ETL's Hive step) ----------------------------
+@dataclass(frozen=True)
+class Mounted:
+    """What :func:`mount_commit` did: partitions by name, and the metastore requests it made."""
+
+    added: tuple[str, ...] = ()
+    refreshed: tuple[str, ...] = ()
+    relocated: tuple[str, ...] = ()
+    statements: int = 0
+
+
+def mount_commit(table: Table, ms: Metastore, hive: TableName, parts: Mapping[str, PartitionDir], *,
+                 batch_size: int | None = None, location_base: str | None = None,
+                 after_step: Callable[[str], None] | None = None) -> Mounted:
+    """Make Hive show exactly the partitions a commit touched, in O(partitions touched).
+
+    The commit knows which directories it wrote, so neither the table's
+    directories nor the metastore's partition list are read (both grow with the
+    table): each touched partition is looked up by its values. A missing one is
+    added (IF NOT EXISTS, so a concurrent mount is harmless); one that exists
+    received new files (late data), so its statistics are refreshed as a full
+    sync would, and if it points away from its directory it is moved back there
+    (the commit's rows are in that directory: Hive would not show them).
+    Idempotent: a rerun after a crash mounts the same commit again.
+    """
+    from tributary_read.io.location import same_location
+
+    after_step = after_step or (lambda _step: None)
+    new, moved, existing = [], [], []
+    for d, p in sorted(parts.items()):
+        target = location_for(table.storage, d, location_base)
+        cur = ms.describe_partition(hive, p.values)
+        if cur is None:
+            new.append((p, target))
+            continue
+        if cur.location is not None and not same_location(cur.location, target):
+            moved.append((p, target))
+        existing.append(p)
+    statements = ms.add_partitions(hive, [(p.values, loc) for p, loc in new], batch_size) if new else 0
+    after_step("add")
+    if moved:
+        statements += ms.set_locations(hive, [(p.values, loc) for p, loc in moved])
+    if existing:
+        statements += ms.refresh_stats(hive, [p.values for p in existing])
+    after_step("refresh")
+    return Mounted(tuple(p.spec for p, _ in new), tuple(p.spec for p in existing),
+                   tuple(p.spec for p, _ in moved), statements)
+
+
+def partitions_of_files(table: Table, files) -> dict[str, PartitionDir]:
+    """The partition directories (parsed by the table's layout) that ``files``' data files are in."""
+    out: dict[str, PartitionDir] = {}
+    for f in files:
+        if f.kind != KIND_DATA:
+            continue
+        d = posixpath.dirname(f.path)
+        if d not in out:
+            p = table.layout.try_parse(d)
+            if p is not None:
+                out[d] = p
+    return out

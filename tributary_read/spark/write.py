@@ -11,9 +11,12 @@ transaction. Nothing is visible to readers before that commit, and a file no
 commit lists is an orphan that ``trib clean`` removes.
 
 Exactly once per transaction (same app id and offsets): a transaction already in
-the log is refused before any Spark job runs (:class:`AlreadyCommittedError`),
-and a concurrent copy that committed while this one ran is found again after the
-commit is refused, so the same schedule time never lands twice.
+the log is found before any Spark job runs, and a concurrent copy that committed
+while this one ran is found by the commit itself (the log refuses a commit of the
+same app after the writer's view). Either way the answer is a returned value,
+``WriteResult.already_committed`` with the version that holds it, and the same
+schedule time never lands twice. A caller that already asked (the ETL) passes
+the version it asked at, and the question is not asked again.
 """
 
 from __future__ import annotations
@@ -23,11 +26,10 @@ import posixpath
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-from tributary_read.errors import (
-    AlreadyCommittedError, BadRecordError, CommitConflictError, InvalidInputError, TimeOutOfRangeError,
-)
+from tributary_read.errors import AlreadyCommittedError, BadRecordError, InvalidInputError, TimeOutOfRangeError
 from tributary_read.table.config import Protocol, Table, load_config, resolve_table
 from tributary_read.table.manifest import KIND_DATA, Commit, FileEntry, Transaction
+from tributary_read.table.log import ManifestLog
 from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 from tributary_read.spark.failure import as_tributary
 
@@ -84,9 +86,28 @@ def partitions_of(files) -> tuple[str, ...]:
     return tuple(sorted({posixpath.dirname(f.path) for f in files if f.kind == KIND_DATA}))
 
 
+def commit_files(log: ManifestLog, files, transaction: Transaction | None, *, base_version: int,
+                 protocol: str = "direct", writer: str | None = None) -> WriteResult:
+    """Commit ``files`` with ``transaction`` on top of ``base_version``: the one commit path of a writer
+    of transactions (:func:`write`, and the ETL's empty hour).
+
+    A concurrent copy of the same transaction that committed after ``base_version``
+    is reported as ``already_committed`` (its commit, not ours; our files are
+    orphans for ``trib clean``), never as a conflict: it did the same work.
+    """
+    try:
+        commit = log.commit(files, transaction, base_version=base_version, protocol=protocol, writer=writer)
+    except AlreadyCommittedError as e:
+        existing = log.read_commit(e.version) if e.version is not None else None
+        if existing is None:
+            raise
+        return WriteResult.of_commit(existing, already_committed=True)
+    return WriteResult.of_commit(commit)
+
+
 def write(df, table: Table | str, *, time_column: str, transaction: Transaction | None = None,
           options: Mapping[str, str] | None = None, time_unit: TimeUnit | str | IntegerTimes | None = None,
-          allow_any_time: bool = False) -> WriteResult:
+          allow_any_time: bool = False, base_version: int | None = None) -> WriteResult:
     """Write ``df`` into ``table`` (a Table, or a root URI / trib.toml alias with
     storage ``options``), routing each row by ``time_column``, and commit once.
 
@@ -109,11 +130,16 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     columns as they are; jsonl and csv take each row as Spark encodes it
     (``to_json`` / ``to_csv``); text takes the string column ``value``.
 
-    Raises AlreadyCommittedError (with ``version``) when the transaction is in
-    the log already, before any task runs. An empty DataFrame with a transaction
-    still commits (an empty commit records that the run is done); without one it
-    commits nothing. CommitStateUnknownError propagates as is: the commit may
-    have landed, so its files are kept.
+    A transaction already in the log returns that commit's result with
+    ``already_committed`` set (no task runs; a concurrent copy that commits
+    first while the tasks run is reported the same way, and this copy's files
+    are orphans for ``trib clean``). ``base_version``: the log version at which
+    the caller found ``transaction`` not committed; write then does not ask
+    again, and any commit of the same app after it is found by the commit. An
+    empty DataFrame with a transaction still commits (an empty commit records
+    that the run is done); without one it commits nothing.
+    CommitStateUnknownError propagates as is: the commit may have landed, so
+    its files are kept.
     """
     from tributary_read.spark import require_pyspark
 
@@ -140,11 +166,13 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     latest = times.latest_ms()  # one clock for every task
     projected, time_col = _project(df, tbl.config.format, time_column)
     log = tbl.log
-    base = log.latest_version()
-    if transaction is not None:
-        done = log.transaction_version(transaction)
+    if base_version is not None:
+        base = base_version
+    else:
+        base = log.latest_version()
+        done = log.find_transaction(transaction) if transaction is not None else None
         if done is not None:
-            raise _already(transaction, done)
+            return WriteResult.of_commit(done, already_committed=True)
     run_id = new_writer_id()
     protocol = Protocol.parse(tbl.config.protocol, "protocol")
     task = _WriteTask(tbl.uri, opts, run_id, time_col, tbl.config.format != "parquet", protocol.value, times,
@@ -174,29 +202,13 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
             f"{time_column!r} (e.g. {', '.join(samples)}); nothing was committed: filter or fix them")
     if not files and transaction is None:
         return WriteResult(None, None, (), 0, ())
-    try:
-        commit = log.commit(files, transaction, base_version=base, protocol=protocol.value, writer=run_id)
-    except AlreadyCommittedError:
-        raise
-    except CommitConflictError:
-        # A commit of the same app landed while the tasks ran: a concurrent copy
-        # of this very transaction is the usual cause, and then it is done.
-        # Our files stay (a commit was attempted): orphans for `trib clean`.
-        if transaction is not None:
-            done = log.transaction_version(transaction)
-            if done is not None:
-                raise _already(transaction, done) from None
-        raise
-    if protocol is Protocol.RENAME:
+    # A concurrent copy of this very transaction that committed while the tasks ran
+    # comes back as already_committed; our files stay (a commit was attempted).
+    result = commit_files(log, files, transaction, base_version=base, protocol=protocol.value, writer=run_id)
+    if protocol is Protocol.RENAME and not result.already_committed:
         # After the commit point: a crash before this is finished by `trib recover`.
-        roll_forward(tbl, commit.files)
-    return WriteResult.of_commit(commit)
-
-
-def _already(t: Transaction, version: int) -> AlreadyCommittedError:
-    return AlreadyCommittedError(
-        f"transaction of {t.app_id!r} with offsets {dict(t.offsets)} is already committed as version {version}: "
-        "nothing to redo", version=version)
+        roll_forward(tbl, result.commit.files)
+    return result
 
 
 def _storage_options(storage) -> dict[str, str]:

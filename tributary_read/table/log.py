@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
-from tributary_read.errors import CommitConflictError, CommitStateUnknownError, LogRetentionError, ManifestCorruptError, StorageError
+from tributary_read.errors import AlreadyCommittedError, CommitConflictError, CommitStateUnknownError, LogRetentionError, ManifestCorruptError, StorageError
 from tributary_read.faults import wall_ms
 from tributary_read.table.docstore import DocumentSeries, DocumentStore, header
 from tributary_read.table.manifest import Commit, FileEntry, Transaction, load_document
@@ -54,7 +54,13 @@ def new_commit_id(writer: str | None) -> str:
 
 
 def _check_other_app(transaction: Transaction | None, c: Commit) -> None:
+    """A commit of our app after our view: this very transaction (a concurrent copy finished
+    first: AlreadyCommittedError, nothing to redo) or another one (a conflict)."""
     if transaction is not None and c.transaction is not None and c.transaction.app_id == transaction.app_id:
+        if same_transaction(c.transaction, transaction):
+            raise AlreadyCommittedError(
+                f"transaction of {transaction.app_id!r} with offsets {dict(transaction.offsets)} was committed "
+                f"as version {c.version} by a concurrent copy", version=c.version)
         raise CommitConflictError(
             f"version {c.version} was committed by another writer of app {transaction.app_id!r} "
             f"(offsets {dict(c.transaction.offsets)}); is a second copy running?"
@@ -416,7 +422,10 @@ class ManifestLog:
         that carries a transaction must not land on top of another commit of the
         same app made after that view: that writer would have consumed the same
         source records, so this raises :class:`CommitConflictError` instead of
-        duplicating them. Commits of other apps are simply skipped over.
+        duplicating them, or :class:`AlreadyCommittedError` (with its ``version``)
+        when that commit holds this very transaction: the caller's answer to
+        "is it committed?" comes from the race itself, with no extra read.
+        Commits of other apps are simply skipped over.
 
         A loser jumps to the newest version (checking every commit it jumps over
         for its app) rather than stepping one slot per lost race, and backs off

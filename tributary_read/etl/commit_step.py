@@ -1,0 +1,93 @@
+"""Steps 2 and 3, read + commit: the inputs as views, the SQL, and the run's one commit.
+
+An hour with input and an empty hour take the same commit path
+(:func:`~tributary_read.spark.write.commit_files`, on top of the log version
+at which the run found its transaction not committed), so a concurrent copy
+that commits first is found by the commit itself and comes back as
+``already_committed``, whatever the storage: the run then goes on with that
+commit, exactly like a rerun.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tributary_read.errors import InvalidInputError
+from tributary_read.etl.report import iso_z
+from tributary_read.faults import crash_point
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.etl.run import _Run
+    from tributary_read.spark.write import WriteResult
+    from tributary_read.table.manifest import Transaction
+
+
+def session(run: _Run):
+    """The run's SparkSession: the one given, else one built from the job's ``[spark]`` on first use."""
+    if run.spark is None:
+        from tributary_read.spark.session import spark_session
+
+        hive = run.job.hive is not None and run.job.hive.metastore.split("?", 1)[0].lower() == "spark"
+        run.say(f"{run.job.name}: starting Spark ({run.job.spark.master or 'from the environment'})")
+        run.spark = spark_session(run.job.spark.master, run.job.spark.conf, f"trib-etl-{run.job.name}", hive=hive)
+    return run.spark
+
+
+def read(run: _Run, filesets) -> list[int | None]:
+    """Register each input as its view; returns the records per input (None: not counted)."""
+    from tributary_read.spark.read import read_files
+
+    spark = session(run)
+    counts = []
+    for spec, (fs, _plan), rep in zip(run.job.inputs, filesets, run.inputs):
+        run.say(f"{run.job.name}: input {spec.view}: {len(fs.files)} files, {fs.bytes} bytes")
+        kw: dict[str, Any] = {}
+        if spec.schema is not None:
+            kw["schema"] = spec.schema
+        if spec.hive_table is not None:
+            kw["hive_table"] = spec.hive_table
+            if run.job.hive is not None:
+                kw["metastore"] = run.job.hive.metastore
+        options = dict(spec.read_options)
+        if spec.format is not None:
+            options["format"] = spec.format
+        if options:
+            kw["options"] = options
+        try:
+            df = read_files(spark, fs, **kw)
+        except InvalidInputError as e:
+            i = run.job.inputs.index(spec)
+            hint = f" (give inputs[{i}].schema in the job file)" if not fs.files and spec.schema is None else ""
+            raise InvalidInputError(f"input {spec.view}: {e}{hint}") from None
+        df.createOrReplaceTempView(spec.view)
+        n = rep.records
+        if n is None and run.job.count_inputs:
+            n = df.count()
+        counts.append(n)
+    return counts
+
+
+def commit(run: _Run, txn: Transaction, base_version: int, empty: bool) -> WriteResult:
+    """Run the SQL and commit its rows (``empty``: commit no files, no Spark), on top of ``base_version``."""
+    from tributary_read.spark.write import commit_files, write
+
+    if empty:
+        crash_point("etl.before_commit")
+        result = commit_files(run.output.log, [], txn, base_version=base_version)
+    else:
+        spark = session(run)
+        from pyspark.errors import AnalysisException
+
+        try:
+            df = spark.sql(run.job.sql)
+        except AnalysisException as e:  # a parse error too: the SQL file is the input to fix
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise InvalidInputError(f"{run.job.sql_path}: {first}") from None
+        crash_point("etl.before_commit")
+        run.say(f"{run.job.name}: running the SQL and committing to {run.output.uri}")
+        result = write(df, run.output, time_column=run.job.output.time_column, transaction=txn,
+                       time_unit=run.job.output.times, base_version=base_version)
+    if result.already_committed:
+        run.say(f"{run.job.name}: another run committed {iso_z(run.t)} first (version {result.version}); "
+                "its commit stands" + ("" if empty else ", this copy's files are orphans for `trib clean`"))
+    return result

@@ -1,0 +1,115 @@
+"""The ``[[inputs]]`` entries of a job file: each checked key by key, into an :class:`InputSpec`.
+
+A part of :class:`tributary_read.etl.job._Parser` (its mixin), apart so that each
+module stays small enough to read whole; the helpers it calls (``fail``,
+``string``, ``duration``, ``root_of``, ``path_of``, ``str_map``) are the parser's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from tributary_read.errors import InvalidInputError
+from tributary_read.etl.spec import _CONSUMER_ONLY, _INPUT_KEYS, _WINDOW_ONLY, InputMode, InputSpec
+from tributary_read.io.formats import FORMATS
+from tributary_read.read.window import WindowForm
+
+#: Spark temp view names: SQL identifiers.
+_VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class _InputParser:
+    def input(self, x: Any, i: int, job: str) -> InputSpec:
+        section = f"inputs[{i}]"
+        d = self.table_of(x, section)
+        self.check_keys(d, _INPUT_KEYS, section)
+        table = self.string(d, "table", section, required=True)
+        view = self.string(d, "view", section, required=True)
+        if not _VIEW.match(view):
+            raise self.fail(f"{section}.view {view!r} must be a SQL identifier (letters, digits, '_')")
+        mode_s = self.string(d, "mode", section) or "consumer"
+        try:
+            mode = InputMode.parse(mode_s, f"{section}.mode")
+        except InvalidInputError as e:
+            raise self.fail(str(e)) from None
+        wrong = (_WINDOW_ONLY if mode is InputMode.CONSUMER else _CONSUMER_ONLY) & set(d)
+        if wrong:
+            k = sorted(wrong)[0]
+            raise self.fail(f"{section}.{k} does not apply to mode {mode} "
+                            f"({'consumer' if k in _CONSUMER_ONLY else 'mtime and manifest'} inputs only)")
+        root, options = self.root_of(table)
+        kw: dict[str, Any] = {}
+        if mode is InputMode.CONSUMER:
+            from tributary_read.read.consumer_state import check_name
+
+            name = self.string(d, "consumer", section) or f"etl-{job}-{view}"
+            try:
+                check_name(name)
+            except InvalidInputError as e:
+                raise self.fail(f"{section}.consumer: {e}") from None
+            tracking = self.string(d, "tracking", section) or "auto"
+            if tracking not in ("auto", "manifest", "listing", "mtime", "both"):
+                raise self.fail(f"{section}.tracking {tracking!r}: choose auto, manifest, listing or both")
+            state_dir = self.string(d, "state_dir", section)
+            kw.update(consumer=name, tracking=tracking, state_dir=self.path_of(state_dir) if state_dir else None,
+                      lookback_ms=self.duration(d, "lookback", section),
+                      min_age_ms=self.duration(d, "min_age", section, positive=False),
+                      full_scan_every_ms=self.duration(d, "full_scan_every", section, positive=False))
+        else:
+            kw.update(self.window(d, section))
+        layout = self.string(d, "layout", section)
+        if layout is None and ("partition" in d or "timezone" in d):
+            raise self.fail(f"{section}.partition and .timezone describe a layout: give {section}.layout too")
+        if layout is not None:
+            from tributary_read.read.resolve import plain_layout
+
+            try:
+                kw["layout"] = plain_layout(layout, self.string(d, "partition", section),
+                                            self.string(d, "timezone", section) or "UTC")
+            except InvalidInputError as e:
+                raise self.fail(f"{section}.layout: {e}") from None
+        fmt = self.string(d, "format", section)
+        if fmt is not None:  # compressed text files are read by their extension (.gz, .zst)
+            if fmt not in FORMATS:
+                raise self.fail(f"{section}.format {fmt!r}: choose one of {', '.join(FORMATS)}")
+            kw["format"] = fmt
+        kw["schema"] = self.string(d, "schema", section)
+        kw["hive_table"] = self.string(d, "hive_table", section)
+        kw["read_options"] = self.str_map(d.get("options", {}), f"{section}.options")
+        allow = d.get("allow_untracked", False)
+        if not isinstance(allow, bool):
+            raise self.fail(f"{section}.allow_untracked must be true or false, not {allow!r}")
+        kw["allow_untracked"] = allow
+        return InputSpec(table, root, view, mode, storage_options=options, **kw)
+
+    def window(self, d: Mapping, section: str) -> dict[str, Any]:
+        """``window_form``, ``window`` and ``lag`` of an mtime or manifest input.
+
+        Before the forms had names, the ETL read [T - lag - window, T - lag)
+        (now ``"sliding"``) while ``trib files`` read the last whole period
+        before T - lag (``"aligned"``, now the default everywhere). Where the
+        two differ, a job that names no form is refused rather than silently
+        moved to the other window: it says which one it means.
+        """
+        window = self.duration(d, "window", section)
+        lag = self.duration(d, "lag", section, positive=False) or 0
+        form_s = self.string(d, "window_form", section)
+        if form_s is None:
+            if lag or (window is not None and window != self.period_ms):
+                raise self.fail(
+                    f"{section}: a lag or window needs window_form: \"aligned\" reads the last whole period "
+                    f"ending by T - lag (as trib files does; the default when neither is given), \"sliding\" reads "
+                    f"[T - lag - window, T - lag) (what trib etl run read before; docs/etl.md)")
+            form = WindowForm.ALIGNED
+        else:
+            try:
+                form = WindowForm.parse(form_s, f"{section}.window_form")
+            except InvalidInputError as e:
+                raise self.fail(str(e)) from None
+        if form is WindowForm.ALIGNED and window == self.period_ms:
+            window = None  # the same thing said twice
+        if form is WindowForm.ALIGNED and window is not None:
+            raise self.fail(f"{section}.window: the aligned form reads exactly one period (job.period); "
+                            "drop window, or say window_form = \"sliding\"")
+        return {"window_form": form, "window_ms": window, "lag_ms": lag}

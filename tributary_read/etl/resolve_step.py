@@ -1,0 +1,122 @@
+"""Step 1, resolve: which files each input reads this run, and the record its commit will keep.
+
+A consumer input gets its pending plan (the same plan a crashed run had, so a
+rerun reads the same files); a window input resolves the schedule's window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from tributary_read.errors import UntrackedDataError
+from tributary_read.etl.job import InputMode, InputSpec
+from tributary_read.etl.record import InputRecord
+from tributary_read.etl.report import InputReport
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.etl.run import _Run
+
+
+def resolve(run: _Run) -> list[tuple[Any, Any]]:
+    """``(fileset, plan)`` per input, in the job's order; appends each input's report to ``run.inputs``."""
+    out = []
+    for spec in run.job.inputs:
+        try:
+            out.append(_resolve_one(run, spec))
+        except UntrackedDataError as e:  # the opt-out is a key of the job file here
+            raise type(e)(f"input {spec.view}: " + e.reword(
+                {"allow_untracked": "allow_untracked = true in its [[inputs]]"})) from None
+    return out
+
+
+def _source(spec: InputSpec):
+    from tributary_read.read.resolve import Source
+
+    return Source.open(spec.root, spec.storage_options, spec.layout)
+
+
+def _resolve_one(run: _Run, spec: InputSpec):
+    from tributary_read.read.fileset import origin
+
+    src = _source(spec)
+    if spec.mode is InputMode.CONSUMER:
+        from tributary_read.read.consumer import Consumer
+
+        held = next((r for r in run.recovered if r.view == spec.view and r.would_ack), None)
+        if held is not None:  # dry run: that plan is acked first, and the next one made only then
+            run.inputs.append(InputReport(
+                spec.view, src.uri, str(spec.mode), 0, 0, consumer=spec.consumer, note=(
+                    f"pending plan {held.plan_id} was committed by the run of {held.schedule_time}: "
+                    "the run acks it first, then plans what arrived since")))
+            return _empty_fileset(src), None
+        c = Consumer(src, spec.consumer, spec.state_dir, spec.storage_options)
+        plan = c.plan(mode=spec.tracking, lookback_ms=spec.lookback_ms, min_age_ms=spec.min_age_ms,
+                      full_scan_every_ms=spec.full_scan_every_ms, allow_untracked=spec.allow_untracked)
+        fs = plan.fileset(origin(src.storage, src.table, src.layout))
+        window = None
+    else:
+        from tributary_read.read.resolve import resolve as resolve_window
+
+        window = run.window(spec)
+        plan = None
+        fs = resolve_window(src, mode=str(spec.mode), window=window, allow_untracked=spec.allow_untracked)
+    if spec.layout is not None and hasattr(fs, "layout") and getattr(fs, "layout", None) is None:
+        fs = replace(fs, layout=spec.layout)
+    run.inputs.append(InputReport(
+        spec.view, fs.root, str(spec.mode), len(fs.files), fs.bytes,
+        records=_known_records(fs.files), consumer=spec.consumer if plan is not None else None,
+        plan_id=plan.plan_id if plan is not None else None,
+        window=window.to_json() if window is not None else None,
+        late_files=tuple(_late(run, src.layout, fs.files)),
+        beyond_horizon=tuple(b.path for b in plan.beyond_horizon) if plan is not None else (),
+        skipped=len(fs.skipped), paths=tuple(f.path for f in fs.files),
+        untracked=fs.untracked.to_json() if fs.untracked is not None else None))
+    if fs.untracked is not None:
+        run.say(f"input {spec.view}: {fs.untracked.message()}")
+    if plan is not None and plan.beyond_horizon:
+        run.say(f"warning: input {spec.view}: {len(plan.beyond_horizon)} files beyond the lookback horizon "
+                f"are not read (e.g. {plan.beyond_horizon[0].path}); raise its lookback to read such files")
+    return fs, plan
+
+
+def _late(run: _Run, layout, files) -> list[str]:
+    """Files whose partition ended before this run's period began: data arriving late."""
+    if layout is None:
+        return []
+    start = run.t - run.job.period_ms
+    late = []
+    for f in files:
+        d = f.path.rpartition("/")[0]
+        p = layout.try_parse(d) if d else None
+        if p is not None and p.end_ms <= start:
+            late.append(f.path)
+    return late
+
+
+def record(run: _Run, spec: InputSpec, fs, plan) -> InputRecord:
+    """What the commit's transaction meta keeps of an input (what a rerun needs to ack it)."""
+    if plan is not None:
+        return InputRecord(spec.view, fs.root, str(spec.mode), len(fs.files), spec.consumer, plan.plan_id,
+                           spec.state_dir or None)
+    window = None
+    if spec.mode is not InputMode.CONSUMER:
+        w = run.window(spec)
+        window = (w.start_ms, w.end_ms)
+    return InputRecord(spec.view, fs.root, str(spec.mode), len(fs.files), window=window)
+
+
+def _empty_fileset(src):
+    from tributary_read.read.fileset import FileSet, origin
+
+    return FileSet("consumer", (), {}, **origin(src.storage, src.table, src.layout))
+
+
+def _known_records(files) -> int | None:
+    """The records of a file list when every file's count is known (manifest entries), else None."""
+    total = 0
+    for f in files:
+        if f.records is None:
+            return None
+        total += f.records
+    return total

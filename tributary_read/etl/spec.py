@@ -1,0 +1,150 @@
+"""The job file's values: what ``trib etl run`` reads, writes and syncs, as frozen dataclasses.
+
+:mod:`tributary_read.etl.job` parses a job file into these and a
+:class:`~tributary_read.etl.job.Job` (and re-exports them); they are apart so
+that each module stays small enough to read whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+from urllib.parse import urlparse
+
+from tributary_read.choice import Choice
+from tributary_read.read.window import WindowForm
+from tributary_read.table.layout import Layout
+from tributary_read.table.timeunit import JOB_FILE, IntegerTimes
+
+HOUR_MS = 3_600_000
+
+
+class InputMode(Choice):
+    """How an input's files for one run are chosen (see docs/etl.md)."""
+
+    #: a durable consumer: every file not delivered yet, exactly once across runs
+    CONSUMER = "consumer"
+    #: files whose modification time lies in the run's window
+    MTIME = "mtime"
+    #: files of the commits whose commit time lies in the run's window (trib tables)
+    MANIFEST = "manifest"
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One ``[[inputs]]`` entry: a table (or plain directory) read as a temp view."""
+
+    table: str  # as written in the job file (a root or a trib.toml alias)
+    root: str  # resolved: an absolute path or a URI
+    view: str
+    mode: InputMode
+    #: consumer mode: its name (default ``etl-<job>-<view>``), tracking, state and listing options
+    consumer: str | None = None
+    tracking: str = "auto"
+    state_dir: str | None = None
+    lookback_ms: int | None = None
+    min_age_ms: int | None = None
+    full_scan_every_ms: int | None = None
+    #: mtime / manifest mode: the run's window (read/window.py ``Schedule``, built with the job's period
+    #: and zone by :meth:`Job.schedule`); ``window_ms`` is the sliding form's length only
+    window_form: WindowForm = WindowForm.ALIGNED
+    window_ms: int | None = None
+    lag_ms: int = 0
+    #: a plain directory: its layout; format overrides for any input
+    layout: Layout | None = None
+    format: str | None = None
+    schema: str | None = None
+    hive_table: str | None = None
+    read_options: Mapping[str, str] = field(default_factory=dict, hash=False)
+    storage_options: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False)
+    #: read a manifest-tracked table's manifest even though files other tools wrote are left
+    #: out (a warning); without it the run fails with exit 13 (tributary_read.read.tracking)
+    allow_untracked: bool = False
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"table": self.table, "root": self.root, "view": self.view, "mode": str(self.mode)}
+        if self.mode is InputMode.CONSUMER:
+            d.update(consumer=self.consumer, tracking=self.tracking, state_dir=self.state_dir,
+                     lookback_ms=self.lookback_ms, min_age_ms=self.min_age_ms)
+        else:
+            d.update(window_form=str(self.window_form), lag_ms=self.lag_ms)
+            if self.window_form is WindowForm.SLIDING:
+                d["window_ms"] = self.window_ms
+        if self.layout is not None:
+            d["layout"] = self.layout.to_dict()
+        if self.format is not None:
+            d["format"] = self.format
+        if self.allow_untracked:
+            d["allow_untracked"] = True
+        for k in ("schema", "hive_table"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        if self.read_options:
+            d["options"] = dict(self.read_options)
+        return d
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    table: str
+    root: str
+    time_column: str
+    storage_options: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False)
+    #: ``time_unit`` / ``allow_any_time``: how an integer time column becomes epoch ms, and its check
+    times: IntegerTimes = IntegerTimes(spelling=JOB_FILE)
+
+    def to_json(self) -> dict:
+        return {"table": self.table, "root": self.root, "time_column": self.time_column,
+                "time_unit": None if self.times.unit is None else str(self.times.unit),
+                "allow_any_time": self.times.allow_any}
+
+
+@dataclass(frozen=True)
+class HiveSpec:
+    """``[hive]``: sync the output's partitions after each commit (add new, refresh late)."""
+
+    table: str
+    metastore: str
+    location_base: str | None = None
+    batch_size: int | None = None
+    state_dir: str | None = None
+    #: the runs whose schedule time falls on a multiple of this (job's zone) also run a full sync
+    full_sync_every: int | None = None
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in (("table", self.table), ("metastore", self.metastore),
+                                  ("location_base", self.location_base), ("batch_size", self.batch_size),
+                                  ("state_dir", self.state_dir), ("full_sync_every_ms", self.full_sync_every))
+                if v is not None}
+
+
+@dataclass(frozen=True)
+class SparkSpec:
+    """``[spark]``: where the SQL runs; ``deploy_mode``/``archives`` are for ``trib etl submit``."""
+
+    master: str | None = None
+    conf: Mapping[str, str] = field(default_factory=dict, hash=False)
+    deploy_mode: str | None = None
+    archives: str | None = None  # a packed Python environment (conda-pack / venv-pack)
+
+    def to_json(self) -> dict:
+        return {"master": self.master, "conf": dict(self.conf), "deploy_mode": self.deploy_mode,
+                "archives": self.archives}
+
+
+# -- the keys each section takes (anything else is an error naming it) -------------------
+_SECTIONS = {"job", "inputs", "output", "hive", "spark"}
+_JOB_KEYS = {"name", "sql", "period", "timezone", "count_inputs", "lock_dir"}
+_INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lookback", "min_age",
+               "full_scan_every", "window", "window_form", "lag", "layout", "partition", "timezone", "format",
+               "schema", "hive_table", "options", "allow_untracked"}
+_CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every"}
+_WINDOW_ONLY = {"window", "window_form", "lag"}
+_OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time"}
+_HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir", "full_sync_every"}
+_SPARK_KEYS = {"master", "conf", "deploy_mode", "archives"}
+
+
+def is_uri(value: str) -> bool:
+    scheme = urlparse(value).scheme
+    return len(scheme) > 1  # C:\ is a drive, not a scheme

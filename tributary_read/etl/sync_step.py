@@ -1,0 +1,80 @@
+"""Step 4, sync: make the Hive table show what the run's commit holds.
+
+Every run mounts the partitions of its commit (or, for a rerun, of the commit
+it found in the log), the mechanism ``trib ingest`` uses
+(:func:`~tributary_read.hive.commit.mount_commit`): its cost follows what the
+commit touched, not the table, so an hourly job's sync stays flat as the table
+grows by a partition an hour. New partitions are added; ones that received late
+rows get their statistics refreshed. The full sync (list the table, list the
+metastore, plan, apply) remains for ``trib partitions sync`` and for the runs
+that ask for it: ``--full-sync``, or ``[hive] full_sync_every`` (the runs whose
+schedule time falls on a multiple of it, in the job's time zone), which catches
+what a commit cannot tell (directories removed or written by hand).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tributary_read.etl.report import HiveReport
+from tributary_read.faults import crash_point
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.etl.run import _Run
+    from tributary_read.table.manifest import Commit
+
+
+def wants_full_sync(run: _Run, forced: bool) -> bool:
+    """A full sync for this run: asked for, or the schedule time falls on ``full_sync_every``."""
+    every = run.job.hive.full_sync_every if run.job.hive is not None else None
+    if forced or not every:
+        return forced
+    from tributary_read.read.window import floor_to_period
+
+    return floor_to_period(run.t, every, run.job.tz) == run.t
+
+
+def sync(run: _Run, commit: Commit, full: bool) -> HiveReport:
+    """Mount ``commit``'s partitions (or, ``full``, sync the whole table) into the job's Hive table."""
+    from tributary_read.hive.metastore import open_metastore
+
+    h = run.job.hive
+    pc = run.output.config.partition_commit or {}
+    batch_size = h.batch_size or pc.get("batch_size")
+    location_base = h.location_base or pc.get("location_base")
+    if h.metastore.split("?", 1)[0].lower() == "spark":
+        from tributary_read.hive.spark_catalog import SparkCatalogMetastore
+
+        from tributary_read.etl.commit_step import session
+
+        ms = SparkCatalogMetastore.from_uri(h.metastore, spark=session(run))
+    else:
+        ms = open_metastore(h.metastore)
+    during = lambda step: crash_point("etl.during_sync") if step == "add" else None  # noqa: E731
+    with ms:
+        if full:
+            return _full(run, ms, batch_size, location_base, during)
+        from tributary_read.hive.commit import mount_commit, partitions_of_files
+        from tributary_read.hive.model import TableName
+
+        parts = partitions_of_files(run.output, commit.files)
+        m = mount_commit(run.output, ms, TableName.parse(h.table), parts, batch_size=batch_size,
+                         location_base=location_base, after_step=during)
+        return HiveReport(h.table, ms.address, m.added, m.refreshed, m.relocated, m.statements, "commit")
+
+
+def _full(run: _Run, ms, batch_size, location_base, after_step) -> HiveReport:
+    from tributary_read.hive.sync import SyncOptions, sync as full_sync
+
+    h = run.job.hive
+    options = SyncOptions(batch_size=batch_size, location_base=location_base)
+    result = full_sync(run.output, ms, h.table, options, state_dir=h.state_dir,
+                       storage_options=run.job.output.storage_options, after_step=after_step)
+    plan = result.plan
+    if plan.refused:
+        from tributary_read.errors import UnsafePlanError
+
+        raise UnsafePlanError(plan.refused)
+    return HiveReport(h.table, ms.address, tuple(e.partition for e in plan.add),
+                      tuple(e.partition for e in plan.refresh), tuple(e.partition for e in plan.relocate),
+                      result.statements, "full")
