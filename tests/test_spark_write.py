@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import invoke_trib
-from tributary_read.errors import AlreadyCommittedError, BadRecordError, InvalidInputError, LogRetentionError
+from tributary_read.errors import BadRecordError, InvalidInputError, LogRetentionError
 from tributary_read.table.config import Table, TableConfig
 from tributary_read.table.layout import Layout
 from tributary_read.table.log import checkpoint_path
@@ -107,7 +107,7 @@ def test_text_format_routes_by_epoch_ms_and_reads_back_with_spark(spark, tmp_pat
     assert sorted((x.id, x.ms) for x in back.collect()) == sorted(rows)
 
 
-def test_rerun_of_a_transaction_is_refused_before_any_task(spark, tmp_path):
+def test_rerun_of_a_transaction_returns_the_existing_commit_before_any_task(spark, tmp_path):
     table = _table(tmp_path / "out")
     rows = _rows(12)
     from tributary_read.spark.write import write
@@ -116,24 +116,24 @@ def test_rerun_of_a_transaction_is_refused_before_any_task(spark, tmp_path):
     first = write(_frame(spark, rows), table, time_column="ts", transaction=txn)
     before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*.parquet"))
     again = Transaction("etl:hourly", {"schedule_time_ms": T0}, {"other": "meta is not identity"})
-    with pytest.raises(AlreadyCommittedError) as e:
-        write(_frame(spark, rows), table, time_column="ts", transaction=again)
-    assert e.value.version == first.version == 1
+    redo = write(_frame(spark, rows), table, time_column="ts", transaction=again)
+    assert redo.already_committed and not first.already_committed
+    assert redo.version == first.version == 1 and redo.files == first.files and redo.records == first.records
     assert table.log.latest_version() == 1
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*.parquet")) == before
     # another schedule time of the same job is new; then the first one, re-run as a backfill, is still done
     write(_frame(spark, rows[:3]), table, time_column="ts", transaction=Transaction("etl:hourly",
                                                                                     {"schedule_time_ms": T0 + H}))
-    with pytest.raises(AlreadyCommittedError) as e:
-        write(_frame(spark, rows), table, time_column="ts", transaction=txn)
-    assert e.value.version == 1 and table.log.latest_version() == 2
+    redo = write(_frame(spark, rows), table, time_column="ts", transaction=txn)
+    assert redo.already_committed and redo.version == 1 and table.log.latest_version() == 2
     assert table.log.find_transaction(txn).version == 1
     assert table.log.find_transaction(Transaction("etl:hourly", {"schedule_time_ms": T0 - H})) is None
 
 
 def test_concurrent_copy_commits_first_second_copy_files_are_orphans(spark, tmp_path):
-    """A copy that passed the check while the other was running is refused at its
-    commit; its files are orphans that verify reports and clean would delete."""
+    """A copy that passed the check while the other was running finds the other's commit
+    at its own (already_committed, that version); its files are orphans that verify
+    reports and clean would delete."""
     from pyspark.sql import functions as F
 
     from tributary_read.spark.write import write
@@ -161,8 +161,9 @@ def test_concurrent_copy_commits_first_second_copy_files_are_orphans(spark, tmp_
     # the first copy's commit (an empty run of the same transaction) lands meanwhile
     Table.load(str(tmp_path / "out")).log.commit([], txn, writer="first-copy")
     runner.join(120)
-    assert isinstance(outcome.get("error"), AlreadyCommittedError), outcome
-    assert outcome["error"].version == 1 and table.log.latest_version() == 1
+    result = outcome.get("result")
+    assert result is not None and result.already_committed, outcome
+    assert result.version == 1 and result.files == () and table.log.latest_version() == 1
     assert table.log.state().files == {}  # the records are the first copy's: none
     on_disk = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("part-*"))
     assert len(on_disk) >= 2  # the refused copy wrote, and its files were kept (a commit was attempted)
