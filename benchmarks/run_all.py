@@ -32,12 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commit-args", default="", help="extra arguments for bench_commit.py (quoted)")
     ap.add_argument("--listing-args", default="", help="extra arguments for bench_listing.py (quoted)")
     ap.add_argument("--hive-args", default="", help="extra arguments for bench_hive_sync.py (quoted)")
+    ap.add_argument("--etl-hive-args", default="", help="extra arguments for bench_etl_hive.py (quoted)")
     ap.add_argument("--cli-args", default="", help="extra arguments for bench_cli.py (quoted)")
     ap.add_argument("--spark-read-args", default="", help="extra arguments for bench_spark_read.py (quoted)")
     ap.add_argument("--etl-args", default="", help="extra arguments for bench_etl.py (quoted)")
     ap.add_argument("--spark-listing-args", default="", help="extra arguments for bench_spark_listing.py (quoted)")
     ap.add_argument("--skip", default="",
-                    help="comma list of writer,commit,listing,cli,hive,spark-read,etl,spark-listing to skip")
+                    help="comma list of writer,commit,listing,cli,hive,etl-hive,spark-read,etl,spark-listing to skip")
     ap.add_argument("--output", default=str(HERE / "results.md"), help="summary file (default benchmarks/results.md)")
     args = ap.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -61,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         jobs.append(("cli", "bench_cli.py", quick + shlex.split(args.cli_args)))
     if "hive" not in skip:
         jobs.append(("hive", "bench_hive_sync.py", quick + shlex.split(args.hive_args)))
+    if "etl-hive" not in skip:
+        jobs.append(("etl-hive", "bench_etl_hive.py", quick + shlex.split(args.etl_hive_args)))
     for name, script, more in (("spark-read", "bench_spark_read.py", args.spark_read_args),
                                ("etl", "bench_etl.py", args.etl_args),
                                ("spark-listing", "bench_spark_listing.py", args.spark_listing_args),

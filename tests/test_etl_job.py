@@ -194,6 +194,8 @@ def test_an_unknown_key_is_named_never_ignored(tmp_path, text, words):
     (MINIMAL + '[[inputs]]\ntable = "in2"\nview = "V"\n', "two inputs use view 'v'"),
     (MINIMAL + '[hive]\ntable = "a.b"\nmetastore = "mysql://h:9083"\n', "unknown metastore"),
     (MINIMAL + '[hive]\ntable = "a.b.c"\nmetastore = "hs2://h:1"\n', "must be db.table"),
+    (MINIMAL + '[hive]\ntable = "a.b"\nmetastore = "hs2://h:1"\nfull_sync_every = "daily"\n',
+     "hive.full_sync_every 'daily' is not a duration"),
     (MINIMAL + '[spark]\ndeploy_mode = "both"\n', "choose client or cluster"),
     (MINIMAL + '[spark]\nconf = { "a" = [1] }\n', "spark.conf.a must be"),
     (MINIMAL.replace('table = "in"', 'table = 5'), "inputs[0].table must be a non-empty string"),
@@ -222,6 +224,19 @@ def test_schedule_times_are_iso_or_epoch_ms_and_floored_to_the_period(tmp_path, 
     aligned, raw = schedule_time_ms(given, _job(tmp_path))
     assert aligned == parse_instant("2024-01-01T05:00:00+00:00")
     assert raw >= aligned and iso_z(aligned) == "2024-01-01T05:00:00Z"
+
+
+def test_full_sync_every_picks_the_runs_on_its_multiples_in_the_job_zone(tmp_path):
+    from tributary_read.etl.sync_step import wants_full_sync
+
+    job = Job.load(write_job(tmp_path, MINIMAL.replace('name = "j"', 'name = "j"\ntimezone = "Asia/Shanghai"')
+                             + '[hive]\ntable = "a.b"\nmetastore = "hs2://h:1"\nfull_sync_every = "1d"\n'))
+    assert job.hive.full_sync_every == 24 * HOUR_MS and job.hive.to_json()["full_sync_every_ms"] == 24 * HOUR_MS
+    midnight = parse_instant("2024-01-02T00:00:00+08:00")
+    assert wants_full_sync(job, midnight, False) and not wants_full_sync(job, midnight + HOUR_MS, False)
+    assert not wants_full_sync(job, parse_instant("2024-01-02T00:00:00+00:00"), False)
+    assert wants_full_sync(job, midnight + HOUR_MS, True)  # --full-sync
+    assert not wants_full_sync(_job(tmp_path), midnight, False)  # no [hive]: nothing to sync
 
 
 def test_a_daily_job_floors_to_midnight_in_its_zone(tmp_path):

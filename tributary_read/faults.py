@@ -15,10 +15,18 @@ import signal
 
 
 def crash_point(name: str) -> None:
-    """SIGKILL this process here when ``TRIB_CRASH_AT`` names ``name``."""
+    """SIGKILL this process here when ``TRIB_CRASH_AT`` names ``name``; SIGSTOP it when ``TRIB_STOP_AT`` does.
+
+    A stopped process (a paused VM, a long GC pause) resumes on SIGCONT exactly
+    where it was: a test lets another process act in that gap, e.g. a concurrent
+    copy of the same run that commits first.
+    """
     want = os.environ.get("TRIB_CRASH_AT")
     if want and name in want.split(","):
         os.kill(os.getpid(), signal.SIGKILL)
+    stop = os.environ.get("TRIB_STOP_AT")
+    if stop and name in stop.split(","):
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def wall_ms() -> int:

@@ -226,7 +226,7 @@ class _Run:
             return self._report(txn, already, committed.version, dry=True)
         if job.hive is not None:
             self.say(f"{job.name} @ {when}: syncing partitions to Hive table {job.hive.table}")
-            full = sync_step.wants_full_sync(self, self.full_sync)
+            full = sync_step.wants_full_sync(job, self.t, self.full_sync)
             self.hive = self._step("sync", lambda: sync_step.sync(self, committed, full))
         else:
             self._skip("sync", "no [hive] section")

@@ -20,18 +20,19 @@ from tributary_read.etl.report import HiveReport
 from tributary_read.faults import crash_point
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.etl.job import Job
     from tributary_read.etl.run import _Run
     from tributary_read.table.manifest import Commit
 
 
-def wants_full_sync(run: _Run, forced: bool) -> bool:
+def wants_full_sync(job: Job, schedule_ms: int, forced: bool) -> bool:
     """A full sync for this run: asked for, or the schedule time falls on ``full_sync_every``."""
-    every = run.job.hive.full_sync_every if run.job.hive is not None else None
+    every = job.hive.full_sync_every if job.hive is not None else None
     if forced or not every:
         return forced
     from tributary_read.read.window import floor_to_period
 
-    return floor_to_period(run.t, every, run.job.tz) == run.t
+    return floor_to_period(schedule_ms, every, job.tz) == schedule_ms
 
 
 def sync(run: _Run, commit: Commit, full: bool) -> HiveReport:
