@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -106,7 +107,6 @@ def test_a_concurrent_duplicate_of_an_empty_hour_reports_the_existing_commit(tmp
 def hourly(tmp_path, hive_services, spark, monkeypatch):
     """A job reading a raw directory and mounting into a Hive table through the thrift metastore,
     with the log's "committed?" question, the table listing and the metastore listing counted."""
-    from tributary_read.hive import sync as sync_module
     from tributary_read.hive.thrift_metastore import ThriftMetastore
     from tributary_read.table.log import ManifestLog
 
@@ -118,6 +118,7 @@ def hourly(tmp_path, hive_services, spark, monkeypatch):
     create_hive_table(hs2, hive, out)
     job = write_job(tmp_path / "job", name="mount", raw=raw, out=out, hive_table=hive,
                     metastore=f"thrift://127.0.0.1:{hive_services.hms_port}")
+    sync_module = importlib.import_module("tributary_read.hive.sync")  # the package exports a function `sync`
     calls: dict[str, int] = {"asked": 0, "list_partitions": 0, "scan": 0}
 
     def counted(name, fn):
