@@ -30,9 +30,9 @@ def wants_full_sync(job: Job, schedule_ms: int, forced: bool) -> bool:
     every = job.hive.full_sync_every if job.hive is not None else None
     if forced or not every:
         return forced
-    from tributary_read.read.window import floor_to_period
+    from tributary_read.read.window import Schedule
 
-    return floor_to_period(schedule_ms, every, job.tz) == schedule_ms
+    return Schedule(every, tz=job.tz).run_time(schedule_ms) == schedule_ms
 
 
 def sync(run: _Run, commit: Commit, full: bool) -> HiveReport:
