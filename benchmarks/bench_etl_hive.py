@@ -133,28 +133,35 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(work: Path, sizes: list[int], runs: int, hms_port: int, hs2_port: int) -> list[dict]:
-    out = []
+    """Build every table first, then run the rounds across all sizes and both modes in turn, so
+    that warm-up and drift in the machine's load hit every size and mode alike."""
     hs2 = Hs2Metastore("127.0.0.1", hs2_port, user="trib")
     with ThriftMetastore("127.0.0.1", hms_port) as ms:
         warm = build(work, 50, ms, hs2, hms_port)  # JIT and metastore caches, charged to nobody
-        for i in range(3):
+        for i in range(10):
             hourly(*warm, 50 + i, i % 2 == 1)
+        built = {}
         for n in sizes:
             t0 = time.perf_counter()
-            built = build(work, n, ms, hs2, hms_port)
+            built[n] = build(work, n, ms, hs2, hms_port)
             print(f"  {n} partitions built and mounted in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
-            mount, full, stmts = [], [], {}
-            for i in range(runs):  # alternate, so that drift in the machine's load hits both modes alike
-                for is_full, acc in ((False, mount), (True, full)):
-                    wall, s = hourly(*built, n + 2 * i + int(is_full), is_full)
-                    acc.append(wall)
-                    stmts[is_full] = s
-            r = {"partitions": n, "mount_s": statistics.median(mount), "full_s": statistics.median(full),
-                 "mount_runs": [round(x, 4) for x in mount], "full_runs": [round(x, 4) for x in full],
-                 "mount_statements": stmts[False], "full_statements": stmts[True]}
-            out.append(r)
-            print(f"  {n}: mount {r['mount_s'] * 1000:.0f} ms, full {r['full_s'] * 1000:.0f} ms", file=sys.stderr)
+        times: dict[tuple[int, bool], list[float]] = {(n, f): [] for n in sizes for f in (False, True)}
+        stmts: dict[tuple[int, bool], int] = {}
+        for i in range(runs):
+            for n in sizes:
+                for is_full in (False, True):
+                    wall, s = hourly(*built[n], n + 2 * i + int(is_full), is_full)
+                    times[(n, is_full)].append(wall)
+                    stmts[(n, is_full)] = s
     hs2.close()
+    out = []
+    for n in sizes:
+        mount, full = times[(n, False)], times[(n, True)]
+        r = {"partitions": n, "mount_s": statistics.median(mount), "full_s": statistics.median(full),
+             "mount_runs": [round(x, 4) for x in mount], "full_runs": [round(x, 4) for x in full],
+             "mount_statements": stmts[(n, False)], "full_statements": stmts[(n, True)]}
+        out.append(r)
+        print(f"  {n}: mount {r['mount_s'] * 1000:.0f} ms, full {r['full_s'] * 1000:.0f} ms", file=sys.stderr)
     return out
 
 
