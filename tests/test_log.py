@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tributary_read.errors import CommitConflictError, ManifestCorruptError
+from tributary_read.errors import AlreadyCommittedError, CommitConflictError, ManifestCorruptError
 from tributary_read.table.layout import Layout
 from tributary_read.table.log import LAST_CHECKPOINT, checkpoint_path, commit_path
 from tributary_read.table.manifest import Commit, FileEntry, Transaction
@@ -81,9 +81,13 @@ def test_same_app_racing_itself_is_a_conflict(any_root):
     t = _table(any_root)
     base = t.log.latest_version()
     t.log.commit([_entry(1)], Transaction("etl", {"src": 9}), base_version=base)
-    # A second copy of the same app that read the log before that commit.
+    # A second writer of the same app, with other offsets, that read the log before that commit.
     with pytest.raises(CommitConflictError, match="another writer of app 'etl'"):
-        t.log.commit([_entry(2)], Transaction("etl", {"src": 9}), base_version=base)
+        t.log.commit([_entry(2)], Transaction("etl", {"src": 8}), base_version=base)
+    # A copy of the very same transaction: done already, and the race says by which version.
+    with pytest.raises(AlreadyCommittedError, match="committed as version 1 by a concurrent copy") as e:
+        t.log.commit([_entry(2)], Transaction("etl", {"src": 9}, {"meta": "is not identity"}), base_version=base)
+    assert e.value.version == 1 and t.log.latest_version() == 1
     # Another app with the same stale view just lands on the next version.
     c = t.log.commit([_entry(3)], Transaction("other", {"src": 1}), base_version=base)
     assert c.version == 2 and t.log.latest_version() == 2
