@@ -359,12 +359,11 @@ class _Run:
     # -- 2: read ------------------------------------------------------------------------
     def _session(self):
         if self.spark is None:
-            from tributary_read.spark.session import spark_session
+            from tributary_read.spark.session import sql_session
 
-            hive = self.job.hive is not None and self.job.hive.metastore.split("?", 1)[0].lower() == "spark"
             self.say(f"{self.job.name}: starting Spark ({self.job.spark.master or 'from the environment'})")
-            self.spark = spark_session(self.job.spark.master, self.job.spark.conf, f"trib-etl-{self.job.name}",
-                                       hive=hive)
+            self.spark = sql_session(self.job.spark.master, self.job.spark.conf, f"trib-etl-{self.job.name}",
+                                     catalog=self.job.catalog, udfs=False)
         return self.spark
 
     def _read(self, filesets) -> list[int | None]:
@@ -437,13 +436,7 @@ class _Run:
         pc = self.output.config.partition_commit or {}
         options = SyncOptions(batch_size=h.batch_size or pc.get("batch_size"),
                               location_base=h.location_base or pc.get("location_base"))
-        if h.metastore.split("?", 1)[0].lower() == "spark":
-            from tributary_read.hive.spark_catalog import SparkCatalogMetastore
-
-            ms = SparkCatalogMetastore.from_uri(h.metastore, spark=self._session())
-        else:
-            ms = open_metastore(h.metastore)
-        with ms:
+        with open_metastore(h.metastore_uri, spark=self._session() if self.job.catalog else None) as ms:
             result = sync(self.output, ms, h.table, options, state_dir=h.state_dir,
                           storage_options=self.job.output.storage_options,
                           after_step=lambda step: crash_point("etl.during_sync") if step == "add" else None)

@@ -17,11 +17,11 @@ from __future__ import annotations
 import abc
 import importlib
 from typing import Sequence
-from urllib.parse import parse_qsl, urlparse
 
-from tributary_read.errors import InvalidInputError, MetastoreError
+from tributary_read.errors import MetastoreError
 from tributary_read.hive.dialect import Dialect
 from tributary_read.hive.model import HivePartition, HiveTable, PartitionSpec, TableName
+from tributary_read.hive.uri import KINDS, SCHEMES, MetastoreURI
 
 
 # -- the interface -------------------------------------------------------------------
@@ -87,27 +87,6 @@ class Metastore(abc.ABC):
         self.close()
 
 
-def host_uri(uri: str, default_port: int, options: set[str], example: str,
-             default_timeout: float) -> tuple[str, int, dict[str, str], float]:
-    """Host, port, query options (only ``options`` and ``timeout`` allowed) and timeout of ``scheme://h:p?...``."""
-    u = urlparse(uri)
-    if not u.hostname:
-        raise InvalidInputError(f"metastore URI needs a host: {uri!r} (e.g. {example})")
-    try:
-        port = u.port or default_port
-    except ValueError:
-        raise InvalidInputError(f"bad port in {uri!r}") from None
-    q = query_options(uri)
-    unknown = set(q) - options - {"timeout"}
-    if unknown:
-        raise InvalidInputError(f"unknown option(s) {', '.join(sorted(unknown))} in {uri!r}")
-    try:
-        timeout = float(q.get("timeout", default_timeout))
-    except ValueError:
-        raise InvalidInputError(f"bad timeout in {uri!r}") from None
-    return u.hostname, port, q, timeout
-
-
 def reach(host: str, port: int, timeout: float, where: str) -> None:
     """Probe with a plain socket first: its errno says *why* (refused, timeout, unknown host),
     which thrift's "Could not connect to any of" hides."""
@@ -124,31 +103,25 @@ def reach(host: str, port: int, timeout: float, where: str) -> None:
 
 
 # -- opening ---------------------------------------------------------------------------
-#: URI scheme -> ``module:class`` of its backend, whose ``from_uri(uri, **options)`` opens it.
-#: ``hs2://host:port[/db]?auth=...``, ``thrift://host:9083?auth=...`` or ``spark[?conf.KEY=VALUE...]``.
-BACKENDS: dict[str, str] = {
-    "hs2": "tributary_read.hive.hs2:Hs2Metastore",
-    "hive2": "tributary_read.hive.hs2:Hs2Metastore",
-    "spark": "tributary_read.hive.spark_catalog:SparkCatalogMetastore",
-    "thrift": "tributary_read.hive.thrift_metastore:ThriftMetastore",
-}
+#: URI scheme -> ``module:class`` of its backend, whose ``from_uri(uri, **options)`` opens it
+#: (derived from :data:`tributary_read.hive.uri.KINDS`, the one table).
+BACKENDS: dict[str, str] = {scheme: KINDS[kind].backend for scheme, kind in SCHEMES.items()}
 
 
-def backend_for(uri: str) -> str:
-    """The ``module:class`` that opens ``uri``; an unknown scheme is bad input."""
-    scheme = (uri or "").split(":", 1)[0].split("?", 1)[0].lower()
-    backend = BACKENDS.get(scheme)
-    if backend is None:
-        raise InvalidInputError(f"unknown metastore {uri!r}: use hs2://HOST:PORT, thrift://HOST:PORT or spark")
-    return backend
+def backend_for(uri: str | MetastoreURI) -> str:
+    """The ``module:class`` that opens ``uri``; an unusable URI is bad input."""
+    return MetastoreURI.parse(uri).backend
 
 
-def open_metastore(uri: str, **options) -> Metastore:
-    """Open a metastore by URI; see docs/hive.md for the options each backend takes."""
-    module, _, name = backend_for(uri).partition(":")
-    return getattr(importlib.import_module(module), name).from_uri(uri, **options)
+def open_metastore(uri: str | MetastoreURI, *, spark=None, **options) -> Metastore:
+    """Open a metastore by URI; see docs/hive.md for the options each backend takes.
 
-
-def query_options(uri: str) -> dict[str, str]:
-    """The ``?k=v&...`` options of a metastore URI (values URL-decoded)."""
-    return dict(parse_qsl(urlparse(uri).query, keep_blank_values=True))
+    ``spark``: the session a ``spark`` URI's catalog is (ignored by the other kinds); without one
+    the catalog backend uses the active session or builds one with trib's session builder.
+    """
+    u = MetastoreURI.parse(uri)
+    module, _, name = u.backend.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    if u.is_spark_catalog:
+        return cls.from_uri(u, spark=spark, **options)
+    return cls.from_uri(u, **options)

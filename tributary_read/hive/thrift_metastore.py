@@ -28,11 +28,12 @@ from tributary_read.errors import InvalidInputError, MetastoreError, MissingDepe
     missing_extra
 from tributary_read.hive.describe import stats_from, table_type
 from tributary_read.hive.dialect import DIALECTS
-from tributary_read.hive.metastore import Metastore, host_uri, reach
+from tributary_read.hive.metastore import Metastore, reach
 from tributary_read.hive.model import STALE_STATS_PARAMS, HivePartition, HiveTable, PartitionSpec, TableName
 from tributary_read.hive.sql import check_values
+from tributary_read.hive.uri import KINDS, MetastoreKind, MetastoreURI
 
-DEFAULT_PORT = 9083
+DEFAULT_PORT = KINDS[MetastoreKind.THRIFT].default_port
 AUTH_MODES = ("NOSASL", "KERBEROS")
 CONNECT_TIMEOUT_S = 10.0
 CALL_TIMEOUT_S = 600.0
@@ -55,12 +56,12 @@ class ThriftMetastore(Metastore):
         self._transport, self._client = self._connect(auth, kerberos_service_name or "hive", timeout)
 
     @classmethod
-    def from_uri(cls, uri: str, **overrides) -> ThriftMetastore:
-        host, port, q, timeout = host_uri(uri, DEFAULT_PORT, {"auth", "kerberos_service_name"},
-                                          "thrift://127.0.0.1:9083", CONNECT_TIMEOUT_S)
-        kw = dict(auth=q.get("auth", "NOSASL"), kerberos_service_name=q.get("kerberos_service_name"), timeout=timeout)
+    def from_uri(cls, uri: str | MetastoreURI, **overrides) -> ThriftMetastore:
+        u = MetastoreURI.parse(uri)
+        kw = dict(auth=u.params.get("auth", "NOSASL"), kerberos_service_name=u.params.get("kerberos_service_name"),
+                  timeout=u.timeout(CONNECT_TIMEOUT_S))
         kw.update(overrides)
-        return cls(host, port, **kw)
+        return cls(u.host, u.port, **kw)
 
     @property
     def address(self) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from tributary_read.errors import InvalidInputError
+from tributary_read.hive.sql import quote_name
 from tributary_read.io.formats import FORMATS, DataFormat
 
 #: trib's (and a user's) name of a format -> Spark's DataFrameReader format.
@@ -97,8 +98,7 @@ def _spark_type(hive_type: str, column: str, source: str) -> str:
     return _CHAR.sub("string", t)
 
 
-def quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+quote = quote_name  # the one quoting module's rule (tributary_read.hive.sql)
 
 
 def for_hive_table(info, source: str) -> ReadFormat:
