@@ -547,7 +547,8 @@ def _session_builders(tree: ast.AST) -> list[ast.AST]:
         if isinstance(node, ast.Attribute) and node.attr in ("builder", "enableHiveSupport"):
             found.append(node)
         elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("udfs.spark_conf", "lib.spark_conf",
-                                                                        "udfs.register", "lib.register"):
+                                                                        "udfs.register", "lib.register",
+                                                                        "spark_session"):
             found.append(node)
     return found
 
@@ -585,3 +586,15 @@ def test_the_exit_mapping_has_one_owner():
     found = [f"{_where(name, node)}: {ast.unparse(node)}" for name, tree in TREES.items() if name != EXITS
              for node in _exit_mapping(tree)]
     assert not found, f"failures mapped to exit codes outside {EXITS} (use exit_line):\n" + "\n".join(found)
+
+
+_THRIFT_PARTS = ("TSocket", "TBufferedTransport", "TSaslClientTransport", "get_installed_sasl")
+
+
+def test_one_thrift_transport_factory():
+    """HiveServer2 and the metastore's Thrift API reach, time out and authenticate the same way."""
+    owner = "tributary_read.hive.metastore"
+    found = [f"{_where(name, node)}: {ast.unparse(node)}" for name, tree in TREES.items() if name != owner
+             for node in ast.walk(tree) if (isinstance(node, ast.Attribute) and node.attr in _THRIFT_PARTS)
+             or (isinstance(node, ast.alias) and node.name.rpartition(".")[2] in _THRIFT_PARTS)]
+    assert not found, f"a Thrift transport built outside {owner} (use thrift_transport):\n" + "\n".join(found)

@@ -16,12 +16,11 @@ shell history and process lists. ``auth`` passes straight to pyhive:
 from __future__ import annotations
 
 import getpass
-import importlib.util
 import os
 
-from tributary_read.errors import InvalidInputError, MetastoreError, MissingDependencyError, missing_extra
+from tributary_read.errors import InvalidInputError, MetastoreError, missing_extra
 from tributary_read.hive.dialect import DIALECTS
-from tributary_read.hive.metastore import reach
+from tributary_read.hive.metastore import thrift_transport
 from tributary_read.hive.sql import render
 from tributary_read.hive.sql_metastore import SqlMetastore
 from tributary_read.hive.uri import KINDS, PASSWORD_ENV, MetastoreKind, MetastoreURI
@@ -84,30 +83,11 @@ class Hs2Metastore(SqlMetastore):
     def _connect(self, database, auth, user, password, kerberos_service_name, timeout):
         try:
             from pyhive import hive
-            from thrift.transport import TSocket, TTransport
         except ImportError:
             raise missing_extra("pyhive", "hive") from None
-        reach(self.host, self.port, timeout, self._where())
-        sock = TSocket.TSocket(self.host, self.port)
-        sock.setTimeout(timeout * 1000)
-        if auth == "NOSASL":
-            transport = TTransport.TBufferedTransport(sock)
-        else:
-            try:
-                import thrift_sasl
-            except ImportError:
-                raise missing_extra("thrift_sasl", "hive") from None
-            mech = "GSSAPI" if auth == "KERBEROS" else "PLAIN"
-            if mech == "GSSAPI" and not (importlib.util.find_spec("sasl") or importlib.util.find_spec("kerberos")):
-                raise MissingDependencyError(
-                    "auth=KERBEROS needs a GSSAPI SASL library: pip install kerberos (builds against libkrb5), "
-                    "or sasl with cyrus-sasl-gssapi")
-            pw = password if password is not None else "x"  # NONE: any non-empty password
-
-            def sasl_client():
-                return hive.get_installed_sasl(host=self.host, sasl_auth=mech, service=kerberos_service_name,
-                                               username=user, password=pw)
-            transport = thrift_sasl.TSaslClientTransport(sasl_client, mech, sock)
+        sock, transport = thrift_transport(self.host, self.port, auth=auth, timeout=timeout, where=self._where(),
+                                           extra="hive", service=kerberos_service_name, user=user,
+                                           password=password)
         try:
             conn = hive.Connection(thrift_transport=transport, username=user, database=database)
         except Exception as e:  # noqa: BLE001 - thrift, SASL and HS2 errors all end here

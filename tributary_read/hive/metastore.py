@@ -102,6 +102,44 @@ def reach(host: str, port: int, timeout: float, where: str) -> None:
         raise MetastoreError(f"cannot reach {where}: {(e.strerror or str(e)).lower()}") from None
 
 
+def thrift_transport(host: str, port: int, *, auth: str, timeout: float, where: str, extra: str,
+                     service: str | None = None, user: str | None = None, password: str | None = None):
+    """The socket and Thrift transport (not yet open) that HiveServer2 and the metastore's API share.
+
+    ``auth``: ``NOSASL`` (raw Thrift), ``KERBEROS`` (SASL GSSAPI for ``service`` on ``host``) or anything
+    else as SASL PLAIN with ``user``/``password``. ``extra``: the pip extra that brings the client.
+    Returns ``(socket, transport)``: callers widen the socket's timeout once the session is open.
+    """
+    import importlib.util
+
+    from tributary_read.errors import MissingDependencyError, missing_extra
+
+    try:
+        from thrift.transport import TSocket, TTransport
+    except ImportError:
+        raise missing_extra("thrift", extra) from None
+    reach(host, port, timeout, where)
+    sock = TSocket.TSocket(host, port)
+    sock.setTimeout(timeout * 1000)
+    if auth == "NOSASL":
+        return sock, TTransport.TBufferedTransport(sock)
+    try:
+        import thrift_sasl
+        from pyhive.hive import get_installed_sasl
+    except ImportError:
+        raise missing_extra("thrift_sasl", extra) from None
+    mech = "GSSAPI" if auth == "KERBEROS" else "PLAIN"
+    if mech == "GSSAPI" and not (importlib.util.find_spec("sasl") or importlib.util.find_spec("kerberos")):
+        raise MissingDependencyError(
+            "auth=KERBEROS needs a GSSAPI SASL library: pip install kerberos (builds against libkrb5), "
+            "or sasl with cyrus-sasl-gssapi")
+    pw = password if password is not None else "x"  # PLAIN without a password (auth NONE): any non-empty one
+
+    def sasl_client():
+        return get_installed_sasl(host=host, sasl_auth=mech, service=service, username=user, password=pw)
+    return sock, thrift_sasl.TSaslClientTransport(sasl_client, mech, sock)
+
+
 # -- opening ---------------------------------------------------------------------------
 #: URI scheme -> ``module:class`` of its backend, whose ``from_uri(uri, **options)`` opens it
 #: (derived from :data:`tributary_read.hive.uri.KINDS`, the one table).
