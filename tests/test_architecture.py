@@ -598,3 +598,25 @@ def test_one_thrift_transport_factory():
              for node in ast.walk(tree) if (isinstance(node, ast.Attribute) and node.attr in _THRIFT_PARTS)
              or (isinstance(node, ast.alias) and node.name.rpartition(".")[2] in _THRIFT_PARTS)]
     assert not found, f"a Thrift transport built outside {owner} (use thrift_transport):\n" + "\n".join(found)
+
+
+#: The log's writing internals: claiming a slot, reading it back, checkpointing after a commit.
+_COMMIT_PROTOCOL = {"_claim", "_maybe_checkpoint", "_commits", "_checkpoints"}
+
+
+def test_one_retry_backoff_and_the_commit_protocol_stays_in_the_log():
+    """Retries pause through ``log.backoff``; nobody else claims log slots (the commit protocol is the log's)."""
+    owner = "tributary_read.table.log"
+    found = []
+    for name, tree in TREES.items():
+        if name == owner:
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and ast.unparse(node.func) == "time.sleep"
+                    and any(isinstance(n, ast.Attribute) and n.attr in ("uniform", "random") for n in ast.walk(node))):
+                found.append(f"{_where(name, node)}: {ast.unparse(node)}")  # a jittered backoff of its own
+            if (isinstance(node, ast.Attribute) and node.attr in _COMMIT_PROTOCOL
+                    and isinstance(node.value, (ast.Name, ast.Attribute))
+                    and ast.unparse(node.value).rpartition(".")[2] == "log"):
+                found.append(f"{_where(name, node)}: {ast.unparse(node)}")  # the log's private protocol
+    assert not found, "retry loops or log internals outside the log:\n" + "\n".join(found)
