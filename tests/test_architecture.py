@@ -620,3 +620,13 @@ def test_one_retry_backoff_and_the_commit_protocol_stays_in_the_log():
                     and ast.unparse(node.value).rpartition(".")[2] == "log"):
                 found.append(f"{_where(name, node)}: {ast.unparse(node)}")  # the log's private protocol
     assert not found, "retry loops or log internals outside the log:\n" + "\n".join(found)
+
+
+def test_format_and_serde_facts_live_in_one_table():
+    """SerDe class names are facts of :data:`tributary_read.io.formats.FORMATS`; other tables derive from it."""
+    owner = "tributary_read.io.formats"
+    serde = re.compile(r"^(org|com)\.[\w.]+(SerDe|Serde)$")
+    found = [f"{_where(name, node)}: {node.value}" for name, tree in TREES.items() if name != owner
+             for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             and serde.match(node.value)]
+    assert not found, f"SerDe facts outside {owner}:\n" + "\n".join(found)

@@ -20,20 +20,11 @@ from tributary_read.errors import InvalidInputError
 from tributary_read.hive.model import HiveTable, TableName
 from tributary_read.hive.sql import (COLUMN_TYPE, column_defs, delimited_text_storage, render, serde_text_storage,
                                      sql_string)
+from tributary_read.io.formats import FORMATS
 from tributary_read.io.location import same_location
 
-LAZY_SIMPLE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
-OPEN_CSV = "org.apache.hadoop.hive.serde2.OpenCSVSerde"
-#: Hive's JSON SerDe (hive-hcatalog-core): on Hive's classpath, not in the pyspark wheel.
-JSON_SERDE = "org.apache.hive.hcatalog.data.JsonSerDe"
-PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
-#: trib format -> (SerDe, input format substring a matching table has)
-STORAGE: dict[str, tuple[str, str]] = {
-    "text": (LAZY_SIMPLE, "TextInputFormat"),
-    "csv": (OPEN_CSV, "TextInputFormat"),
-    "jsonl": (JSON_SERDE, "TextInputFormat"),
-    "parquet": (PARQUET_SERDE, "Parquet"),
-}
+#: trib format -> (SerDe, input format substring a matching table has), from the one format table.
+STORAGE: dict[str, tuple[str, str]] = {name: (f.hive_serde, f.hive_input_format) for name, f in FORMATS.items()}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _TYPE = COLUMN_TYPE
 SAMPLE_FILES = 20
