@@ -91,7 +91,7 @@ class MetastoreURI:
             return cls(kind, text, params=MappingProxyType(params))
         u = urlsplit(text)
         if u.password is not None:
-            raise InvalidInputError(f"the metastore URI holds a password: remove it and put it in ${PASSWORD_ENV} "
+            raise InvalidInputError(f"put the metastore password in ${PASSWORD_ENV}, not in the URI "
                                     "(a URI shows in process lists, messages and reports)")
         if not u.hostname:
             raise InvalidInputError(f"metastore URI needs a host: {text!r} (e.g. {facts.example})")
