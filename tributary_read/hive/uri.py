@@ -11,6 +11,7 @@ is echoed in messages and recorded in job reports. The password comes from ``$TR
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
@@ -51,6 +52,8 @@ KINDS: dict[MetastoreKind, _KindFacts] = {
 SCHEMES: dict[str, MetastoreKind] = {"hs2": MetastoreKind.HS2, "hive2": MetastoreKind.HS2,
                                      "thrift": MetastoreKind.THRIFT, "spark": MetastoreKind.SPARK}
 _UNKNOWN = "use hs2://HOST:PORT, thrift://HOST:PORT or spark"
+#: Conf keys whose values are secrets (``javax.jdo.option.ConnectionPassword``, ``fs.s3a.secret.key``).
+_SECRET = re.compile(r"password|secret|credential|token", re.I)
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,9 @@ class MetastoreURI:
             for k in params:
                 if not k.startswith("conf.") or len(k) == 5:
                     raise InvalidInputError(f"unknown option {k!r} in {text!r} (spark takes conf.KEY=VALUE)")
+                if _SECRET.search(k):
+                    raise InvalidInputError(f"put {k[5:]} in spark-defaults.conf or hive-site.xml, not in the "
+                                            "metastore URI (a URI shows in process lists, messages and reports)")
             return cls(kind, text, params=MappingProxyType(params))
         u = urlsplit(text)
         if u.password is not None:
