@@ -303,7 +303,7 @@ def metastore(request, hive_services):
 
         m = Hs2Metastore("127.0.0.1", hive_services.hs2_port, user="trib")
     else:
-        from tributary_read.hive.spark_catalog import SparkCatalogMetastore
+        from tributary_read.spark.catalog import SparkCatalogMetastore
 
         m = SparkCatalogMetastore(request.getfixturevalue("spark"))
     yield m

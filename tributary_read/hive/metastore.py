@@ -2,7 +2,7 @@
 
 Two backends implement :class:`Metastore`: HiveServer2 through pyhive
 (:mod:`tributary_read.hive.hs2`, any HS2: Hive or Spark Thrift Server) and a
-SparkSession's catalog (:mod:`tributary_read.hive.spark_catalog`). Both speak
+SparkSession's catalog (:mod:`tributary_read.spark.catalog`). Both speak
 SQL rendered from the templates in ``sql/`` (:mod:`tributary_read.hive.sql`,
 through :class:`~tributary_read.hive.sql_metastore.SqlMetastore`); what differs
 between engines lives in :data:`~tributary_read.hive.dialect.DIALECTS`.

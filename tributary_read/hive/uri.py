@@ -45,7 +45,7 @@ KINDS: dict[MetastoreKind, _KindFacts] = {
                                   "hs2://127.0.0.1:10000"),
     MetastoreKind.THRIFT: _KindFacts("tributary_read.hive.thrift_metastore:ThriftMetastore", 9083,
                                      frozenset({"auth", "kerberos_service_name"}), "thrift://127.0.0.1:9083"),
-    MetastoreKind.SPARK: _KindFacts("tributary_read.hive.spark_catalog:SparkCatalogMetastore", None,
+    MetastoreKind.SPARK: _KindFacts("tributary_read.spark.catalog:SparkCatalogMetastore", None,
                                     frozenset(), "spark"),
 }
 #: Scheme as written (case-insensitive) -> kind.
