@@ -10,27 +10,10 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from tributary_read.errors import InvalidInputError
+from tributary_read.exits import Terminated, raise_on_sigterm  # noqa: F401 - the commands import them from here
 
 if TYPE_CHECKING:  # pragma: no cover
     from tributary_read.table.config import Table
-
-
-class Terminated(BaseException):
-    """SIGTERM turned into an exception, so a long command ends like Ctrl-C: one line, exit 143.
-
-    A BaseException, like KeyboardInterrupt, so that no ``except Exception`` on
-    the way up swallows it; committed data needs no cleanup (the log decides).
-    """
-
-
-def raise_on_sigterm() -> None:
-    """From now on SIGTERM raises :class:`Terminated` in the main thread (the root group maps it)."""
-    import signal
-
-    def _raise(signum, frame):
-        raise Terminated()
-
-    signal.signal(signal.SIGTERM, _raise)
 
 
 @dataclass

@@ -40,9 +40,9 @@ with _plain_sigint():
     import click
 
     from tributary_read import __version__
-    from tributary_read.errors import TributaryError
+    from tributary_read.exits import INTERRUPTED, Terminated, exit_line, one_line
 
-    from tributary_read.cli.context import Terminated, TribState
+    from tributary_read.cli.context import TribState
 
 #: command name -> ("module:attribute", the line ``trib --help`` shows for it).
 #: The line is the command's own short help (its docstring's first sentence),
@@ -145,34 +145,23 @@ class TribGroup(LazyGroup):
             sys.exit(e.exit_code)
         except click.UsageError as e:
             where = e.ctx.command_path if e.ctx else "trib"
-            click.echo(f"trib: error: {_one_line(e.format_message())} (see '{where} --help')", err=True)
+            click.echo(f"trib: error: {one_line(e.format_message())} (see '{where} --help')", err=True)
             sys.exit(e.exit_code)
         except click.ClickException as e:
-            click.echo(f"trib: error: {_one_line(e.format_message())}", err=True)
+            click.echo(f"trib: error: {one_line(e.format_message())}", err=True)
             sys.exit(e.exit_code)
         except click.Abort:
             click.echo("trib: aborted", err=True)
-            sys.exit(130)
-        except KeyboardInterrupt:
-            click.echo("trib: interrupted", err=True)
-            sys.exit(130)
-        except Terminated:
-            click.echo("trib: terminated", err=True)
-            sys.exit(143)
-        except TributaryError as e:
-            if verbose:
+            sys.exit(INTERRUPTED)
+        except (KeyboardInterrupt, Terminated, Exception) as e:  # noqa: BLE001 - last resort: still one line
+            if verbose and isinstance(e, Exception) and not isinstance(e, BrokenPipeError):
                 _print_traceback()
-            from .flags import message  # the flags where the library names its parameters
+            from .flags import FLAGS  # the flags where the library names its parameters
 
-            click.echo(f"trib: error: {_one_line(message(e))}", err=True)
-            sys.exit(e.exit_code)
-        except BrokenPipeError:
-            sys.exit(0)
-        except Exception as e:  # noqa: BLE001 - last resort: still one line
-            if verbose:
-                _print_traceback()
-            click.echo(f"trib: unexpected {type(e).__name__}: {_one_line(e)} (run with -v for details)", err=True)
-            sys.exit(1)
+            line, code = exit_line(e, FLAGS)
+            if line:
+                click.echo(line, err=True)
+            sys.exit(code)
         sys.exit(0)
 
 
@@ -213,11 +202,6 @@ def _print_traceback() -> None:
     import traceback  # only with -v: not worth loading on every start
 
     traceback.print_exc()
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return " ".join(text.split())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -149,7 +149,7 @@ def configure_cmd(state: TribState, table, policies, hive_table, metastore, dela
     from dataclasses import replace
 
     from tributary_read.hive.commit import CommitPolicy, save_policy
-    from tributary_read.hive.metastore import backend_for
+    from tributary_read.hive.uri import MetastoreURI
 
     t = state.table(table)
     current = CommitPolicy.from_json(t.config.partition_commit)
@@ -157,7 +157,7 @@ def configure_cmd(state: TribState, table, policies, hive_table, metastore, dela
                                      delay_ms=delay, clock=clock, success_file=success_file, batch_size=batch_size,
                                      location_base=location_base).items() if v is not None}
     if metastore:
-        backend_for(metastore)  # an unknown scheme is refused before table.json changes
+        MetastoreURI.parse(metastore)  # an unknown scheme is refused before table.json changes
     if off or changes:
         new = CommitPolicy() if off else replace(current, **changes)
         t = save_policy(t, new)

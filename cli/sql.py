@@ -57,18 +57,16 @@ def sql(state: TribState, script, schedule_time, period, lag, window_form, windo
     variables.update(_vars(var))
     for stmt in statements:  # an undefined ${var} is bad input: name it before Spark starts
         substitute(stmt, variables)
-    from tributary_read import udfs
-    from tributary_read.spark.session import metastore_conf, spark_session
+    from tributary_read.hive.uri import MetastoreURI
+    from tributary_read.spark.session import sql_session
 
-    spark_conf = {**_vars(conf), **metastore_conf(metastore)}
-
-    for k, v in udfs.spark_conf().items():
-        spark_conf.setdefault(k, v)
+    catalog = MetastoreURI.parse(metastore or "spark")
+    catalog.catalog_conf()  # HiveServer2 is refused before Spark starts
+    spark_conf = _vars(conf)
     if not state.quiet:
         n = len(statements)
         click.echo(f"trib: starting Spark for {n} statement{'s' if n != 1 else ''}...", err=True)
-    spark = spark_session(None, spark_conf, "trib-sql", hive=True)
-    udfs.register(spark)
+    spark = sql_session(None, spark_conf, "trib-sql", catalog=catalog)
     if database:
         from tributary_read.spark.script import error_line
 

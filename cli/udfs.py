@@ -53,14 +53,16 @@ def register(metastore, database, as_json) -> None:
              lambda: click.echo(";\n".join(statements) + ";"))
         return
     from tributary_read.hive.metastore import open_metastore
-    from tributary_read.hive.sql_metastore import SqlMetastore
+    from tributary_read.hive.sql import drop_function
+    from tributary_read.hive.uri import MetastoreKind, MetastoreURI
 
+    uri = MetastoreURI.parse(metastore)
+    if uri.kind is not MetastoreKind.HS2:
+        raise InvalidInputError(f"trib udfs register needs a HiveServer2 (hs2://HOST:PORT), not {metastore}")
     statements = lib.register_sql(database)
-    with open_metastore(metastore) as ms:
-        if not isinstance(ms, SqlMetastore) or ms.address == "spark":
-            raise InvalidInputError(f"trib udfs register needs a HiveServer2 (hs2://HOST:PORT), not {metastore}")
+    with open_metastore(uri) as ms:
         for name, stmt in zip(lib.FUNCTIONS, statements):
-            ms.execute(f"DROP FUNCTION IF EXISTS {database}.{name}")  # idempotent: ours replace ours
+            ms.execute(drop_function(name, database))  # idempotent: ours replace ours
             ms.execute(stmt)
     emit(as_json, {"statements": statements, "executed": True, "metastore": metastore},
          f"registered {len(statements)} functions in {database} through {metastore}")

@@ -244,9 +244,7 @@ def hive_services(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spark(hive_services, tmp_path_factory):
     """One Hive-enabled SparkSession for the session, cataloged by ``hive_services``."""
-    from pyspark.sql import SparkSession
-
-    from tributary_read import udfs
+    from tributary_read.spark.session import sql_session
 
     scratch = tmp_path_factory.mktemp("spark-scratch")
     with pytest.MonkeyPatch.context() as mp:  # only while the driver JVM is launched
@@ -255,27 +253,18 @@ def spark(hive_services, tmp_path_factory):
         mp.setenv("SPARK_LOCAL_IP", "127.0.0.1")
         # Python workers run this interpreter (the venv), which has tributary_read.
         mp.setenv("PYSPARK_PYTHON", sys.executable)
-        builder = SparkSession.builder
-        # trib's jar, mtime-window filter and extension, as `trib udfs spark-args` gives them.
-        for key, value in udfs.spark_conf().items():
-            builder = builder.config(key, value)
-        session = (
+        # trib's own session builder: jar, mtime-window filter, extension and UDFs, as `trib sql` has them.
+        session = sql_session(
             # local[2,2]: a failed task is retried once, as on a cluster (tests/test_spark_write.py).
-            builder.master("local[2,2]").appName("trib-tests")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.hadoop.hive.metastore.uris", hive_services.metastore_uri)
-            .config("spark.sql.warehouse.dir", hive_services.warehouse_uri)
-            # Hive's session dirs default to /tmp/hive and /tmp/$USER: keep them per run.
-            .config("spark.hadoop.hive.exec.scratchdir", str(scratch / "hdfs"))
-            .config("spark.hadoop.hive.exec.local.scratchdir", str(scratch / "local"))
-            .config("spark.hadoop.hive.downloaded.resources.dir", str(scratch / "resources"))
-            .enableHiveSupport()
-            .getOrCreate()
-        )
+            "local[2,2]",
+            {"spark.ui.enabled": "false",
+             "spark.sql.shuffle.partitions": "2",
+             "spark.sql.warehouse.dir": hive_services.warehouse_uri,
+             # Hive's session dirs default to /tmp/hive and /tmp/$USER: keep them per run.
+             "spark.hadoop.hive.exec.scratchdir": str(scratch / "hdfs"),
+             "spark.hadoop.hive.exec.local.scratchdir": str(scratch / "local"),
+             "spark.hadoop.hive.downloaded.resources.dir": str(scratch / "resources")},
+            "trib-tests", catalog=hive_services.metastore_uri)
     if session.conf.get("spark.sql.catalogImplementation") != "hive":  # an earlier plain session
         session.stop()
         pytest.fail("a SparkSession without Hive support already existed", pytrace=False)
@@ -314,7 +303,7 @@ def metastore(request, hive_services):
 
         m = Hs2Metastore("127.0.0.1", hive_services.hs2_port, user="trib")
     else:
-        from tributary_read.hive.spark_catalog import SparkCatalogMetastore
+        from tributary_read.spark.catalog import SparkCatalogMetastore
 
         m = SparkCatalogMetastore(request.getfixturevalue("spark"))
     yield m

@@ -358,11 +358,12 @@ def test_schedule_windows_are_computed_only_by_schedule():
 #: sibling package of its own layer. Function-level imports count (they run as surely, only later).
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"choice", "faults", "timespec", "lazy", "sql", "hive_udfs"},  # leaves; sql/, hive_udfs/: data
+    {"choice", "faults", "timespec", "lazy", "sql", "hive_udfs", "exits"},  # leaves; sql/, hive_udfs/: data
     {"io"},
     {"table"},
     {"write", "read"},
-    {"hive", "report", "udfs"},
+    {"hive", "report"},
+    {"udfs"},  # renders its SQL through hive/sql.py
     {"spark"},
     {"etl"},
     {"services"},
@@ -437,3 +438,208 @@ def test_table_knows_no_state_names_of_the_layers_above():
              if name.startswith("tributary_read.table.") for node in ast.walk(tree)
              if isinstance(node, ast.Constant) and isinstance(node.value, str) and higher.search(node.value)]
     assert not found, "table/ names state the layers above own:\n" + "\n".join(found)
+
+
+# -- one owner each: the metastore URI, SQL quoting, the SQL session, the exit mapping ----------------
+#: The one module that parses a metastore URI and knows its kind.
+METASTORE_URI = "tributary_read.hive.uri"
+#: The one module that quotes and renders SQL.
+SQL = "tributary_read.hive.sql"
+#: The one module that assembles a SparkSession (builder, jar, catalog, UDFs).
+SESSION = "tributary_read.spark.session"
+#: The one module that maps a failure to its line and exit status.
+EXITS = "tributary_read.exits"
+_KIND_NAMES = {"spark", "hs2", "hive2", "thrift"}
+_URI_WORDS = re.compile(r"metastore|uri|backend|address|BACKENDS", re.I)
+
+
+def _kind_tests(tree: ast.AST) -> list[ast.AST]:
+    """Metastore-kind decisions made on strings: what :class:`MetastoreURI` answers."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            names = [s for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, str)
+                     and s.value.lower().rstrip(":/") in _KIND_NAMES]
+            if names and any(_URI_WORDS.search(ast.unparse(s)) for s in sides if s not in names):
+                found.append(node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            text = ast.unparse(node.func.value)
+            args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if node.func.attr in ("split", "partition") and "?" in args and _URI_WORDS.search(text):
+                found.append(node)  # uri.split("?", 1)[0]: the scheme by hand
+            elif node.func.attr in ("startswith", "endswith") and _URI_WORDS.search(text) and any(
+                    a.lower().rstrip(":/?") in _KIND_NAMES or a.endswith("Metastore") for a in args):
+                found.append(node)
+        elif (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+              and str(node.slice.value).lower() in _KIND_NAMES and _URI_WORDS.search(ast.unparse(node.value))):
+            found.append(node)  # backend == BACKENDS["spark"]
+    return found
+
+
+def test_kind_rule_sees_the_past_offenders():
+    flagged = """
+hive = job.hive.metastore.split("?", 1)[0].lower() == "spark"
+if h.metastore.split("?", 1)[0].lower() == "spark": pass
+if backend == BACKENDS["thrift"]: pass
+if backend_for(uri).endswith(":SparkCatalogMetastore"): pass
+ms.address == "spark"
+uri.startswith("thrift://")
+"""
+    fine = """
+if lister != "spark": pass
+DIALECTS["spark"]
+u.is_spark_catalog
+"""
+    assert len(_kind_tests(ast.parse(flagged))) == 8  # the first two lines hold a split and a compare each
+    assert _kind_tests(ast.parse(fine)) == []
+
+
+def test_metastore_kinds_are_decided_only_by_the_uri_type():
+    found = [f"{_where(name, node)}: {ast.unparse(node)}" for name, tree in TREES.items()
+             if name not in (METASTORE_URI, "tributary_read.hive.metastore") for node in _kind_tests(tree)]
+    assert not found, f"metastore kind tested outside {METASTORE_URI} (use MetastoreURI):\n" + "\n".join(found)
+
+
+_SQL_WORDS = re.compile(r"\b(SELECT|CREATE|DROP|ALTER|INSERT|DESCRIBE|SHOW|ANALYZE|MSCK|ADD JAR|USE|SET|FUNCTION|"
+                        r"DATABASE|PARTITION|TBLPROPERTIES|LOCATION|ROW FORMAT|STORED AS)\b")
+
+
+def _sql_rendering(tree: ast.AST) -> list[ast.AST]:
+    """SQL built by hand: an f-string or ``.format`` with SQL keywords, or quoting (backquotes around a value)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and any(isinstance(v, ast.FormattedValue) for v in node.values):
+            parts = node.values
+            text = "".join(v.value for v in parts if isinstance(v, ast.Constant) and isinstance(v.value, str))
+            around = any(isinstance(a, ast.Constant) and isinstance(a.value, str) and isinstance(b, ast.FormattedValue)
+                         and (a.value.endswith(("`", "'")) and i + 1 < len(parts) and parts[i + 1] is b)
+                         for i, (a, b) in enumerate(zip(parts, parts[1:])))
+            if _SQL_WORDS.search(text) or (around and "`" in text and text.count("`") % 2 == 0
+                                           and not re.search(r"`[a-z]+ [a-z]", text)):
+                found.append(node)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
+              and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)
+              and _SQL_WORDS.search(node.func.value.value)):
+            found.append(node)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "replace"
+              and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in ("`", "'")):
+            found.append(node)  # hand-made escaping of a quote character
+    return found
+
+
+def test_sql_rule_sees_the_past_offenders():
+    flagged = """
+spark.sql(f"ADD JAR '{jar}'")
+stmt = f"CREATE OR REPLACE TEMPORARY FUNCTION {name} AS '{cls}'"
+ms.execute(f"DROP FUNCTION IF EXISTS {database}.{name}")
+cols = ", ".join(f"`{c}` {t}" for c, t in columns)
+sql = f"`{self.db}`.`{self.name}`"
+q = "`" + name.replace("`", "``") + "`"
+spark.sql("SELECT * FROM {}".format(t))
+"""
+    fine = """
+msg = f"start over with `trib consumer reset`: {e}"
+msg = f"run `trib verify` on {root}"
+spark.sql(create_function(name, cls, temporary=True))
+"""
+    assert len(_sql_rendering(ast.parse(flagged))) == 7
+    assert _sql_rendering(ast.parse(fine)) == []
+
+
+def test_sql_is_rendered_and_quoted_only_in_the_sql_module():
+    found = [f"{_where(name, node)}: {ast.unparse(node)[:100]}" for name, tree in TREES.items() if name != SQL
+             for node in _sql_rendering(tree)]
+    assert not found, f"SQL rendered or quoted outside {SQL}:\n" + "\n".join(found)
+
+
+def _session_builders(tree: ast.AST) -> list[ast.AST]:
+    """``SparkSession.builder``, ``enableHiveSupport()`` and UDF registration: assembling a session by hand."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("builder", "enableHiveSupport"):
+            found.append(node)
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("udfs.spark_conf", "lib.spark_conf",
+                                                                        "udfs.register", "lib.register",
+                                                                        "spark_session"):
+            found.append(node)
+    return found
+
+
+def test_one_session_builder():
+    owners = {SESSION, "tributary_read.udfs", "tributary_read.cli.udfs"}  # udfs: the jar's own conf and CLI
+    found = [f"{_where(name, node)}: {ast.unparse(node)}" for name, tree in TREES.items() if name not in owners
+             for node in _session_builders(tree)]
+    # The demo registers the UDFs on a host's session (a notebook's) that it did not build.
+    found = [f for f in found if not f.startswith("tributary_read/demo/run.py") or "udfs.register(spark)" not in f]
+    assert not found, f"a SparkSession assembled outside {SESSION} (use sql_session):\n" + "\n".join(found)
+    conftest = ast.parse((REPO / "tests" / "conftest.py").read_text())
+    assert not _session_builders(conftest), "tests/conftest.py builds its session by hand: use sql_session"
+
+
+def _exit_mapping(tree: ast.AST) -> list[ast.AST]:
+    """Reading an error's ``exit_code`` or spelling a signal's status: the mapping :func:`exit_line` owns."""
+    click_handlers = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler) and node.type is not None and "click" in ast.unparse(node.type):
+            click_handlers.update(id(n) for n in ast.walk(node))
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in click_handlers:
+            continue  # click's own usage errors carry click's codes
+        if (isinstance(node, ast.Attribute) and node.attr == "exit_code" and isinstance(node.ctx, ast.Load)
+                and not (isinstance(node.value, ast.Name) and node.value.id[:1].isupper())):
+            found.append(node)  # e.exit_code of a caught error (a class's code as a status is fine)
+        elif isinstance(node, ast.Constant) and node.value in (130, 143) and not isinstance(node.value, bool):
+            found.append(node)
+    return found
+
+
+def test_the_exit_mapping_has_one_owner():
+    found = [f"{_where(name, node)}: {ast.unparse(node)}" for name, tree in TREES.items() if name != EXITS
+             for node in _exit_mapping(tree)]
+    assert not found, f"failures mapped to exit codes outside {EXITS} (use exit_line):\n" + "\n".join(found)
+
+
+_THRIFT_PARTS = ("TSocket", "TBufferedTransport", "TSaslClientTransport", "get_installed_sasl")
+
+
+def test_one_thrift_transport_factory():
+    """HiveServer2 and the metastore's Thrift API reach, time out and authenticate the same way."""
+    owner = "tributary_read.hive.metastore"
+    found = [f"{_where(name, node)}: {ast.unparse(node)}" for name, tree in TREES.items() if name != owner
+             for node in ast.walk(tree) if (isinstance(node, ast.Attribute) and node.attr in _THRIFT_PARTS)
+             or (isinstance(node, ast.alias) and node.name.rpartition(".")[2] in _THRIFT_PARTS)]
+    assert not found, f"a Thrift transport built outside {owner} (use thrift_transport):\n" + "\n".join(found)
+
+
+#: The log's writing internals: claiming a slot, reading it back, checkpointing after a commit.
+_COMMIT_PROTOCOL = {"_claim", "_maybe_checkpoint", "_commits", "_checkpoints"}
+
+
+def test_one_retry_backoff_and_the_commit_protocol_stays_in_the_log():
+    """Retries pause through ``log.backoff``; nobody else claims log slots (the commit protocol is the log's)."""
+    owner = "tributary_read.table.log"
+    found = []
+    for name, tree in TREES.items():
+        if name == owner:
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and ast.unparse(node.func) == "time.sleep"
+                    and any(isinstance(n, ast.Attribute) and n.attr in ("uniform", "random") for n in ast.walk(node))):
+                found.append(f"{_where(name, node)}: {ast.unparse(node)}")  # a jittered backoff of its own
+            if (isinstance(node, ast.Attribute) and node.attr in _COMMIT_PROTOCOL
+                    and isinstance(node.value, (ast.Name, ast.Attribute))
+                    and ast.unparse(node.value).rpartition(".")[2] == "log"):
+                found.append(f"{_where(name, node)}: {ast.unparse(node)}")  # the log's private protocol
+    assert not found, "retry loops or log internals outside the log:\n" + "\n".join(found)
+
+
+def test_format_and_serde_facts_live_in_one_table():
+    """SerDe class names are facts of :data:`tributary_read.io.formats.FORMATS`; other tables derive from it."""
+    owner = "tributary_read.io.formats"
+    serde = re.compile(r"^(org|com)\.[\w.]+(SerDe|Serde)$")
+    found = [f"{_where(name, node)}: {node.value}" for name, tree in TREES.items() if name != owner
+             for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             and serde.match(node.value)]
+    assert not found, f"SerDe facts outside {owner}:\n" + "\n".join(found)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -436,3 +437,26 @@ def test_time_unit_and_allow_any_time_keys(tmp_path):
     t["job"].write_text(text.replace('time_column = "ts"', 'time_column = "ts"\ntime_unit = "ms"\n'
                                                            'allow_any_time = true'))
     invoke_trib("etl", "run", job, "--schedule-time", T, "--dry-run", check=True)
+
+
+def test_the_spark_submit_driver_ends_on_sigterm_with_one_line_and_143(tmp_path):
+    """A scheduler killing ``trib etl submit``'s driver sees what ``trib etl run`` shows: one line, exit 143.
+
+    A real process, signalled while it starts Spark; nothing is committed."""
+    t = make_tables(tmp_path)
+    proc = subprocess.Popen([sys.executable, str(REPO / "tributary_read" / "etl" / "driver.py"), str(t["job"]),
+                             "--schedule-time", T, "--progress"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **_env()})
+    try:
+        first = proc.stderr.readline()
+        assert first.strip() == "trib etl: starting Spark", first
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    ours = [ln for ln in err.splitlines() if ln.startswith("trib")]  # the JVM's own log lines may interleave
+    assert ours == ["trib: terminated"] and "Traceback" not in err, err
+    assert out == ""
+    assert Table.load(str(t["out"])).log.latest_version() in (None, 0)

@@ -98,7 +98,7 @@ def test_opening_one_backend_loads_only_that_backend():
         out = json.loads(_python(
             "import json, sys\n"
             "import tributary_read.hive, tributary_read.hive.metastore as m\n"
-            "loaded = lambda: sorted(n for n in ('tributary_read.hive.hs2', 'tributary_read.hive.spark_catalog')"
+            "loaded = lambda: sorted(n for n in ('tributary_read.hive.hs2', 'tributary_read.spark.catalog')"
             " if n in sys.modules)\n"
             "before = loaded()\n"
             f"try:\n    m.open_metastore('hs2://127.0.0.1:{port}?user=trib')\n"
@@ -129,13 +129,17 @@ def _hive_imports() -> dict[str, set[str]]:
 
 def test_no_import_cycle_among_hive_modules():
     graph = _hive_imports()
-    assert {"metastore", "sql_metastore", "hs2", "spark_catalog", "model", "state", "sync"} <= set(graph)
+    assert {"metastore", "sql_metastore", "hs2", "model", "state", "sync"} <= set(graph)
     list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError on a cycle
-    assert not graph["metastore"] & {"hs2", "spark_catalog", "sql_metastore"}, graph["metastore"]
-    for backend in ("hs2", "spark_catalog"):
-        assert "sql_metastore" in graph[backend]
-    # The values and parsers stand alone: they import nothing of the metastore machinery.
-    assert graph["model"] == set() and graph["dialect"] == set() and graph["sql"] == set()
+    assert not graph["metastore"] & {"hs2", "sql_metastore"}, graph["metastore"]
+    assert "sql_metastore" in graph["hs2"]
+    # The Spark catalog backend lives in spark/ (it builds sessions with spark/session.py; hive/ is below spark/).
+    spark_catalog = (REPO / "tributary_read" / "spark" / "catalog.py").read_text()
+    assert "from tributary_read.hive.sql_metastore import SqlMetastore" in spark_catalog
+    # The values and parsers stand alone: they import nothing of the metastore machinery
+    # (a value renders its SQL through the one quoting module, which imports nothing of hive).
+    assert graph["model"] <= {"sql"} and graph["dialect"] == set() and graph["sql"] == set()
+    assert graph["uri"] == set()
 
 
 def test_hive_modules_stay_small():
@@ -177,3 +181,41 @@ def test_package_exports_what_it_did():
                                  "plan_sync", "sync"}
     assert all(getattr(hive, n) is not None for n in hive.__all__)
     assert Path(hive.__file__).parent == HIVE
+
+
+def test_a_password_in_a_metastore_uri_is_refused_without_echoing_it(tmp_path):
+    """argv shows in `ps` and URIs in messages and reports: the password goes in $TRIB_HS2_PASSWORD."""
+    root = tmp_path / "t"
+    run_trib("table", "create", str(root), "--layout", "{yyyy}_{MM}_{dd}/{HH}", "--partition",
+             "dt={yyyy}{MM}{dd}{HH}", check=True)
+    for uri in ("hs2://trib:s3cret@127.0.0.1:1/default", "thrift://u:s3cret@127.0.0.1:9083",
+                "spark?conf.spark.hadoop.javax.jdo.option.ConnectionPassword=s3cret"):
+        p = run_trib("partitions", "sync", str(root), "--hive-table", "db.t", "--metastore", uri)
+        assert p.returncode == InvalidInputError.exit_code, p.stderr
+        assert p.stderr.strip().splitlines() == [p.stderr.strip()] and "not in the" in p.stderr, p.stderr
+        assert "s3cret" not in p.stderr + p.stdout
+    job = tmp_path / "j.toml"
+    job.write_text('[job]\nname = "j"\nsql = "j.sql"\n[[inputs]]\ntable = "t"\nview = "raw"\n'
+                   '[output]\ntable = "t"\ntime_column = "ts"\n'
+                   '[hive]\ntable = "db.t"\nmetastore = "hs2://u:s3cret@h:10000"\n')
+    (tmp_path / "j.sql").write_text("SELECT 1\n")
+    p = run_trib("etl", "run", str(job), "--schedule-time", "2024-01-01T00:00:00Z", "--dry-run")
+    assert p.returncode == InvalidInputError.exit_code and "s3cret" not in p.stderr, p.stderr
+    assert "hive.metastore" in p.stderr and "TRIB_HS2_PASSWORD" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("text,kind,spark", [("spark", "SPARK", True), ("SPARK", "SPARK", True),
+                                             ("spark?conf.a.b=1", "SPARK", True), ("hs2://h:1", "HS2", False),
+                                             ("hive2://h", "HS2", False), ("thrift://h", "THRIFT", False)])
+def test_the_uri_type_is_the_one_answer_to_what_a_metastore_is(text, kind, spark):
+    from tributary_read.hive.uri import MetastoreKind, MetastoreURI
+
+    u = MetastoreURI.parse(text)
+    assert u.kind is MetastoreKind[kind] and u.is_spark_catalog is spark and MetastoreURI.parse(u) is u
+    assert u.backend == backend_for(text)
+    if kind == "HS2":
+        assert u.port == (1 if ":1" in text else 10000)
+        with pytest.raises(InvalidInputError, match="not a catalog"):
+            u.catalog_conf()
+    if kind == "THRIFT":
+        assert u.catalog_conf() == {"spark.hadoop.hive.metastore.uris": "thrift://h:9083"}

@@ -222,7 +222,7 @@ def test_parse_describe_hive_format():
 
 def test_importing_does_not_import_engines():
     code = ("import sys, tributary_read, tributary_read.hive, tributary_read.hive.sync, tributary_read.hive.commit, "
-            "tributary_read.hive.hs2, tributary_read.hive.spark_catalog, cli.partitions\n"
+            "tributary_read.hive.hs2, tributary_read.spark.catalog, cli.partitions\n"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'pyhive', 'py4j', 'thrift')]\n"
             "assert not bad, bad")
     env = {**os.environ, "PYTHONPATH": str(os.path.dirname(os.path.dirname(__file__)))}

@@ -109,20 +109,25 @@ def shell_line(args: list[str]) -> str:
 
 def register_sql(database: str | None = None, jar: str | os.PathLike | None = None) -> list[str]:
     """``CREATE TEMPORARY FUNCTION`` per function; with ``database``, permanent ones using the jar."""
+    from tributary_read.hive.sql import create_function
+
     if database is None:
-        return [f"CREATE TEMPORARY FUNCTION {name} AS '{cls}'" for name, cls in FUNCTIONS.items()]
-    if not database.replace("_", "").isalnum():
-        raise InvalidInputError(f"bad database name {database!r}")
+        return [create_function(name, cls, temporary=True) for name, cls in FUNCTIONS.items()]
+    try:
+        create_function("f", "c", database=database)
+    except InvalidInputError:
+        raise InvalidInputError(f"bad database name {database!r}") from None
     uri = Path(jar or jar_path()).resolve().as_uri()
-    return [f"CREATE FUNCTION {database}.{name} AS '{cls}' USING JAR '{uri}'"
-            for name, cls in FUNCTIONS.items()]
+    return [create_function(name, cls, database=database, jar_uri=uri) for name, cls in FUNCTIONS.items()]
 
 
 def register(spark) -> list[str]:
     """Register every function as a temporary function of ``spark``'s session; returns the names."""
+    from tributary_read.hive.sql import add_jar, create_function
+
     jar = jar_path()
     if str(jar) not in (spark.conf.get("spark.jars", "") or "").split(","):
-        spark.sql(f"ADD JAR '{jar}'")
+        spark.sql(add_jar(str(jar)))
     for name, cls in FUNCTIONS.items():
-        spark.sql(f"CREATE OR REPLACE TEMPORARY FUNCTION {name} AS '{cls}'")
+        spark.sql(create_function(name, cls, temporary=True, replace=True))
     return list(FUNCTIONS)

@@ -132,20 +132,20 @@ class Demo:
 
             spark = SparkSession.getActiveSession()  # a host's session (tests, a notebook): used as it is
         if spark is None:
-            from tributary_read.spark.session import metastore_conf, spark_session
+            from tributary_read.spark.session import sql_session
 
-            conf = {**metastore_conf(self.services.metastore_uri), **udfs.spark_conf(),
-                    "spark.sql.warehouse.dir": self.services.warehouse_uri,
+            conf = {"spark.sql.warehouse.dir": self.services.warehouse_uri,
                     "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
             self.say("starting Spark (local[2]) with trib's UDF jar (built from source at first use)")
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            spark = spark_session("local[2]", conf, "trib-demo", hive=True)
+            spark = sql_session("local[2]", conf, "trib-demo", catalog=self.services.metastore_uri)
             spark.sparkContext.setLogLevel("ERROR")  # the demo's own lines tell the story
             import logging
 
             # pyspark logs every failed statement; the DDL step probes for tables that do not exist yet.
             logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-        udfs.register(spark)
+        else:
+            udfs.register(spark)
         self.spark = spark
         return spark
 
@@ -158,18 +158,19 @@ class Demo:
 
     def create_hive_tables(self) -> None:
         from tributary_read.hive.ddl import create_table, definition_for
+        from tributary_read.hive.metastore import open_metastore
         from tributary_read.hive.model import TableName
-        from tributary_read.hive.spark_catalog import SparkCatalogMetastore
+        from tributary_read.hive.sql import create_database, drop_database
         from tributary_read.table.config import Table
 
         db = self.db
-        self.spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
-        self.spark.sql(f"CREATE DATABASE {db}")
+        self.spark.sql(drop_database(db))
+        self.spark.sql(create_database(db))
         self._script("ods_raw_log.sql", {"ods_table": f"{db}.ods_raw_log", "ods_location": self.raw.as_uri()})
         self._script("dw_events.sql", {"dw_table": f"{db}.dw_naive",
                                        "dw_location": (self.work / "dw_naive").as_uri()})
         defn = definition_for(Table.load(str(self.dw)), TableName.parse(f"{db}.dw_trib"), COLUMNS)
-        create_table(SparkCatalogMetastore(self.spark), defn)
+        create_table(open_metastore("spark", spark=self.spark), defn)
 
     def write_job(self) -> Path:
         job_dir = self.work / "job"
@@ -220,7 +221,8 @@ metastore = "{self.services.metastore_uri}"
         expected = self.mix.events()
         out: dict[str, Any] = {"expected": len(expected)}
         for way, table in (("naive", "dw_naive"), ("trib", "dw_trib")):
-            rows = self.spark.sql(f"SELECT payload, COUNT(1) AS n FROM {self.db}.{table} GROUP BY payload").collect()
+            rows = self.spark.table(f"{self.db}.{table}").groupBy("payload").count().withColumnRenamed(
+                "count", "n").collect()
             seen = Counter({r["payload"]: r["n"] for r in rows})
             captured = sum(1 for e in expected if e in seen)
             lost = Counter(expected[e].pattern for e in expected if e not in seen)

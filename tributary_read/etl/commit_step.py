@@ -25,11 +25,11 @@ if TYPE_CHECKING:  # pragma: no cover
 def session(run: _Run):
     """The run's SparkSession: the one given, else one built from the job's ``[spark]`` on first use."""
     if run.spark is None:
-        from tributary_read.spark.session import spark_session
+        from tributary_read.spark.session import sql_session
 
-        hive = run.job.hive is not None and run.job.hive.metastore.split("?", 1)[0].lower() == "spark"
         run.say(f"{run.job.name}: starting Spark ({run.job.spark.master or 'from the environment'})")
-        run.spark = spark_session(run.job.spark.master, run.job.spark.conf, f"trib-etl-{run.job.name}", hive=hive)
+        run.spark = sql_session(run.job.spark.master, run.job.spark.conf, f"trib-etl-{run.job.name}",
+                                catalog=run.job.catalog, udfs=False)
     return run.spark
 
 

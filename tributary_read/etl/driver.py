@@ -40,35 +40,55 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--progress", action="store_true",
                         help="progress lines (spark-submit merges them into stdout, before the JSON)")
     args = parser.parse_args(argv)
+    from tributary_read.exits import exit_line, raise_on_sigterm
+
+    import signal
+
+    # A scheduler's or YARN's kill ends the driver with one line and 143, as it ends `trib etl run`.
+    previous = raise_on_sigterm()
+    try:
+        return _run(args)
+    except BaseException as e:  # noqa: BLE001 - Terminated and Ctrl-C too: every end is one line
+        from tributary_read.errors import TributaryError
+
+        if isinstance(e, Exception) and not isinstance(e, TributaryError):
+            import traceback
+
+            traceback.print_exc()  # a driver log has no -v: the trace goes before the line
+        line, code = exit_line(e)
+        if line:
+            print(line, file=sys.stderr, flush=True)
+        return code
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args) -> int:
     from dataclasses import replace
 
     from tributary_read.errors import TributaryError
     from tributary_read.etl.job import Job, _Parser
     from tributary_read.etl.run import run_job
-    from tributary_read.spark.session import spark_session
+    from tributary_read.spark.session import sql_session
     from tributary_read.table.config import load_config
 
+    progress = (lambda m: print(f"trib etl: {m}", file=sys.stderr, flush=True)) if args.progress else None
+    job = None
     try:
-        spark = None
-        job = None
-        try:
-            job = Job.load(_find(args.job), load_config(None))
-        except TributaryError:
-            if os.path.exists(args.job):
-                raise
-        hive = job is not None and job.hive is not None and job.hive.metastore.split("?", 1)[0].lower() == "spark"
-        spark = spark_session(None, job.spark.conf if job else None, f"trib-etl-{job.name if job else 'job'}",
-                              hive=hive)
-        if job is None:  # shipped with --files: visible once the SparkContext exists
-            job = Job.load(_find(args.job), load_config(None))
-        if args.sql:
-            path, text = _Parser(job.path, {}).sql(_find(args.sql))
-            job = replace(job, sql_path=path, sql=text)
-        progress = (lambda m: print(f"trib etl: {m}", file=sys.stderr, flush=True)) if args.progress else None
-        report = run_job(job, args.schedule_time, spark=spark, dry_run=args.dry_run, progress=progress)
-    except TributaryError as e:
-        print(f"trib: error: {' '.join(str(e).split())}", file=sys.stderr)
-        return e.exit_code
+        job = Job.load(_find(args.job), load_config(None))
+    except TributaryError:
+        if os.path.exists(args.job):
+            raise
+    if progress:
+        progress("starting Spark")
+    spark = sql_session(None, job.spark.conf if job else None, f"trib-etl-{job.name if job else 'job'}",
+                        catalog=job.catalog if job else None, udfs=False)
+    if job is None:  # shipped with --files: visible once the SparkContext exists
+        job = Job.load(_find(args.job), load_config(None))
+    if args.sql:
+        path, text = _Parser(job.path, {}).sql(_find(args.sql))
+        job = replace(job, sql_path=path, sql=text)
+    report = run_job(job, args.schedule_time, spark=spark, dry_run=args.dry_run, progress=progress)
     print(json.dumps(report.to_json(), indent=2, default=str))
     return 0
 

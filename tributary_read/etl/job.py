@@ -58,6 +58,13 @@ class Job:
     def tz(self) -> tzinfo:
         return parse_timezone(self.timezone) if self.timezone != "UTC" else timezone.utc
 
+    @property
+    def catalog(self):
+        """The metastore the job's Spark session must have as its catalog: ``[hive] metastore`` when it
+        is the Spark catalog (the sync then runs on that session); None when the sync opens its own client."""
+        u = self.hive.metastore_uri if self.hive is not None else None
+        return u if u is not None and u.is_spark_catalog else None
+
     def schedule(self, spec: InputSpec) -> Schedule:
         """The window rule of an mtime or manifest input: the job's period and zone, the input's lag and form."""
         return Schedule(self.period_ms, spec.lag_ms, spec.window_form, spec.window_ms, self.tz)
@@ -258,10 +265,10 @@ class _Parser(_InputParser):
         self.check_keys(d, _HIVE_KEYS, "hive")
         table = self.string(d, "table", "hive", required=True)
         metastore = self.string(d, "metastore", "hive", required=True)
-        from tributary_read.hive.metastore import backend_for  # light: no backend is imported
+        from tributary_read.hive.uri import MetastoreURI  # light: no backend is imported
 
         try:
-            backend_for(metastore)
+            MetastoreURI.parse(metastore)
         except InvalidInputError as e:
             raise self.fail(f"hive.metastore: {e}") from None
         if not re.match(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$", table):

@@ -111,6 +111,13 @@ class HiveSpec:
     #: the runs whose schedule time falls on a multiple of this (job's zone) also run a full sync
     full_sync_every: int | None = None
 
+    @property
+    def metastore_uri(self):
+        """The metastore, parsed (:class:`~tributary_read.hive.uri.MetastoreURI`; checked when the job loaded)."""
+        from tributary_read.hive.uri import MetastoreURI
+
+        return MetastoreURI.parse(self.metastore)
+
     def to_json(self) -> dict:
         return {k: v for k, v in (("table", self.table), ("metastore", self.metastore),
                                   ("location_base", self.location_base), ("batch_size", self.batch_size),

@@ -70,8 +70,7 @@ def build_submit(job: Job, schedule_time, *, master: str | None = None, deploy_m
     if mode == "cluster" and is_local(m):
         raise InvalidInputError(f"deploy mode cluster needs a cluster master (yarn, k8s://…, spark://…), not {m}")
     archive = archives or job.spark.archives
-    hive = job.hive is not None and job.hive.metastore.split("?", 1)[0].lower() == "spark"
-    conf = session_conf(m, job.spark.conf, hive=hive)
+    conf = session_conf(m, job.spark.conf, hive=job.catalog is not None)
     notes: list[str] = []
     argv = [spark_submit or default_spark_submit(), "--master", m, "--deploy-mode", mode,
             "--name", f"trib-etl-{job.name}"]

@@ -43,14 +43,9 @@ def sync(run: _Run, commit: Commit, full: bool) -> HiveReport:
     pc = run.output.config.partition_commit or {}
     batch_size = h.batch_size or pc.get("batch_size")
     location_base = h.location_base or pc.get("location_base")
-    if h.metastore.split("?", 1)[0].lower() == "spark":
-        from tributary_read.hive.spark_catalog import SparkCatalogMetastore
+    from tributary_read.etl.commit_step import session
 
-        from tributary_read.etl.commit_step import session
-
-        ms = SparkCatalogMetastore.from_uri(h.metastore, spark=session(run))
-    else:
-        ms = open_metastore(h.metastore)
+    ms = open_metastore(h.metastore_uri, spark=session(run) if run.job.catalog else None)
     during = lambda step: crash_point("etl.during_sync") if step == "add" else None  # noqa: E731
     with ms:
         if full:

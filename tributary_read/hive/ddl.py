@@ -18,23 +18,15 @@ from typing import Mapping
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.hive.model import HiveTable, TableName
-from tributary_read.hive.sql import render, sql_string
+from tributary_read.hive.sql import (COLUMN_TYPE, column_defs, delimited_text_storage, render, serde_text_storage,
+                                     sql_string)
+from tributary_read.io.formats import FORMATS
 from tributary_read.io.location import same_location
 
-LAZY_SIMPLE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
-OPEN_CSV = "org.apache.hadoop.hive.serde2.OpenCSVSerde"
-#: Hive's JSON SerDe (hive-hcatalog-core): on Hive's classpath, not in the pyspark wheel.
-JSON_SERDE = "org.apache.hive.hcatalog.data.JsonSerDe"
-PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
-#: trib format -> (SerDe, input format substring a matching table has)
-STORAGE: dict[str, tuple[str, str]] = {
-    "text": (LAZY_SIMPLE, "TextInputFormat"),
-    "csv": (OPEN_CSV, "TextInputFormat"),
-    "jsonl": (JSON_SERDE, "TextInputFormat"),
-    "parquet": (PARQUET_SERDE, "Parquet"),
-}
+#: trib format -> (SerDe, input format substring a matching table has), from the one format table.
+STORAGE: dict[str, tuple[str, str]] = {name: (f.hive_serde, f.hive_input_format) for name, f in FORMATS.items()}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_<>(),: ]*$")
+_TYPE = COLUMN_TYPE
 SAMPLE_FILES = 20
 SAMPLE_RECORDS = 2000
 
@@ -54,15 +46,13 @@ class TableDefinition:
 
     def ddl(self) -> str:
         if self.format == "text":
-            storage = (f"ROW FORMAT DELIMITED FIELDS TERMINATED BY {_delimiter_literal(self.delimiter)}\n"
-                       "STORED AS TEXTFILE")
+            storage = delimited_text_storage(self.delimiter)
         elif self.format == "parquet":
             storage = "STORED AS PARQUET"
         else:
-            storage = f"ROW FORMAT SERDE {sql_string(self.serde)}\nSTORED AS TEXTFILE"
-        return render("create_table", table=self.name.sql,
-                      columns=", ".join(f"`{c}` {t}" for c, t in self.columns),
-                      partitions=", ".join(f"`{k}` STRING" for k in self.partition_keys),
+            storage = serde_text_storage(self.serde)
+        return render("create_table", table=self.name.sql, columns=column_defs(self.columns),
+                      partitions=column_defs([(k, "STRING") for k in self.partition_keys]),
                       storage=storage, location=sql_string(self.location),
                       properties=", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in
                                            (("tributary.format", self.format),)))
@@ -89,15 +79,6 @@ class TableDefinition:
         if not found.external:
             out.append(f"table type: expected EXTERNAL, found {found.table_type}")
         return out
-
-
-def _delimiter_literal(ch: str) -> str:
-    """A delimiter as a SQL literal; a control character (tab, \\x01) as the escape both lexers know."""
-    if ch == "\t":
-        return "'\\t'"
-    if ord(ch) < 32 or ord(ch) == 127:
-        return f"'\\{ord(ch):03o}'"
-    return sql_string(ch)
 
 
 def parse_columns(text: str) -> tuple[tuple[str, str], ...]:

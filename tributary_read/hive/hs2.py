@@ -16,19 +16,17 @@ shell history and process lists. ``auth`` passes straight to pyhive:
 from __future__ import annotations
 
 import getpass
-import importlib.util
 import os
-from urllib.parse import urlparse
 
-from tributary_read.errors import InvalidInputError, MetastoreError, MissingDependencyError, missing_extra
+from tributary_read.errors import InvalidInputError, MetastoreError, missing_extra
 from tributary_read.hive.dialect import DIALECTS
-from tributary_read.hive.metastore import host_uri, reach
+from tributary_read.hive.metastore import thrift_transport
 from tributary_read.hive.sql import render
 from tributary_read.hive.sql_metastore import SqlMetastore
+from tributary_read.hive.uri import KINDS, PASSWORD_ENV, MetastoreKind, MetastoreURI
 
 AUTH_MODES = ("NONE", "NOSASL", "LDAP", "KERBEROS")
-PASSWORD_ENV = "TRIB_HS2_PASSWORD"
-DEFAULT_PORT = 10000
+DEFAULT_PORT = KINDS[MetastoreKind.HS2].default_port
 CONNECT_TIMEOUT_S = 30.0
 #: A whole statement may take long (ANALYZE scans data); only a dead server should hit this.
 STATEMENT_TIMEOUT_S = 3600.0
@@ -63,19 +61,16 @@ class Hs2Metastore(SqlMetastore):
             self.dialect = DIALECTS[self._probe_engine()]
 
     @classmethod
-    def from_uri(cls, uri: str, **overrides) -> Hs2Metastore:
-        host, port, q, timeout = host_uri(uri, DEFAULT_PORT, {"auth", "user", "kerberos_service_name", "engine"},
-                                          "hs2://127.0.0.1:10000", CONNECT_TIMEOUT_S)
-        u = urlparse(uri)
-        if u.password:
-            raise InvalidInputError(f"put the HiveServer2 password in ${PASSWORD_ENV}, not in the URI")
-        kw = dict(database=u.path.strip("/") or "default", auth=q.get("auth", "NONE"),
-                  user=q.get("user") or u.username, password=os.environ.get(PASSWORD_ENV) or None,
-                  kerberos_service_name=q.get("kerberos_service_name"), engine=q.get("engine"), timeout=timeout)
-        if (kw["auth"] or "").upper() not in ("LDAP",):
-            kw["password"] = None  # pyhive refuses a password outside LDAP/CUSTOM
+    def from_uri(cls, uri: str | MetastoreURI, **overrides) -> Hs2Metastore:
+        u = MetastoreURI.parse(uri)
+        auth = u.params.get("auth", "NONE")
+        kw = dict(database=u.database or "default", auth=auth, user=u.params.get("user") or u.user,
+                  # pyhive refuses a password outside LDAP/CUSTOM
+                  password=(os.environ.get(PASSWORD_ENV) or None) if auth.upper() == "LDAP" else None,
+                  kerberos_service_name=u.params.get("kerberos_service_name"), engine=u.params.get("engine"),
+                  timeout=u.timeout(CONNECT_TIMEOUT_S))
         kw.update(overrides)
-        return cls(host, port, **kw)
+        return cls(u.host, u.port, **kw)
 
     @property
     def address(self) -> str:
@@ -88,30 +83,11 @@ class Hs2Metastore(SqlMetastore):
     def _connect(self, database, auth, user, password, kerberos_service_name, timeout):
         try:
             from pyhive import hive
-            from thrift.transport import TSocket, TTransport
         except ImportError:
             raise missing_extra("pyhive", "hive") from None
-        reach(self.host, self.port, timeout, self._where())
-        sock = TSocket.TSocket(self.host, self.port)
-        sock.setTimeout(timeout * 1000)
-        if auth == "NOSASL":
-            transport = TTransport.TBufferedTransport(sock)
-        else:
-            try:
-                import thrift_sasl
-            except ImportError:
-                raise missing_extra("thrift_sasl", "hive") from None
-            mech = "GSSAPI" if auth == "KERBEROS" else "PLAIN"
-            if mech == "GSSAPI" and not (importlib.util.find_spec("sasl") or importlib.util.find_spec("kerberos")):
-                raise MissingDependencyError(
-                    "auth=KERBEROS needs a GSSAPI SASL library: pip install kerberos (builds against libkrb5), "
-                    "or sasl with cyrus-sasl-gssapi")
-            pw = password if password is not None else "x"  # NONE: any non-empty password
-
-            def sasl_client():
-                return hive.get_installed_sasl(host=self.host, sasl_auth=mech, service=kerberos_service_name,
-                                               username=user, password=pw)
-            transport = thrift_sasl.TSaslClientTransport(sasl_client, mech, sock)
+        sock, transport = thrift_transport(self.host, self.port, auth=auth, timeout=timeout, where=self._where(),
+                                           extra="hive", service=kerberos_service_name, user=user,
+                                           password=password)
         try:
             conn = hive.Connection(thrift_transport=transport, username=user, database=database)
         except Exception as e:  # noqa: BLE001 - thrift, SASL and HS2 errors all end here

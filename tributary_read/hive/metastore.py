@@ -2,7 +2,7 @@
 
 Two backends implement :class:`Metastore`: HiveServer2 through pyhive
 (:mod:`tributary_read.hive.hs2`, any HS2: Hive or Spark Thrift Server) and a
-SparkSession's catalog (:mod:`tributary_read.hive.spark_catalog`). Both speak
+SparkSession's catalog (:mod:`tributary_read.spark.catalog`). Both speak
 SQL rendered from the templates in ``sql/`` (:mod:`tributary_read.hive.sql`,
 through :class:`~tributary_read.hive.sql_metastore.SqlMetastore`); what differs
 between engines lives in :data:`~tributary_read.hive.dialect.DIALECTS`.
@@ -17,11 +17,11 @@ from __future__ import annotations
 import abc
 import importlib
 from typing import Sequence
-from urllib.parse import parse_qsl, urlparse
 
-from tributary_read.errors import InvalidInputError, MetastoreError
+from tributary_read.errors import MetastoreError
 from tributary_read.hive.dialect import Dialect
 from tributary_read.hive.model import HivePartition, HiveTable, PartitionSpec, TableName
+from tributary_read.hive.uri import KINDS, SCHEMES, MetastoreURI
 
 
 # -- the interface -------------------------------------------------------------------
@@ -87,27 +87,6 @@ class Metastore(abc.ABC):
         self.close()
 
 
-def host_uri(uri: str, default_port: int, options: set[str], example: str,
-             default_timeout: float) -> tuple[str, int, dict[str, str], float]:
-    """Host, port, query options (only ``options`` and ``timeout`` allowed) and timeout of ``scheme://h:p?...``."""
-    u = urlparse(uri)
-    if not u.hostname:
-        raise InvalidInputError(f"metastore URI needs a host: {uri!r} (e.g. {example})")
-    try:
-        port = u.port or default_port
-    except ValueError:
-        raise InvalidInputError(f"bad port in {uri!r}") from None
-    q = query_options(uri)
-    unknown = set(q) - options - {"timeout"}
-    if unknown:
-        raise InvalidInputError(f"unknown option(s) {', '.join(sorted(unknown))} in {uri!r}")
-    try:
-        timeout = float(q.get("timeout", default_timeout))
-    except ValueError:
-        raise InvalidInputError(f"bad timeout in {uri!r}") from None
-    return u.hostname, port, q, timeout
-
-
 def reach(host: str, port: int, timeout: float, where: str) -> None:
     """Probe with a plain socket first: its errno says *why* (refused, timeout, unknown host),
     which thrift's "Could not connect to any of" hides."""
@@ -123,32 +102,64 @@ def reach(host: str, port: int, timeout: float, where: str) -> None:
         raise MetastoreError(f"cannot reach {where}: {(e.strerror or str(e)).lower()}") from None
 
 
+def thrift_transport(host: str, port: int, *, auth: str, timeout: float, where: str, extra: str,
+                     service: str | None = None, user: str | None = None, password: str | None = None):
+    """The socket and Thrift transport (not yet open) that HiveServer2 and the metastore's API share.
+
+    ``auth``: ``NOSASL`` (raw Thrift), ``KERBEROS`` (SASL GSSAPI for ``service`` on ``host``) or anything
+    else as SASL PLAIN with ``user``/``password``. ``extra``: the pip extra that brings the client.
+    Returns ``(socket, transport)``: callers widen the socket's timeout once the session is open.
+    """
+    import importlib.util
+
+    from tributary_read.errors import MissingDependencyError, missing_extra
+
+    try:
+        from thrift.transport import TSocket, TTransport
+    except ImportError:
+        raise missing_extra("thrift", extra) from None
+    reach(host, port, timeout, where)
+    sock = TSocket.TSocket(host, port)
+    sock.setTimeout(timeout * 1000)
+    if auth == "NOSASL":
+        return sock, TTransport.TBufferedTransport(sock)
+    try:
+        import thrift_sasl
+        from pyhive.hive import get_installed_sasl
+    except ImportError:
+        raise missing_extra("thrift_sasl", extra) from None
+    mech = "GSSAPI" if auth == "KERBEROS" else "PLAIN"
+    if mech == "GSSAPI" and not (importlib.util.find_spec("sasl") or importlib.util.find_spec("kerberos")):
+        raise MissingDependencyError(
+            "auth=KERBEROS needs a GSSAPI SASL library: pip install kerberos (builds against libkrb5), "
+            "or sasl with cyrus-sasl-gssapi")
+    pw = password if password is not None else "x"  # PLAIN without a password (auth NONE): any non-empty one
+
+    def sasl_client():
+        return get_installed_sasl(host=host, sasl_auth=mech, service=service, username=user, password=pw)
+    return sock, thrift_sasl.TSaslClientTransport(sasl_client, mech, sock)
+
+
 # -- opening ---------------------------------------------------------------------------
-#: URI scheme -> ``module:class`` of its backend, whose ``from_uri(uri, **options)`` opens it.
-#: ``hs2://host:port[/db]?auth=...``, ``thrift://host:9083?auth=...`` or ``spark[?conf.KEY=VALUE...]``.
-BACKENDS: dict[str, str] = {
-    "hs2": "tributary_read.hive.hs2:Hs2Metastore",
-    "hive2": "tributary_read.hive.hs2:Hs2Metastore",
-    "spark": "tributary_read.hive.spark_catalog:SparkCatalogMetastore",
-    "thrift": "tributary_read.hive.thrift_metastore:ThriftMetastore",
-}
+#: URI scheme -> ``module:class`` of its backend, whose ``from_uri(uri, **options)`` opens it
+#: (derived from :data:`tributary_read.hive.uri.KINDS`, the one table).
+BACKENDS: dict[str, str] = {scheme: KINDS[kind].backend for scheme, kind in SCHEMES.items()}
 
 
-def backend_for(uri: str) -> str:
-    """The ``module:class`` that opens ``uri``; an unknown scheme is bad input."""
-    scheme = (uri or "").split(":", 1)[0].split("?", 1)[0].lower()
-    backend = BACKENDS.get(scheme)
-    if backend is None:
-        raise InvalidInputError(f"unknown metastore {uri!r}: use hs2://HOST:PORT, thrift://HOST:PORT or spark")
-    return backend
+def backend_for(uri: str | MetastoreURI) -> str:
+    """The ``module:class`` that opens ``uri``; an unusable URI is bad input."""
+    return MetastoreURI.parse(uri).backend
 
 
-def open_metastore(uri: str, **options) -> Metastore:
-    """Open a metastore by URI; see docs/hive.md for the options each backend takes."""
-    module, _, name = backend_for(uri).partition(":")
-    return getattr(importlib.import_module(module), name).from_uri(uri, **options)
+def open_metastore(uri: str | MetastoreURI, *, spark=None, **options) -> Metastore:
+    """Open a metastore by URI; see docs/hive.md for the options each backend takes.
 
-
-def query_options(uri: str) -> dict[str, str]:
-    """The ``?k=v&...`` options of a metastore URI (values URL-decoded)."""
-    return dict(parse_qsl(urlparse(uri).query, keep_blank_values=True))
+    ``spark``: the session a ``spark`` URI's catalog is (ignored by the other kinds); without one
+    the catalog backend uses the active session or builds one with trib's session builder.
+    """
+    u = MetastoreURI.parse(uri)
+    module, _, name = u.backend.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    if u.is_spark_catalog:
+        return cls.from_uri(u, spark=spark, **options)
+    return cls.from_uri(u, **options)

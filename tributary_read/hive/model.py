@@ -38,7 +38,9 @@ class TableName:
 
     @property
     def sql(self) -> str:
-        return f"`{self.db}`.`{self.name}`"
+        from tributary_read.hive.sql import qualified
+
+        return qualified(self.db, self.name)
 
     def __str__(self) -> str:
         return f"{self.db}.{self.name}"

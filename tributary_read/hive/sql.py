@@ -70,3 +70,91 @@ def render_spec(keys: Sequence[str], values: Mapping[str, str]) -> str:
     vals = check_values(keys, values)
     return ", ".join(f"`{k}`={sql_string(v)}" for k, v in vals.items())
 
+
+
+# -- names and small statements: every SQL string trib renders outside the templates --------------
+#: A Java class name as Hive's CREATE FUNCTION takes it.
+_CLASS = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*(\.[A-Za-z_$][A-Za-z0-9_$]*)*$")
+#: A Hive column type as ``--columns`` gives it (``DECIMAL(10,2)``, ``STRUCT<a:INT,b:STRING>``).
+COLUMN_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_<>(),: ]*$")
+
+
+def identifier(name: str) -> str:
+    """A database, table, column or function name trib chose or checked: backquoted, strict."""
+    if not isinstance(name, str) or not _KEY.fullmatch(name):
+        raise InvalidInputError(f"refusing to render the name {name!r} (letters, digits and _ only)")
+    return f"`{name}`"
+
+
+def qualified(*parts: str) -> str:
+    """``db.name`` with each part an :func:`identifier`."""
+    return ".".join(identifier(p) for p in parts if p is not None)
+
+
+def quote_name(name: str) -> str:
+    """Any column name a catalog or file gave us (it may hold spaces, dots, backquotes): doubled backquotes."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def column_defs(columns) -> str:
+    """``(name, type)`` pairs as a column list; a type that could carry more SQL is refused."""
+    for _, t in columns:
+        if not isinstance(t, str) or not COLUMN_TYPE.fullmatch(t):
+            raise InvalidInputError(f"refusing to render the column type {t!r}")
+    return ", ".join(f"{identifier(c)} {t}" for c, t in columns)
+
+
+def delimiter_literal(ch: str) -> str:
+    """A field delimiter as a SQL literal; a control character (tab, \\x01) as the escape both lexers know."""
+    if ch == "\t":
+        return "'\\t'"
+    if len(ch) == 1 and (ord(ch) < 32 or ord(ch) == 127):
+        return f"'\\{ord(ch):03o}'"
+    return sql_string(ch)
+
+
+def delimited_text_storage(delimiter: str) -> str:
+    return f"ROW FORMAT DELIMITED FIELDS TERMINATED BY {delimiter_literal(delimiter)}\nSTORED AS TEXTFILE"
+
+
+def serde_text_storage(serde: str) -> str:
+    return f"ROW FORMAT SERDE {sql_string(java_class(serde))}\nSTORED AS TEXTFILE"
+
+
+def java_class(name: str) -> str:
+    if not isinstance(name, str) or not _CLASS.fullmatch(name):
+        raise InvalidInputError(f"refusing to render the class name {name!r}")
+    return name
+
+
+def function_name(name: str, database: str | None = None) -> str:
+    """``[db.]name``, each part checked; unquoted (as users type them, and as docs/udfs.md shows them)."""
+    for part in (database, name):
+        if part is not None and not (isinstance(part, str) and _KEY.fullmatch(part)):
+            raise InvalidInputError(f"refusing to render the name {part!r} (letters, digits and _ only)")
+    return f"{database}.{name}" if database is not None else name
+
+
+def create_function(name: str, cls: str, *, database: str | None = None, jar_uri: str | None = None,
+                    temporary: bool = False, replace: bool = False) -> str:
+    """``CREATE [OR REPLACE] [TEMPORARY] FUNCTION [db.]name AS 'cls' [USING JAR 'uri']``."""
+    head = "CREATE " + ("OR REPLACE " if replace else "") + ("TEMPORARY " if temporary else "") + "FUNCTION"
+    using = f" USING JAR {sql_string(jar_uri)}" if jar_uri is not None else ""
+    return f"{head} {function_name(name, database)} AS {sql_string(java_class(cls))}{using}"
+
+
+def drop_function(name: str, database: str | None = None) -> str:
+    return f"DROP FUNCTION IF EXISTS {function_name(name, database)}"
+
+
+def add_jar(path: str) -> str:
+    return f"ADD JAR {sql_string(str(path))}"
+
+
+def create_database(name: str) -> str:
+    return f"CREATE DATABASE {identifier(name)}"
+
+
+def drop_database(name: str) -> str:
+    """Drops its tables too (``CASCADE``): for scratch databases trib made itself (the demo's)."""
+    return f"DROP DATABASE IF EXISTS {identifier(name)} CASCADE"

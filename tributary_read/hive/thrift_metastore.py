@@ -20,19 +20,18 @@ default database.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import time
 from typing import Sequence
 
-from tributary_read.errors import InvalidInputError, MetastoreError, MissingDependencyError, NoSuchHiveTableError, \
-    missing_extra
+from tributary_read.errors import InvalidInputError, MetastoreError, NoSuchHiveTableError, missing_extra
 from tributary_read.hive.describe import stats_from, table_type
 from tributary_read.hive.dialect import DIALECTS
-from tributary_read.hive.metastore import Metastore, host_uri, reach
+from tributary_read.hive.metastore import Metastore, thrift_transport
 from tributary_read.hive.model import STALE_STATS_PARAMS, HivePartition, HiveTable, PartitionSpec, TableName
 from tributary_read.hive.sql import check_values
+from tributary_read.hive.uri import KINDS, MetastoreKind, MetastoreURI
 
-DEFAULT_PORT = 9083
+DEFAULT_PORT = KINDS[MetastoreKind.THRIFT].default_port
 AUTH_MODES = ("NOSASL", "KERBEROS")
 CONNECT_TIMEOUT_S = 10.0
 CALL_TIMEOUT_S = 600.0
@@ -55,12 +54,12 @@ class ThriftMetastore(Metastore):
         self._transport, self._client = self._connect(auth, kerberos_service_name or "hive", timeout)
 
     @classmethod
-    def from_uri(cls, uri: str, **overrides) -> ThriftMetastore:
-        host, port, q, timeout = host_uri(uri, DEFAULT_PORT, {"auth", "kerberos_service_name"},
-                                          "thrift://127.0.0.1:9083", CONNECT_TIMEOUT_S)
-        kw = dict(auth=q.get("auth", "NOSASL"), kerberos_service_name=q.get("kerberos_service_name"), timeout=timeout)
+    def from_uri(cls, uri: str | MetastoreURI, **overrides) -> ThriftMetastore:
+        u = MetastoreURI.parse(uri)
+        kw = dict(auth=u.params.get("auth", "NOSASL"), kerberos_service_name=u.params.get("kerberos_service_name"),
+                  timeout=u.timeout(CONNECT_TIMEOUT_S))
         kw.update(overrides)
-        return cls(host, port, **kw)
+        return cls(u.host, u.port, **kw)
 
     @property
     def address(self) -> str:
@@ -71,28 +70,11 @@ class ThriftMetastore(Metastore):
         try:
             from pymetastore.hive_metastore import ThriftHiveMetastore
             from thrift.protocol import TBinaryProtocol
-            from thrift.transport import TSocket, TTransport
         except ImportError:
             raise missing_extra("pymetastore", "hive") from None
         where = f"the metastore at {self.host}:{self.port}"
-        reach(self.host, self.port, timeout, where)
-        sock = TSocket.TSocket(self.host, self.port)
-        sock.setTimeout(timeout * 1000)
-        if auth == "NOSASL":
-            transport = TTransport.TBufferedTransport(sock)
-        else:
-            try:
-                import thrift_sasl
-                from pyhive.hive import get_installed_sasl
-            except ImportError:
-                raise missing_extra("thrift_sasl", "hive") from None
-            if not (importlib.util.find_spec("sasl") or importlib.util.find_spec("kerberos")):
-                raise MissingDependencyError(
-                    "auth=KERBEROS needs a GSSAPI SASL library: pip install kerberos (builds against libkrb5), "
-                    "or sasl with cyrus-sasl-gssapi")
-            transport = thrift_sasl.TSaslClientTransport(
-                lambda: get_installed_sasl(host=self.host, sasl_auth="GSSAPI", service=service),
-                "GSSAPI", sock)
+        sock, transport = thrift_transport(self.host, self.port, auth=auth, timeout=timeout, where=where,
+                                           extra="hive", service=service)
         try:
             transport.open()
         except Exception as e:  # noqa: BLE001 - thrift and SASL errors alike

@@ -14,22 +14,46 @@ from dataclasses import dataclass
 from tributary_read.errors import InvalidInputError
 
 
+#: Hive SerDes trib writes for (``trib hive create-table``) and reads (a bound Hive table).
+LAZY_SIMPLE_SERDE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
+OPEN_CSV_SERDE = "org.apache.hadoop.hive.serde2.OpenCSVSerde"
+#: Hive's JSON SerDe (hive-hcatalog-core): on Hive's classpath, not in the pyspark wheel.
+JSON_SERDE = "org.apache.hive.hcatalog.data.JsonSerDe"
+#: Every JSON SerDe whose tables are JSON lines Spark's json reader reads.
+JSON_SERDES = (JSON_SERDE, "org.apache.hadoop.hive.serde2.JsonSerDe", "org.openx.data.jsonserde.JsonSerDe")
+PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+
+
 @dataclass(frozen=True)
 class FormatSpec:
+    """Everything trib knows about one format: the one table the writer, Hive DDL and Spark reads derive from."""
+
     name: str
     extension: str
     compressions: tuple[str, ...]
     line_based: bool
     #: Hive's STORED AS clause, used by the Hive integration.
     hive_stored_as: str
+    #: Spark's DataFrameReader format for the files.
+    spark_format: str
+    #: The SerDe of the Hive table trib creates for it.
+    hive_serde: str
+    #: A substring of the input format class a matching Hive table has.
+    hive_input_format: str
 
 
 FORMATS: dict[str, FormatSpec] = {
-    "text": FormatSpec("text", "txt", ("none", "gzip", "zstd"), True, "TEXTFILE"),
-    "jsonl": FormatSpec("jsonl", "jsonl", ("none", "gzip", "zstd"), True, "TEXTFILE"),
-    "csv": FormatSpec("csv", "csv", ("none", "gzip", "zstd"), True, "TEXTFILE"),
-    "parquet": FormatSpec("parquet", "parquet", ("none", "gzip", "zstd", "snappy"), False, "PARQUET"),
+    "text": FormatSpec("text", "txt", ("none", "gzip", "zstd"), True, "TEXTFILE", "text", LAZY_SIMPLE_SERDE,
+                       "TextInputFormat"),
+    "jsonl": FormatSpec("jsonl", "jsonl", ("none", "gzip", "zstd"), True, "TEXTFILE", "json", JSON_SERDE,
+                        "TextInputFormat"),
+    "csv": FormatSpec("csv", "csv", ("none", "gzip", "zstd"), True, "TEXTFILE", "csv", OPEN_CSV_SERDE,
+                      "TextInputFormat"),
+    "parquet": FormatSpec("parquet", "parquet", ("none", "gzip", "zstd", "snappy"), False, "PARQUET", "parquet",
+                          PARQUET_SERDE, "Parquet"),
 }
+#: Formats trib reads but never writes (a plain directory's ``format=``, a Hive or Spark table's): Spark's name.
+READ_ONLY_FORMATS = {"json": "json", "orc": "orc"}
 
 @dataclass(frozen=True)
 class DataFormat:

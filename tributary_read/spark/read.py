@@ -144,20 +144,14 @@ def _read_format(spark, fileset: FileSet, named: str | None, hive_table: str | N
 
 
 def _hive_info(spark, hive_table: str, metastore):
-    from tributary_read.hive.metastore import Metastore, backend_for, open_metastore
+    from tributary_read.hive.metastore import Metastore, open_metastore
     from tributary_read.hive.model import TableName
 
     name = TableName.parse(hive_table)
     if isinstance(metastore, Metastore):
         return metastore.table_info(name)
-    uri = metastore or "spark"
-    if backend_for(uri).endswith(":SparkCatalogMetastore"):
-        from tributary_read.hive.spark_catalog import SparkCatalogMetastore
-
-        m = SparkCatalogMetastore(spark)  # this session's catalog, whatever else the URI says
-    else:
-        m = open_metastore(uri)
-    with m:
+    # A spark URI: this session's catalog, whatever else the URI says.
+    with open_metastore(metastore or "spark", spark=spark) as m:
         return m.table_info(name)
 
 

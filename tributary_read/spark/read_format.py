@@ -18,18 +18,18 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.io.formats import FORMATS, DataFormat
+from tributary_read.hive.sql import quote_name
+from tributary_read.io.formats import (FORMATS, JSON_SERDES, LAZY_SIMPLE_SERDE, OPEN_CSV_SERDE, READ_ONLY_FORMATS,
+                                        DataFormat)
 
 #: trib's (and a user's) name of a format -> Spark's DataFrameReader format.
-SPARK_FORMATS = {"text": "text", "jsonl": "json", "json": "json", "csv": "csv", "parquet": "parquet",
-                 "orc": "orc"}
+SPARK_FORMATS = {**{name: f.spark_format for name, f in FORMATS.items()}, **READ_ONLY_FORMATS}
 #: Spark formats whose files are lines (can be cut at a valid length and split on executors).
-LINE_FORMATS = frozenset({"text", "json", "csv"})
+LINE_FORMATS = frozenset({f.spark_format for f in FORMATS.values() if f.line_based})
 
-_JSON_SERDES = ("org.apache.hive.hcatalog.data.JsonSerDe", "org.apache.hadoop.hive.serde2.JsonSerDe",
-                "org.openx.data.jsonserde.JsonSerDe")
-_LAZY_SIMPLE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
-_OPEN_CSV = "org.apache.hadoop.hive.serde2.OpenCSVSerde"
+_JSON_SERDES = JSON_SERDES
+_LAZY_SIMPLE = LAZY_SIMPLE_SERDE
+_OPEN_CSV = OPEN_CSV_SERDE
 _COMPLEX = re.compile(r"^\s*(array|map|struct|uniontype)\s*<", re.I)
 _CHAR = re.compile(r"\b(?:var)?char\s*\(\s*\d+\s*\)", re.I)
 
@@ -97,8 +97,7 @@ def _spark_type(hive_type: str, column: str, source: str) -> str:
     return _CHAR.sub("string", t)
 
 
-def quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+quote = quote_name  # the one quoting module's rule (tributary_read.hive.sql)
 
 
 def for_hive_table(info, source: str) -> ReadFormat:

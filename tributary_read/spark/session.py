@@ -48,20 +48,11 @@ def session_conf(master: str, conf: Mapping[str, str] | None = None, *, hive: bo
     return out
 
 
-def metastore_conf(uri: str | None) -> dict[str, str]:
+def metastore_conf(uri) -> dict[str, str]:
     """The conf that makes a session's Hive catalog the metastore at ``uri`` (``thrift://`` or ``spark``)."""
-    from tributary_read.errors import InvalidInputError
-    from tributary_read.hive.metastore import BACKENDS, backend_for
+    from tributary_read.hive.uri import MetastoreURI
 
-    if not uri:
-        return {}
-    backend = backend_for(uri)
-    if backend == BACKENDS["thrift"]:
-        return {METASTORE_URIS: uri.split("?", 1)[0]}
-    if backend == BACKENDS["spark"]:
-        return {}
-    raise InvalidInputError(f"a Spark session needs a metastore it can use as its catalog: thrift://HOST:PORT "
-                            f"or spark, not {uri} (HiveServer2 runs SQL, it is not a catalog)")
+    return MetastoreURI.parse(uri).catalog_conf() if uri else {}
 
 
 def under_spark_submit() -> bool:
@@ -92,3 +83,29 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
     if extra.get("spark.sql.catalogImplementation") == "hive":
         builder = builder.enableHiveSupport()
     return builder.getOrCreate()
+
+
+def sql_session(master: str | None = None, conf: Mapping[str, str] | None = None, app_name: str = "trib", *,
+                catalog=None, udfs: bool = True):
+    """The one way trib assembles a SQL session: trib's jar, a metastore as its catalog, trib's UDFs.
+
+    ``trib sql``, the demo, the ETL, the catalog backend and the tests build through here, so a
+    session that works in one works in all. ``catalog`` (a metastore URI: ``thrift://`` or
+    ``spark``) turns Hive support on and wins over ``conf`` for the metastore's keys; without it
+    Hive support is on only if ``conf`` names a metastore. ``udfs=False`` leaves the jar out
+    (it is compiled at first use, which needs a JDK's javac): for sessions that run no user SQL.
+    """
+    from tributary_read.hive.uri import MetastoreURI
+
+    out = {str(k): str(v) for k, v in (conf or {}).items()}
+    if catalog is not None:
+        out.update(MetastoreURI.parse(catalog).catalog_conf())
+    if udfs:
+        import tributary_read.udfs as lib
+
+        for k, v in lib.spark_conf().items():
+            out.setdefault(k, v)
+    spark = spark_session(master, out, app_name, hive=catalog is not None)
+    if udfs:
+        lib.register(spark)
+    return spark

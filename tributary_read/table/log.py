@@ -13,12 +13,12 @@ import random
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence, Union
 
 from tributary_read.errors import AlreadyCommittedError, CommitConflictError, CommitStateUnknownError, LogRetentionError, ManifestCorruptError, StorageError
 from tributary_read.faults import wall_ms
 from tributary_read.table.docstore import DocumentSeries, DocumentStore, header
-from tributary_read.table.manifest import Commit, FileEntry, Transaction, load_document
+from tributary_read.table.manifest import OP_APPEND, OP_EXPIRE, Commit, FileEntry, Transaction, load_document
 from tributary_read.io.storage import Storage
 
 META_DIR = "_tributary"
@@ -51,6 +51,20 @@ def checkpoint_path(version: int) -> str:
 def new_commit_id(writer: str | None) -> str:
     """Writer id plus a nonce: unique per commit, so a committer can recognise its own."""
     return f"{writer or 'anonymous'}-{uuid.uuid4().hex}"
+
+
+def backoff(attempt: int, *, base: float, cap: float, floor: float = 0.0) -> None:
+    """Sleep before retry ``attempt``: exponential from ``base`` up to ``cap``, jittered down to ``floor`` of it.
+
+    The one retry pause of the log (lost races, doubtful slots) and everything that commits through it:
+    jitter spreads writers that lost together, so they do not collide again at the same moment.
+    """
+    time.sleep(min(cap, base * 2 ** min(attempt, 30)) * random.uniform(floor, 1.0))
+
+
+#: What a commit removes: fixed entries, or a function of the state the commit would land on
+#: (``expire`` decides its removals on that state, so a lost race never removes a file twice).
+Removals = Union[Sequence[FileEntry], Callable[["TableState"], Sequence[FileEntry]]]
 
 
 def _check_other_app(transaction: Transaction | None, c: Commit) -> None:
@@ -415,6 +429,7 @@ class ManifestLog:
         protocol: str = "direct",
         writer: str | None = None,
         timeout_s: float = COMMIT_TIMEOUT_S,
+        removed: Removals = (),
     ) -> Commit:
         """Append one commit, retrying on lost races.
 
@@ -433,20 +448,27 @@ class ManifestLog:
         made progress, so only ``timeout_s`` ends the attempts, never a count.
         An outcome that stays unknown raises :class:`CommitStateUnknownError`
         without ever moving to a higher slot: our commit might be in this one.
+
+        ``removed`` makes the commit an ``expire``: files leaving the state. A
+        function is asked again on the state under each slot tried, so what is
+        removed is decided on the state the commit lands on.
         """
         base = self.latest_version() if base_version is None else base_version
         commit_id = new_commit_id(writer)
         deadline = time.monotonic() + timeout_s
         v, losses = base + 1, 0
         while True:
+            gone = tuple(removed(self.state(v - 1)) if callable(removed) else removed)
             commit = Commit(
                 version=v,
                 timestamp_ms=wall_ms(),
                 files=tuple(files),
                 transaction=transaction,
+                operation=OP_EXPIRE if gone or callable(removed) else OP_APPEND,
                 protocol=protocol,
                 writer=writer,
                 commit_id=commit_id,
+                removed=gone,
             )
             winner = self._claim(commit)
             if winner is None:
@@ -463,7 +485,7 @@ class ManifestLog:
                 raise CommitConflictError(
                     f"gave up after {losses} lost commit races in {timeout_s:.0f} s (newest version {latest})"
                 )
-            time.sleep(random.uniform(0, min(0.25, 0.001 * 2 ** min(losses, 8))))
+            backoff(min(losses, 8), base=0.001, cap=0.25)
 
     def _claim(self, commit: Commit) -> Commit | None:
         """Create ``commit``'s slot; None when our commit is there, else the winner.
@@ -479,7 +501,7 @@ class ManifestLog:
         doubt: BaseException | None = None
         for attempt in range(SLOT_ATTEMPTS):
             if attempt:
-                time.sleep(min(2.0, 0.05 * 2 ** attempt) * random.uniform(0.5, 1.0))
+                backoff(attempt, base=0.05, cap=2.0, floor=0.5)
             try:
                 if self._commits.create(commit.version, data):
                     return None

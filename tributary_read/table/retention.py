@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import json
 import posixpath
-import random
 import time
 from dataclasses import dataclass
 
 from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError, ManifestCorruptError
 from tributary_read.table.log import (
     CHECKPOINTS, COMMITS, LAST_CHECKPOINT, LOG_DIR, META_DIR, REMOVAL_MEMORY_MS, TableState, checkpoint_path,
-    commit_path, new_commit_id,
+    commit_path,
 )
-from tributary_read.table.manifest import KIND_DATA, OP_EXPIRE, Commit, FileEntry
+from tributary_read.table.manifest import KIND_DATA, FileEntry
 from tributary_read.io.storage import FileInfo, Storage
 from tributary_read.table.config import Table
 
@@ -125,26 +124,21 @@ def expire(table: Table, older_than_ms: int, grace_ms: int, *, dry_run: bool = F
     now = int(time.time() * 1000) if now_ms is None else now_ms
     log = table.log
     listed = table.storage.list()
-    deadline = time.monotonic() + EXPIRE_TIMEOUT_S
+    state = log.state()
+    plans = [plan_expire(table, state, older_than_ms, now, listed)]
     version = None
-    losses = 0
-    while True:
-        state = log.state()
-        plan = plan_expire(table, state, older_than_ms, now, listed)
-        if dry_run or not plan.removed:
-            break
-        commit = Commit(version=state.version + 1, timestamp_ms=int(time.time() * 1000), files=(),
-                        operation=OP_EXPIRE, writer="expire", commit_id=new_commit_id("expire"),
-                        removed=plan.removed)
-        # The log's own create-if-absent and read-back of the slot (see ManifestLog.commit).
-        if log._claim(commit) is None:
-            log._maybe_checkpoint(commit.version)
-            version = commit.version
-            break
-        losses += 1
-        if time.monotonic() >= deadline:
-            raise CommitConflictError(f"expire gave up after {losses} lost commit races; run it again")
-        time.sleep(random.uniform(0, min(0.25, 0.001 * 2 ** min(losses, 8))))
+    if not dry_run and plans[0].removed:
+        def replan(st: TableState) -> tuple[FileEntry, ...]:
+            # A lost race re-plans on the winner's state: it may have added late files or removed some.
+            if st.version != state.version:
+                plans.append(plan_expire(table, st, older_than_ms, now, listed))
+            return plans[-1].removed
+        try:
+            version = log.commit((), base_version=state.version, writer="expire", timeout_s=EXPIRE_TIMEOUT_S,
+                                 removed=replan).version
+        except CommitConflictError as e:
+            raise CommitConflictError(f"expire {e}; run it again") from None
+    plan = plans[-1]
     # The clock is read again: with --grace 0s the commit just made is past its grace.
     deleted = delete_removed(table, grace_ms, dry_run=dry_run, now_ms=now_ms)
     return ExpireResult(plan, version, tuple(deleted), dry_run)

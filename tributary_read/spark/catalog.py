@@ -23,10 +23,10 @@ from typing import Sequence
 from tributary_read.errors import InvalidInputError, MetastoreError, NoSuchHiveTableError, missing_extra
 from tributary_read.hive.describe import parse_bracket_map, stats_from
 from tributary_read.hive.dialect import DIALECTS
-from tributary_read.hive.metastore import query_options
 from tributary_read.hive.model import STALE_STATS_PARAMS, HivePartition, PartitionSpec, TableName
 from tributary_read.hive.sql import check_values
 from tributary_read.hive.sql_metastore import SqlMetastore
+from tributary_read.hive.uri import MetastoreURI
 
 _SEP = "\u0001"
 
@@ -43,26 +43,22 @@ class SparkCatalogMetastore(SqlMetastore):
         super().__init__(DIALECTS["spark"])
 
     @classmethod
-    def from_uri(cls, uri: str = "spark", spark=None) -> SparkCatalogMetastore:
+    def from_uri(cls, uri: str | MetastoreURI = "spark", spark=None) -> SparkCatalogMetastore:
+        """On ``spark`` (the caller's session) when given: a job's sync must use the session its SQL ran on."""
+        u = MetastoreURI.parse(uri)
         if spark is not None:
             return cls(spark)
         try:
             from pyspark.sql import SparkSession
         except ImportError:
             raise missing_extra("pyspark", "spark") from None
-        conf = {}
-        for k, v in query_options(uri).items():
-            if not k.startswith("conf."):
-                raise InvalidInputError(f"unknown option {k!r} in {uri!r} (spark takes conf.KEY=VALUE)")
-            conf[k[5:]] = v
         active = SparkSession.getActiveSession()
-        if active is not None and not conf:
+        if active is not None and not u.spark_conf():
             return cls(active)
-        builder = SparkSession.builder.appName("trib-partitions").enableHiveSupport()
-        for k, v in conf.items():
-            builder = builder.config(k, v)
+        from tributary_read.spark.session import sql_session
+
         try:
-            return cls(builder.getOrCreate())
+            return cls(sql_session(None, None, "trib-partitions", catalog=u, udfs=False))
         except Exception as e:  # noqa: BLE001 - JVM start-up failures
             raise MetastoreError(f"cannot start a SparkSession with Hive support: {e}") from None
 

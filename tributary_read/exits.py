@@ -1,0 +1,61 @@
+"""How a failure ends a trib process: one stderr line and the exit status of its class.
+
+One function for every front end that is a process: the ``trib`` CLI and the Spark driver that
+``trib etl submit`` hands to spark-submit. A scheduler watching either sees the same line and
+the same code for the same failure, SIGTERM included (143, as a shell reports a process it
+killed), so "retry later" and "fix the input" never depend on how the job was launched.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Mapping
+
+from tributary_read.errors import TributaryError
+
+#: Exit statuses of the signals trib turns into one line (128 + the signal number, as shells report).
+INTERRUPTED = 128 + signal.SIGINT
+TERMINATED = 128 + signal.SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM turned into an exception, so a long command ends like Ctrl-C: one line, exit 143.
+
+    A BaseException, like KeyboardInterrupt, so that no ``except Exception`` on
+    the way up swallows it; committed data needs no cleanup (the log decides).
+    """
+
+
+def raise_on_sigterm():
+    """From now on SIGTERM raises :class:`Terminated` in the main thread (:func:`exit_line` maps it).
+
+    Returns the handler it replaced, for a caller that runs inside a host process (tests) to restore.
+    """
+
+    def _raise(signum, frame):
+        raise Terminated()
+
+    return signal.signal(signal.SIGTERM, _raise)
+
+
+def one_line(e: BaseException | str) -> str:
+    text = str(e).strip() or (type(e).__name__ if isinstance(e, BaseException) else "")
+    return " ".join(text.split())
+
+
+def exit_line(e: BaseException, names: Mapping[str, str] | None = None, prog: str = "trib") -> tuple[str | None, int]:
+    """The one stderr line (None: print nothing) and the exit status that end a process failing with ``e``.
+
+    ``names``: the front end's spelling of library parameters (the CLI's flags), put into the message.
+    """
+    if isinstance(e, Terminated):
+        return f"{prog}: terminated", TERMINATED
+    if isinstance(e, KeyboardInterrupt):
+        return f"{prog}: interrupted", INTERRUPTED
+    if isinstance(e, TributaryError):
+        return f"{prog}: error: {one_line(e.reword(names or {}))}", e.exit_code
+    if isinstance(e, BrokenPipeError):
+        return None, 0  # the reader went away (``| head``): not a failure
+    if isinstance(e, SystemExit):
+        return None, e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return f"{prog}: unexpected {type(e).__name__}: {one_line(e)} (run with -v for details)", 1

@@ -1,0 +1,149 @@
+"""A metastore URI, parsed once: every front end (CLI, job file, ETL, demo, ``trib sql``) asks this value.
+
+"Is this the Spark catalog?", "which backend opens it?", "what does a Spark session need to use it
+as its catalog?" were string tests in five places that disagreed at the edges (``SPARK``,
+``spark?conf...``). They are answered here only; tests/test_architecture.py keeps it so.
+
+A URI never carries a password: argv is visible to every user of the machine (``ps``), and the URI
+is echoed in messages and recorded in job reports. The password comes from ``$TRIB_HS2_PASSWORD``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+from urllib.parse import parse_qsl, urlsplit
+
+from tributary_read.errors import InvalidInputError
+
+PASSWORD_ENV = "TRIB_HS2_PASSWORD"
+
+
+class MetastoreKind(enum.Enum):
+    """What is at the other end; the value is the canonical scheme."""
+
+    HS2 = "hs2"
+    THRIFT = "thrift"
+    SPARK = "spark"
+
+
+@dataclass(frozen=True)
+class _KindFacts:
+    backend: str  #: ``module:class`` whose ``from_uri`` opens it (imported on first use)
+    default_port: int | None
+    options: frozenset[str]  #: query options allowed besides ``timeout``
+    example: str
+
+
+#: One row per kind: add a backend by adding a row (and a scheme to SCHEMES).
+KINDS: dict[MetastoreKind, _KindFacts] = {
+    MetastoreKind.HS2: _KindFacts("tributary_read.hive.hs2:Hs2Metastore", 10000,
+                                  frozenset({"auth", "user", "kerberos_service_name", "engine"}),
+                                  "hs2://127.0.0.1:10000"),
+    MetastoreKind.THRIFT: _KindFacts("tributary_read.hive.thrift_metastore:ThriftMetastore", 9083,
+                                     frozenset({"auth", "kerberos_service_name"}), "thrift://127.0.0.1:9083"),
+    MetastoreKind.SPARK: _KindFacts("tributary_read.spark.catalog:SparkCatalogMetastore", None,
+                                    frozenset(), "spark"),
+}
+#: Scheme as written (case-insensitive) -> kind.
+SCHEMES: dict[str, MetastoreKind] = {"hs2": MetastoreKind.HS2, "hive2": MetastoreKind.HS2,
+                                     "thrift": MetastoreKind.THRIFT, "spark": MetastoreKind.SPARK}
+_UNKNOWN = "use hs2://HOST:PORT, thrift://HOST:PORT or spark"
+#: Conf keys whose values are secrets (``javax.jdo.option.ConnectionPassword``, ``fs.s3a.secret.key``).
+_SECRET = re.compile(r"password|secret|credential|token", re.I)
+
+
+@dataclass(frozen=True)
+class MetastoreURI:
+    """``hs2://HOST:PORT[/DB]?auth=...``, ``thrift://HOST:PORT?auth=...`` or ``spark[?conf.KEY=VALUE...]``.
+
+    ``text`` is the URI as given (it holds no secret: :meth:`parse` refuses one); ``params`` the
+    URL-decoded query options, already checked against the kind's allowed set.
+    """
+
+    kind: MetastoreKind
+    text: str
+    host: str | None = None
+    port: int | None = None
+    database: str | None = None
+    user: str | None = None
+    params: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+
+    @classmethod
+    def parse(cls, uri: str | MetastoreURI) -> MetastoreURI:
+        """The typed URI; anything unusable (unknown scheme, password, bad port or option) is bad input."""
+        if isinstance(uri, MetastoreURI):
+            return uri
+        text = (uri or "").strip() if isinstance(uri, str) else ""
+        scheme = text.split(":", 1)[0].split("?", 1)[0].lower()
+        kind = SCHEMES.get(scheme)
+        if kind is None:
+            raise InvalidInputError(f"unknown metastore {uri!r}: {_UNKNOWN}")
+        facts = KINDS[kind]
+        if kind is MetastoreKind.SPARK:
+            rest = text[len(scheme):]
+            if rest and not rest.startswith("?"):
+                raise InvalidInputError(f"unknown metastore {uri!r}: {_UNKNOWN}")
+            params = dict(parse_qsl(rest[1:], keep_blank_values=True))
+            for k in params:
+                if not k.startswith("conf.") or len(k) == 5:
+                    raise InvalidInputError(f"unknown option {k!r} in {text!r} (spark takes conf.KEY=VALUE)")
+                if _SECRET.search(k):
+                    raise InvalidInputError(f"put {k[5:]} in spark-defaults.conf or hive-site.xml, not in the "
+                                            "metastore URI (a URI shows in process lists, messages and reports)")
+            return cls(kind, text, params=MappingProxyType(params))
+        u = urlsplit(text)
+        if u.password is not None:
+            raise InvalidInputError(f"put the metastore password in ${PASSWORD_ENV}, not in the URI "
+                                    "(a URI shows in process lists, messages and reports)")
+        if not u.hostname:
+            raise InvalidInputError(f"metastore URI needs a host: {text!r} (e.g. {facts.example})")
+        try:
+            port = u.port or facts.default_port
+        except ValueError:
+            raise InvalidInputError(f"bad port in {text!r}") from None
+        params = dict(parse_qsl(u.query, keep_blank_values=True))
+        unknown = set(params) - facts.options - {"timeout"}
+        if unknown:
+            raise InvalidInputError(f"unknown option(s) {', '.join(sorted(unknown))} in {text!r}")
+        if "timeout" in params:
+            try:
+                float(params["timeout"])
+            except ValueError:
+                raise InvalidInputError(f"bad timeout in {text!r}") from None
+        return cls(kind, text, u.hostname, port, u.path.strip("/") or None, u.username,
+                   MappingProxyType(params))
+
+    @property
+    def is_spark_catalog(self) -> bool:
+        """The metastore is a SparkSession's own catalog: opening it needs (and may start) a session."""
+        return self.kind is MetastoreKind.SPARK
+
+    @property
+    def backend(self) -> str:
+        return KINDS[self.kind].backend
+
+    def timeout(self, default: float) -> float:
+        return float(self.params.get("timeout", default))
+
+    def spark_conf(self) -> Mapping[str, str]:
+        """``conf.KEY=VALUE`` options of a ``spark`` URI, as Spark confs."""
+        return {k[5:]: v for k, v in self.params.items() if k.startswith("conf.")}
+
+    def catalog_conf(self) -> dict[str, str]:
+        """The Spark conf that makes a session's Hive catalog this metastore.
+
+        HiveServer2 runs SQL but is no catalog a session can use: asking for one is bad input.
+        """
+        if self.kind is MetastoreKind.THRIFT:
+            return {"spark.hadoop.hive.metastore.uris": f"thrift://{self.host}:{self.port}"}
+        if self.kind is MetastoreKind.SPARK:
+            return dict(self.spark_conf())
+        raise InvalidInputError(f"a Spark session needs a metastore it can use as its catalog: thrift://HOST:PORT "
+                                f"or spark, not {self.text} (HiveServer2 runs SQL, it is not a catalog)")
+
+    def __str__(self) -> str:
+        return self.text
