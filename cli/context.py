@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from tributary_read.errors import InvalidInputError
 from tributary_read.exits import Terminated, raise_on_sigterm  # noqa: F401 - the commands import them from here
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -118,13 +118,6 @@ class Schedule:
                                     schedule_time="the run")
         return value
 
-    def to_json(self) -> dict:
-        d = {"period_ms": self.period_ms, "lag_ms": self.lag_ms, "form": str(self.form),
-             "timezone": getattr(self.tz, "key", None) or str(self.tz)}
-        if self.form is WindowForm.SLIDING:
-            d["window_ms"] = self.length_ms
-        return d
-
 
 @dataclass(frozen=True)
 class TimeWindow:
