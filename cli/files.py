@@ -11,8 +11,9 @@ from datetime import timezone as dt_timezone
 import click
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.read.fileset import ReadMode, origin
-from tributary_read.read.resolve import Source, plain_layout, resolve
+from tributary_read.read.fileset import ReadMode
+from tributary_read.read.resolve import Source, plain_layout
+from tributary_read.read.selection import ReadRequest, select
 from tributary_read.read.window import TimeWindow, WindowForm
 
 from .context import TribState, emit, json_option, parse_duration_ms, pass_state
@@ -133,27 +134,11 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
     Windows are closed intervals [start, end] in ms, both ends inclusive.
     Hidden and in-progress files, _SUCCESS and _tributary/ are never listed.
     """
-    if consumer is None:
-        for opt, val in (("--lookback", lookback), ("--min-age", min_age), ("--state-dir", state_dir),
-                         ("--full-scan", full_scan or None), ("--full-scan-every", full_scan_every)):
-            if val is not None:
-                raise InvalidInputError(f"{opt} goes with --consumer")
-    else:
-        for opt, val in (("--since-version", since_version), ("--until-version", until_version),
-                         ("--start", start), ("--end", end), ("--schedule-time", schedule_time),
-                         ("--partitions", partitions)):
-            if val is not None:
-                raise InvalidInputError(f"{opt} cannot be combined with --consumer: a consumer's batch is "
-                                        "whatever it has not delivered yet")
     if null and as_json:
         raise InvalidInputError("-0/--null is for the path list; --json already quotes every path")
-    lookback_ms = parse_duration_ms(lookback, "--lookback") if lookback is not None else None
-    min_age_ms = parse_duration_ms(min_age, "--min-age") if min_age is not None else None
     every_ms = None if full_scan_every is None else (
         0 if full_scan_every.strip().lower() in ("off", "never") else parse_duration_ms(full_scan_every,
                                                                                           "--full-scan-every"))
-    if parallel is not None and parallel < 1:
-        raise InvalidInputError("--parallel must be >= 1")
     src, options = open_source(state, root, layout, partition_spec, timezone)
     tz = src.layout.tz if src.layout else dt_timezone.utc
     window = TimeWindow.for_schedule(
@@ -161,21 +146,15 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
         period_ms=parse_duration_ms(period, "--period") if period is not None else None,
         lag_ms=parse_duration_ms(lag, "--lag") if lag is not None else None,
         form=window_form, window_ms=parse_duration_ms(window, "--window") if window is not None else None)
-
-    plan = None
+    request = ReadRequest(
+        mode=mode, consumer=consumer, state_dir=state_dir, window=window, since_version=since_version or 0,
+        until_version=until_version, partitions=partitions,
+        lookback_ms=parse_duration_ms(lookback, "--lookback") if lookback is not None else None,
+        min_age_ms=parse_duration_ms(min_age, "--min-age") if min_age is not None else None,
+        full_scan=full_scan, full_scan_every_ms=every_ms, parallel=parallel, allow_untracked=allow_untracked)
     with listing_progress(state, src.uri, quiet) as progress:
-        if consumer is not None:
-            from tributary_read.read.consumer import Consumer
-
-            c = Consumer(src, consumer, state_dir, options)
-            plan = c.plan(mode=mode, lookback_ms=lookback_ms, min_age_ms=min_age_ms, full_scan=full_scan,
-                          progress=progress, parallel=parallel, full_scan_every_ms=every_ms,
-                          allow_untracked=allow_untracked)
-            fs = plan.fileset(origin(src.storage, src.table, src.layout))
-        else:
-            fs = resolve(src, mode=mode, since_version=since_version or 0, until_version=until_version,
-                         window=window, partitions=partitions, parallel=parallel, progress=progress,
-                         allow_untracked=allow_untracked)
+        chosen = select(src, request, options=options, progress=progress)
+    fs, plan = chosen.fileset, chosen.plan
 
     def human():
         end = "\0" if null else "\n"

@@ -42,6 +42,12 @@ FLAGS = {
     "columns": "--columns",
     "var": "--var",
     "allow_untracked": "--allow-untracked",
+    "consumer": "--consumer",
+    "full_scan": "--full-scan",
+    "read_window": "--start/--end/--schedule-time",
+    "since_version": "--since-version",
+    "until_version": "--until-version",
+    "parallel": "--parallel",
 }
 
 

@@ -643,3 +643,39 @@ def test_format_and_serde_facts_live_in_one_table():
              for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
              and serde.match(node.value)]
     assert not found, f"SerDe facts outside {owner}:\n" + "\n".join(found)
+
+
+#: The one owner of "which files does this run read" (a consumer's plan, or a window / version range).
+SELECTION = "tributary_read.read.selection"
+#: What only the owner calls: a run's answer from read.resolve, and a consumer's plan. (Reading every
+#: committed file (column inference) or every visible file (list_on_executors) is not choosing a run's files.)
+_SELECTING = {"resolve", "manifest_window"}
+
+
+def _selects(name: str, tree: ast.Module) -> list[tuple[ast.AST, str]]:
+    found: list[tuple[ast.AST, str]] = []
+    skip = _type_checking_only(tree)  # the package face names them for type checkers and the Python API
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module == "tributary_read.read.resolve":
+            found += [(node, f"imports {a.name}") for a in node.names if a.name in _SELECTING]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "plan"
+              and not name.startswith("tributary_read.read.")):
+            found.append((node, ast.unparse(node.func)))
+    return found
+
+
+def test_which_files_a_run_reads_has_one_owner():
+    """trib files, the ETL, read_incremental and the lateness report build a ReadRequest and call select()."""
+    found = [f"{_where(name, node)}: {what}" for name, tree in TREES.items()
+             if not name.startswith("tributary_read.read.") for node, what in _selects(name, tree)]
+    assert not found, f"a run's files chosen outside {SELECTION}:\n" + "\n".join(found)
+    users = {name for name, tree in TREES.items() if SELECTION in GRAPH[name]}
+    assert {"tributary_read.cli.files", "tributary_read.etl.resolve_step", "tributary_read.spark.incremental",
+            "tributary_read.report.lateness"} <= users
+
+
+def test_selection_rule_sees_a_second_owner():
+    tree = ast.parse("from tributary_read.read.resolve import Source, resolve\nc.plan(mode='auto')\n")
+    assert [what for _, what in _selects("tributary_read.etl.x", tree)] == ["imports resolve", "c.plan"]

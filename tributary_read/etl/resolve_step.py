@@ -37,12 +37,10 @@ def _source(spec: InputSpec):
 
 
 def _resolve_one(run: _Run, spec: InputSpec):
-    from tributary_read.read.fileset import origin
+    from tributary_read.read.selection import ReadRequest, select
 
     src = _source(spec)
     if spec.mode is InputMode.CONSUMER:
-        from tributary_read.read.consumer import Consumer
-
         held = next((r for r in run.recovered if r.view == spec.view and r.would_ack), None)
         if held is not None:  # dry run: that plan is acked first, and the next one made only then
             run.inputs.append(InputReport(
@@ -50,17 +48,15 @@ def _resolve_one(run: _Run, spec: InputSpec):
                     f"pending plan {held.plan_id} was committed by the run of {held.schedule_time}: "
                     "the run acks it first, then plans what arrived since")))
             return _empty_fileset(src), None
-        c = Consumer(src, spec.consumer, spec.state_dir, spec.storage_options)
-        plan = c.plan(mode=spec.tracking, lookback_ms=spec.lookback_ms, min_age_ms=spec.min_age_ms,
-                      full_scan_every_ms=spec.full_scan_every_ms, allow_untracked=spec.allow_untracked)
-        fs = plan.fileset(origin(src.storage, src.table, src.layout))
         window = None
+        request = ReadRequest(mode=spec.tracking, consumer=spec.consumer, state_dir=spec.state_dir,
+                              lookback_ms=spec.lookback_ms, min_age_ms=spec.min_age_ms,
+                              full_scan_every_ms=spec.full_scan_every_ms, allow_untracked=spec.allow_untracked)
     else:
-        from tributary_read.read.resolve import resolve as resolve_window
-
         window = run.window(spec)
-        plan = None
-        fs = resolve_window(src, mode=str(spec.mode), window=window, allow_untracked=spec.allow_untracked)
+        request = ReadRequest(mode=str(spec.mode), window=window, allow_untracked=spec.allow_untracked)
+    chosen = select(src, request, options=spec.storage_options)
+    fs, plan = chosen.fileset, chosen.plan
     if spec.layout is not None and hasattr(fs, "layout") and getattr(fs, "layout", None) is None:
         fs = replace(fs, layout=spec.layout)
     run.inputs.append(InputReport(

@@ -26,7 +26,8 @@ from typing import Any, Mapping, Sequence
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.read.fileset import FileSet
-from tributary_read.read.resolve import Source, resolve
+from tributary_read.read.resolve import Source
+from tributary_read.read.selection import ReadRequest, select
 from tributary_read.table.layout import Layout
 
 #: Lags the report always evaluates, besides the caller's: a scheduler's usual choices.
@@ -238,7 +239,7 @@ def lateness(root: str | Source, *, lags_ms: Sequence[int] = (), since_ms: int |
         raise InvalidInputError(f"{src.uri} is not a trib table: give its layout", layout="its layout")
     if any(lag < 0 for lag in lags_ms):
         raise InvalidInputError("a lag must not be negative")
-    fs = resolve(src, allow_untracked=True)  # a report delivers nothing: untracked data is a note
+    fs = select(src, ReadRequest(allow_untracked=True)).fileset  # a report delivers nothing: untracked is a note
     times, notes = commit_times(src)
     found, unplaced = arrivals_of(fs, src.layout, times)
     if since_ms is not None:

@@ -28,7 +28,7 @@ from datetime import timezone
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.read.fileset import Conflict, FileSet, LateFile, ResolvedFile, origin
+from tributary_read.read.fileset import Conflict, FileSet, LateFile, ResolvedFile
 from tributary_read.read.window import TimeWindow
 from tributary_read.timespec import parse_duration_ms
 
@@ -39,6 +39,11 @@ if TYPE_CHECKING:  # pragma: no cover
 CONSUMER_OPTIONS = frozenset({"lookback_ms", "min_age_ms", "full_scan", "full_scan_every_ms", "parallel",
                               "progress", "now_ms", "layout"})
 RESOLVE_OPTIONS = frozenset({"since_version", "until_version", "partitions", "parallel", "progress", "layout"})
+#: The library's parameter names -> this function's (TributaryError.reword).
+PARAMETERS = {"read_window": "window", "state_dir": "state_dir", "lister": "lister", "consumer": "a consumer",
+              "lookback": "lookback_ms", "min_age": "min_age_ms", "full_scan": "full_scan",
+              "full_scan_every": "full_scan_every_ms", "since_version": "since_version",
+              "until_version": "until_version", "partitions": "partitions", "parallel": "parallel"}
 #: A temp view is named by a plain SQL identifier (no quoting games in the caller's SQL).
 _VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 NOT_A_CONSUMER = "not a consumer batch: nothing to ack (a window's position is the caller's schedule time)"
@@ -168,7 +173,8 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
     from tributary_read.spark import require_pyspark
 
     require_pyspark()
-    from tributary_read.read.resolve import Source, resolve
+    from tributary_read.read.resolve import Source
+    from tributary_read.read.selection import ReadRequest, select
     from tributary_read.spark.read import read_files
 
     if view is not None and not (isinstance(view, str) and _VIEW.match(view)):
@@ -181,41 +187,38 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
                                 f"{'a consumer batch' if consumer is not None else 'a window read'}; "
                                 f"choose from {', '.join(sorted(allowed))}")
     layout = plan_options.pop("layout", None)
+    progress = plan_options.pop("progress", None)
     if isinstance(source, str):  # a root or a trib.toml alias, as the CLI and spark.write take them
         from tributary_read.table.config import load_config, resolve_table
 
         source, alias_options = resolve_table(source, load_config())
         options = {**alias_options, **(options or {})}
     src = Source.of(source, options, layout)
-    if consumer is not None:
-        for name, val in (("window", window), ("schedule_time", schedule_time), ("lister", lister)):
-            if val is not None:
-                raise InvalidInputError(f"{name} cannot be combined with a consumer: a consumer's batch is "
-                                        "whatever it has not delivered yet", **{name: name})
-        from tributary_read.read.consumer import Consumer
-
-        c = Consumer(src, consumer, state_dir, options)
-        plan = c.plan(mode=mode, allow_untracked=allow_untracked, **plan_options)
-        fs = plan.fileset(origin(src.storage, src.table, src.layout))
-        batch = Batch(fs, c.name, plan.plan_id, plan.beyond_horizon, plan.conflicts, plan.deferred, view, c)
+    tz = src.layout.tz if src.layout else timezone.utc
+    if isinstance(window, tuple):
+        window = TimeWindow.parse(*window, tz=tz)
+    scheduled = (schedule_time, period, lag, window_form, window_length)
+    if any(v is not None for v in scheduled):
+        if window is not None:
+            raise InvalidInputError("give a window or a schedule time, not both", window="window",
+                                    schedule_time="schedule_time")
+        window = TimeWindow.for_schedule(
+            schedule_time=schedule_time, tz=tz, form=window_form,
+            period_ms=None if period is None else parse_duration_ms(period, "period"),
+            lag_ms=None if lag is None else parse_duration_ms(lag, "lag"),
+            window_ms=None if window_length is None else parse_duration_ms(window_length, "window_length"))
+    try:
+        request = ReadRequest(mode=mode, consumer=consumer, state_dir=state_dir, window=window,
+                              allow_untracked=allow_untracked, **plan_options)
+        chosen = select(src, request, options=options, progress=progress,
+                        lister=_lister(spark, lister, options))
+    except InvalidInputError as e:  # this function's parameter names, where the message names one
+        raise InvalidInputError(e.reword(PARAMETERS)) from None
+    fs, plan = chosen.fileset, chosen.plan
+    if plan is not None:
+        batch = Batch(fs, consumer, plan.plan_id, plan.beyond_horizon, plan.conflicts, plan.deferred, view,
+                      chosen.consumer)
     else:
-        if state_dir is not None:
-            raise InvalidInputError("state_dir goes with a consumer", state_dir="state_dir")
-        tz = src.layout.tz if src.layout else timezone.utc
-        if isinstance(window, tuple):
-            window = TimeWindow.parse(*window, tz=tz)
-        scheduled = (schedule_time, period, lag, window_form, window_length)
-        if any(v is not None for v in scheduled):
-            if window is not None:
-                raise InvalidInputError("give a window or a schedule time, not both", window="window",
-                                        schedule_time="schedule_time")
-            window = TimeWindow.for_schedule(
-                schedule_time=schedule_time, tz=tz, form=window_form,
-                period_ms=None if period is None else parse_duration_ms(period, "period"),
-                lag_ms=None if lag is None else parse_duration_ms(lag, "lag"),
-                window_ms=None if window_length is None else parse_duration_ms(window_length, "window_length"))
-        fs = resolve(src, mode=mode, window=window, lister=_lister(spark, lister, options),
-                     allow_untracked=allow_untracked, **plan_options)
         batch = Batch(fs, view=view)
     df = read_files(spark, batch.fileset, schema=schema, hive_table=hive_table, metastore=metastore,
                     options=read_options)

@@ -1,0 +1,132 @@
+"""Which files one run reads: a durable consumer's next batch, or a window or version range.
+
+``trib files``, an ETL input and ``read_incremental`` each describe one run's
+read. They used to make the choice, and check which options go with which, each
+in its own words; now each builds a :class:`ReadRequest` and calls
+:func:`select`, so a job spelled in any of them reads the same files, and an
+option one of them refuses the others refuse too (``tests/test_architecture.py``
+keeps consumers' plans and window resolution out of the front ends).
+
+Messages name parameters in words (``a lookback``); a front end rewords them
+into its own spelling (``--lookback``) with :meth:`TributaryError.reword`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Mapping
+
+from tributary_read.errors import InvalidInputError
+from tributary_read.read.fileset import FileSet, origin
+from tributary_read.read.listing import DirectoryLister, Progress
+from tributary_read.read.window import TimeWindow
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.read.consumer import Consumer
+    from tributary_read.read.consumer_state import Plan
+    from tributary_read.read.partition_filter import PartitionFilter
+    from tributary_read.read.resolve import Source
+
+#: Options only a consumer's plan takes: field -> (the parameter errors name, its words in messages).
+CONSUMER_ONLY = {"lookback_ms": ("lookback", "a lookback"), "min_age_ms": ("min_age", "a minimum age"),
+                 "full_scan": ("full_scan", "a full scan"),
+                 "full_scan_every_ms": ("full_scan_every", "a full-scan interval"),
+                 "state_dir": ("state_dir", "a state directory"), "now_ms": ("now_ms", "a clock")}
+#: Options a consumer's batch cannot take (its batch is whatever it has not delivered yet), likewise.
+NOT_WITH_CONSUMER = {"window": ("read_window", "a time window"),
+                     "since_version": ("since_version", "a since version"),
+                     "until_version": ("until_version", "an until version"),
+                     "partitions": ("partitions", "a partition range")}
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    """What one run asks to read. With ``consumer``: its next batch; otherwise a window or version range.
+
+    ``mode`` is ``trib files --mode``'s (for a consumer: how it tracks the
+    table). ``allow_untracked`` delivers a manifest answer that leaves files
+    other tools wrote behind (tracking.refuse_untracked). A request that mixes
+    a consumer with a window, or gives consumer options without a consumer, is
+    refused when it is made.
+    """
+
+    mode: str = "auto"
+    consumer: str | None = None
+    state_dir: str | None = None
+    window: TimeWindow | None = None
+    since_version: int = 0
+    until_version: int | None = None
+    partitions: PartitionFilter | str | None = None
+    lookback_ms: int | None = None
+    min_age_ms: int | None = None
+    full_scan: bool = False
+    full_scan_every_ms: int | None = None
+    now_ms: int | None = None
+    parallel: int | None = None
+    allow_untracked: bool = False
+
+    def __post_init__(self) -> None:
+        if self.parallel is not None and self.parallel < 1:
+            raise InvalidInputError("the listing parallelism must be >= 1", parallel="the listing parallelism")
+        if self.consumer is None:
+            for name, (param, words) in CONSUMER_ONLY.items():
+                if getattr(self, name) not in (None, False):
+                    raise InvalidInputError(f"{words} goes with a consumer", **{param: words},
+                                            consumer="a consumer")
+            return
+        for name, (param, words) in NOT_WITH_CONSUMER.items():
+            if getattr(self, name) not in (None, 0):
+                raise InvalidInputError(f"{words} cannot be combined with a consumer: a consumer's batch is "
+                                        "whatever it has not delivered yet", **{param: words},
+                                        consumer="a consumer")
+
+    @classmethod
+    def names(cls) -> frozenset[str]:
+        return frozenset(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The files a run reads; for a consumer also the plan to ack once its output is committed."""
+
+    fileset: FileSet
+    plan: Plan | None = None
+    consumer: Consumer | None = None
+
+
+def select(source: Source, request: ReadRequest, *, options: Mapping[str, str] | None = None,
+           progress: Progress | None = None, lister: DirectoryLister | None = None) -> Selection:
+    """The exact files of ``request`` on ``source``: the one answer every front end gives.
+
+    A consumer's plan is saved before it is returned, so a run that crashes and
+    asks again gets the same plan. ``lister`` runs a window's listings
+    elsewhere (Spark executors); a consumer lists only what changed since its
+    last batch, here.
+    """
+    r = request
+    if r.consumer is None:
+        from tributary_read.read.resolve import resolve
+
+        fs = resolve(source, mode=r.mode, since_version=r.since_version, until_version=r.until_version,
+                     window=r.window, partitions=r.partitions, parallel=r.parallel, progress=progress,
+                     lister=lister, allow_untracked=r.allow_untracked)
+        return Selection(fs)
+    if lister is not None:
+        raise InvalidInputError("a lister cannot be combined with a consumer: its plan lists only what "
+                                "changed since its last batch, here", lister="a lister", consumer="a consumer")
+    from tributary_read.read.consumer import Consumer
+
+    c = Consumer(source, r.consumer, r.state_dir, options)
+    plan = c.plan(mode=r.mode, lookback_ms=r.lookback_ms, min_age_ms=r.min_age_ms, full_scan=r.full_scan,
+                  now_ms=r.now_ms, progress=progress, parallel=r.parallel,
+                  full_scan_every_ms=r.full_scan_every_ms, allow_untracked=r.allow_untracked)
+    return Selection(plan.fileset(origin(source.storage, source.table, source.layout)), plan, c)
+
+
+def request_of(**given: Any) -> ReadRequest:
+    """A ReadRequest from keyword arguments, refusing unknown ones by name (the Python API's ``**options``)."""
+    unknown = sorted(set(given) - ReadRequest.names())
+    if unknown:
+        raise InvalidInputError(f"unknown option{'s' * (len(unknown) > 1)} {', '.join(unknown)}; choose from "
+                                f"{', '.join(sorted(ReadRequest.names()))}")
+    return ReadRequest(**given)
