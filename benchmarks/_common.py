@@ -133,3 +133,39 @@ def emit(text: str, result: dict, args) -> dict:
     if getattr(args, "markdown", None):
         Path(args.markdown).write_text(text + "\n")
     return result
+
+
+def hive_pair(work: Path, timeout: float = 300):
+    """A local metastore + HiveServer2 in ``work/hive`` for one benchmark: a context yielding their ports."""
+    import contextlib
+
+    from tributary_read.services import hive as services
+
+    @contextlib.contextmanager
+    def pair():
+        hive_dir = Path(work) / "hive"
+        hms_port, hs2_port = services.free_ports(2)
+        print(f"starting metastore :{hms_port} + HiveServer2 :{hs2_port} in {hive_dir} ...", file=sys.stderr)
+        services.start(str(hive_dir), hms_port=hms_port, hs2_port=hs2_port, timeout=timeout)
+        try:
+            yield hms_port, hs2_port
+        finally:
+            services.stop(str(hive_dir))
+
+    return pair()
+
+
+def emit_report(report: dict, print_report, args) -> None:
+    """Print a report through its ``print_report``, and write ``--markdown`` / ``--json`` copies if asked."""
+    import contextlib
+    import io
+    import json
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_report(report)
+    sys.stdout.write(buf.getvalue())
+    if getattr(args, "markdown", None):
+        Path(args.markdown).write_text(buf.getvalue().strip() + "\n")
+    if getattr(args, "json_out", None):
+        Path(args.json_out).write_text(json.dumps(report, indent=2))

@@ -27,16 +27,13 @@ within 1.5x), and full / mount as a ratio.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import WorkDir, fs_type, machine_info, md_table  # noqa: E402
+from _common import WorkDir, emit_report, fs_type, hive_pair, machine_info, md_table  # noqa: E402
 
 from tributary_read.etl.job import Job  # noqa: E402
 from tributary_read.etl.run import _Run  # noqa: E402
@@ -45,7 +42,6 @@ from tributary_read.hive.model import TableName  # noqa: E402
 from tributary_read.hive.thrift_metastore import ThriftMetastore  # noqa: E402
 from tributary_read.hive.hs2 import Hs2Metastore  # noqa: E402
 from tributary_read.hive.sync import sync as full_sync  # noqa: E402
-from tributary_read.services import hive as services  # noqa: E402
 from tributary_read.table.config import Table, TableConfig  # noqa: E402
 from tributary_read.table.layout import Layout  # noqa: E402
 from tributary_read.table.manifest import FileEntry  # noqa: E402
@@ -110,25 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     runs = args.runs or (3 if args.quick else 7)
     before = machine_info()
     with WorkDir(prefix="etl-hive-") as work:
-        hive_dir = work / "hive"
-        hms_port, hs2_port = services.free_ports(2)
-        print(f"starting metastore :{hms_port} + HiveServer2 :{hs2_port} in {hive_dir} ...", file=sys.stderr)
-        services.start(str(hive_dir), hms_port=hms_port, hs2_port=hs2_port, timeout=300)
-        try:
+        with hive_pair(work) as (hms_port, hs2_port):
             results = run(work, sizes, runs, hms_port, hs2_port)
-        finally:
-            services.stop(str(hive_dir))
         fs = fs_type(work)
     after = machine_info()
     report = {"machine": before, "loadavg_after": after["loadavg"], "fs": fs, "runs": runs, "sizes": results}
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        print_report(report)
-    sys.stdout.write(buf.getvalue())
-    if args.markdown:
-        Path(args.markdown).write_text(buf.getvalue().strip() + "\n")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(report, indent=2))
+    emit_report(report, print_report, args)
     return 0
 
 

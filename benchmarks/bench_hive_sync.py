@@ -26,8 +26,6 @@ batched DROP.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -38,12 +36,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, WorkDir, fs_type, machine_info, md_table  # noqa: E402
+from _common import REPO, WorkDir, emit_report, fs_type, hive_pair, machine_info, md_table  # noqa: E402
 
 from tributary_read.hive.hs2 import Hs2Metastore  # noqa: E402
 from tributary_read.hive.model import TableName  # noqa: E402
 from tributary_read.hive.sql import render  # noqa: E402
-from tributary_read.services import hive as services  # noqa: E402
 from tributary_read.hive.sync import SyncOptions, sync  # noqa: E402
 from tributary_read.table.layout import Layout  # noqa: E402
 from tributary_read.table.config import Table, TableConfig  # noqa: E402
@@ -103,25 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     before = machine_info()
 
     with WorkDir(prefix="hive-sync-") as work:
-        hive_dir = work / "hive"
-        hms_port, hs2_port = services.free_ports(2)
-        print(f"starting metastore :{hms_port} + HiveServer2 :{hs2_port} in {hive_dir} ...", file=sys.stderr)
-        services.start(str(hive_dir), hms_port=hms_port, hs2_port=hs2_port, timeout=300)
-        try:
+        with hive_pair(work) as (hms_port, hs2_port):
             results = run(work, hs2_port, hours, batch_sizes, sample, skip, hms_port)
-        finally:
-            services.stop(str(hive_dir))
         fs = fs_type(work)
     after = machine_info()
     report = {"hours": hours, "machine": before, "loadavg_after": after["loadavg"], "fs": fs, **results}
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        print_report(report)
-    sys.stdout.write(buf.getvalue())
-    if args.markdown:
-        Path(args.markdown).write_text(buf.getvalue().strip() + "\n")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(report, indent=2))
+    emit_report(report, print_report, args)
     return 0
 
 

@@ -157,3 +157,13 @@ def signal_growing_source(cmd, src, n: int, hits_wanted: int, rng, hours=48, **k
         n += extra
         hits += signal_loop(cmd, hits_wanted - hits, rng, **kw)
     return hits, n
+
+
+def one_line_error(proc, code: int, *words: str) -> str:
+    """A refused run: exit ``code``, one ``trib: error:`` line on stderr holding ``words``, no traceback."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trib: error: ") and "Traceback" not in proc.stderr, proc.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 
 import pytest
 from conftest import REPO, TRIB, invoke_trib, run_trib
+from helpers import one_line_error
 
 from tributary_read.table.config import Table, TableConfig
 from tributary_read.table.layout import Layout
@@ -90,16 +91,6 @@ def snapshot(root) -> dict[str, int]:
 def create_hive_table(cursor, name: str, root) -> None:
     cursor.execute(f"CREATE EXTERNAL TABLE {name} (id BIGINT, ts BIGINT, msg STRING) PARTITIONED BY "
                    f"(dt STRING) STORED AS PARQUET LOCATION 'file://{root}'")
-
-
-def one_line_error(proc, code: int, *words: str) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("trib: error: "), proc.stderr
-    assert "Traceback" not in proc.stderr
-    for w in words:
-        assert w in lines[0], (w, lines[0])
-    return lines[0]
 
 
 # -- without Spark ----------------------------------------------------------------------------

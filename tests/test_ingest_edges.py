@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_trib
-from helpers import LAYOUT, PARTITION, grow_source, make_source, snapshot
+from helpers import LAYOUT, PARTITION, grow_source, make_source, one_line_error, snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -39,14 +39,6 @@ def _ingest(root, src, *extra, app="a", time_field="ts"):
 def _ok(proc) -> dict:
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
-
-
-def _one_line_error(proc, code, *needles):
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 def _data_lines(root) -> list[bytes]:
@@ -154,7 +146,7 @@ def test_out_of_range_time_fails_the_run(tmp_path, shared_table, value):
     src.write_text(f'{{"id": 0, "ts": 1592960400000}}\n{{"id": 1, "ts": {value}}}\n')
     before = snapshot(root)
     p = _ingest(root, src, "--on-bad-record", "fail", *ANY_MS)
-    _one_line_error(p, 3, "s.jsonl line 1")
+    one_line_error(p, 3, "s.jsonl line 1")
     assert snapshot(root) == before
 
 
@@ -197,7 +189,7 @@ def test_same_basename_in_another_directory_is_refused(tmp_path):
     assert _ok(_ingest(root, day1))["records"] == 100
     before = snapshot(root)
     p = _ingest(root, day2)
-    _one_line_error(p, 3, "events.jsonl", "--source-name")
+    one_line_error(p, 3, "events.jsonl", "--source-name")
     assert snapshot(root) == before
     # Named as a new source, it is read whole.
     res = _ok(_ingest(root, day2, "--source-name", "day2/events.jsonl"))
@@ -213,7 +205,7 @@ def test_replaced_source_is_not_resumed_at_a_byte_position(tmp_path):
     other = make_source(tmp_path / "other.jsonl", 80, seed=2)
     other.replace(src)
     before = snapshot(root)
-    _one_line_error(_ingest(root, src), 3, "s.jsonl", "replaced", "--source-name")
+    one_line_error(_ingest(root, src), 3, "s.jsonl", "replaced", "--source-name")
     assert snapshot(root) == before
 
 
@@ -226,7 +218,7 @@ def test_replacement_sharing_the_first_block_is_detected(tmp_path):
     assert len("".join(lines[:100])) > 4096
     src.write_text("".join(lines[:100]) + "".join(line.replace("event", "EVENT") for line in lines[100:]) + lines[0])
     before = snapshot(root)
-    _one_line_error(_ingest(root, src), 3, "s.jsonl", "bytes before the committed position", "--source-name")
+    one_line_error(_ingest(root, src), 3, "s.jsonl", "bytes before the committed position", "--source-name")
     assert snapshot(root) == before
 
 
@@ -238,7 +230,7 @@ def test_truncated_and_regrown_source_is_detected(tmp_path):
     src.write_text("".join(json.dumps({"id": 1000 + i, "ts": 1592960400000 + i, "msg": "after rotation"}) + "\n"
                            for i in range(80)))
     before = snapshot(root)
-    _one_line_error(_ingest(root, src), 3, "s.jsonl", "--source-name")
+    one_line_error(_ingest(root, src), 3, "s.jsonl", "--source-name")
     assert snapshot(root) == before
 
 
@@ -248,7 +240,7 @@ def test_truncated_source_is_detected(tmp_path):
     _ok(_ingest(root, src))
     src.write_text("".join(src.read_text().splitlines(True)[:10]))
     before = snapshot(root)
-    _one_line_error(_ingest(root, src), 3, "s.jsonl", "only 10 lines", "--source-name")
+    one_line_error(_ingest(root, src), 3, "s.jsonl", "only 10 lines", "--source-name")
     assert snapshot(root) == before
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke_trib
-from helpers import snapshot
+from helpers import one_line_error, snapshot
 from tributary_read import FileEntry, Layout, Table, TableConfig
 
 pytestmark = pytest.mark.unit
@@ -21,15 +21,6 @@ pytestmark = pytest.mark.unit
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 PARTITION = "dt={yyyy}{MM}{dd}{HH}"
 T0 = 1_592_956_800_000
-
-
-def assert_one_line_error(proc, exit_code: int, *needles: str) -> None:
-    assert proc.returncode == exit_code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("trib: error: "), proc.stderr
-    assert "Traceback" not in proc.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 @pytest.fixture
@@ -75,16 +66,16 @@ BAD_WINDOWS = [
 @pytest.mark.parametrize("args,needle", BAD_WINDOWS, ids=[n for _, n in BAD_WINDOWS])
 def test_bad_windows_and_ranges(plain, args, needle):
     before = snapshot(plain)
-    assert_one_line_error(invoke_trib("files", str(plain), "--layout", LAYOUT, *args), 3, needle)
+    one_line_error(invoke_trib("files", str(plain), "--layout", LAYOUT, *args), 3, needle)
     assert snapshot(plain) == before
 
 
 def test_bad_roots_and_layout_flags(plain, tmp_path):
-    assert_one_line_error(invoke_trib("files", str(tmp_path / "nope")), 4, "no directory")
-    assert_one_line_error(invoke_trib("files", str(plain), "--partition", PARTITION), 3, "give --layout too")
-    assert_one_line_error(invoke_trib("files", str(plain), "--layout", "{yyyy}/{HH}"), 3, "contiguous run")
-    assert_one_line_error(invoke_trib("files", str(plain), "--partitions", "dt>=1"), 3, "needs a layout")
-    assert_one_line_error(invoke_trib("files", str(plain), "--consumer", "c"), 3, "needs a layout")
+    one_line_error(invoke_trib("files", str(tmp_path / "nope")), 4, "no directory")
+    one_line_error(invoke_trib("files", str(plain), "--partition", PARTITION), 3, "give --layout too")
+    one_line_error(invoke_trib("files", str(plain), "--layout", "{yyyy}/{HH}"), 3, "contiguous run")
+    one_line_error(invoke_trib("files", str(plain), "--partitions", "dt>=1"), 3, "needs a layout")
+    one_line_error(invoke_trib("files", str(plain), "--consumer", "c"), 3, "needs a layout")
     assert not (plain / "_tributary").exists()
 
 
@@ -96,7 +87,7 @@ def test_consumer_option_misuse(plain):
                          (["--consumer", "c", "--lookback", "0s"], "must be positive"),
                          (["--consumer", "c", "--lookback", "week"], "is not a duration"),
                          (["--consumer", "../x"], "bad consumer name")):
-        assert_one_line_error(invoke_trib("files", str(plain), "--layout", LAYOUT, *args), 3, needle)
+        one_line_error(invoke_trib("files", str(plain), "--layout", LAYOUT, *args), 3, needle)
     assert snapshot(plain) == before
 
 
@@ -104,7 +95,7 @@ def test_unknown_consumer(plain):
     before = snapshot(plain)
     for cmd in (["ack", str(plain), "ghost", "0-0123456789ab"], ["show", str(plain), "ghost"],
                 ["reset", str(plain), "ghost"]):
-        assert_one_line_error(invoke_trib("consumer", *cmd), 4, "no consumer 'ghost'")
+        one_line_error(invoke_trib("consumer", *cmd), 4, "no consumer 'ghost'")
     assert snapshot(plain) == before
     assert json.loads(invoke_trib("consumer", "list", str(plain), "--json").stdout)["consumers"] == []
 
@@ -112,10 +103,10 @@ def test_unknown_consumer(plain):
 def test_unknown_plan_ids(consumed):
     root, pending, _ = consumed
     before = snapshot(root)
-    assert_one_line_error(invoke_trib("consumer", "ack", str(root), "c", "latest"), 3, "is not a plan id")
-    assert_one_line_error(invoke_trib("consumer", "ack", str(root), "c", "1-0123456789ab"), 3,
+    one_line_error(invoke_trib("consumer", "ack", str(root), "c", "latest"), 3, "is not a plan id")
+    one_line_error(invoke_trib("consumer", "ack", str(root), "c", "1-0123456789ab"), 3,
                           f"no plan 1-0123456789ab (the pending plan is {pending})")
-    assert_one_line_error(invoke_trib("consumer", "ack", str(root), "c", "9-0123456789ab"), 3, "no plan")
+    one_line_error(invoke_trib("consumer", "ack", str(root), "c", "9-0123456789ab"), 3, "no plan")
     assert snapshot(root) == before
 
 
@@ -123,7 +114,7 @@ def test_acking_a_stale_plan(consumed):
     root, pending, _ = consumed
     invoke_trib("consumer", "reset", str(root), "c", "--discard-plan", check=True)
     before = snapshot(root)
-    assert_one_line_error(invoke_trib("consumer", "ack", str(root), "c", pending), 5, "discarded plan", "new plan")
+    one_line_error(invoke_trib("consumer", "ack", str(root), "c", pending), 5, "discarded plan", "new plan")
     assert snapshot(root) == before
     fresh = json.loads(invoke_trib("files", str(root), "--consumer", "c", "--json", check=True).stdout)
     assert fresh["plan_id"] != pending and [f["path"] for f in fresh["files"]] == ["2020_06_24/00/b.log"]
@@ -133,7 +124,7 @@ def test_acking_an_old_plan_after_a_newer_ack(consumed):
     root, pending, first = consumed
     invoke_trib("consumer", "ack", str(root), "c", pending, check=True)
     before = snapshot(root)
-    assert_one_line_error(invoke_trib("consumer", "ack", str(root), "c", first), 5, "was made at version 0")
+    one_line_error(invoke_trib("consumer", "ack", str(root), "c", first), 5, "was made at version 0")
     assert snapshot(root) == before
 
 
@@ -155,7 +146,7 @@ def test_corrupt_consumer_state(consumed, damage):
     before = snapshot(root)
     for args in (["files", str(root), "--consumer", "c"], ["consumer", "show", str(root), "c"],
                  ["consumer", "ack", str(root), "c", pending]):
-        assert_one_line_error(invoke_trib(*args), 6, "corrupt", state.name, "trib consumer reset")
+        one_line_error(invoke_trib(*args), 6, "corrupt", state.name, "trib consumer reset")
     listed = json.loads(invoke_trib("consumer", "list", str(root), "--json").stdout)["consumers"]
     assert "corrupt" in listed[0]["error"]
     assert snapshot(root) == before
@@ -171,8 +162,8 @@ def test_corrupt_pending_plan(consumed):
     plan = sorted((root / "_tributary/consumers/c").glob("plan-*.json"))[-1]
     plan.write_bytes(b"{}")
     before = snapshot(root)
-    assert_one_line_error(invoke_trib("files", str(root), "--consumer", "c"), 6, "corrupt", plan.name)
-    assert_one_line_error(invoke_trib("consumer", "ack", str(root), "c", pending), 6, "corrupt")
+    one_line_error(invoke_trib("files", str(root), "--consumer", "c"), 6, "corrupt", plan.name)
+    one_line_error(invoke_trib("consumer", "ack", str(root), "c", pending), 6, "corrupt")
     assert snapshot(root) == before
 
 
@@ -182,8 +173,8 @@ def test_consumer_mode_and_version_misuse(tmp_path):
     plan = json.loads(invoke_trib("files", t.uri, "--consumer", "c", "--json", check=True).stdout)
     invoke_trib("consumer", "ack", t.uri, "c", plan["plan_id"], check=True)
     before = snapshot(t.storage.root)
-    assert_one_line_error(invoke_trib("files", t.uri, "--consumer", "c", "--mode", "mtime"), 3, "tracks versions")
-    assert_one_line_error(invoke_trib("consumer", "reset", t.uri, "c", "--to-version", "9"), 3, "between 0 and")
-    assert_one_line_error(invoke_trib("consumer", "reset", t.uri, "c", "--to-version", "0", "--to-latest"), 3,
+    one_line_error(invoke_trib("files", t.uri, "--consumer", "c", "--mode", "mtime"), 3, "tracks versions")
+    one_line_error(invoke_trib("consumer", "reset", t.uri, "c", "--to-version", "9"), 3, "between 0 and")
+    one_line_error(invoke_trib("consumer", "reset", t.uri, "c", "--to-version", "0", "--to-latest"), 3,
                           "at most one")
     assert snapshot(t.storage.root) == before

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 import pytest
 
 from conftest import invoke_trib
-from helpers import snapshot
+from helpers import one_line_error, snapshot
 from tributary_read.table.config import Table, TableConfig
 from tributary_read.table.layout import Layout
 
@@ -56,15 +56,6 @@ def _landed(root) -> dict[int, str]:
     return out
 
 
-def _one_line(proc, code: int, *words: str) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("trib: error: ") and "Traceback" not in proc.stderr, proc.stderr
-    for w in words:
-        assert w in lines[0], (w, lines[0])
-    return lines[0]
-
-
 def _ingest(root, src, *extra):
     return invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", "--json",
                        *extra)
@@ -84,7 +75,7 @@ def test_ingest_of_epoch_seconds_without_a_unit_is_refused_naming_time_unit_s(tm
     _table(root)
     src = _source(tmp_path / "s.jsonl", [_in("s", ms) for ms in TIMES])
     before = snapshot(root)
-    _one_line(_ingest(root, src), 3,
+    one_line_error(_ingest(root, src), 3,
               "s.jsonl line 0: time field ts: 1704067230 as ms is 1970-01-20T17:21:07Z, before 2000-01-01; "
               "is it seconds? set --time-unit s")
     assert snapshot(root) == before  # no commit, no file, no dead letter
@@ -134,7 +125,7 @@ def test_ingest_refusals_name_the_unit_that_fits(tmp_path, unit, value, fits):
     src = _source(tmp_path / "s.jsonl", [T0 if unit == "ms" else T0 // 1000, value])
     if unit == "ms":
         before = snapshot(root)
-        line = _one_line(_ingest(root, src), 3, "s.jsonl line 1: time field ts:", "more than a day ahead", fits)
+        line = one_line_error(_ingest(root, src), 3, "s.jsonl line 1: time field ts:", "more than a day ahead", fits)
         assert "as ms is beyond year 9999" in line
         assert snapshot(root) == before
     doc = json.loads(_ingest(root, src, "--time-unit", unit).stdout)
@@ -144,7 +135,7 @@ def test_ingest_refusals_name_the_unit_that_fits(tmp_path, unit, value, fits):
     assert dead["offset"] == 1 and fits in dead["reason"] and f"as {unit} is" in dead["reason"]
     again = tmp_path / "t2"
     _table(again)
-    _one_line(_ingest(again, src, "--time-unit", unit, "--on-bad-record", "fail"), 3, "s.jsonl line 1:", fits)
+    one_line_error(_ingest(again, src, "--time-unit", unit, "--on-bad-record", "fail"), 3, "s.jsonl line 1:", fits)
 
 
 @pytest.mark.unit
@@ -168,7 +159,7 @@ def test_ingest_plausibility_bounds_and_allow_any_time(tmp_path):
 
     old = tmp_path / "old"
     _table(old)
-    _one_line(_ingest(old, src, "--allow-any-time"), 3, "--allow-any-time needs the unit of integer times",
+    one_line_error(_ingest(old, src, "--allow-any-time"), 3, "--allow-any-time needs the unit of integer times",
               "--time-unit")
     doc = json.loads(_ingest(old, src, "--allow-any-time", "--time-unit", "s").stdout)
     assert (doc["records"], doc["dead_letters"]) == (5, 0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from tributary_read.read.window import iso
@@ -16,6 +16,21 @@ def iso_z(ms: int) -> str:
     text = iso(ms)
     text = text.replace(".000+", "+") if ".000+" in text else text
     return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def _doc(report: Any, *, unless_false: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A report's fields as JSON, in their order; a flag in ``unless_false`` appears only when set.
+
+    Documents stay additive: a flag that is rarely true is omitted rather than
+    printed false on every run.
+    """
+    d: dict[str, Any] = {}
+    for f in fields(report):
+        v = getattr(report, f.name)
+        if f.name in unless_false and not v:
+            continue
+        d[f.name] = list(v) if isinstance(v, tuple) else v
+    return d
 
 
 @dataclass(frozen=True)
@@ -101,9 +116,7 @@ class HiveReport:
     mode: str = "commit"
 
     def to_json(self) -> dict:
-        return {"table": self.table, "metastore": self.metastore, "added": list(self.added),
-                "refreshed": list(self.refreshed), "relocated": list(self.relocated),
-                "statements": self.statements, "mode": self.mode}
+        return _doc(self)
 
 
 @dataclass(frozen=True)
@@ -117,11 +130,7 @@ class AckReport:
     stale: bool = False
 
     def to_json(self) -> dict:
-        d: dict[str, Any] = {"view": self.view, "consumer": self.consumer, "plan_id": self.plan_id,
-                             "already_acked": self.already_acked}
-        if self.stale:
-            d["stale"] = True
-        return d
+        return _doc(self, unless_false=("stale",))
 
 
 @dataclass(frozen=True)
@@ -136,11 +145,7 @@ class RecoveredReport:
     would_ack: bool = False
 
     def to_json(self) -> dict:
-        d: dict[str, Any] = {"view": self.view, "consumer": self.consumer, "plan_id": self.plan_id,
-                             "schedule_time": self.schedule_time, "version": self.version}
-        if self.would_ack:
-            d["would_ack"] = True
-        return d
+        return _doc(self, unless_false=("would_ack",))
 
 
 @dataclass(frozen=True)
