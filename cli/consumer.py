@@ -6,7 +6,8 @@ from datetime import datetime, timezone
 
 import click
 
-from tributary_read.read.consumer import Consumer, list_consumers
+from tributary_read.errors import InvalidInputError
+from tributary_read.read.consumer import Consumer, ResetTarget, list_consumers
 
 from .context import TribState, emit, json_option, pass_state
 from .files import listing_progress, open_source
@@ -102,9 +103,11 @@ def show(state: TribState, root, name, state_dir, as_json) -> None:
 @consumer.command("reset")
 @click.argument("root")
 @click.argument("name")
-@click.option("--to-version", type=int, help="Manifest consumers: continue after this table version.")
-@click.option("--to-latest", is_flag=True, help="Take everything visible now as delivered.")
+@click.option("--to-earliest", is_flag=True, help="Forget everything delivered: the next plan delivers every file again.")
+@click.option("--to-latest", is_flag=True, help="Take everything visible now as delivered (what is undelivered is skipped).")
+@click.option("--to-version", type=int, help="Manifest and both consumers: continue after this table version.")
 @click.option("--discard-plan", is_flag=True, help="Keep the position; drop only the pending plan.")
+@click.option("--execute", is_flag=True, help="Apply the reset. Without it, only show what would change.")
 @click.option("--layout", help="Plain directory without stored layout: its template (for --to-latest).")
 @click.option("--partition", "partition_spec", help="Plain directory: partition spec.")
 @click.option("--timezone", help="Plain directory: zone of the directory times.")
@@ -112,11 +115,29 @@ def show(state: TribState, root, name, state_dir, as_json) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @json_option
 @pass_state
-def reset(state: TribState, root, name, to_version, to_latest, discard_plan, layout, partition_spec, timezone,
-          state_dir, quiet, as_json) -> None:
-    """Move a consumer (default: forget everything delivered). Pending plans become stale."""
+def reset(state: TribState, root, name, to_earliest, to_latest, to_version, discard_plan, execute, layout,
+          partition_spec, timezone, state_dir, quiet, as_json) -> None:
+    """Move a consumer to a target; shows what would change, and applies it only with --execute.
+
+    \b
+    Exactly one target: --to-earliest, --to-latest, --to-version V or --discard-plan.
+    Applied, any pending plan becomes stale.
+    """
+    targets = [t for t, given in ((ResetTarget.EARLIEST, to_earliest), (ResetTarget.LATEST, to_latest),
+                                  (ResetTarget.VERSION, to_version is not None),
+                                  (ResetTarget.DISCARD_PLAN, discard_plan)) if given]
+    if len(targets) != 1:
+        raise InvalidInputError(("a reset needs a target: " if not targets else "give one target, not several: ")
+                                + "--to-earliest, --to-latest, --to-version V or --discard-plan")
     src, options = open_source(state, root, layout, partition_spec, timezone)
     c = Consumer(src, name, state_dir, options)
     with listing_progress(state, src.uri, quiet) as progress:
-        new = c.reset(to_version=to_version, to_latest=to_latest, discard_plan=discard_plan, progress=progress)
-    emit(as_json, new.summary(), f"consumer {name} at version {new.version}: {new.note}")
+        r = c.reset(targets[0], execute=execute, to_version=to_version, progress=progress)
+
+    def human() -> None:
+        click.echo(f"consumer {name}: reset to {r.target}: {r.effect}")
+        if r.applied:
+            click.echo(f"applied: consumer {name} at state version {r.after.version}")
+        else:
+            click.echo("nothing changed: add --execute to apply", err=True)
+    emit(as_json, r.to_json(), human)

@@ -27,7 +27,6 @@ FLAGS = {
     "full_scan_every": "--full-scan-every",
     "state_dir": "--state-dir",
     "to_version": "--to-version",
-    "reset": "--to-version, --to-latest, --discard-plan",
     "commit_every": "--commit-every",
     "app_id": "--app-id",
     "time_field": "--time-field",

@@ -147,7 +147,7 @@ def test_ack_racing_a_reset_never_loses_a_state(tmp_path):
             except (StalePlanError, CommitConflictError) as e:
                 lost.append(e)
         ts = [threading.Thread(target=run, args=(lambda: Consumer(src, "c").ack(plan.plan_id),)),
-              threading.Thread(target=run, args=(lambda: Consumer(src, "c").reset(discard_plan=True),))]
+              threading.Thread(target=run, args=(lambda: Consumer(src, "c").reset("discard-plan", execute=True),))]
         [t.start() for t in ts]
         [t.join() for t in ts]
         # Every success is exactly one new state version; a loser changed nothing.
@@ -174,18 +174,18 @@ def test_reset_variants(table):
     c.ack(c.plan().plan_id)
     assert c.current().manifest_version == 3
     stale = c.plan()
-    c.reset(to_version=1)
+    c.reset("version", to_version=1, execute=True)
     with pytest.raises(StalePlanError, match="reset to version 1"):
         c.ack(stale.plan_id)
     assert [f.version for f in c.plan().files] == [2, 3]
-    c.reset()
+    c.reset("earliest", execute=True)
     assert len(c.plan().files) == 3  # forgets everything: a full-state read (no versions)
-    c.reset(to_latest=True)
+    c.reset("latest", execute=True)
     assert c.plan().files == () and c.current().note == "reset to latest"
     first = c.plan()
     with pytest.raises(PendingPlanError):
         c.plan(mode="mtime")
-    c.reset(discard_plan=True)
+    c.reset("discard-plan", execute=True)
     assert c.plan().plan_id != first.plan_id
 
 

@@ -94,7 +94,7 @@ def test_consumer_option_misuse(plain):
 def test_unknown_consumer(plain):
     before = snapshot(plain)
     for cmd in (["ack", str(plain), "ghost", "0-0123456789ab"], ["show", str(plain), "ghost"],
-                ["reset", str(plain), "ghost"]):
+                ["reset", str(plain), "ghost", "--to-earliest"]):
         one_line_error(invoke_trib("consumer", *cmd), 4, "no consumer 'ghost'")
     assert snapshot(plain) == before
     assert json.loads(invoke_trib("consumer", "list", str(plain), "--json").stdout)["consumers"] == []
@@ -112,7 +112,7 @@ def test_unknown_plan_ids(consumed):
 
 def test_acking_a_stale_plan(consumed):
     root, pending, _ = consumed
-    invoke_trib("consumer", "reset", str(root), "c", "--discard-plan", check=True)
+    invoke_trib("consumer", "reset", str(root), "c", "--discard-plan", "--execute", check=True)
     before = snapshot(root)
     one_line_error(invoke_trib("consumer", "ack", str(root), "c", pending), 5, "discarded plan", "new plan")
     assert snapshot(root) == before
@@ -146,12 +146,12 @@ def test_corrupt_consumer_state(consumed, damage):
     before = snapshot(root)
     for args in (["files", str(root), "--consumer", "c"], ["consumer", "show", str(root), "c"],
                  ["consumer", "ack", str(root), "c", pending]):
-        one_line_error(invoke_trib(*args), 6, "corrupt", state.name, "trib consumer reset")
+        one_line_error(invoke_trib(*args), 6, "corrupt", state.name, f"trib consumer reset file://{root} c --to-earliest --execute")
     listed = json.loads(invoke_trib("consumer", "list", str(root), "--json").stdout)["consumers"]
     assert "corrupt" in listed[0]["error"]
     assert snapshot(root) == before
     # The way out: reset starts over without reading the broken state (so the layout is given again).
-    invoke_trib("consumer", "reset", str(root), "c", check=True)
+    invoke_trib("consumer", "reset", str(root), "c", "--to-earliest", "--execute", check=True)
     plan = json.loads(invoke_trib("files", str(root), "--consumer", "c", "--layout", LAYOUT, "--lookback", "100000d",
                                "--json", check=True).stdout)
     assert len(plan["files"]) == 2
@@ -176,5 +176,5 @@ def test_consumer_mode_and_version_misuse(tmp_path):
     one_line_error(invoke_trib("files", t.uri, "--consumer", "c", "--mode", "mtime"), 3, "tracks versions")
     one_line_error(invoke_trib("consumer", "reset", t.uri, "c", "--to-version", "9"), 3, "between 0 and")
     one_line_error(invoke_trib("consumer", "reset", t.uri, "c", "--to-version", "0", "--to-latest"), 3,
-                          "at most one")
+                          "one target, not several")
     assert snapshot(t.storage.root) == before

@@ -237,7 +237,7 @@ def test_log_retention_keeps_readers_working(tmp_path):
     assert p.returncode == 3 and "log retention" in p.stderr
     p = invoke_trib("files", str(root), "--consumer", "behind")
     assert p.returncode == 3 and "log retention" in p.stderr and "consumer reset" in p.stderr
-    trib_ok("consumer", "reset", str(root), "behind", "--to-latest")
+    trib_ok("consumer", "reset", str(root), "behind", "--to-latest", "--execute")
     assert trib_json("files", str(root), "--consumer", "behind")["files"] == []
 
     # A new commit after the cleanup appends normally.

@@ -107,7 +107,7 @@ def test_manifest_consumer_over_untracked_files_exits_13_unless_allowed(tmp_path
     one_line(consumer_run(root), 13, "--allow-untracked")
     # The fix the message names: the consumer then delivers them.
     assert run_trib("table", "set", str(root), "--tracking", "both").returncode == 0
-    assert run_trib("consumer", "reset", str(root), "etl", "--discard-plan").returncode == 0
+    assert run_trib("consumer", "reset", str(root), "etl", "--discard-plan", "--execute").returncode == 0
     doc = json.loads(consumer_run(root).stdout)
     assert len(doc["files"]) == 2 and "untracked" not in doc
 

@@ -166,7 +166,7 @@ def test_set_tracking_both_widens_a_manifest_consumer_without_redelivery(tmp_pat
         c.plan()
     assert c.plan(allow_untracked=True).files == ()
     assert c.plan(allow_untracked=True).fileset().untracked.count == 2
-    c.reset(discard_plan=True)
+    c.reset("discard-plan", execute=True)
     doc = trib_json("table", "set", str(root), "--tracking", "both")
     assert (doc["previous_tracking"], doc["tracking"]) == ("manifest", "both")
     c = Consumer(Source.open(str(root)), "etl")

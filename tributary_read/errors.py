@@ -202,13 +202,13 @@ class StalePlanError(TributaryError):
 
 
 class PendingPlanError(TributaryError):
-    """A different plan is pending: ack it, or drop it with ``trib consumer reset --discard-plan``."""
+    """A different plan is pending: ack it, or drop it with ``trib consumer reset ROOT NAME --discard-plan --execute``."""
 
     exit_code = 5
 
 
 class ConsumerStateCorruptError(TributaryError):
-    """A consumer's state or plan file cannot be read: inspect it, or start over with ``trib consumer reset``."""
+    """A consumer's state or plan file cannot be read: inspect it, or start over with ``trib consumer reset ROOT NAME --to-earliest --execute``."""
 
     exit_code = 6
 

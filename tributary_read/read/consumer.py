@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from tributary_read.read.consumer_state import (
@@ -44,6 +44,7 @@ from tributary_read.read.consumer_state import (
     ConsumerState,
     Plan,
     check_name,
+    reset_command,
 )
 from tributary_read.errors import (
     CommitConflictError,
@@ -58,6 +59,7 @@ from tributary_read.errors import (
     StorageError,
     UnsupportedFormatVersionError,
 )
+from tributary_read.choice import Choice
 from tributary_read.read.consumer_tracking import ConsumerTracking, PlanOptions, tracking_for
 from tributary_read.read.tracking import refuse_untracked
 from tributary_read.read.listing import Progress
@@ -66,8 +68,35 @@ from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Tracking
 from tributary_read.table.docstore import DocumentSeries, DocumentStore
 
-__all__ = ["AckResult", "Consumer", "ConsumerState", "Plan", "check_name", "list_consumers",
+__all__ = ["AckResult", "Consumer", "ConsumerState", "Plan", "ResetResult", "ResetTarget", "check_name", "list_consumers",
            "CONSUMER_MODES", "CONSUMERS_DIR", "DEFAULT_LOOKBACK_MS", "DEFAULT_FULL_SCAN_EVERY_MS"]
+
+class ResetTarget(Choice):
+    """Where ``trib consumer reset`` moves a consumer (there is no default: each forgets or skips data)."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    VERSION = "version"
+    DISCARD_PLAN = "discard-plan"
+
+
+@dataclass(frozen=True)
+class ResetResult:
+    """What a reset changes (``applied``: it was committed; otherwise a preview)."""
+
+    consumer: str
+    target: ResetTarget
+    before: ConsumerState | None
+    after: ConsumerState
+    discarded_plan: str | None
+    effect: str
+    applied: bool
+
+    def to_json(self) -> dict:
+        return {"consumer": self.consumer, "target": str(self.target), "applied": self.applied,
+                "effect": self.effect, "discarded_plan": self.discarded_plan,
+                "before": self.before.summary() if self.before else None, "after": self.after.summary()}
+
 
 # -- the consumer ---------------------------------------------------------------
 class Consumer:
@@ -117,12 +146,16 @@ class Consumer:
         except UnsupportedFormatVersionError:
             raise
         except ManifestCorruptError as e:
-            raise ConsumerStateCorruptError(f"{e}; start over with `trib consumer reset`") from None
+            raise ConsumerStateCorruptError(f"{e}; to start over: {self.reset_command('to-earliest')}") from None
 
     def _corrupt(self, kind: str, v: int, e: Exception) -> ConsumerStateCorruptError:
         return ConsumerStateCorruptError(
             f"corrupt consumer {kind} {self._store(kind).uri(v)}: {e}; "
-            "start over with `trib consumer reset`")
+            f"to start over: {self.reset_command('to-earliest')}")
+
+    def reset_command(self, target: str) -> str:
+        """The exact reset line for this consumer (its table, name and state directory)."""
+        return reset_command(self.source.uri, self.name, target, self.storage.uri if self.external else None)
 
     def _read_state(self, v: int) -> ConsumerState | None:
         d = self._load("state", v)
@@ -251,7 +284,7 @@ class Consumer:
         if diffs:
             raise PendingPlanError(
                 f"consumer {self.name!r} has pending plan {p.plan_id} made with {', '.join(diffs)}; "
-                f"ack it, or drop it with `trib consumer reset ROOT {self.name} --discard-plan`")
+                f"ack it, or drop it with: {self.reset_command('discard-plan')}")
         return p
 
     def _mode(self, state: ConsumerState | None, mode: str) -> str:
@@ -321,18 +354,23 @@ class Consumer:
             return AckResult(other, plan_id, True)
         raise StalePlanError(f"consumer {self.name!r} moved to version {cur + 1} while acking {plan_id}; plan again")
 
-    def reset(self, *, to_version: int | None = None, to_latest: bool = False, discard_plan: bool = False,
-              now_ms: int | None = None, progress: Progress | None = None) -> ConsumerState:
-        """Move the consumer; every pending plan becomes stale.
+    def reset(self, target: ResetTarget | str, *, execute: bool, to_version: int | None = None,
+              now_ms: int | None = None, progress: Progress | None = None) -> ResetResult:
+        """Move the consumer to ``target``; with ``execute=False``, only say what would change.
 
-        Default: forget everything delivered. ``to_version`` (manifest and
-        both consumers): continue after that table version. ``to_latest``: treat
-        everything visible now as delivered. ``discard_plan``: keep the
-        position, drop only the pending plan.
+        Targets (:class:`ResetTarget`): ``earliest`` forgets everything delivered
+        (the next plan delivers every file again), ``latest`` takes everything
+        visible now as delivered, ``version`` (manifest and both consumers)
+        continues after table version ``to_version``, ``discard-plan`` keeps the
+        position and drops only the pending plan. There is no default target and
+        ``execute`` has no default: a reset forgets or skips data, so the caller
+        names what it means, as with Kafka's ``--reset-offsets``. Applied, every
+        pending plan becomes stale.
         """
-        if sum([to_version is not None, to_latest, discard_plan]) > 1:
-            raise InvalidInputError("give at most one of to_version, to_latest and discard_plan",
-                                    reset="to_version, to_latest and discard_plan")
+        target = ResetTarget.parse(target, "reset target")
+        if (to_version is not None) != (target is ResetTarget.VERSION):
+            raise InvalidInputError("a version to reset to goes with the version target, and only there",
+                                    to_version="a version to reset to")
         if not self.exists():
             raise self._no_such()
         now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -341,27 +379,44 @@ class Consumer:
         try:
             state = self.current()
         except ConsumerStateCorruptError:
-            if discard_plan or to_latest:
+            if target in (ResetTarget.DISCARD_PLAN, ResetTarget.LATEST):
                 raise
             state = None
+        pend = self._read_plan(cur)
+        new, effect = self._reset_to(target, state, cur, pend, to_version, now, progress)
+        if not new.created_ms:
+            new = replace(new, created_ms=now)
+        if execute:
+            if not self._create("state", cur + 1, new.to_json()):
+                raise CommitConflictError(f"consumer {self.name!r} changed during the reset; look and retry")
+            self._prune(cur + 1)
+        return ResetResult(self.name, target, state, new, pend.plan_id if pend else None, effect, execute)
+
+    def _reset_to(self, target: ResetTarget, state: ConsumerState | None, cur: int, pend: Plan | None,
+                  to_version: int | None, now: int, progress: Progress | None) -> tuple[ConsumerState, str]:
+        """The state a reset would commit, and what it means for delivery, in words."""
         keep: dict[str, Any] = dict(lookback_ms=state.lookback_ms, layout=state.layout, created_ms=state.created_ms,
                     delivered_files=state.delivered_files, delivered_bytes=state.delivered_bytes,
                     full_scan_every_ms=state.full_scan_every_ms) if state else {}
-        if discard_plan:
-            pend = self._read_plan(cur)
-            if state is None:
-                new = ConsumerState(self.name, 1, self.source.uri, created_ms=now, updated_ms=now,
-                                    note=f"discarded plan {pend.plan_id if pend else '-'}")
-            else:
-                new = replace(state, version=cur + 1, plan_id=None, updated_ms=now,
-                              note=f"discarded plan {pend.plan_id if pend else '-'}")
-        elif to_version is not None:
+        dropped = f"; pending plan {pend.plan_id} ({_files(len(pend.files))}) is dropped" if pend else ""
+        if target is ResetTarget.DISCARD_PLAN:
+            note = f"discarded plan {pend.plan_id if pend else '-'}"
+            new = (ConsumerState(self.name, cur + 1, self.source.uri, created_ms=now, updated_ms=now, note=note)
+                   if state is None else replace(state, version=cur + 1, plan_id=None, updated_ms=now, note=note))
+            return new, ("the position stays" + dropped + "; the next plan is made afresh" if pend
+                         else "no plan is pending: only the state version moves")
+        if target is ResetTarget.VERSION:
+            assert to_version is not None
             if self.source.table is None:
                 raise InvalidInputError("a version to reset to applies to manifest and both consumers only",
                                         to_version="a version to reset to")
             mode = state.mode if state is not None and state.mode else Tracking.MANIFEST
             new = tracking_for(mode, self.source, self.name).reset_to_version(state, cur + 1, to_version, now, keep)
-        elif to_latest:
+            was = state.manifest_version if state else 0
+            how = ("table versions up to it are taken as delivered" if to_version >= was else
+                   f"versions {to_version + 1}..{was} are delivered again")
+            return new, f"continues after table version {to_version} (it was after {was}): {how}{dropped}"
+        if target is ResetTarget.LATEST:
             opts = PlanOptions(min_age_ms=0, full_scan=True, progress=progress)
             try:
                 plan = self._compute(state, opts, now)
@@ -374,15 +429,13 @@ class Consumer:
             new = self._apply(state, plan, now, note="reset to latest")
             new = replace(new, version=cur + 1, plan_id=None, delivered_files=state.delivered_files if state else 0,
                           delivered_bytes=state.delivered_bytes if state else 0)
-        else:
-            new = ConsumerState(self.name, cur + 1, self.source.uri, mode=state.mode if state else None,
-                                updated_ms=now, note="reset", **keep)
-        if not new.created_ms:
-            new = replace(new, created_ms=now)
-        if not self._create("state", cur + 1, new.to_json()):
-            raise CommitConflictError(f"consumer {self.name!r} changed during the reset; look and retry")
-        self._prune(cur + 1)
-        return new
+            return new, (f"takes everything visible now as delivered: {_files(len(plan.files))} not delivered yet "
+                         f"({plan.bytes} bytes) are skipped and never delivered{dropped}")
+        new = ConsumerState(self.name, cur + 1, self.source.uri, mode=state.mode if state else None,
+                            updated_ms=now, note="reset to earliest", **keep)
+        n = state.delivered_files if state else 0
+        return new, (f"forgets everything delivered ({_files(n)} so far): the next plan delivers every file again"
+                     f"{dropped}")
 
     # -- inspection ----------------------------------------------------------
     def _no_such(self) -> NoSuchConsumerError:
@@ -406,6 +459,10 @@ class Consumer:
             "plan_id": pend.plan_id, "created_ms": pend.created_ms, "files": len(pend.files),
             "bytes": pend.bytes, "conflicts": len(pend.conflicts), "beyond_horizon": len(pend.beyond_horizon)}
         return out
+
+
+def _files(n: int) -> str:
+    return f"{n} file" + "s" * (n != 1)
 
 
 def _consumer_mode(mode: str) -> str | None:

@@ -9,6 +9,8 @@ goes through ``safe_relpath``).
 
 from __future__ import annotations
 
+import shlex
+
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -37,6 +39,12 @@ DEFAULT_FULL_SCAN_EVERY_MS = DAY_MS
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 _PLAN_ID = re.compile(r"^([0-9]{1,20})-([0-9a-f]{12})$")
+
+
+def reset_command(table: str, name: str, target: str, state_dir: str | None = None) -> str:
+    """The exact ``trib consumer reset`` line a message suggests: a reset names its target and ``--execute``."""
+    extra = f" --state-dir {shlex.quote(state_dir)}" if state_dir else ""
+    return f"trib consumer reset {shlex.quote(table)} {shlex.quote(name)} --{target}{extra} --execute"
 
 
 # -- value objects --------------------------------------------------------------

@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Protocol
 
 from tributary_read.errors import ConsumerStateCorruptError, InvalidInputError, LogRetentionError
-from tributary_read.read.consumer_state import DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, ConsumerState, Plan
+from tributary_read.read.consumer_state import (DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, ConsumerState, Plan,
+                                                reset_command)
 from tributary_read.read.ledger import LedgerPlanner, apply_delta
 from tributary_read.read.listing import Progress
 from tributary_read.read.resolve import Source, manifest_files
@@ -84,14 +85,16 @@ class ManifestTracking:
         if since > latest:
             raise ConsumerStateCorruptError(
                 f"consumer {self.name!r} is at table version {since} but {table.uri} ends at {latest} "
-                "(was the table recreated?); `trib consumer reset` to start over")
+                f"(was the table recreated?); to start over: "
+                f"{reset_command(self.source.uri, self.name, 'to-earliest')}")
         try:
             fs = manifest_files(table, since, latest)
         except LogRetentionError as e:
             raise LogRetentionError(
                 f"consumer {self.name!r} is at table version {since}, further behind than the log keeps ({e}); "
-                f"`trib consumer reset ROOT {self.name} --to-latest` skips what it missed, "
-                f"`trib consumer reset ROOT {self.name}` delivers the whole table again") from None
+                f"to skip what it missed: {reset_command(self.source.uri, self.name, 'to-latest')}; "
+                f"to deliver the whole table again: {reset_command(self.source.uri, self.name, 'to-earliest')}"
+                ) from None
         until = fs.plan["until_version"]
         return Plan(plan_id, self.name, state.version if state else 0, self.mode, self.source.uri, now,
                     fs.files, skipped=fs.skipped, versions=(since, until), delta={"manifest_version": until})

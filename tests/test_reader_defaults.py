@@ -1,0 +1,83 @@
+"""Issue 32, safe defaults for readers: no default that leaves data behind or reads it twice with exit 0.
+
+Each test is one trap from the issue, tried through the CLI in subprocesses on
+real files, the way a user would meet it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_trib
+from helpers import one_line_error, put, snapshot
+from tributary_read.table.layout import Layout
+
+pytestmark = pytest.mark.integration
+
+LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
+LAY = Layout(LAYOUT, "dt={yyyy}{MM}{dd}{HH}")
+H = 3_600_000
+NOW = int(time.time() * 1000)
+T0 = NOW - NOW % H - 6 * H
+
+
+def lines_of(root: Path, plan: dict) -> list[str]:
+    return [ln for f in plan["files"] for ln in (root / f["path"]).read_text().splitlines()]
+
+
+def plan(root: Path, *extra: str) -> dict:
+    proc = run_trib("files", str(root), "--consumer", "c", "--layout", LAYOUT, "--json", *extra)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_reset_needs_a_target_and_changes_nothing_without_execute(tmp_path):
+    """Why: a bare reset forgot 100 delivered records and the next plan delivered them again (110, exit 0)."""
+    root = tmp_path / "logs"
+    put(root, f"{LAY.for_time(T0).path}/a.log", T0, "".join(f"r{i}\n" for i in range(100)).encode())
+    first = plan(root)
+    assert run_trib("consumer", "ack", str(root), "c", first["plan_id"]).returncode == 0
+    put(root, f"{LAY.for_time(T0 + H).path}/b.log", T0 + H, "".join(f"s{i}\n" for i in range(10)).encode())
+    pending = plan(root)
+    assert len(lines_of(root, pending)) == 10
+    before = snapshot(root)
+
+    # The bare reset is refused, naming the targets; nothing is written.
+    line = one_line_error(run_trib("consumer", "reset", str(root), "c"), 3, "needs a target")
+    for flag in ("--to-earliest", "--to-latest", "--to-version", "--discard-plan"):
+        assert flag in line
+    one_line_error(run_trib("consumer", "reset", str(root), "c", "--to-earliest", "--discard-plan"), 3,
+                   "one target, not several")
+    # A target without --execute is a preview: it says what would be forgotten, and writes nothing.
+    proc = run_trib("consumer", "reset", str(root), "c", "--to-earliest", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["applied"] is False and doc["discarded_plan"] == pending["plan_id"]
+    assert "forgets everything delivered (1 file so far)" in doc["effect"]
+    human = run_trib("consumer", "reset", str(root), "c", "--to-latest")
+    assert "1 file not delivered yet (30 bytes)" in human.stdout and "add --execute" in human.stderr
+    assert snapshot(root) == before
+    assert plan(root)["plan_id"] == pending["plan_id"]
+
+    # What the operator meant: drop the pending plan only. The next plan holds the 10 new records, not 110.
+    proc = run_trib("consumer", "reset", str(root), "c", "--discard-plan", "--execute", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["applied"] is True
+    again = plan(root)
+    assert again["plan_id"] != pending["plan_id"] and len(lines_of(root, again)) == 10
+
+
+def test_messages_suggest_the_whole_reset_command(tmp_path):
+    root = tmp_path / "logs"
+    put(root, f"{LAY.for_time(T0).path}/a.log", T0)
+    plan(root)
+    proc = run_trib("files", str(root), "--consumer", "c", "--layout", LAYOUT, "--lookback", "30d")
+    line = one_line_error(proc, 5, "pending plan")
+    assert f"trib consumer reset file://{root} c --discard-plan --execute" in line
+    # ... and the suggestion runs as written.
+    cmd = line.split("drop it with: ", 1)[1].split()
+    assert run_trib(*cmd[1:]).returncode == 0
+    assert plan(root, "--lookback", "30d")["files"]
