@@ -43,8 +43,10 @@ _PLAN_ID = re.compile(r"^([0-9]{1,20})-([0-9a-f]{12})$")
 
 def reset_command(table: str, name: str, target: str, state_dir: str | None = None) -> str:
     """The exact ``trib consumer reset`` line a message suggests: a reset names its target and ``--execute``."""
-    extra = f" --state-dir {shlex.quote(state_dir)}" if state_dir else ""
-    return f"trib consumer reset {shlex.quote(table)} {shlex.quote(name)} --{target}{extra} --execute"
+    if state_dir:
+        return f"trib consumer reset {shlex.quote(table)} {shlex.quote(name)} --{target} " \
+               f"--state-dir {shlex.quote(state_dir)} --execute"
+    return f"trib consumer reset {shlex.quote(table)} {shlex.quote(name)} --{target} --execute"
 
 
 # -- value objects --------------------------------------------------------------
