@@ -180,3 +180,19 @@ def test_etl_window_input_with_trib_files_refuses_a_foreign_file_in_another_hour
                     "allow_untracked = true")
     assert "--allow-untracked" not in line
     assert Table.load(str(out)).log.latest_version() == 0  # nothing committed
+
+
+def test_one_owner_decides_the_scope():
+    """Callers pass what they read; only tracking.py turns it into a scope and decides how much to list."""
+    import re
+
+    repo = Path(__file__).resolve().parents[1]
+    sources = {p.relative_to(repo).as_posix(): p.read_text() for d in ("tributary_read", "cli")
+               for p in (repo / d).rglob("*.py")}
+
+    def users(pattern: str) -> set[str]:
+        return {name for name, text in sources.items() if re.search(pattern, text)}
+
+    assert users(r"\bversion_span\(|\bPROBE_DIRS\b|\b_probe\(") == {"tributary_read/read/tracking.py"}
+    assert users(r"\bchecks_completely\(") == {"tributary_read/read/tracking.py", "tributary_read/read/consumer.py",
+                                                "tributary_read/read/consumer_tracking.py"}

@@ -142,7 +142,9 @@ def resolve(
     Spark executors: :func:`tributary_read.spark.listing.spark_lister`); the
     answer is the same. ``allow_untracked``: a manifest-tracked table's answer
     that leaves out files other tools wrote in its scope is returned with
-    ``untracked`` set instead of failing (reports, and runs that opted out).
+    ``untracked`` set instead of failing (reports, and runs that opted out);
+    it then skips the listing of the whole scope that a run which can fail
+    pays (:func:`tributary_read.read.tracking.check_untracked`).
     """
     src = Source.of(source, options, layout)
     pf = PartitionFilter.parse(partitions, src.layout) if isinstance(partitions, str) else partitions
