@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_trib
-from helpers import put
+from helpers import one_line_error, put
 from tributary_read import Table, TableWriter
 from tributary_read.table.layout import Layout
 
@@ -70,15 +70,6 @@ def foreign(root: Path, hour: int, mtime: int, tag: str = "late") -> str:
     return rel
 
 
-def one_line(proc, code: int, *words: str) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("trib: error: ") and "Traceback" not in proc.stderr, proc.stderr
-    for w in words:
-        assert w in lines[0], (w, lines[0])
-    return lines[0]
-
-
 # -- a. a window read whose answer is not empty ---------------------------------------------------
 @pytest.mark.parametrize("window", ["start-end", "schedule-time"])
 def test_window_read_with_trib_files_refuses_a_foreign_file_in_another_hour(tmp_path, monkeypatch, window):
@@ -89,7 +80,7 @@ def test_window_read_with_trib_files_refuses_a_foreign_file_in_another_hour(tmp_
     args = (("--start", iso(W), "--end", iso(W + H - 1000)) if window == "start-end"
             else ("--schedule-time", iso(W + H), "--period", "1h"))
     # Before: the answer (hour 05's file) was probed in hour 05 only: exit 0, the late file left behind.
-    line = one_line(run_trib("files", str(root), *args), 13,
+    line = one_line_error(run_trib("files", str(root), *args), 13,
                     "1 files in the table modified in the read's window are not tracked", late,
                     "--tracking both", "--allow-untracked")
     assert "allow_untracked=True" not in line
@@ -102,7 +93,7 @@ def test_window_read_with_trib_files_refuses_a_foreign_file_in_another_hour(tmp_
     proc = run_trib("files", str(root), "--json", "--allow-untracked", *args)
     assert proc.returncode == 0 and json.loads(proc.stdout)["untracked"]["examples"] == [same]
     assert "1 files in the partitions of the answer modified in the read's window" in proc.stderr
-    one_line(run_trib("files", str(root), *args), 13, "2 files in the table modified in the read's window")
+    one_line_error(run_trib("files", str(root), *args), 13, "2 files in the table modified in the read's window")
     # The fix the message names delivers both.
     assert run_trib("table", "set", str(root), "--tracking", "both").returncode == 0
     proc = run_trib("files", str(root), "--json", *args)
@@ -117,7 +108,7 @@ def test_version_range_with_trib_files_refuses_a_foreign_file_in_another_hour(tm
     time.sleep(0.01)
     mine = commit_hour(t, 5)
     late = foreign(root, 2, int(time.time() * 1000) + 1000)  # modified after commit 1
-    one_line(run_trib("files", str(root), "--mode", "manifest", "--since-version", "1"), 13,
+    one_line_error(run_trib("files", str(root), "--mode", "manifest", "--since-version", "1"), 13,
              "1 files in the table modified in the read's version range are not tracked", late)
     proc = run_trib("files", str(root), "--json", "--mode", "manifest", "--since-version", "1", "--allow-untracked")
     assert proc.returncode == 0 and [f["path"] for f in json.loads(proc.stdout)["files"]] == mine
@@ -133,17 +124,17 @@ def test_consumer_with_new_commits_refuses_foreign_files_in_other_hours(tmp_path
     mine = commit_hour(t, 6)
     late = foreign(root, 2, int(time.time() * 1000))
     # Before: the plan (hour 06's commit) probed hour 06 only: exit 0, the late file never delivered.
-    one_line(run_trib("files", str(root), "--consumer", "etl"), 13, "1 files in the table are not tracked", late)
+    one_line_error(run_trib("files", str(root), "--consumer", "etl"), 13, "1 files in the table are not tracked", late)
     assert not (root / f"_tributary/consumers/etl/plan-{1:020d}.json").exists()  # a refused plan is not saved
     # A copy that kept its old mtime (rsync -t, cp -p) is the consumer's too: its scope is the whole table.
     kept = foreign(root, 1, T0 + H + 60_000, tag="rsync")
-    one_line(run_trib("files", str(root), "--consumer", "etl"), 13, "2 files in the table are not tracked")
+    one_line_error(run_trib("files", str(root), "--consumer", "etl"), 13, "2 files in the table are not tracked")
     # The opt-out: the probe of hour 06 finds nothing to warn about; the plan is saved.
     proc = run_trib("files", str(root), "--consumer", "etl", "--json", "--allow-untracked")
     assert proc.returncode == 0, proc.stderr
     assert [f["path"] for f in json.loads(proc.stdout)["files"]] == mine
     # That plan only probed: a run without the opt-out checks the whole table before reusing it.
-    one_line(run_trib("files", str(root), "--consumer", "etl"), 13, "2 files in the table are not tracked")
+    one_line_error(run_trib("files", str(root), "--consumer", "etl"), 13, "2 files in the table are not tracked")
     assert run_trib("table", "set", str(root), "--tracking", "both").returncode == 0
     assert run_trib("consumer", "reset", str(root), "etl", "--discard-plan").returncode == 0
     doc = json.loads(run_trib("files", str(root), "--consumer", "etl", "--json").stdout)
@@ -175,7 +166,7 @@ def test_etl_window_input_with_trib_files_refuses_a_foreign_file_in_another_hour
         time_column = "ts"
         """))
     # Before: hour 05's file was read and committed, exit 0, the late file left behind.
-    line = one_line(run_trib("etl", "run", str(tmp_path / "job.toml"), "--schedule-time", iso(W + H), "-q"), 13,
+    line = one_line_error(run_trib("etl", "run", str(tmp_path / "job.toml"), "--schedule-time", iso(W + H), "-q"), 13,
                     "input raw: 1 files in the table modified in the read's window are not tracked", late,
                     "allow_untracked = true")
     assert "--allow-untracked" not in line
