@@ -121,7 +121,8 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
               help="End each path with NUL instead of a newline (for names with newlines; xargs -0).")
 @click.option("--allow-untracked", is_flag=True,
               help="Manifest-tracked table: print the manifest's files even if files other tools wrote in this "
-                   "read's scope are left out (a warning); without it such a read exits 13.")
+                   "read's scope are left out, looking for them only in the answer's partitions (fast, narrow; "
+                   "a warning); without it the read lists its whole scope and exits 13 if any is there.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @json_option
 @pass_state

@@ -166,3 +166,12 @@ def test_manifest_table_with_untracked_files_raises_unless_allowed(spark, tmp_pa
         assert df.count() == 0 and b.fileset.untracked.count == 1
     # outside the window's mtimes: not this batch's data
     assert read_incremental(spark, t.uri, schema="id INT", window=TimeWindow(h0 + H, now))[1].fileset.untracked is None
+    # A batch holding trib's own files checks the whole table too, not only the hours of its files.
+    from tributary_read import TableWriter
+
+    w = TableWriter(t)
+    w.write(b'{"id": 2}', h0 + 2 * H + 1)
+    w.flush()
+    w.commit()
+    with pytest.raises(UntrackedDataError, match=r"1 files in the table are not tracked .*flume\.log"):
+        read_incremental(spark, t.uri, schema="id INT", consumer="busy")

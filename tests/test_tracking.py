@@ -129,8 +129,8 @@ def test_manifest_tracked_table_with_foreign_files_warns_and_reports(tmp_path):
     proc = run_trib("files", str(root), "--consumer", "etl", "--allow-untracked")
     assert proc.returncode == 0
     assert proc.stdout == "" and "3 files in the table are not tracked" in proc.stderr
-    # A non-empty manifest answer probes its own partitions: a foreign file written
-    # into the same hour as trib's files is reported too.
+    # With the opt-out, a non-empty manifest answer probes only its own partitions: a
+    # foreign file written into the same hour as trib's files is reported too.
     t = Table.load(str(root))
     write_trib(t, range(0, 1))
     assert run_trib("files", str(root)).returncode == 13

@@ -60,8 +60,9 @@ from tributary_read.errors import (
     UnsupportedFormatVersionError,
 )
 from tributary_read.choice import Choice
-from tributary_read.read.consumer_tracking import ConsumerTracking, PlanOptions, tracking_for
-from tributary_read.read.tracking import refuse_untracked
+from tributary_read.read.consumer_tracking import (COMPLETE_CHECK, ConsumerTracking, ManifestTracking,
+                                                   PlanOptions, tracking_for)
+from tributary_read.read.tracking import checks_completely, refuse_untracked
 from tributary_read.read.listing import Progress
 from tributary_read.read.resolve import Source
 from tributary_read.io.storage import Storage, open_storage
@@ -272,9 +273,15 @@ class Consumer:
         """``p``, unless it leaves a manifest table's untracked files behind (tracking.refuse_untracked).
 
         A pending plan is checked again: one made with the opt-out is not
-        delivered by a run without it.
+        delivered by a run without it, and its check, which only probed the
+        partitions it touches, is first redone over the whole table (a plan
+        saved before the complete check existed counts as probed).
         """
-        refuse_untracked(self.source.table, p.fileset().untracked, allow=opts.allow_untracked)
+        table = self.source.table
+        if (p.mode == Tracking.MANIFEST and COMPLETE_CHECK not in p.stats
+                and checks_completely(table, allow=opts.allow_untracked)):
+            p = ManifestTracking(self.source, self.name).checked(p, opts)
+        refuse_untracked(table, p.fileset().untracked, allow=opts.allow_untracked)
         return p
 
     def _check_pending(self, p: Plan, opts: PlanOptions) -> Plan:

@@ -18,7 +18,7 @@ consumer to a table version.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from tributary_read.errors import ConsumerStateCorruptError, InvalidInputError, LogRetentionError
 from tributary_read.read.consumer_state import (DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, ConsumerState, Plan,
@@ -26,7 +26,7 @@ from tributary_read.read.consumer_state import (DEFAULT_FULL_SCAN_EVERY_MS, DEFA
 from tributary_read.read.ledger import LedgerPlanner, apply_delta
 from tributary_read.read.listing import Progress
 from tributary_read.read.resolve import Source, manifest_files
-from tributary_read.read.tracking import check_untracked, written
+from tributary_read.read.tracking import check_untracked, checks_completely, written
 from tributary_read.table.config import Tracking
 from tributary_read.table.layout import Layout
 
@@ -45,6 +45,10 @@ class PlanOptions:
     parallel: int | None = None
     #: Deliver a manifest answer that leaves untracked files behind (a warning, not an error).
     allow_untracked: bool = False
+
+
+#: In a manifest plan's stats: its untracked check listed the whole table (see ManifestTracking.checked).
+COMPLETE_CHECK = "untracked_checked_all"
 
 
 class ConsumerTracking(Protocol):
@@ -100,9 +104,24 @@ class ManifestTracking:
                     fs.files, skipped=fs.skipped, versions=(since, until), delta={"manifest_version": until})
 
     def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:
-        p = self.part(state, plan_id, now)
-        untracked = check_untracked(self.source.table, p.files, tracking="manifest", asked=opts.asked)
-        return replace(p, stats={"untracked": untracked.to_json()} if untracked else {})
+        return self.checked(self.part(state, plan_id, now), opts)
+
+    def checked(self, p: Plan, opts: PlanOptions) -> Plan:
+        """``p`` with what it leaves untracked in its stats, and whether every file of the table was looked at.
+
+        The scope is the whole table, not the files modified after the
+        consumer's version: each foreign file is one the consumer will never
+        deliver, whatever its mtime. A check that only probed (made with
+        ``allow_untracked``) is marked so, for :meth:`Consumer._refuse` to
+        redo it completely before a run without the opt-out reuses the plan.
+        """
+        table = self.source.table
+        untracked = check_untracked(table, p.files, tracking="manifest", asked=opts.asked,
+                                    allow=opts.allow_untracked)
+        stats: dict[str, Any] = {"untracked": untracked.to_json()} if untracked else {}
+        if checks_completely(table, allow=opts.allow_untracked):
+            stats[COMPLETE_CHECK] = True
+        return replace(p, stats=stats)
 
     def apply(self, base: ConsumerState, new: ConsumerState, plan: Plan) -> ConsumerState:
         return replace(new, manifest_version=int(plan.delta["manifest_version"]))

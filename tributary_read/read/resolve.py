@@ -31,7 +31,7 @@ from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Table, Tracking
 from tributary_read.table.renames import finish_renames
 from tributary_read.read.tracking import check_untracked, foreign, refuse_untracked, written
-from tributary_read.read.window import MAX_MS, MIN_MS, TimeWindow
+from tributary_read.read.window import TimeWindow
 from tributary_read.read.fileset import FileSet, ReadMode, ResolvedFile, origin
 
 #: Commit timestamps come from writers' clocks; a commit-time window reads this
@@ -142,7 +142,9 @@ def resolve(
     Spark executors: :func:`tributary_read.spark.listing.spark_lister`); the
     answer is the same. ``allow_untracked``: a manifest-tracked table's answer
     that leaves out files other tools wrote in its scope is returned with
-    ``untracked`` set instead of failing (reports, and runs that opted out).
+    ``untracked`` set instead of failing (reports, and runs that opted out);
+    it then skips the listing of the whole scope that a run which can fail
+    pays (:func:`tributary_read.read.tracking.check_untracked`).
     """
     src = Source.of(source, options, layout)
     pf = PartitionFilter.parse(partitions, src.layout) if isinstance(partitions, str) else partitions
@@ -160,10 +162,9 @@ def resolve(
         else:
             fs = manifest_files(table, since_version, until_version, pf)
         if mode is ReadMode.MANIFEST:
-            scope, span = (window, "window") if window is not None else (
-                _version_span(table, since_version, fs.plan["until_version"]), "version range")
+            versions = None if window is not None else (since_version, fs.plan["until_version"])
             untracked = check_untracked(src.table, fs.files, tracking="manifest", asked=asked, partitions=pf,
-                                        window=scope, span=span)
+                                        window=window, versions=versions, allow=allow_untracked)
             return replace(fs, untracked=refuse_untracked(src.table, untracked, allow=allow_untracked))
         listed = mtime_files(src, window, pf, parallel=parallel, progress=progress, foreign_only=True,
                              lister=lister)
@@ -178,21 +179,6 @@ def resolve(
     if by_tracking:
         fs = replace(fs, untracked=check_untracked(src.table, fs.files, tracking="listing", asked=asked))
     return fs
-
-
-def _version_span(table: Table, since: int, until: int) -> TimeWindow | None:
-    """The times a version range's commits cover: after commit ``since``, up to commit ``until`` (None: all).
-
-    A range open at the top (up to the latest version) covers everything
-    written since, as the next commit would.
-    """
-    latest = table.log.latest_version()
-    lo = table.log.read_commit(since) if since > 0 else None
-    hi = table.log.read_commit(until) if 0 < until < latest else None
-    if lo is None and hi is None:
-        return None
-    start = lo.timestamp_ms + 1 if lo is not None else MIN_MS
-    return TimeWindow(start, max(start, hi.timestamp_ms) if hi is not None else MAX_MS)
 
 
 def both_files(manifest: FileSet, listed: FileSet) -> FileSet:

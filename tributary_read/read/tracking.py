@@ -20,7 +20,8 @@ non-trib name into a ``both`` table is delivered by listing, like any foreign fi
 Untracked data is never a silent "0 files" (:func:`check_untracked`), and a run
 that would deliver a manifest-tracked table's answer while leaving untracked
 files of its scope behind fails (:func:`refuse_untracked`), unless its caller
-opted out: exit 0 must never mean "data left behind".
+opted out: exit 0 must never mean "data left behind". So a run that can fail
+lists its whole scope, whatever its answer holds (:func:`checks_completely`).
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ from tributary_read.table.layout import Layout
 from tributary_read.read.listing import scan
 from tributary_read.read.partition_filter import PartitionFilter
 from tributary_read.read.visibility import is_hidden_name
-from tributary_read.read.window import TimeWindow
+from tributary_read.read.window import MAX_MS, MIN_MS, TimeWindow
 from tributary_read.io.storage import Storage
 from tributary_read.table.names import WRITTEN_NAME
 
-#: Directories of a non-empty manifest answer listed to look for untracked files.
+#: Directories of a non-empty manifest answer listed for untracked files by a run that only warns.
 PROBE_DIRS = 32
 EXAMPLES = 3
 
@@ -111,10 +112,22 @@ def refuse_untracked(table, untracked: Untracked | None, *, allow: bool) -> Untr
     user made, so they keep the warning. ``allow`` (the explicit opt-out) keeps
     the warning too. Returns ``untracked`` otherwise.
     """
-    if (untracked is None or allow or untracked.unit != "files" or table is None
-            or table.config.tracking != "manifest"):
+    if untracked is None or untracked.unit != "files" or not checks_completely(table, allow=allow):
         return untracked
     raise UntrackedDataError(untracked.refusal(), allow_untracked=ALLOW_WORDS)
+
+
+def checks_completely(table, *, allow: bool) -> bool:
+    """Whether a manifest answer on ``table`` is checked against a listing of its whole scope.
+
+    Exactly the runs that can be refused: a check that may fail a run must see
+    every foreign file it could fail for, or exit 0 would again mean "data left
+    behind" whenever the foreign file lies in a partition the answer does not
+    touch. The other runs (opted out, or on a table whose tracking is a user's
+    narrow choice) only warn, so they take the cheap probe of
+    :func:`check_untracked`.
+    """
+    return not allow and table is not None and table.config.tracking == "manifest"
 
 
 def _fix(uri: str, tracking: str, asked: str) -> str:
@@ -146,31 +159,56 @@ def _probe(storage: Storage, dirs: Sequence[str], window: TimeWindow | None = No
     return sorted(out)
 
 
+def version_span(table, since: int, until: int) -> TimeWindow | None:
+    """The times a version range's commits cover: after commit ``since``, up to commit ``until`` (None: all).
+
+    A range open at the top (up to the latest version) covers everything
+    written since, as the next commit would.
+    """
+    latest = table.log.latest_version()
+    lo = table.log.read_commit(since) if since > 0 else None
+    hi = table.log.read_commit(until) if 0 < until < latest else None
+    if lo is None and hi is None:
+        return None
+    start = lo.timestamp_ms + 1 if lo is not None else MIN_MS
+    return TimeWindow(start, max(start, hi.timestamp_ms) if hi is not None else MAX_MS)
+
+
 def check_untracked(table, answer: Sequence, *, tracking: str, asked: str = "auto",
                     partitions: PartitionFilter | None = None, window: TimeWindow | None = None,
-                    span: str = "window") -> Untracked | None:
+                    versions: tuple[int, int] | None = None, allow: bool = False) -> Untracked | None:
     """What a ``tracking``-only answer on ``table`` leaves out, or None.
 
-    ``window`` narrows a manifest answer's scope to files modified in it: a read
-    of a commit-time window (or of a version range, whose commits span a time
-    ``span``) would have returned a file only if it had been committed then, and
-    a file is committed when it is written. Files modified elsewhen are another
-    read's business, so they neither warn nor fail this one.
+    Callers pass what they read; the read's *scope* is decided here:
+    ``partitions`` and, for a commit-time ``window`` or a version range
+    ``versions`` = (since, until), only files modified in that window or after
+    commit ``since`` (:func:`version_span`). Such a read would have returned a
+    file only if it had been committed then, and a file is committed when it is
+    written; files modified elsewhen are another read's business, so they
+    neither warn nor fail this one. A file copied in with its old mtime kept
+    (``rsync -t``, ``cp -p``) therefore escapes a window's check. A consumer
+    passes neither: its reads together cover the whole table, every foreign file
+    of which it would leave behind for good, whatever its mtime.
 
-    When to list, so an hourly job pays little: a manifest answer that is empty
-    costs a listing of the table (or of ``partitions``), the same as one
-    listing-consumer run; a non-empty one costs a listing of at most
-    :data:`PROBE_DIRS` of the partition directories it touches, so foreign files
-    written into the same hours are reported, and those elsewhere are reported by
-    the next empty answer. A listing answer costs a few existence checks of the
-    log. Paths the log lists (committed or expired) are never counted.
+    How much to list: a run that can be refused (:func:`checks_completely`)
+    lists its whole scope, empty answer or not, so no foreign file of the scope
+    escapes it; that costs one listing of the scope per run, the same as one
+    mtime read. A run that only warns (``allow``, or a table not tracked
+    ``manifest``) lists the scope only for an empty answer (never a silent
+    "0 files"), and otherwise just the partition directories the answer touches
+    (at most :data:`PROBE_DIRS`): fast, and narrow. A listing answer costs a
+    few existence checks of the log. Paths the log lists (committed or expired)
+    are never counted.
     """
     uri = table.uri
     fix = _fix(uri, table.config.tracking, asked)
     if tracking == "listing":
         latest = table.log.latest_version()
         return Untracked(latest, "commits", "log", (), fix) if latest else None
-    if answer:
+    span = "window" if window is not None else "version range"
+    if window is None and versions is not None:
+        window = version_span(table, *versions)
+    if answer and not checks_completely(table, allow=allow):
         dirs = sorted({f.path.rpartition("/")[0] for f in answer if "/" in f.path})[:PROBE_DIRS]
         found, scope = _probe(table.storage, dirs, window), "partitions of the answer"
     else:  # outside the layout: never readable
