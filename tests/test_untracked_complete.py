@@ -136,7 +136,7 @@ def test_consumer_with_new_commits_refuses_foreign_files_in_other_hours(tmp_path
     # That plan only probed: a run without the opt-out checks the whole table before reusing it.
     one_line_error(run_trib("files", str(root), "--consumer", "etl"), 13, "2 files in the table are not tracked")
     assert run_trib("table", "set", str(root), "--tracking", "both").returncode == 0
-    assert run_trib("consumer", "reset", str(root), "etl", "--discard-plan").returncode == 0
+    assert run_trib("consumer", "reset", str(root), "etl", "--discard-plan", "--execute").returncode == 0
     doc = json.loads(run_trib("files", str(root), "--consumer", "etl", "--json").stdout)
     assert sorted(f["path"] for f in doc["files"]) == sorted([*mine, late, kept]) and "untracked" not in doc
 
