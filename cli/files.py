@@ -123,12 +123,15 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
               help="Manifest-tracked table: print the manifest's files even if files other tools wrote in this "
                    "read's scope are left out, looking for them only in the answer's partitions (fast, narrow; "
                    "a warning); without it the read lists its whole scope and exits 13 if any is there.")
+@click.option("--all", "all_files", is_flag=True,
+              help="Every file of ROOT, on purpose. Without a consumer, window, version or partition bound, a "
+                   "read is refused: it would return every file on every run.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @json_option
 @pass_state
 def files(state: TribState, root, mode, since_version, until_version, start, end, schedule_time, period, lag,
           window_form, window, partitions, layout, partition_spec, timezone, consumer, lookback, min_age, full_scan,
-          full_scan_every, state_dir, parallel, as_uri, null, allow_untracked, quiet, as_json) -> None:
+          full_scan_every, state_dir, parallel, as_uri, null, allow_untracked, all_files, quiet, as_json) -> None:
     """Print the exact files of ROOT for this run, one per line.
 
     \b
@@ -148,11 +151,12 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
         lag_ms=parse_duration_ms(lag, "--lag") if lag is not None else None,
         form=window_form, window_ms=parse_duration_ms(window, "--window") if window is not None else None)
     request = ReadRequest(
-        mode=mode, consumer=consumer, state_dir=state_dir, window=window, since_version=since_version or 0,
+        mode=mode, consumer=consumer, state_dir=state_dir, window=window, since_version=since_version,
         until_version=until_version, partitions=partitions,
         lookback_ms=parse_duration_ms(lookback, "--lookback") if lookback is not None else None,
         min_age_ms=parse_duration_ms(min_age, "--min-age") if min_age is not None else None,
-        full_scan=full_scan, full_scan_every_ms=every_ms, parallel=parallel, allow_untracked=allow_untracked)
+        full_scan=full_scan, full_scan_every_ms=every_ms, parallel=parallel, allow_untracked=allow_untracked,
+        all_files=all_files)
     with listing_progress(state, src.uri, quiet) as progress:
         chosen = select(src, request, options=options, progress=progress)
     fs, plan = chosen.fileset, chosen.plan

@@ -47,6 +47,7 @@ FLAGS = {
     "since_version": "--since-version",
     "until_version": "--until-version",
     "parallel": "--parallel",
+    "all_files": "--all",
 }
 
 

@@ -73,7 +73,7 @@ def main() -> None:
     trib("log", str(root), "--limit", "3")
 
     print("\n== check: every source record exactly once, in the partition of its event time")
-    files = json.loads(trib("files", str(root), "--json").stdout)["files"]
+    files = json.loads(trib("files", str(root), "--all", "--json").stdout)["files"]
     import gzip
 
     ids: Counter = Counter()
@@ -87,7 +87,7 @@ def main() -> None:
     trib("clean", str(root), "--older-than", "0s")
     if dup or missing:
         sys.exit("demo: exactly-once check FAILED")
-    print(f"\ndemo: OK. The table is at {root}; try `trib log {root}` or `trib files {root} --json`.")
+    print(f"\ndemo: OK. The table is at {root}; try `trib log {root}` or `trib files {root} --all --json`.")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def _last_commit(root: Path) -> Path:
 
 
 def _every_reader_refuses(root, code, *needles):
-    for args in (["log", str(root)], ["verify", str(root)], ["files", str(root)],
+    for args in (["log", str(root)], ["verify", str(root)], ["files", str(root), "--all"],
                  ["recover", str(root), "--app-id", "a"]):
         assert_one_line_error(invoke_trib(*args), code, *needles)
 
@@ -118,7 +118,7 @@ def test_record_without_time_field_goes_to_dead_letter(tmp_path, table):
     assert [(d["offset"], d["reason"]) for d in lines] == [
         (1, "no time field 'ts'"), (2, "not valid JSON"), (3, "unparsable time 'yesterday'")]
     assert invoke_trib("verify", str(table)).returncode == 0  # dead letters are committed files
-    files = json.loads(invoke_trib("files", str(table), "--json").stdout)["files"]
+    files = json.loads(invoke_trib("files", str(table), "--all", "--json").stdout)["files"]
     assert not any(f["path"].startswith("_tributary") for f in files)
 
 

@@ -170,7 +170,7 @@ def test_lost_commit_replies_lose_nothing(tmp_path, s3_server, s3_root):
             assert r.returncode == 12, r.stderr  # outcome unknown: rerun; never a false conflict
         assert codes[-1] == 0, codes
         assert len(proxy.dropped) == 7 and 200 in proxy.dropped
-        files = json.loads(run_trib("files", s3_root, "--json", check=True, env=env).stdout)["files"]
+        files = json.loads(run_trib("files", s3_root, "--all", "--json", check=True, env=env).stdout)["files"]
         assert_exactly_once(committed_records(open_storage(s3_root, {**s3_server}), files), n)
         v = run_trib("verify", s3_root, env=env)
         assert v.returncode == 0, v.stdout + v.stderr
@@ -230,7 +230,7 @@ def _signal_run(tmp_path, sig, hits, seed, checkpoint_interval=100, second_after
     assert landed >= hits, f"only {landed} signals landed"
     done = run_trib(*cmd[len(TRIB):])
     assert done.returncode == 0, done.stderr
-    files = json.loads(run_trib("files", str(root), "--mode", "manifest", "--json", check=True).stdout)["files"]
+    files = json.loads(run_trib("files", str(root), "--all", "--mode", "manifest", "--json", check=True).stdout)["files"]
     assert_exactly_once(committed_records(open_storage(str(root)), files), n)
     v = run_trib("verify", str(root))
     assert v.returncode == 0, v.stdout + v.stderr

@@ -229,7 +229,7 @@ def test_read_only_table_keeps_consumer_state_in_a_state_dir(tmp_path):
     with read_only(root):
         ro = run_trib("files", str(root), *args, "--consumer", "c")
         assert ro.returncode == 7 and "--state-dir" in ro.stderr and len(ro.stderr.splitlines()) == 1
-        assert run_trib("files", str(root), "--layout", LAYOUT).stdout.split() == ["2020_06_24/00/a.log"]
+        assert run_trib("files", str(root), "--all", "--layout", LAYOUT).stdout.split() == ["2020_06_24/00/a.log"]
         plan = cli_plan(root, "c", *args, "--state-dir", str(state))
         assert names(plan) == ["2020_06_24/00/a.log"]
         cli_ack(root, "c", plan["plan_id"], "--state-dir", str(state))

@@ -28,7 +28,7 @@ def _ingest_cmd(root, src, protocol, commit_every):
 
 
 def _check_table(root, n, protocol, env=None):
-    files = json.loads(run_trib("files", str(root), "--mode", "manifest", "--json", check=True, env=env).stdout)
+    files = json.loads(run_trib("files", str(root), "--all", "--mode", "manifest", "--json", check=True, env=env).stdout)
     storage = open_storage(str(root))
     assert_exactly_once(committed_records(storage, files["files"]), n)
     v = run_trib("verify", str(root), env=env)
@@ -83,7 +83,7 @@ def test_kill9_against_s3_server(tmp_path, s3_root, s3_env, protocol):
     done = run_trib(*cmd[len(TRIB):], env=s3_env)
     assert done.returncode == 0, done.stderr
 
-    files = json.loads(run_trib("files", s3_root, "--json", check=True, env=s3_env).stdout)["files"]
+    files = json.loads(run_trib("files", s3_root, "--all", "--json", check=True, env=s3_env).stdout)["files"]
     storage = open_storage(s3_root)
     assert_exactly_once(committed_records(storage, files), n)
     v = run_trib("verify", s3_root, env=s3_env)

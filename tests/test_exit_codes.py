@@ -75,8 +75,8 @@ def test_badly_typed_commit_fields_are_corrupt(table, field, value):
         else:
             d[field] = value
     _edit_json(table / COMMIT1, mutate)
-    for cmd in ("files", "log", "verify"):
-        expect(6, cmd, str(table), root=table)
+    for cmd in (("files", "--all"), ("log",), ("verify",)):
+        expect(6, cmd[0], str(table), *cmd[1:], root=table)
 
 
 @pytest.mark.integration  # a real process: a recursion crash would take pytest down with it
@@ -87,7 +87,7 @@ def test_deeply_nested_json_is_corrupt_not_a_recursion_crash(table, where):
         args = ("files", str(table), "--consumer", "c")
     else:
         path = table / where
-        args = ("files", str(table))
+        args = ("files", str(table), "--all")
     path.write_text(DEEP)
     before = snapshot(table)
     expect(6, *args, proc=run_trib(*args))
@@ -99,7 +99,7 @@ def test_last_checkpoint_that_is_a_directory_is_treated_as_missing(table):
     if hint.exists():
         hint.unlink()
     hint.mkdir()
-    files = invoke_trib("files", str(table))
+    files = invoke_trib("files", str(table), "--all")
     assert files.returncode == 0, files.stderr and files.stdout.strip()
     assert invoke_trib("verify", str(table)).returncode == 0
     (table / "_tributary/_last_checkpoint/x").write_text(DEEP)  # still a directory, now not empty
@@ -112,7 +112,7 @@ def test_last_checkpoint_that_is_a_directory_is_treated_as_missing(table):
 ])
 def test_non_string_layout_in_table_json_is_corrupt(table, mutate):
     _edit_json(table / "_tributary/table.json", mutate)
-    expect(6, "files", str(table), root=table)
+    expect(6, "files", str(table), "--all", root=table)
 
 
 @pytest.mark.parametrize("args", [
@@ -174,11 +174,11 @@ def test_efbig_on_a_data_file_is_a_storage_error_and_a_rerun_completes(tmp_path)
     expect(7, proc=p)
     assert "File too large" in p.stderr
     storage = open_storage(str(root))
-    first = json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]
+    first = json.loads(run_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]
     assert first, "some commits should have landed before the limit was hit"
     assert run_trib("verify", str(root)).returncode == 0  # nothing committed was deleted
     run_trib(*args, check=True)
-    files = json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]
+    files = json.loads(run_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]
     assert {f["path"] for f in first} <= {f["path"] for f in files}
     assert_exactly_once(committed_records(storage, files), n)
 
@@ -188,15 +188,15 @@ def test_fuzzed_cli_inputs_never_exit_unexpected(table, tmp_path):
     cases = [
         ("files", str(table), "--since-version", "99999999999999999999999"),
         ("files", str(table), "--until-version", "-5"),
-        ("files", str(table), "--parallel", "0"),
+        ("files", str(table), "--all", "--parallel", "0"),
         ("files", str(table), "--schedule-time", "2020-06-24T01:05:00Z", "--period", "0h"),
         ("files", str(table), "--schedule-time", "2020-06-24T01:05:00Z", "--period", "1e400h"),
         ("files", str(table), "--lookback", "1e400d", "--consumer", "z"),
-        ("files", str(table), "--mode", "mtime", "--timezone", "Mars/Olympus"),
+        ("files", str(table), "--all", "--mode", "mtime", "--timezone", "Mars/Olympus"),
         ("files", str(table), "--partitions", "dt>=\u00ff\u2028"),
         ("log", str(table), "--since-version", "-3"),
         ("clean", str(table), "--older-than", "1e400d"),
-        ("files", str(tmp_path / "nope")),
+        ("files", str(tmp_path / "nope"), "--all"),
     ]
     for args in cases:
         p = invoke_trib(*args)

@@ -62,9 +62,9 @@ def test_cli_uris_come_from_the_fileset(tmp_path):
     root = tmp_path / "t"
     _table(str(root), tmp_path)
     fs = resolve(str(root))
-    out = run_trib("files", str(root), "--uri", check=True).stdout.splitlines()
+    out = run_trib("files", str(root), "--all", "--uri", check=True).stdout.splitlines()
     assert out == fs.uris()
-    doc = json.loads(run_trib("files", str(root), "--uri", "--json", check=True).stdout)
+    doc = json.loads(run_trib("files", str(root), "--all", "--uri", "--json", check=True).stdout)
     assert [f["uri"] for f in doc["files"]] == fs.uris() and doc["format"] == fs.format.to_json()
 
 
@@ -79,7 +79,7 @@ def test_s3_fileset_uris(s3_root, tmp_path):
         assert fs.hadoop_uri(f) == f"s3a://{bucket_prefix}/{f.path}"
         assert len(storage.read(f.path)) == f.size  # the URI names the object that was listed
     # The CLI builds the same URIs (from the FileSet, not by reopening storage).
-    out = run_trib("files", s3_root, "--uri", check=True).stdout.splitlines()
+    out = run_trib("files", s3_root, "--all", "--uri", check=True).stdout.splitlines()
     assert out == fs.uris()
 
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 
 def _files(root):
-    return json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]
+    return json.loads(run_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]
 
 
 def test_time_regex_over_text_lines(tmp_path):

@@ -42,7 +42,7 @@ def _ok(proc) -> dict:
 
 
 def _data_lines(root) -> list[bytes]:
-    files = json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]
+    files = json.loads(run_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]
     return [line for f in sorted(files, key=lambda f: f["path"]) for line in (root / f["path"]).read_bytes().splitlines()]
 
 
@@ -157,7 +157,7 @@ def test_last_placeable_hour_in_utc(tmp_path):
                    '{"id": 2, "ts": "9999-12-31T23:00Z"}\n')
     res = _ok(_ingest(root, src))
     assert res["dead_letters"] == 1 and _dead_letters(root)[0]["offset"] == 2
-    files = json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]
+    files = json.loads(run_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]
     assert sorted(f["path"].rsplit("/", 1)[0] for f in files) == ["0001_01_01/00", "9999_12_31/22"]
 
 
@@ -172,7 +172,7 @@ def test_the_range_is_the_table_zones(tmp_path, tz, value, placed):
     src = tmp_path / "s.jsonl"
     src.write_text(f'{{"id": 0, "ts": "{value}"}}\n')
     res = _ok(_ingest(root, src))
-    files = json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]
+    files = json.loads(run_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]
     assert [f["path"].rsplit("/", 1)[0] for f in files] == ([placed] if placed else [])
     assert res["dead_letters"] == (0 if placed else 1)
 

@@ -49,7 +49,7 @@ def test_verify_reports_missing_and_resized_files(tmp_path):
     _create(root)
     src = make_source(tmp_path / "s.jsonl", 200, hours=3)
     invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
-    files = json.loads(invoke_trib("files", str(root), "--json", check=True).stdout)["files"]
+    files = json.loads(invoke_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]
     os.remove(root / files[0]["path"])
     with open(root / files[1]["path"], "ab") as f:
         f.write(b"extra\n")
@@ -129,7 +129,7 @@ def test_parquet_and_gzip_tables(tmp_path):
         root = tmp_path / f"t-{fmt}"
         _create(root, "--format", fmt, "--compression", comp)
         invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
-        files = json.loads(invoke_trib("files", str(root), "--json", check=True).stdout)["files"]
+        files = json.loads(invoke_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]
         n = 0
         for f in files:
             p = root / f["path"]

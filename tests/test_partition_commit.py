@@ -138,7 +138,7 @@ def test_success_file_on_the_processing_clock(tmp_path):
     assert _marked(root) == [_hour_path(0), _hour_path(1), _hour_path(2)]
     assert (root / _hour_path(0) / "_SUCCESS").read_bytes() == b""
     # Hidden from readers: trib files does not list it as data.
-    files = json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]
+    files = json.loads(run_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]
     assert not [f for f in files if f["path"].endswith("_SUCCESS")]
     # Idempotent: nothing new to mark.
     again = json.loads(run_trib("partitions", "commit", str(root), "--json", check=True).stdout)
@@ -179,7 +179,7 @@ def test_metastore_down_during_ingest_then_catch_up(hive_services, hive_table, t
     assert "records committed, but the partition commit failed: cannot reach HiveServer2" in p.stderr
     assert f"trib partitions commit {root}" in p.stderr
     assert json.loads(p.stdout)["records"] == 6  # the data commit landed all the same
-    files = json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]
+    files = json.loads(run_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]
     assert sum(f["records"] for f in files) == 6
 
     run_trib("partitions", "configure", str(root), "--metastore", _hs2(hive_services), check=True)

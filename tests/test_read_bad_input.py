@@ -58,7 +58,7 @@ BAD_WINDOWS = [
     (["--period", "1h"], "go with --schedule-time"),
     (["--partitions", "dt>>2020"], "bad partition condition"),
     (["--partitions", "hour>=01"], "unknown partition key 'hour'"),
-    (["--mode", "manifest"], "needs a trib table"),
+    (["--mode", "manifest", "--all"], "needs a trib table"),
     (["--since-version", "3"], "need --mode manifest"),
 ]
 
@@ -71,9 +71,9 @@ def test_bad_windows_and_ranges(plain, args, needle):
 
 
 def test_bad_roots_and_layout_flags(plain, tmp_path):
-    one_line_error(invoke_trib("files", str(tmp_path / "nope")), 4, "no directory")
-    one_line_error(invoke_trib("files", str(plain), "--partition", PARTITION), 3, "give --layout too")
-    one_line_error(invoke_trib("files", str(plain), "--layout", "{yyyy}/{HH}"), 3, "contiguous run")
+    one_line_error(invoke_trib("files", str(tmp_path / "nope"), "--all"), 4, "no directory")
+    one_line_error(invoke_trib("files", str(plain), "--all", "--partition", PARTITION), 3, "give --layout too")
+    one_line_error(invoke_trib("files", str(plain), "--all", "--layout", "{yyyy}/{HH}"), 3, "contiguous run")
     one_line_error(invoke_trib("files", str(plain), "--partitions", "dt>=1"), 3, "needs a layout")
     one_line_error(invoke_trib("files", str(plain), "--consumer", "c"), 3, "needs a layout")
     assert not (plain / "_tributary").exists()

@@ -34,7 +34,7 @@ def _table(tmp_path: Path, name: str, n: int = 300, *extra: str) -> Path:
 
 
 def _committed(root: Path) -> list[str]:
-    return [f["path"] for f in json.loads(run_trib("files", str(root), "--json", check=True).stdout)["files"]]
+    return [f["path"] for f in json.loads(run_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]]
 
 
 def _links(root: Path, other: Path) -> list[str]:
@@ -76,7 +76,7 @@ def test_readers_return_no_path_through_a_link(tmp_path):
     root, other = _table(tmp_path, "t"), _table(tmp_path, "o")
     links = _links(root, other)
     committed = _committed(root)
-    for args in (["--mode", "mtime"], ["--mode", "mtime", "--start", "0", "--end", "9999999999999"],
+    for args in (["--mode", "mtime", "--all"], ["--mode", "mtime", "--start", "0", "--end", "9999999999999"],
                  ["--mode", "mtime", "--partitions", "dt>=2020062400"]):
         p = run_trib("files", str(root), *args, "--json")
         assert p.returncode == 0, p.stderr
@@ -88,7 +88,7 @@ def test_readers_return_no_path_through_a_link(tmp_path):
     _no_link_path([f["path"] for f in json.loads(plan.stdout)["files"]], links)
     # A linked file is a link too: reported, not returned.
     os.symlink("/etc/hostname", root / committed[0].rsplit("/", 1)[0] / "evil.jsonl")
-    doc = json.loads(run_trib("files", str(root), "--mode", "mtime", "--json", check=True).stdout)
+    doc = json.loads(run_trib("files", str(root), "--all", "--mode", "mtime", "--json", check=True).stdout)
     assert all(not f["path"].endswith("evil.jsonl") for f in doc["files"])
     assert any(s["path"].endswith("evil.jsonl") for s in doc["skipped"])
 
@@ -98,7 +98,7 @@ def test_names_that_are_not_utf8_are_reported_not_a_crash(tmp_path):
     part = _committed(root)[0].rsplit("/", 1)[0]
     os.close(os.open(os.fsencode(root / part) + b"/bad\xff.jsonl", os.O_CREAT | os.O_WRONLY, 0o644))
     os.makedirs(os.fsencode(root / part.split("/")[0]) + b"/0\xfe", exist_ok=True)
-    files = run_trib("files", str(root), "--mode", "mtime", "--json")
+    files = run_trib("files", str(root), "--all", "--mode", "mtime", "--json")
     assert files.returncode == 0, files.stderr
     doc = json.loads(files.stdout)
     assert sorted(f["path"] for f in doc["files"]) == sorted(_committed(root))
@@ -133,13 +133,13 @@ def test_rename_crash_between_commit_and_rename_is_rolled_forward_by_readers(tmp
     assert sorted(got) == sorted(committed) and all((root / p).exists() for p in got)
     for f in state["files"]:  # and again for a plain read, crashed once more
         os.rename(root / f["path"], root / f["staged"])
-    out = run_trib("files", str(root))
+    out = run_trib("files", str(root), "--all")
     assert out.returncode == 0, out.stderr
     assert sorted(out.stdout.split()) == sorted(committed) and all((root / p).exists() for p in committed)
     assert run_trib("verify", str(root)).returncode == 0
     # Bytes gone under both names: an error, never a missing path in a batch.
     os.remove(root / committed[0])
-    gone = run_trib("files", str(root))
+    gone = run_trib("files", str(root), "--all")
     assert gone.returncode == 9 and gone.stdout == "" and "is missing" in gone.stderr
 
 
@@ -149,10 +149,10 @@ def test_files_null_separated_for_names_with_newlines(tmp_path):
     (root / "2020_06_24" / "01" / "a\nb.log").write_text("x\n")
     (root / "2020_06_24" / "01" / "c.log").write_text("y\n")
     for flag in ("-0", "--null"):
-        out = run_trib("files", str(root), "--layout", LAYOUT, flag)
+        out = run_trib("files", str(root), "--all", "--layout", LAYOUT, flag)
         assert out.returncode == 0, out.stderr
         assert out.stdout == "2020_06_24/01/a\nb.log\x002020_06_24/01/c.log\x00"
-    bad = run_trib("files", str(root), "--layout", LAYOUT, "-0", "--json")
+    bad = run_trib("files", str(root), "--all", "--layout", LAYOUT, "-0", "--json")
     assert bad.returncode == 3 and bad.stderr.count("\n") == 1
 
 

@@ -81,3 +81,22 @@ def test_messages_suggest_the_whole_reset_command(tmp_path):
     cmd = line.split("drop it with: ", 1)[1].split()
     assert run_trib(*cmd[1:]).returncode == 0
     assert plan(root, "--lookback", "30d")["files"]
+
+
+def test_trib_files_without_a_bound_is_refused_and_all_asks_for_everything(tmp_path):
+    """Why: "the exact files of ROOT for this run" with no bound returned every file, on every run."""
+    root = tmp_path / "logs"
+    for h in range(3):
+        put(root, f"{LAY.for_time(T0 + h * H).path}/f{h}.log", T0 + h * H)
+    line = one_line_error(run_trib("files", str(root), "--layout", LAYOUT), 3, "no bound")
+    for flag in ("--consumer", "--start/--end/--schedule-time", "--since-version/--until-version", "--partitions",
+                 "--all"):
+        assert flag in line
+    every = run_trib("files", str(root), "--layout", LAYOUT, "--all")
+    assert every.returncode == 0 and len(every.stdout.split()) == 3
+    one_line_error(run_trib("files", str(root), "--layout", LAYOUT, "--all", "--start", str(T0), "--end",
+                            str(T0 + H - 1)), 3, "--all cannot be combined with a bound")
+    one_line_error(run_trib("files", str(root), "--layout", LAYOUT, "--all", "--consumer", "c"), 3,
+                   "--all cannot be combined with --consumer")
+    bounded = run_trib("files", str(root), "--layout", LAYOUT, "--start", str(T0), "--end", str(T0 + H - 1))
+    assert bounded.returncode == 0 and len(bounded.stdout.split()) == 1

@@ -129,7 +129,7 @@ def test_hidden_in_progress_and_metadata_files_are_never_returned(tmp_path):
                 "2020_06_24/00/x.log._COPYING_", "2020_06_24/00/_temporary/0/part-0",
                 "_tributary/consumers/c/state-00000000000000000001.json", ".staging/2020_06_24/00/y.log"):
         put(root, rel, T0)
-    doc = files_json(str(root), "--layout", LAYOUT, "--mode", "mtime")
+    doc = files_json(str(root), "--all", "--layout", LAYOUT, "--mode", "mtime")
     assert paths(doc) == [keep.relative_to(root).as_posix()]
     assert doc["skipped"] == []
 
@@ -140,13 +140,13 @@ def test_unparsable_directories_are_reported_not_guessed(tmp_path):
     put(root, "2020_06_24/24/bad-hour.log", T0)
     put(root, "2020_06_24/stray.log", T0)
     put(root, "2020_06_24/00/sub/nested.log", T0)
-    doc = files_json(str(root), "--layout", LAYOUT)
+    doc = files_json(str(root), "--all", "--layout", LAYOUT)
     assert paths(doc) == ["2020_06_24/00/ok.log"]
     reasons = {s["path"]: s["reason"] for s in doc["skipped"]}
     assert "does not match layout" in reasons["2020_06_24/24/bad-hour.log"]
     assert reasons["2020_06_24/stray.log"] == "not inside a partition directory"
     assert "nested inside partition directory 2020_06_24/00" in reasons["2020_06_24/00/sub/nested.log"]
-    proc = invoke_trib("files", str(root), "--layout", LAYOUT)
+    proc = invoke_trib("files", str(root), "--all", "--layout", LAYOUT)
     assert proc.stdout.split() == ["2020_06_24/00/ok.log"] and "3 files not returned" in proc.stderr
 
 
@@ -184,7 +184,7 @@ def test_partition_range_prunes_the_listing_and_matches_a_full_filter(tmp_path):
     assert pf.time_range(lay) == (T0 + 10 * H, T0 + 30 * H)
     listing = scan(open_storage(str(root)), lay, partitions=pf)
     assert listing.strategy == "candidates" and listing.listed_dirs == 20
-    full = files_json(str(root), "--layout", LAYOUT)
+    full = files_json(str(root), "--all", "--layout", LAYOUT)
     expected = [f["path"] for f in full["files"] if "2020062410" <= f["partition"]["dt"] <= "2020062505"]
     doc = files_json(str(root), "--layout", LAYOUT, "--partitions", "dt>=2020062410,dt<=2020062505")
     assert paths(doc) == expected and len(expected) == 20
@@ -225,7 +225,7 @@ def test_manifest_version_range(table):
     assert paths(doc) == ["2020_06_24/03/part-3.jsonl", "2020_06_24/04/part-4.jsonl"]
     assert doc["files"][0]["version"] == 3 and doc["files"][0]["partition"] == {"dt": "2020062403"}
     assert (doc["since_version"], doc["until_version"]) == (2, 4)
-    assert len(files_json(table.uri)["files"]) == 5  # auto: a trib table reads its log
+    assert len(files_json(table.uri, "--all")["files"]) == 5  # auto: a trib table reads its log
 
 
 def test_manifest_commit_time_window(table):
@@ -252,7 +252,7 @@ def test_mtime_mode_on_a_trib_table_lists_its_directory(table, tmp_path):
 
 
 def test_layout_flags_conflicting_with_the_table_are_refused(table, plain):
-    proc = invoke_trib("files", table.uri, "--layout", "{yyyy}{MM}{dd}/{HH}")
+    proc = invoke_trib("files", table.uri, "--all", "--layout", "{yyyy}{MM}{dd}/{HH}")
     assert proc.returncode == 3 and "drop --layout" in proc.stderr
     with pytest.raises(InvalidInputError, match="needs a trib table"):
         resolve(str(plain), mode="manifest")

@@ -72,7 +72,9 @@ def ingest(root, src: Path, app: str = "etl") -> None:
 
 
 def files(root, *extra) -> list[str]:
-    return [f["path"] for f in trib_json("files", str(root), "--mode", "manifest", *extra)["files"]]
+    """The manifest's files: every one (``--all``), or those of the bound in ``extra``."""
+    bound = {"--since-version", "--until-version", "--start", "--end"} & set(extra)
+    return [f["path"] for f in trib_json("files", str(root), "--mode", "manifest", *(extra if bound else ("--all", *extra)))["files"]]
 
 
 def is_old(path: str) -> bool:

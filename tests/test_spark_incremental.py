@@ -105,7 +105,10 @@ def test_mtime_window_batch_has_nothing_to_ack(spark, tmp_path):
     ({"consumer": "c", "lister": "spark"}, "lister cannot be combined with a consumer"),
     ({"consumer": "c", "since_version": 3}, "unknown option since_version for a consumer batch"),
     ({"state_dir": "/tmp/x"}, "state_dir goes with a consumer"),
-    ({"lister": "cluster"}, "unknown lister 'cluster'"),
+    ({"lister": "cluster", "window": TimeWindow(0, 1)}, "unknown lister 'cluster'"),
+    ({}, "a read with no bound returns every file, on every run: give a consumer, window, "
+         "since_version/until_version or partitions, or ask for all_files=True"),
+    ({"all_files": True, "window": TimeWindow(0, 1)}, "all_files=True cannot be combined with a bound"),
 ])
 def test_bad_arguments_are_one_clear_error(spark, tmp_path, kw, message):
     from tributary_read.spark import read_incremental

@@ -77,7 +77,7 @@ def test_create_over_foreign_files_tracks_both_and_reads_them(tmp_path):
     assert json.loads((root / "_tributary/table.json").read_text())["tracking"] == "both"
     assert "tracking  both" in run_trib("table", "show", str(root)).stdout
     # Before: auto picked the (empty) manifest and answered 0 files without a word.
-    doc = trib_json("files", str(root))
+    doc = trib_json("files", str(root), "--all")
     assert doc["mode"] == "both" and names(doc) == files and "untracked" not in doc
     plan = trib_json("files", str(root), "--consumer", "etl")
     assert plan["tracking"] == "both" and names(plan) == files
@@ -97,7 +97,7 @@ def test_create_over_an_empty_directory_tracks_both(tmp_path):
     assert Table.load(t.uri).config.tracking == "manifest"
     d["tracking"] = ["both"]
     p.write_text(json.dumps(d))
-    proc = run_trib("files", str(tmp_path / "old"))
+    proc = run_trib("files", str(tmp_path / "old"), "--all")
     assert proc.returncode == 6 and "tracking" in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
@@ -116,11 +116,11 @@ def test_manifest_tracked_table_with_foreign_files_warns_and_reports(tmp_path):
     assert create(root, "--tracking", "manifest").returncode == 0
     for mode in ("auto", "manifest"):
         # Without the opt-out a read that would leave them behind fails (exit 13, one line naming the fix).
-        proc = run_trib("files", str(root), "--mode", mode, "--json")
+        proc = run_trib("files", str(root), "--all", "--mode", mode, "--json")
         assert proc.returncode == 13 and proc.stdout == "" and len(proc.stderr.splitlines()) == 1
         assert "3 files in the table are not tracked" in proc.stderr
         assert f"trib table set file://{root} --tracking both" in proc.stderr and "--allow-untracked" in proc.stderr
-        proc = run_trib("files", str(root), "--mode", mode, "--json", "--allow-untracked")
+        proc = run_trib("files", str(root), "--all", "--mode", mode, "--json", "--allow-untracked")
         assert proc.returncode == 0
         doc = json.loads(proc.stdout)
         assert doc["count"] == 0 and doc["untracked"]["count"] == 3 and doc["untracked"]["unit"] == "files"
@@ -133,8 +133,8 @@ def test_manifest_tracked_table_with_foreign_files_warns_and_reports(tmp_path):
     # foreign file written into the same hour as trib's files is reported too.
     t = Table.load(str(root))
     write_trib(t, range(0, 1))
-    assert run_trib("files", str(root)).returncode == 13
-    doc = trib_json("files", str(root), "--allow-untracked")
+    assert run_trib("files", str(root), "--all").returncode == 13
+    doc = trib_json("files", str(root), "--all", "--allow-untracked")
     assert doc["count"] == 1 and doc["untracked"]["count"] == 1
     assert doc["untracked"]["scope"] == "partitions of the answer"
     assert all(not is_written(p) for p in doc["untracked"]["examples"])
@@ -183,14 +183,14 @@ def test_listing_tracked_table_reports_its_commits(tmp_path):
     foreign = foreign_dir(root, 2)
     assert create(root, "--tracking", "listing").returncode == 0
     write_trib(Table.load(str(root)), range(0, 2))
-    proc = run_trib("files", str(root), "--json")
+    proc = run_trib("files", str(root), "--all", "--json")
     doc = json.loads(proc.stdout)
     assert doc["mode"] == "mtime" and names(doc) == foreign  # never a trib-named file by listing
     assert doc["untracked"] == {"count": 1, "unit": "commits", "scope": "log", "examples": [],
                                 "fix": f"to read them too: trib table set file://{root} --tracking both"}
     assert "the table's log holds 1 commits" in proc.stderr
     # An explicit --mode mtime is the raw window: every visible file.
-    assert len(trib_json("files", str(root), "--mode", "mtime")["files"]) == 4
+    assert len(trib_json("files", str(root), "--all", "--mode", "mtime")["files"]) == 4
 
 
 # -- both: every file exactly once, one way ------------------------------------------------
@@ -228,7 +228,7 @@ def test_mixed_table_delivers_each_file_once_through_one_way(tmp_path):
 
 def test_both_needs_a_table(tmp_path):
     put(tmp_path, f"{hour_dir(T0)}/x.log", T0)
-    proc = run_trib("files", str(tmp_path), "--layout", LAYOUT, "--mode", "both")
+    proc = run_trib("files", str(tmp_path), "--all", "--layout", LAYOUT, "--mode", "both")
     assert proc.returncode == 3 and "needs a trib table" in proc.stderr
     proc = run_trib("table", "set", str(tmp_path), "--tracking", "both")
     assert proc.returncode == 4
@@ -286,5 +286,5 @@ def test_full_scan_every_on_the_cli(tmp_path):
     assert "only with --full-scan" in run_trib("consumer", "show", str(root), "c").stdout
     proc = run_trib("files", str(root), "--consumer", "c", "--full-scan-every", "soon")
     assert proc.returncode == 3 and "is not a duration" in proc.stderr
-    proc = run_trib("files", str(root), "--layout", LAYOUT, "--full-scan-every", "1h")
+    proc = run_trib("files", str(root), "--all", "--layout", LAYOUT, "--full-scan-every", "1h")
     assert proc.returncode == 3 and "goes with --consumer" in proc.stderr

@@ -119,7 +119,7 @@ def test_trib_runs_from_the_installed_wheel_outside_the_repository(wheel, instal
     src = make_source(work / "s.jsonl", 50, hours=2)
     _run(installed, *trib, "ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts",
          cwd=work)
-    files = json.loads(_run(installed, *trib, "files", str(root), "--json", cwd=work).stdout)
+    files = json.loads(_run(installed, *trib, "files", str(root), "--all", "--json", cwd=work).stdout)
     assert files["count"] == len(files["files"]) > 0
 
     # Every tributary_read module a run can load comes from the wheel, none from the checkout.

@@ -105,7 +105,7 @@ def test_files_uri_json_adds_full_uris(tmp_path):
     root = tmp_path / "logs"
     (root / "2020_06_24" / "00").mkdir(parents=True)
     (root / "2020_06_24" / "00" / "a.log").write_text("x\n")
-    p = invoke_trib("files", str(root), "--layout", "{yyyy}_{MM}_{dd}/{HH}", "--mode", "mtime", "--uri", "--json",
+    p = invoke_trib("files", str(root), "--all", "--layout", "{yyyy}_{MM}_{dd}/{HH}", "--mode", "mtime", "--uri", "--json",
                  check=True)
     [f] = json.loads(p.stdout)["files"]
     assert f["path"] == "2020_06_24/00/a.log"

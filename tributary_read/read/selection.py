@@ -33,7 +33,7 @@ CONSUMER_ONLY = {"lookback_ms": ("lookback", "a lookback"), "min_age_ms": ("min_
                  "full_scan_every_ms": ("full_scan_every", "a full-scan interval"),
                  "state_dir": ("state_dir", "a state directory"), "now_ms": ("now_ms", "a clock")}
 #: Options a consumer's batch cannot take (its batch is whatever it has not delivered yet), likewise.
-NOT_WITH_CONSUMER = {"window": ("read_window", "a time window"),
+NOT_WITH_CONSUMER = {"window": ("read_window", "a time window"), "all_files": ("all_files", "all files"),
                      "since_version": ("since_version", "a since version"),
                      "until_version": ("until_version", "an until version"),
                      "partitions": ("partitions", "a partition range")}
@@ -54,7 +54,7 @@ class ReadRequest:
     consumer: str | None = None
     state_dir: str | None = None
     window: TimeWindow | None = None
-    since_version: int = 0
+    since_version: int | None = None
     until_version: int | None = None
     partitions: PartitionFilter | str | None = None
     lookback_ms: int | None = None
@@ -64,6 +64,9 @@ class ReadRequest:
     now_ms: int | None = None
     parallel: int | None = None
     allow_untracked: bool = False
+    #: Every file, on purpose: a read with no bound returns everything on every run, which an hourly
+    #: job written from "the files of ROOT for this run" would reprocess each hour.
+    all_files: bool = False
 
     def __post_init__(self) -> None:
         if self.parallel is not None and self.parallel < 1:
@@ -73,9 +76,19 @@ class ReadRequest:
                 if getattr(self, name) not in (None, False):
                     raise InvalidInputError(f"{words} goes with a consumer", **{param: words},
                                             consumer="a consumer")
+            bounded = (self.window is not None or self.since_version is not None or self.until_version is not None
+                       or self.partitions is not None)
+            if bounded and self.all_files:
+                raise InvalidInputError("all files cannot be combined with a bound", all_files="all files")
+            if not bounded and not self.all_files:
+                raise InvalidInputError(
+                    "a read with no bound returns every file, on every run: give a consumer, a time window, "
+                    "a version range or a partition range, or ask for all files", consumer="a consumer",
+                    read_window="a time window", versions="a version range", partitions="a partition range",
+                    all_files="all files")
             return
         for name, (param, words) in NOT_WITH_CONSUMER.items():
-            if getattr(self, name) not in (None, 0):
+            if getattr(self, name) not in (None, False):
                 raise InvalidInputError(f"{words} cannot be combined with a consumer: a consumer's batch is "
                                         "whatever it has not delivered yet", **{param: words},
                                         consumer="a consumer")
@@ -107,7 +120,7 @@ def select(source: Source, request: ReadRequest, *, options: Mapping[str, str] |
     if r.consumer is None:
         from tributary_read.read.resolve import resolve
 
-        fs = resolve(source, mode=r.mode, since_version=r.since_version, until_version=r.until_version,
+        fs = resolve(source, mode=r.mode, since_version=r.since_version or 0, until_version=r.until_version,
                      window=r.window, partitions=r.partitions, parallel=r.parallel, progress=progress,
                      lister=lister, allow_untracked=r.allow_untracked)
         return Selection(fs)

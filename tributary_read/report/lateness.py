@@ -239,7 +239,7 @@ def lateness(root: str | Source, *, lags_ms: Sequence[int] = (), since_ms: int |
         raise InvalidInputError(f"{src.uri} is not a trib table: give its layout", layout="its layout")
     if any(lag < 0 for lag in lags_ms):
         raise InvalidInputError("a lag must not be negative")
-    fs = select(src, ReadRequest(allow_untracked=True)).fileset  # a report delivers nothing: untracked is a note
+    fs = select(src, ReadRequest(allow_untracked=True, all_files=True)).fileset  # a report delivers nothing: untracked is a note
     times, notes = commit_times(src)
     found, unplaced = arrivals_of(fs, src.layout, times)
     if since_ms is not None:

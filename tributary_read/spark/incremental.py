@@ -38,12 +38,14 @@ if TYPE_CHECKING:  # pragma: no cover
 #: ``plan_options`` a consumer's plan takes (:meth:`Consumer.plan`), and those ``resolve`` takes.
 CONSUMER_OPTIONS = frozenset({"lookback_ms", "min_age_ms", "full_scan", "full_scan_every_ms", "parallel",
                               "progress", "now_ms", "layout"})
-RESOLVE_OPTIONS = frozenset({"since_version", "until_version", "partitions", "parallel", "progress", "layout"})
+RESOLVE_OPTIONS = frozenset({"since_version", "until_version", "partitions", "parallel", "progress", "layout",
+                             "all_files"})
 #: The library's parameter names -> this function's (TributaryError.reword).
 PARAMETERS = {"read_window": "window", "state_dir": "state_dir", "lister": "lister", "consumer": "a consumer",
               "lookback": "lookback_ms", "min_age": "min_age_ms", "full_scan": "full_scan",
               "full_scan_every": "full_scan_every_ms", "since_version": "since_version",
-              "until_version": "until_version", "partitions": "partitions", "parallel": "parallel"}
+              "until_version": "until_version", "partitions": "partitions", "parallel": "parallel",
+              "all_files": "all_files=True", "versions": "since_version/until_version"}
 #: A temp view is named by a plain SQL identifier (no quoting games in the caller's SQL).
 _VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 NOT_A_CONSUMER = "not a consumer batch: nothing to ack (a window's position is the caller's schedule time)"
@@ -164,6 +166,9 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
             files even though files other tools wrote in the batch's scope are
             left out (``batch.fileset.untracked`` names them); without it such a
             batch raises ``UntrackedDataError`` before anything is read.
+        all_files: (a plan option) every file, on purpose. A read without a
+            consumer, window, version or partition bound is refused: it would
+            return every file on every run.
         plan_options: with a consumer, :meth:`Consumer.plan`'s
             ``lookback_ms``, ``min_age_ms``, ``full_scan``,
             ``full_scan_every_ms``, ``parallel``, ``now_ms``; otherwise
