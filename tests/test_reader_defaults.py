@@ -100,3 +100,38 @@ def test_trib_files_without_a_bound_is_refused_and_all_asks_for_everything(tmp_p
                    "--all cannot be combined with --consumer")
     bounded = run_trib("files", str(root), "--layout", LAYOUT, "--start", str(T0), "--end", str(T0 + H - 1))
     assert bounded.returncode == 0 and len(bounded.stdout.split()) == 1
+
+
+def test_a_copied_job_writing_elsewhere_does_not_split_the_consumer(tmp_path):
+    """Why: a job file copied with its output changed but ``[job] name`` kept shares the consumer
+    ``etl-<job>-<view>`` with the original; each run took part of the input. Now the consumer records the
+    job and output it serves, and the copy is refused with a line naming both."""
+    from etl_data import create_output_table, write_job
+
+    raw = tmp_path / "raw"
+    put(raw, f"{LAY.for_time(T0).path}/a.jsonl", T0, b'{"id": 1, "ts": 0, "msg": "m"}\n')
+    jobs = {}
+    for out in ("events", "copy"):
+        create_output_table(tmp_path / out)
+        jobs[out] = write_job(tmp_path / f"jobs-{out}", name="hourly", raw=raw, out=tmp_path / out,
+                              consumer="etl-hourly-raw")
+    when = time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(NOW / 1000))
+    first = run_trib("etl", "run", str(jobs["events"]), "--schedule-time", when, "--dry-run", "--json")
+    assert first.returncode == 0, first.stderr
+    plan_id = json.loads(first.stdout)["inputs"][0]["plan_id"]
+    before = snapshot(raw)
+    # The pending plan is the original job's: the copy is refused, naming both outputs and the fix.
+    line = one_line_error(run_trib("-q", "etl", "run", str(jobs["copy"]), "--schedule-time", when, "--dry-run"), 3,
+                          "consumer 'etl-hourly-raw' serves job 'hourly' writing", str(tmp_path / "events"),
+                          str(tmp_path / "copy"), "consumer = \"...\" of its own in its [[inputs]]")
+    assert line.startswith("trib: error: input raw: ")
+    assert snapshot(raw) == before
+    # Once acked, the state records the owner: still refused; `trib consumer show` says whose it is.
+    assert run_trib("consumer", "ack", str(raw), "etl-hourly-raw", plan_id).returncode == 0
+    shown = json.loads(run_trib("consumer", "show", str(raw), "etl-hourly-raw", "--json").stdout)
+    assert shown["owner"] == {"job": "hourly", "output": f"file://{tmp_path / 'events'}"}
+    one_line_error(run_trib("-q", "etl", "run", str(jobs["copy"]), "--schedule-time", when, "--dry-run"), 3,
+                   "serves job 'hourly'")
+    # The original job goes on.
+    again = run_trib("etl", "run", str(jobs["events"]), "--schedule-time", when, "--dry-run", "--json")
+    assert again.returncode == 0, again.stderr

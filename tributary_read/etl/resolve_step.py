@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tributary_read.errors import UntrackedDataError
+from tributary_read.errors import InvalidInputError, UntrackedDataError
 from tributary_read.etl.job import InputMode, InputSpec
 from tributary_read.etl.record import InputRecord
 from tributary_read.etl.report import InputReport
@@ -27,6 +27,9 @@ def resolve(run: _Run) -> list[tuple[Any, Any]]:
         except UntrackedDataError as e:  # the opt-out is a key of the job file here
             raise type(e)(f"input {spec.view}: " + e.reword(
                 {"allow_untracked": "allow_untracked = true in its [[inputs]]"})) from None
+        except InvalidInputError as e:  # a consumer another job owns: name the key that fixes it
+            raise InvalidInputError(f"input {spec.view}: " + e.reword(
+                {"consumer": "consumer = \"...\" of its own in its [[inputs]]"})) from None
     return out
 
 
@@ -51,7 +54,8 @@ def _resolve_one(run: _Run, spec: InputSpec):
         window = None
         request = ReadRequest(mode=spec.tracking, consumer=spec.consumer, state_dir=spec.state_dir,
                               lookback_ms=spec.lookback_ms, min_age_ms=spec.min_age_ms,
-                              full_scan_every_ms=spec.full_scan_every_ms, allow_untracked=spec.allow_untracked)
+                              full_scan_every_ms=spec.full_scan_every_ms, allow_untracked=spec.allow_untracked,
+                              owner={"job": run.job.name, "output": run.output.uri})
     else:
         window = run.window(spec)
         request = ReadRequest(mode=str(spec.mode), window=window, allow_untracked=spec.allow_untracked)

@@ -221,7 +221,7 @@ class Consumer:
     def plan(self, *, mode: str = "auto", lookback_ms: int | None = None, min_age_ms: int | None = None,
              full_scan: bool = False, now_ms: int | None = None, progress: Progress | None = None,
              parallel: int | None = None, full_scan_every_ms: int | None = None,
-             allow_untracked: bool = False) -> Plan:
+             allow_untracked: bool = False, owner: Mapping[str, str] | None = None) -> Plan:
         """The next batch, without moving the consumer; the same plan until acked.
 
         Args:
@@ -244,6 +244,10 @@ class Consumer:
                 though files other tools wrote are left out (they are reported
                 in the plan's ``untracked``); without it such a plan fails with
                 ``UntrackedDataError`` (exit 13) and is not saved.
+            owner: ``{"job": ..., "output": ...}``, the job this batch is for (the
+                ETL gives it). Recorded at the first ack; a later plan for a job
+                writing another output is refused (InvalidInputError), so two
+                jobs never split one consumer's input between them.
         """
         if lookback_ms is not None and lookback_ms <= 0:
             raise InvalidInputError("the lookback must be positive", lookback="the lookback")
@@ -256,15 +260,20 @@ class Consumer:
                            allow_untracked)
         state = self.current()
         base = state.version if state else 0
+        self._check_owner(state.owner if state else None, owner)
         pending = self._read_plan(base)
         if pending is not None:
+            self._check_owner(pending.delta.get("owner"), owner)
             return self._refuse(self._check_pending(pending, opts), opts)
         plan = self._refuse(self._compute(state, opts, now_ms), opts)
+        if owner is not None:
+            plan = replace(plan, delta={**plan.delta, "owner": dict(owner)})
         for _ in range(20):
             if self._create("plan", base, plan.to_json()):
                 return plan
             winner = self._read_plan(base)
             if winner is not None:  # a concurrent caller planned first: theirs is the plan
+                self._check_owner(winner.delta.get("owner"), owner)
                 return self._refuse(self._check_pending(winner, opts), opts)
             time.sleep(0.01)  # an S3 conditional PUT lost to one in flight
         raise StorageError(f"cannot create a plan under {self.location}; retry")
@@ -283,6 +292,15 @@ class Consumer:
             p = ManifestTracking(self.source, self.name).checked(p, opts)
         refuse_untracked(table, p.fileset().untracked, allow=opts.allow_untracked)
         return p
+
+    def _check_owner(self, recorded: Mapping[str, str] | None, owner: Mapping[str, str] | None) -> None:
+        """Refuse a job writing another output than the one this consumer serves (they would split the input)."""
+        if recorded is None or owner is None or recorded.get("output") == owner.get("output"):
+            return
+        raise InvalidInputError(
+            f"consumer {self.name!r} serves job {recorded.get('job')!r} writing {recorded.get('output')}, not job "
+            f"{owner.get('job')!r} writing {owner.get('output')}: the two would split its input; give this input "
+            "a consumer of its own", consumer="a consumer of its own")
 
     def _check_pending(self, p: Plan, opts: PlanOptions) -> Plan:
         wanted = _consumer_mode(opts.asked)
@@ -325,6 +343,7 @@ class Consumer:
         base = state or ConsumerState(self.name, 0, self.source.uri, created_ms=now)
         new = tracking_for(plan.mode, self.source, self.name).apply(base, replace(base, mode=plan.mode), plan)
         return replace(new, version=base.version + 1, table=self.source.uri, plan_id=plan.plan_id,
+                       owner=plan.delta.get("owner") or base.owner,
                        note=note, created_ms=base.created_ms or now, updated_ms=now,
                        delivered_files=base.delivered_files + len(plan.files),
                        delivered_bytes=base.delivered_bytes + plan.bytes)

@@ -41,6 +41,14 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 _PLAN_ID = re.compile(r"^([0-9]{1,20})-([0-9a-f]{12})$")
 
 
+def _owner(v) -> Mapping[str, str] | None:
+    if v is None:
+        return None
+    if not (isinstance(v, dict) and all(isinstance(v.get(k), str) for k in ("job", "output"))):
+        raise ValueError("owner must be an object with a job and an output")
+    return {"job": v["job"], "output": v["output"]}
+
+
 def reset_command(table: str, name: str, target: str, state_dir: str | None = None) -> str:
     """The exact ``trib consumer reset`` line a message suggests: a reset names its target and ``--execute``."""
     if state_dir:
@@ -71,6 +79,9 @@ class ConsumerState:
     delivered_bytes: int = 0
     full_scan_every_ms: int = DEFAULT_FULL_SCAN_EVERY_MS  # 0 = never periodic
     last_full_scan_ms: int = 0  # the plan clock of the last acked full listing
+    #: The job and output this consumer serves ({"job", "output"}; ETL inputs record it at their first ack):
+    #: a second job writing elsewhere is refused instead of splitting the input with the first.
+    owner: Mapping[str, str] | None = field(default=None, hash=False)
 
     def to_json(self) -> dict:
         return {**header("consumer_state"),
@@ -80,7 +91,7 @@ class ConsumerState:
                 "created_ms": self.created_ms, "updated_ms": self.updated_ms,
                 "delivered_files": self.delivered_files, "delivered_bytes": self.delivered_bytes,
                 "full_scan_every_ms": self.full_scan_every_ms, "last_full_scan_ms": self.last_full_scan_ms,
-                "ledger": self.ledger, "sealed": self.sealed}
+                "owner": self.owner, "ledger": self.ledger, "sealed": self.sealed}
 
     @classmethod
     def from_json(cls, d: Mapping) -> ConsumerState:
@@ -100,7 +111,8 @@ class ConsumerState:
                  d.get("sealed") or {}, d.get("plan_id"), d.get("note"), int(d.get("created_ms", 0)),
                  int(d.get("updated_ms", 0)), int(d.get("delivered_files", 0)),
                  int(d.get("delivered_bytes", 0)),
-                 int(d.get("full_scan_every_ms", DEFAULT_FULL_SCAN_EVERY_MS)), int(d.get("last_full_scan_ms", 0)))
+                 int(d.get("full_scan_every_ms", DEFAULT_FULL_SCAN_EVERY_MS)), int(d.get("last_full_scan_ms", 0)),
+                 owner=_owner(d.get("owner")))
         check_ledger(st.ledger, st.sealed)
         return st
 

@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
 CONSUMER_ONLY = {"lookback_ms": ("lookback", "a lookback"), "min_age_ms": ("min_age", "a minimum age"),
                  "full_scan": ("full_scan", "a full scan"),
                  "full_scan_every_ms": ("full_scan_every", "a full-scan interval"),
-                 "state_dir": ("state_dir", "a state directory"), "now_ms": ("now_ms", "a clock")}
+                 "state_dir": ("state_dir", "a state directory"), "now_ms": ("now_ms", "a clock"),
+                 "owner": ("owner", "an owning job")}
 #: Options a consumer's batch cannot take (its batch is whatever it has not delivered yet), likewise.
 NOT_WITH_CONSUMER = {"window": ("read_window", "a time window"), "all_files": ("all_files", "all files"),
                      "since_version": ("since_version", "a since version"),
@@ -64,6 +65,8 @@ class ReadRequest:
     now_ms: int | None = None
     parallel: int | None = None
     allow_untracked: bool = False
+    #: The job and output a consumer's batch is for, ``{"job": ..., "output": ...}`` (Consumer.plan).
+    owner: Mapping[str, str] | None = None
     #: Every file, on purpose: a read with no bound returns everything on every run, which an hourly
     #: job written from "the files of ROOT for this run" would reprocess each hour.
     all_files: bool = False
@@ -132,7 +135,7 @@ def select(source: Source, request: ReadRequest, *, options: Mapping[str, str] |
     c = Consumer(source, r.consumer, r.state_dir, options)
     plan = c.plan(mode=r.mode, lookback_ms=r.lookback_ms, min_age_ms=r.min_age_ms, full_scan=r.full_scan,
                   now_ms=r.now_ms, progress=progress, parallel=r.parallel,
-                  full_scan_every_ms=r.full_scan_every_ms, allow_untracked=r.allow_untracked)
+                  full_scan_every_ms=r.full_scan_every_ms, allow_untracked=r.allow_untracked, owner=r.owner)
     return Selection(plan.fileset(origin(source.storage, source.table, source.layout)), plan, c)
 
 
