@@ -125,7 +125,8 @@ def _print_commit(summary: dict, dry_run: bool) -> None:
     verb = "would " if dry_run else ""
     click.echo(f"{verb}mount {len(summary['added'])} partitions, {verb}mark {len(summary['success_files'])} "
                "partitions complete")
-    echo_capped([f"  mounted   {p}" for p in summary["added"]] + [f"  complete  {d}" for d in summary["success_files"]])
+    echo_capped([f"  mounted   {p}" for p in summary["added"]] + [f"  relocated {p}" for p in summary["relocated"]]
+                + [f"  complete  {d}" for d in summary["success_files"]])
 
 
 @partitions.command("configure")

@@ -192,3 +192,70 @@ def test_metastore_down_during_ingest_then_catch_up(hive_services, hive_table, t
     cur.execute(f"SELECT count(*) FROM {name.sql}")
     assert cur.fetchall() == [(6,)]
     assert (root / STATE_DIR / str(name)).is_dir()
+
+
+def test_ingest_refreshes_late_partitions_and_moves_them_back_as_the_etl_does(hive_services, hive_table, tmp_path):
+    """The metastore policy mounts through mount_commit, the ETL's Hive step: Hive's statistics follow late files."""
+    from tributary_read.hive.thrift_metastore import ThriftMetastore
+
+    name, root, cur = hive_table
+    thrift = f"thrift://127.0.0.1:{hive_services.hms_port}"
+    run_trib("partitions", "configure", str(root), "--policy", "metastore", "--hive-table", str(name),
+             "--metastore", thrift, check=True)
+    h0, s0, s1 = _hour_path(0), LAY.for_time(BASE_MS).spec, LAY.for_time(BASE_MS + HOUR).spec
+
+    def stats(h: int):
+        d = root / _hour_path(h)
+        files = [f for f in d.iterdir() if not f.name.startswith((".", "_"))]
+        with ThriftMetastore("127.0.0.1", hive_services.hms_port) as ms:
+            p = ms.describe_partition(name, LAY.for_time(BASE_MS + h * HOUR).values)
+        return (p.stats.num_files, p.stats.total_size), (len(files), sum(f.stat().st_size for f in files)), p
+
+    out = json.loads(_ingest(root, _source(tmp_path / "a.jsonl", [0, 1])).stdout)["partition_commit"]
+    assert out["added"] == [s0, s1] and out["refreshed"] == [] and out["error"] is None
+    hive, files, _ = stats(0)
+    assert hive == files and files[0] == 1
+
+    # A late file into hour 0 (another producer, one commit): Hive's numFiles/totalSize count both files.
+    p = run_trib("ingest", str(root), "--source", str(_source(tmp_path / "late.jsonl", [0], 2)), "--app-id", "late",
+                 "--time-field", "ts", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)["partition_commit"]
+    assert out["added"] == [] and out["refreshed"] == [s0] and out["relocated"] == []
+    hive, files, _ = stats(0)
+    assert hive == files and files[0] == 2
+    cur.execute(f"SELECT count(*) FROM {name.sql}")
+    assert cur.fetchall() == [(8,)]
+
+    # Moved away by hand: the next commit into the hour moves it back to its directory, as the ETL does.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    value = LAY.for_time(BASE_MS).values["dt"]
+    cur.execute(f"ALTER TABLE {name.sql} PARTITION (dt='{value}') SET LOCATION 'file://{elsewhere}'")
+    assert stats(0)[2].location.rstrip("/").endswith("elsewhere")
+    out = json.loads(run_trib("ingest", str(root), "--source", str(_source(tmp_path / "b.jsonl", [0], 1)),
+                              "--app-id", "b", "--time-field", "ts", "--json", check=True).stdout)["partition_commit"]
+    assert out["relocated"] == [s0] and out["refreshed"] == [s0]
+    hive, files, p = stats(0)
+    assert p.location.rstrip("/").endswith(h0) and hive == files and files[0] == 3
+    cur.execute(f"SELECT count(*) FROM {name.sql}")
+    assert cur.fetchall() == [(9,)]
+
+    # Late data while the metastore is down: `trib partitions commit` refreshes what no run mounted.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        run_trib("partitions", "configure", str(root), "--metastore", f"thrift://127.0.0.1:{s.getsockname()[1]}",
+                 check=True)
+        p = _ingest(root, _source(tmp_path / "down.jsonl", [1], 2))
+    assert p.returncode == 8, p.stderr
+    run_trib("partitions", "configure", str(root), "--metastore", thrift, check=True)
+    assert stats(1)[0] != stats(1)[1]  # stale: the ingest could not refresh them
+    dry = json.loads(run_trib("partitions", "commit", str(root), "--dry-run", "--json", check=True).stdout)
+    assert dry["added"] == [] and dry["refreshed"] == [s1]
+    assert stats(1)[0] != stats(1)[1]
+    done = json.loads(run_trib("partitions", "commit", str(root), "--json", check=True).stdout)
+    assert done["added"] == [] and done["refreshed"] == [s1]
+    assert stats(1)[0] == stats(1)[1]
+    # Nothing left behind: the next pass has no commit to mount.
+    again = json.loads(run_trib("partitions", "commit", str(root), "--json", check=True).stdout)
+    assert again["added"] == [] and again["refreshed"] == []
