@@ -103,7 +103,7 @@ def _print_plan(result, dry_run: bool, seconds: float) -> None:
 @partitions.command("commit")
 @click.argument("table")
 @click.option("--all", "all_partitions", is_flag=True,
-              help="Re-check every partition of the log, not only those not yet marked.")
+              help="Re-check every partition of the log (mounting each again), not only those not yet handled.")
 @click.option("--dry-run", is_flag=True, help="Print what would be committed; change nothing.")
 @json_option
 @pass_state

@@ -50,9 +50,10 @@ def _source(path, hours: list[int], per_hour: int = 3):
     return path
 
 
-def _ingest(root, src, *extra):
-    return run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", "--json",
-                    *extra)
+def _ingest(root, src, *extra, check=False):
+    app = [] if "--app-id" in extra else ["--app-id", "a"]
+    return run_trib("ingest", str(root), "--source", str(src), *app, "--time-field", "ts", "--json", *extra,
+                    check=check)
 
 
 def _marked(root) -> list[str]:
@@ -94,6 +95,28 @@ def test_configure_shows_sets_and_removes(tmp_path):
     assert p.returncode == 3 and "no partition-commit policy" in p.stderr
 
 
+def test_enabling_the_metastore_policy_forgets_which_commits_were_mounted(tmp_path):
+    """Commits made while the policy was off were mounted nowhere: the next pass must read the whole log."""
+    root = tmp_path / "t"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    mark = root / "_tributary" / "partition-commit" / "mark.json"
+    mark.parent.mkdir(parents=True)
+    doc = {"format": "tributary-manifest", "format_version": 1, "kind": "partition-commit", "through_ms": 5,
+           "watermark_ms": 0, "mounted_version": 7}
+    mark.write_text(json.dumps(doc))
+    run_trib("partitions", "configure", str(root), "--policy", "success-file", check=True)
+    assert json.loads(mark.read_text())["mounted_version"] == 7  # the metastore policy is still off
+    run_trib("partitions", "configure", str(root), "--policy", "metastore", "--hive-table", "db.t",
+             "--metastore", "hs2://h:10000", check=True)
+    assert "mounted_version" not in json.loads(mark.read_text())
+    assert json.loads(mark.read_text())["through_ms"] == 5
+    mark.write_text(json.dumps(doc))
+    run_trib("partitions", "configure", str(root), "--metastore", "hs2://other:10000", check=True)
+    assert json.loads(mark.read_text())["mounted_version"] == 7  # same Hive table, another address
+    run_trib("partitions", "configure", str(root), "--hive-table", "db.u", check=True)
+    assert "mounted_version" not in json.loads(mark.read_text())
+
+
 def test_ingest_mounts_the_partitions_it_commits(hive_services, hive_table, tmp_path):
     name, root, cur = hive_table
     run_trib("partitions", "configure", str(root), "--policy", "metastore", "--hive-table", str(name),
@@ -123,6 +146,17 @@ def test_ingest_mounts_the_partitions_it_commits(hive_services, hive_table, tmp_
     assert out["partition_commit"]["added"] == []
     cur.execute(f"SELECT count(*) FROM {name.sql}")
     assert cur.fetchall() == [(650,)]
+
+    # One commit into 20 hours (a backfill: one listing, not 20 lookups) after hour 0 was moved away by hand:
+    # the 12 existing hours are refreshed, hour 0 is moved back, 8 hours are added.
+    cur.execute(f"ALTER TABLE {name.sql} PARTITION (dt='{LAY.for_time(BASE_MS).values['dt']}') "
+                f"SET LOCATION 'file://{tmp_path}'")
+    out = json.loads(_ingest(root, _source(tmp_path / "wide.jsonl", list(range(20)), 1), "--app-id", "w",
+                             check=True).stdout)["partition_commit"]
+    specs = [LAY.for_time(BASE_MS + h * HOUR).spec for h in range(20)]
+    assert out["added"] == specs[12:] and out["refreshed"] == specs[:12] and out["relocated"] == specs[:1]
+    cur.execute(f"SELECT count(*) FROM {name.sql}")
+    assert cur.fetchall() == [(670,)]
 
 
 def test_success_file_on_the_processing_clock(tmp_path):

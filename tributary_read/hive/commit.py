@@ -14,7 +14,7 @@ Per table, in ``table.json``'s ``partition_commit``, one or both policies:
 They run from ``trib ingest`` (through its ``on_commit`` hook) and from
 ``trib partitions commit``. Both are idempotent. Which partitions were already
 marked is remembered as one time, ``through_ms`` (every partition of the log
-ending at or before it is done), in ``_tributary/partition-commit.json``; a
+ending at or before it is done), in ``_tributary/partition-commit/mark.json``; a
 commit into an older partition is handled on the spot. The same file records
 ``mounted_version``: every commit up to it had its partitions mounted, so a
 pass mounts only the partitions of later commits that no run mounted (a
@@ -108,11 +108,30 @@ class CommitPolicy:
 
 
 def save_policy(table: Table, policy: CommitPolicy) -> Table:
-    """Rewrite ``table.json`` with ``policy``; readers see the old file or the new one."""
+    """Rewrite ``table.json`` with ``policy``; readers see the old file or the new one.
+
+    Commits made while the metastore policy was off, or mounted into another
+    Hive table or under another location base, are not mounted where the new
+    policy says: the mark's ``mounted_version`` is forgotten, so the next pass
+    reads the whole log.
+    """
+    old = CommitPolicy.from_json(table.config.partition_commit)
     config = replace(table.config, partition_commit=policy.to_json())
     data = json.dumps(config.to_json(), indent=2, sort_keys=True).encode()
     table.storage.replace(PROPERTIES, data)
+    if ("metastore" in policy.policies and "metastore" not in old.policies
+            or (old.hive_table, old.location_base) != (policy.hive_table, policy.location_base)):
+        _forget_mounted(table)
     return Table(table.storage, config)
+
+
+def _forget_mounted(table: Table) -> None:
+    try:
+        d = load_document(table.storage.read(MARK), table.storage.uri_for(MARK))
+    except (FileNotFoundError, ManifestCorruptError):
+        return  # no hint (or a torn one, which reads as none): nothing to forget
+    if d.pop("mounted_version", None) is not None:
+        table.storage.write(MARK, json.dumps(d).encode())
 
 
 # -- the committer -------------------------------------------------------------------
@@ -332,6 +351,10 @@ def committer_for(table: Table, **kwargs) -> PartitionCommitter | None:
 
 
 # -- mounting one commit's partitions (the ETL's Hive step) ----------------------------
+#: A commit touching more partitions than this reads the metastore's partition list once
+#: (one call, O(table)) rather than one lookup per partition (one call each).
+LIST_ABOVE = 16
+
 @dataclass(frozen=True)
 class Mounted:
     """What :func:`mount_commit` did: partitions by name, and the metastore requests it made."""
@@ -345,7 +368,7 @@ class Mounted:
 def mount_commit(table: Table, ms: Metastore, hive: TableName, parts: Mapping[str, PartitionDir], *,
                  batch_size: int | None = None, location_base: str | None = None,
                  after_step: Callable[[str], None] | None = None, dry_run: bool = False) -> Mounted:
-    """Make Hive show exactly the partitions a commit touched, in O(partitions touched).
+    """Make Hive show exactly the partitions a commit touched, in O(partitions touched) calls.
 
     The commit knows which directories it wrote, so neither the table's
     directories nor the metastore's partition list are read (both grow with the
@@ -355,15 +378,26 @@ def mount_commit(table: Table, ms: Metastore, hive: TableName, parts: Mapping[st
     sync would, and if it points away from its directory it is moved back there
     (the commit's rows are in that directory: Hive would not show them).
     Idempotent: a rerun after a crash mounts the same commit again.
+    A commit touching more than :data:`LIST_ABOVE` partitions (a backfill, a
+    catch-up) lists the partitions once instead, and describes only those that
+    exist when the listing carries no locations.
     ``dry_run`` only describes, and says what it would do.
     """
     from tributary_read.io.location import same_location
 
     after_step = after_step or (lambda _step: None)
+    listed = None
+    if len(parts) > LIST_ABOVE:  # one listing beats a lookup each (a backfill: mostly new partitions)
+        listed = {h.spec.lower(): h for h in ms.list_partitions(hive, with_locations=ms.lists_locations)}
     new, moved, existing = [], [], []
     for d, p in sorted(parts.items()):
         target = location_for(table.storage, d, location_base)
-        cur = ms.describe_partition(hive, p.values)
+        if listed is None:
+            cur = ms.describe_partition(hive, p.values)
+        else:
+            cur = listed.get(p.spec.lower())
+            if cur is not None and not ms.lists_locations:
+                cur = ms.describe_partition(hive, p.values) or cur  # its location decides a move back
         if cur is None:
             new.append((p, target))
             continue
