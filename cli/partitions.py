@@ -103,7 +103,7 @@ def _print_plan(result, dry_run: bool, seconds: float) -> None:
 @partitions.command("commit")
 @click.argument("table")
 @click.option("--all", "all_partitions", is_flag=True,
-              help="Re-check every partition of the log, not only those not yet marked.")
+              help="Re-check every partition of the log (mounting each again), not only those not yet handled.")
 @click.option("--dry-run", is_flag=True, help="Print what would be committed; change nothing.")
 @json_option
 @pass_state
@@ -125,7 +125,8 @@ def _print_commit(summary: dict, dry_run: bool) -> None:
     verb = "would " if dry_run else ""
     click.echo(f"{verb}mount {len(summary['added'])} partitions, {verb}mark {len(summary['success_files'])} "
                "partitions complete")
-    echo_capped([f"  mounted   {p}" for p in summary["added"]] + [f"  complete  {d}" for d in summary["success_files"]])
+    echo_capped([f"  mounted   {p}" for p in summary["added"]] + [f"  relocated {p}" for p in summary["relocated"]]
+                + [f"  complete  {d}" for d in summary["success_files"]])
 
 
 @partitions.command("configure")

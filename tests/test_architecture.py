@@ -679,3 +679,47 @@ def test_which_files_a_run_reads_has_one_owner():
 def test_selection_rule_sees_a_second_owner():
     tree = ast.parse("from tributary_read.read.resolve import Source, resolve\nc.plan(mode='auto')\n")
     assert [what for _, what in _selects("tributary_read.etl.x", tree)] == ["imports resolve", "c.plan"]
+
+
+#: The metastore calls that change what Hive shows of a table's partitions.
+_PARTITION_DDL = ("add_partitions", "set_locations", "refresh_stats", "drop_partitions")
+#: Their owners: a commit's partitions (the ETL's Hive step and the partition-commit policy), and the full sync.
+_PARTITION_DDL_OWNERS = {("tributary_read.hive.commit", "mount_commit"), ("tributary_read.hive.sync", "apply_sync")}
+
+
+def _partition_ddl(tree: ast.AST) -> list[tuple[str, ast.Call]]:
+    """(enclosing function, call) for each ``x.add_partitions(…)``-like call."""
+    found = []
+
+    def visit(node: ast.AST, fn: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
+            if (isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute)
+                    and child.func.attr in _PARTITION_DDL and ast.unparse(child.func.value) not in ("self", "super()")):
+                found.append((fn, child))
+            visit(child, inner)
+
+    visit(tree, "<module>")
+    return found
+
+
+def test_partition_ddl_rule_sees_the_usual_forms():
+    code = """
+def mount(ms, t, parts):
+    ms.add_partitions(t, parts)
+    self._metastore().refresh_stats(t, parts)
+    self.ms.set_locations(t, parts)
+def inner(self):
+    super().refresh_stats(t, parts)  # a backend delegating to itself is not an owner
+    return self.add_partitions(t, parts)
+"""
+    assert [(fn, c.func.attr) for fn, c in _partition_ddl(ast.parse(code))] == [
+        ("mount", "add_partitions"), ("mount", "refresh_stats"), ("mount", "set_locations")]
+
+
+def test_partitions_change_after_a_commit_only_through_mount_commit():
+    """One owner of "which partitions to add/refresh/move back": a second caller would give a second answer."""
+    found = [f"{_where(name, call)}: {fn}: {ast.unparse(call)[:80]}" for name, tree in TREES.items()
+             for fn, call in _partition_ddl(tree) if (name, fn) not in _PARTITION_DDL_OWNERS]
+    assert not found, ("partition DDL outside hive/commit.py's mount_commit and hive/sync.py's apply_sync:\n"
+                       + "\n".join(found))

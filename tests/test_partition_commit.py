@@ -50,9 +50,10 @@ def _source(path, hours: list[int], per_hour: int = 3):
     return path
 
 
-def _ingest(root, src, *extra):
-    return run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", "--json",
-                    *extra)
+def _ingest(root, src, *extra, check=False):
+    app = [] if "--app-id" in extra else ["--app-id", "a"]
+    return run_trib("ingest", str(root), "--source", str(src), *app, "--time-field", "ts", "--json", *extra,
+                    check=check)
 
 
 def _marked(root) -> list[str]:
@@ -94,6 +95,28 @@ def test_configure_shows_sets_and_removes(tmp_path):
     assert p.returncode == 3 and "no partition-commit policy" in p.stderr
 
 
+def test_enabling_the_metastore_policy_forgets_which_commits_were_mounted(tmp_path):
+    """Commits made while the policy was off were mounted nowhere: the next pass must read the whole log."""
+    root = tmp_path / "t"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    mark = root / "_tributary" / "partition-commit" / "mark.json"
+    mark.parent.mkdir(parents=True)
+    doc = {"format": "tributary-manifest", "format_version": 1, "kind": "partition-commit", "through_ms": 5,
+           "watermark_ms": 0, "mounted_version": 7}
+    mark.write_text(json.dumps(doc))
+    run_trib("partitions", "configure", str(root), "--policy", "success-file", check=True)
+    assert json.loads(mark.read_text())["mounted_version"] == 7  # the metastore policy is still off
+    run_trib("partitions", "configure", str(root), "--policy", "metastore", "--hive-table", "db.t",
+             "--metastore", "hs2://h:10000", check=True)
+    assert "mounted_version" not in json.loads(mark.read_text())
+    assert json.loads(mark.read_text())["through_ms"] == 5
+    mark.write_text(json.dumps(doc))
+    run_trib("partitions", "configure", str(root), "--metastore", "hs2://other:10000", check=True)
+    assert json.loads(mark.read_text())["mounted_version"] == 7  # same Hive table, another address
+    run_trib("partitions", "configure", str(root), "--hive-table", "db.u", check=True)
+    assert "mounted_version" not in json.loads(mark.read_text())
+
+
 def test_ingest_mounts_the_partitions_it_commits(hive_services, hive_table, tmp_path):
     name, root, cur = hive_table
     run_trib("partitions", "configure", str(root), "--policy", "metastore", "--hive-table", str(name),
@@ -123,6 +146,17 @@ def test_ingest_mounts_the_partitions_it_commits(hive_services, hive_table, tmp_
     assert out["partition_commit"]["added"] == []
     cur.execute(f"SELECT count(*) FROM {name.sql}")
     assert cur.fetchall() == [(650,)]
+
+    # One commit into 20 hours (a backfill: one listing, not 20 lookups) after hour 0 was moved away by hand:
+    # the 12 existing hours are refreshed, hour 0 is moved back, 8 hours are added.
+    cur.execute(f"ALTER TABLE {name.sql} PARTITION (dt='{LAY.for_time(BASE_MS).values['dt']}') "
+                f"SET LOCATION 'file://{tmp_path}'")
+    out = json.loads(_ingest(root, _source(tmp_path / "wide.jsonl", list(range(20)), 1), "--app-id", "w",
+                             check=True).stdout)["partition_commit"]
+    specs = [LAY.for_time(BASE_MS + h * HOUR).spec for h in range(20)]
+    assert out["added"] == specs[12:] and out["refreshed"] == specs[:12] and out["relocated"] == specs[:1]
+    cur.execute(f"SELECT count(*) FROM {name.sql}")
+    assert cur.fetchall() == [(670,)]
 
 
 def test_success_file_on_the_processing_clock(tmp_path):
@@ -192,3 +226,70 @@ def test_metastore_down_during_ingest_then_catch_up(hive_services, hive_table, t
     cur.execute(f"SELECT count(*) FROM {name.sql}")
     assert cur.fetchall() == [(6,)]
     assert (root / STATE_DIR / str(name)).is_dir()
+
+
+def test_ingest_refreshes_late_partitions_and_moves_them_back_as_the_etl_does(hive_services, hive_table, tmp_path):
+    """The metastore policy mounts through mount_commit, the ETL's Hive step: Hive's statistics follow late files."""
+    from tributary_read.hive.thrift_metastore import ThriftMetastore
+
+    name, root, cur = hive_table
+    thrift = f"thrift://127.0.0.1:{hive_services.hms_port}"
+    run_trib("partitions", "configure", str(root), "--policy", "metastore", "--hive-table", str(name),
+             "--metastore", thrift, check=True)
+    h0, s0, s1 = _hour_path(0), LAY.for_time(BASE_MS).spec, LAY.for_time(BASE_MS + HOUR).spec
+
+    def stats(h: int):
+        d = root / _hour_path(h)
+        files = [f for f in d.iterdir() if not f.name.startswith((".", "_"))]
+        with ThriftMetastore("127.0.0.1", hive_services.hms_port) as ms:
+            p = ms.describe_partition(name, LAY.for_time(BASE_MS + h * HOUR).values)
+        return (p.stats.num_files, p.stats.total_size), (len(files), sum(f.stat().st_size for f in files)), p
+
+    out = json.loads(_ingest(root, _source(tmp_path / "a.jsonl", [0, 1])).stdout)["partition_commit"]
+    assert out["added"] == [s0, s1] and out["refreshed"] == [] and out["error"] is None
+    hive, files, _ = stats(0)
+    assert hive == files and files[0] == 1
+
+    # A late file into hour 0 (another producer, one commit): Hive's numFiles/totalSize count both files.
+    p = run_trib("ingest", str(root), "--source", str(_source(tmp_path / "late.jsonl", [0], 2)), "--app-id", "late",
+                 "--time-field", "ts", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)["partition_commit"]
+    assert out["added"] == [] and out["refreshed"] == [s0] and out["relocated"] == []
+    hive, files, _ = stats(0)
+    assert hive == files and files[0] == 2
+    cur.execute(f"SELECT count(*) FROM {name.sql}")
+    assert cur.fetchall() == [(8,)]
+
+    # Moved away by hand: the next commit into the hour moves it back to its directory, as the ETL does.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    value = LAY.for_time(BASE_MS).values["dt"]
+    cur.execute(f"ALTER TABLE {name.sql} PARTITION (dt='{value}') SET LOCATION 'file://{elsewhere}'")
+    assert stats(0)[2].location.rstrip("/").endswith("elsewhere")
+    out = json.loads(run_trib("ingest", str(root), "--source", str(_source(tmp_path / "b.jsonl", [0], 1)),
+                              "--app-id", "b", "--time-field", "ts", "--json", check=True).stdout)["partition_commit"]
+    assert out["relocated"] == [s0] and out["refreshed"] == [s0]
+    hive, files, p = stats(0)
+    assert p.location.rstrip("/").endswith(h0) and hive == files and files[0] == 3
+    cur.execute(f"SELECT count(*) FROM {name.sql}")
+    assert cur.fetchall() == [(9,)]
+
+    # Late data while the metastore is down: `trib partitions commit` refreshes what no run mounted.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        run_trib("partitions", "configure", str(root), "--metastore", f"thrift://127.0.0.1:{s.getsockname()[1]}",
+                 check=True)
+        p = _ingest(root, _source(tmp_path / "down.jsonl", [1], 2))
+    assert p.returncode == 8, p.stderr
+    run_trib("partitions", "configure", str(root), "--metastore", thrift, check=True)
+    assert stats(1)[0] != stats(1)[1]  # stale: the ingest could not refresh them
+    dry = json.loads(run_trib("partitions", "commit", str(root), "--dry-run", "--json", check=True).stdout)
+    assert dry["added"] == [] and dry["refreshed"] == [s1]
+    assert stats(1)[0] != stats(1)[1]
+    done = json.loads(run_trib("partitions", "commit", str(root), "--json", check=True).stdout)
+    assert done["added"] == [] and done["refreshed"] == [s1]
+    assert stats(1)[0] == stats(1)[1]
+    # Nothing left behind: the next pass has no commit to mount.
+    again = json.loads(run_trib("partitions", "commit", str(root), "--json", check=True).stdout)
+    assert again["added"] == [] and again["refreshed"] == []

@@ -2,8 +2,10 @@
 
 Per table, in ``table.json``'s ``partition_commit``, one or both policies:
 
-* ``metastore``: mount the partitions a commit touched (``ADD IF NOT EXISTS``
-  with the directory as location), right after the commit.
+* ``metastore``: mount the partitions a commit touched, right after the
+  commit, with :func:`mount_commit` (the ETL's Hive step): missing ones are
+  added at their directory, existing ones (late data) get their statistics
+  refreshed and are moved back to their directory if they point elsewhere.
 * ``success-file``: write an empty ``_SUCCESS`` into a partition once its end
   time plus a delay has passed on the chosen clock: ``processing`` (wall
   clock) or ``event`` (a watermark: the start of the newest partition that
@@ -12,9 +14,12 @@ Per table, in ``table.json``'s ``partition_commit``, one or both policies:
 They run from ``trib ingest`` (through its ``on_commit`` hook) and from
 ``trib partitions commit``. Both are idempotent. Which partitions were already
 marked is remembered as one time, ``through_ms`` (every partition of the log
-ending at or before it is done), in ``_tributary/partition-commit.json``; a
-commit into an older partition is handled on the spot. That file is a hint: if
-it is lost, the next pass re-checks the whole log and writes nothing twice.
+ending at or before it is done), in ``_tributary/partition-commit/mark.json``; a
+commit into an older partition is handled on the spot. The same file records
+``mounted_version``: every commit up to it had its partitions mounted, so a
+pass mounts only the partitions of later commits that no run mounted (a
+failed or killed ingest, another writer). That file is a hint: if it is lost,
+the next pass re-checks the whole log and writes nothing twice.
 """
 
 from __future__ import annotations
@@ -103,11 +108,30 @@ class CommitPolicy:
 
 
 def save_policy(table: Table, policy: CommitPolicy) -> Table:
-    """Rewrite ``table.json`` with ``policy``; readers see the old file or the new one."""
+    """Rewrite ``table.json`` with ``policy``; readers see the old file or the new one.
+
+    Commits made while the metastore policy was off, or mounted into another
+    Hive table or under another location base, are not mounted where the new
+    policy says: the mark's ``mounted_version`` is forgotten, so the next pass
+    reads the whole log.
+    """
+    old = CommitPolicy.from_json(table.config.partition_commit)
     config = replace(table.config, partition_commit=policy.to_json())
     data = json.dumps(config.to_json(), indent=2, sort_keys=True).encode()
     table.storage.replace(PROPERTIES, data)
+    if ("metastore" in policy.policies and "metastore" not in old.policies
+            or (old.hive_table, old.location_base) != (policy.hive_table, policy.location_base)):
+        _forget_mounted(table)
     return Table(table.storage, config)
+
+
+def _forget_mounted(table: Table) -> None:
+    try:
+        d = load_document(table.storage.read(MARK), table.storage.uri_for(MARK))
+    except (FileNotFoundError, ManifestCorruptError):
+        return  # no hint (or a torn one, which reads as none): nothing to forget
+    if d.pop("mounted_version", None) is not None:
+        table.storage.write(MARK, json.dumps(d).encode())
 
 
 # -- the committer -------------------------------------------------------------------
@@ -115,6 +139,8 @@ def save_policy(table: Table, policy: CommitPolicy) -> Table:
 class _Mark:
     through_ms: int = 0
     watermark_ms: int = 0
+    #: every commit up to this version had its partitions mounted (None: unknown, check the whole log)
+    mounted_version: int | None = None
 
 
 class PartitionCommitter:
@@ -133,10 +159,12 @@ class PartitionCommitter:
         self._ms = metastore
         self._own_ms = metastore is None
         self._factory = metastore_factory or open_metastore
-        self._present: set[str] | None = None
+        self._mounted: set[int] = set()  # versions whose partitions this run mounted
         self._pending: dict[str, PartitionDir] = {}
         self._watermark = 0
         self.added: list[str] = []
+        self.refreshed: list[str] = []
+        self.relocated: list[str] = []
         self.success_files: list[str] = []
         self.locations: dict[str, str] = {}
         self.error: TributaryError | None = None
@@ -156,36 +184,58 @@ class PartitionCommitter:
 
     def on_commit(self, commit: Commit) -> None:
         touched = self.partitions_of(commit.files)
-        if not touched:
-            return
         if "metastore" in self.policy.policies and self.error is None:
             try:
-                self.mount(touched)
+                if touched:
+                    self.mount(touched)
+                self._mounted.add(commit.version)
             except TributaryError as e:
                 self.error = e
-        if "success-file" in self.policy.policies:
+        if touched and "success-file" in self.policy.policies:
             self._watermark = max(self._watermark, max(p.start_ms for p in touched.values()))
             self._pending.update(touched)
             for d in self._mark_due(self._pending, self._clock(self._watermark)):
                 del self._pending[d]
 
-    def mount(self, parts: Mapping[str, PartitionDir], dry_run: bool = False) -> list[str]:
-        """ADD the partitions the metastore does not have yet; returns their names."""
-        ms = self._metastore()
-        if self._present is None:
-            self._present = {p.spec.lower() for p in ms.list_partitions(self.hive)}
-        new = {d: p for d, p in parts.items() if p.spec.lower() not in self._present}
-        if new and not dry_run:
-            base = self.policy.location_base
-            locs = {d: location_for(self.table.storage, d, base) for d in new}
-            ms.add_partitions(self.hive, [(p.values, locs[d]) for d, p in new.items()], self.policy.batch_size)
-            for d, p in new.items():
-                self.locations[p.spec.lower()] = locs[d]
+    def mount(self, parts: Mapping[str, PartitionDir], dry_run: bool = False) -> Mounted:
+        """Mount ``parts`` through :func:`mount_commit`, the one owner of what a commit changes in Hive."""
+        if not parts:
+            return Mounted()  # nothing to look up: no metastore connection
+        base = self.policy.location_base
+        m = mount_commit(self.table, self._metastore(), self.hive, parts, batch_size=self.policy.batch_size,
+                         location_base=base, dry_run=dry_run)
+        self.added.extend(m.added)
+        self.refreshed.extend(m.refreshed)
+        self.relocated.extend(m.relocated)
         if not dry_run:
-            self._present.update(p.spec.lower() for p in new.values())
-        names = [p.spec for p in new.values()]
-        self.added.extend(names)
-        return names
+            placed = {s.lower() for s in m.added + m.relocated}
+            for d, p in parts.items():
+                if p.spec.lower() in placed:
+                    self.locations[p.spec.lower()] = location_for(self.table.storage, d, base)
+        return m
+
+    def _unmounted(self, mark: _Mark, version: int, files: Callable[[], Any],
+                   all_partitions: bool) -> dict[str, PartitionDir]:
+        """The partitions of the commits up to ``version`` that no run is known to have mounted.
+
+        Without the hint (lost or never written) every commit of the log is
+        read, except those this run mounted; with ``--all``, or when log
+        retention removed a commit it would need, every partition of the log.
+        """
+        if all_partitions:
+            return self.partitions_of(files())
+        since = mark.mounted_version
+        if since is None or since > version:
+            since = 0
+        todo: list = []
+        for v in range(since + 1, version + 1):
+            if v in self._mounted:
+                continue
+            c = self.table.log.read_commit(v)
+            if c is None:
+                return self.partitions_of(files())
+            todo.extend(c.files)
+        return self.partitions_of(todo)
 
     def _clock(self, watermark_ms: int) -> int:
         return self.now_ms() if self.policy.clock == "processing" else watermark_ms
@@ -206,27 +256,42 @@ class PartitionCommitter:
     def _read_mark(self) -> _Mark:
         try:
             d = load_document(self.table.storage.read(MARK), self.table.storage.uri_for(MARK))
-            return _Mark(int(d.get("through_ms", 0)), int(d.get("watermark_ms", 0)))
+            mounted = d.get("mounted_version")
+            return _Mark(int(d.get("through_ms", 0)), int(d.get("watermark_ms", 0)),
+                         None if mounted is None else int(mounted))
         except (FileNotFoundError, ManifestCorruptError, TypeError, ValueError):
             return _Mark()  # a lost or torn hint: re-check the whole log
 
     def _write_mark(self, mark: _Mark) -> None:
         doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "partition-commit",
                "through_ms": mark.through_ms, "watermark_ms": mark.watermark_ms}
+        if mark.mounted_version is not None:
+            doc["mounted_version"] = mark.mounted_version
         self.table.storage.write(MARK, json.dumps(doc).encode())
         if self.table.storage.exists(LEGACY_MARK):
             self.table.storage.delete(LEGACY_MARK)
 
     def catch_up(self, *, all_partitions: bool = False, dry_run: bool = False) -> dict:
-        """Apply the policies to every partition of the log (once per partition)."""
-        parts = self.partitions_of(self.table.log.state().files.values())
+        """Apply the policies to the partitions of the log not handled yet (each partition once)."""
+        log = self.table.log
+        version = log.latest_version()
+        state: list = []
+
+        def files():
+            if not state:
+                state.append(list(log.state(version).files.values()))
+            return state[0]
+
+        mark = self._read_mark()
+        read = replace(mark)
         if "metastore" in self.policy.policies and self.error is None:
             try:
-                self.mount(parts, dry_run)
+                self.mount(self._unmounted(mark, version, files, all_partitions), dry_run)
+                mark.mounted_version = version
             except TributaryError as e:
                 self.error = e
-        mark = self._read_mark()
         if "success-file" in self.policy.policies:
+            parts = self.partitions_of(files())
             newest = max((p.start_ms for p in parts.values()), default=0)
             mark.watermark_ms = max(mark.watermark_ms, self._watermark, newest)
             clock = self._clock(mark.watermark_ms)
@@ -236,8 +301,8 @@ class PartitionCommitter:
             for d in self._mark_due(self._pending, clock, dry_run):
                 del self._pending[d]
             mark.through_ms = max(mark.through_ms, limit)
-            if not dry_run:
-                self._write_mark(mark)
+        if not dry_run and ("success-file" in self.policy.policies or mark != read):
+            self._write_mark(mark)
         return {"watermark_ms": mark.watermark_ms or None, "through_ms": mark.through_ms or None}
 
     def close(self, *, catch_up: bool = True, all_partitions: bool = False, dry_run: bool = False) -> dict:
@@ -256,8 +321,8 @@ class PartitionCommitter:
         return self.summary(extra)
 
     def summary(self, extra: Mapping | None = None) -> dict:
-        return {"policies": list(self.policy.policies), "added": self.added,
-                "success_files": self.success_files, **(extra or {}),
+        return {"policies": list(self.policy.policies), "added": self.added, "refreshed": self.refreshed,
+                "relocated": self.relocated, "success_files": self.success_files, **(extra or {}),
                 "error": str(self.error) if self.error else None}
 
     def _remember_locations(self) -> None:
@@ -267,7 +332,7 @@ class PartitionCommitter:
             prev = store.latest()
             parts = dict(prev.partitions) if prev else {}
             for spec, loc in self.locations.items():
-                if spec not in parts:
+                if spec not in parts or parts[spec].location != loc:
                     parts[spec] = Known(loc)  # no fingerprint: the next sync refreshes its stats
             table_location = prev.table_location if prev else self._metastore().table_info(self.hive).location
             state = SyncState((prev.version if prev else 0) + 1, str(self.hive), self._metastore().address,
@@ -286,6 +351,10 @@ def committer_for(table: Table, **kwargs) -> PartitionCommitter | None:
 
 
 # -- mounting one commit's partitions (the ETL's Hive step) ----------------------------
+#: A commit touching more partitions than this reads the metastore's partition list once
+#: (one call, O(table)) rather than one lookup per partition (one call each).
+LIST_ABOVE = 16
+
 @dataclass(frozen=True)
 class Mounted:
     """What :func:`mount_commit` did: partitions by name, and the metastore requests it made."""
@@ -298,8 +367,8 @@ class Mounted:
 
 def mount_commit(table: Table, ms: Metastore, hive: TableName, parts: Mapping[str, PartitionDir], *,
                  batch_size: int | None = None, location_base: str | None = None,
-                 after_step: Callable[[str], None] | None = None) -> Mounted:
-    """Make Hive show exactly the partitions a commit touched, in O(partitions touched).
+                 after_step: Callable[[str], None] | None = None, dry_run: bool = False) -> Mounted:
+    """Make Hive show exactly the partitions a commit touched, in O(partitions touched) calls.
 
     The commit knows which directories it wrote, so neither the table's
     directories nor the metastore's partition list are read (both grow with the
@@ -309,20 +378,35 @@ def mount_commit(table: Table, ms: Metastore, hive: TableName, parts: Mapping[st
     sync would, and if it points away from its directory it is moved back there
     (the commit's rows are in that directory: Hive would not show them).
     Idempotent: a rerun after a crash mounts the same commit again.
+    A commit touching more than :data:`LIST_ABOVE` partitions (a backfill, a
+    catch-up) lists the partitions once instead, and describes only those that
+    exist when the listing carries no locations.
+    ``dry_run`` only describes, and says what it would do.
     """
     from tributary_read.io.location import same_location
 
     after_step = after_step or (lambda _step: None)
+    listed = None
+    if len(parts) > LIST_ABOVE:  # one listing beats a lookup each (a backfill: mostly new partitions)
+        listed = {h.spec.lower(): h for h in ms.list_partitions(hive, with_locations=ms.lists_locations)}
     new, moved, existing = [], [], []
     for d, p in sorted(parts.items()):
         target = location_for(table.storage, d, location_base)
-        cur = ms.describe_partition(hive, p.values)
+        if listed is None:
+            cur = ms.describe_partition(hive, p.values)
+        else:
+            cur = listed.get(p.spec.lower())
+            if cur is not None and not ms.lists_locations:
+                cur = ms.describe_partition(hive, p.values) or cur  # its location decides a move back
         if cur is None:
             new.append((p, target))
             continue
         if cur.location is not None and not same_location(cur.location, target):
             moved.append((p, target))
         existing.append(p)
+    if dry_run:
+        return Mounted(tuple(p.spec for p, _ in new), tuple(p.spec for p in existing),
+                       tuple(p.spec for p, _ in moved), 0)
     statements = ms.add_partitions(hive, [(p.values, loc) for p, loc in new], batch_size) if new else 0
     after_step("add")
     if moved:
