@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import hs2_connect, run_trib
-from tributary_read import udfs
+from tributary_read.hive_udfs import registry as udfs
 from tributary_read.read.window import TimeWindow
 from tributary_read.table.layout import parse_timezone
 
