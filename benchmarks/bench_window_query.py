@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
     with WorkDir(prefix="bench-window-") as work:
         make_table(work / "t", args.files, args.hours, args.rows)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        from tributary_read import udfs
+        from tributary_read.hive_udfs import registry as udfs
         from tributary_read.spark.session import spark_session
 
         conf = {"spark.ui.enabled": "false", "spark.sql.warehouse.dir": (work / "wh").as_uri(),

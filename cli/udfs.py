@@ -18,7 +18,7 @@ def udfs() -> None:
 @json_option
 def jar(as_json) -> None:
     """Build the jar if needed (javac, against the pyspark wheel's jars) and print its path."""
-    from tributary_read import udfs as lib
+    from tributary_read.hive_udfs import registry as lib
 
     path = lib.jar_path()
     emit(as_json, {"jar": str(path), "path_filter": lib.PATH_FILTER_CLASS,
@@ -30,7 +30,7 @@ def jar(as_json) -> None:
 @json_option
 def spark_args(as_json) -> None:
     """Print the spark-sql / spark-submit arguments that enable the mtime window (and register nothing)."""
-    from tributary_read import udfs as lib
+    from tributary_read.hive_udfs import registry as lib
 
     args = lib.spark_args()
     emit(as_json, {"args": args}, lib.shell_line(args))
@@ -45,7 +45,7 @@ def spark_args(as_json) -> None:
 @json_option
 def register(metastore, database, as_json) -> None:
     """Register trib's functions: permanently through HiveServer2, or print a session's statements."""
-    from tributary_read import udfs as lib
+    from tributary_read.hive_udfs import registry as lib
 
     if not metastore:
         statements = lib.register_sql()

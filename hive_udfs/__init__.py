@@ -1,2 +1,5 @@
-"""The JVM side of trib (``tributary_read.hive_udfs`` once installed): Java sources for Hive UDFs and
-the mtime-window path filter, compiled at first use against the installed pyspark wheel's jars."""
+"""Everything JVM in trib (``tributary_read.hive_udfs`` once installed): the Java sources (``java/``),
+their build with the JDK's javac (``build.py``), and the UDF jar's registry (``registry.py``).
+
+No other module runs javac or names a ``.java`` file (tests/test_architecture.py keeps it so).
+"""

@@ -1,1 +1,2 @@
-"""SQL templates (``*.sql``), installed as ``tributary_read.sql``; see README.md here."""
+"""SQL shipped with trib, installed as ``tributary_read.sql``: ``metastore/`` (the templates hive/sql.py
+renders) and ``warehouse/`` (users' example scripts); see README.md here."""

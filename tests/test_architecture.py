@@ -358,12 +358,12 @@ def test_schedule_windows_are_computed_only_by_schedule():
 #: sibling package of its own layer. Function-level imports count (they run as surely, only later).
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"choice", "faults", "timespec", "lazy", "sql", "hive_udfs", "exits"},  # leaves; sql/, hive_udfs/: data
+    {"choice", "faults", "timespec", "lazy", "sql", "exits"},  # leaves; sql/: data
     {"io"},
     {"table"},
     {"write", "read"},
     {"hive", "report"},
-    {"udfs"},  # renders its SQL through hive/sql.py
+    {"hive_udfs"},  # everything JVM; its registry renders SQL through hive/sql.py
     {"spark"},
     {"etl"},
     {"services"},
@@ -372,13 +372,9 @@ LAYERS: list[set[str]] = [
     # reads the face's __version__; nothing below them imports either.
     {"cli", ""},
 ]
-#: Known upward edges this issue still has to remove (issue 19, item 8); the test fails if one is added,
-#: and fails when one listed here is gone (so the list only shrinks).
-KNOWN_UPWARD = {
-    ("tributary_read.udfs", "tributary_read.services"),
-    ("tributary_read.services", "tributary_read"),
-    ("tributary_read.demo", "tributary_read"),
-}
+#: Known upward edges still to remove: none left (issue 19, item 8 removed the last). The test fails if one
+#: is added, and fails when one listed here is gone (so the list only shrinks).
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 def _package(module: str) -> str:
@@ -440,7 +436,7 @@ def test_table_knows_no_state_names_of_the_layers_above():
     assert not found, "table/ names state the layers above own:\n" + "\n".join(found)
 
 
-# -- one owner each: the metastore URI, SQL quoting, the SQL session, the exit mapping ----------------
+# -- one owner each: the metastore URI, SQL quoting, the SQL session, the exit mapping, the JVM build ----
 #: The one module that parses a metastore URI and knows its kind.
 METASTORE_URI = "tributary_read.hive.uri"
 #: The one module that quotes and renders SQL.
@@ -449,6 +445,9 @@ SQL = "tributary_read.hive.sql"
 SESSION = "tributary_read.spark.session"
 #: The one module that maps a failure to its line and exit status.
 EXITS = "tributary_read.exits"
+#: The one package that compiles Java or names a Java source (hive_udfs/: the sources, the build, the registry).
+JVM = "tributary_read.hive_udfs"
+REGISTRY = "tributary_read.hive_udfs.registry"
 _KIND_NAMES = {"spark", "hs2", "hive2", "thrift"}
 _URI_WORDS = re.compile(r"metastore|uri|backend|address|BACKENDS", re.I)
 
@@ -560,14 +559,15 @@ def _session_builders(tree: ast.AST) -> list[ast.AST]:
         if isinstance(node, ast.Attribute) and node.attr in ("builder", "enableHiveSupport"):
             found.append(node)
         elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("udfs.spark_conf", "lib.spark_conf",
-                                                                        "udfs.register", "lib.register",
+                                                                        "registry.spark_conf", "udfs.register",
+                                                                        "lib.register", "registry.register",
                                                                         "spark_session"):
             found.append(node)
     return found
 
 
 def test_one_session_builder():
-    owners = {SESSION, "tributary_read.udfs", "tributary_read.cli.udfs"}  # udfs: the jar's own conf and CLI
+    owners = {SESSION, REGISTRY, "tributary_read.cli.udfs"}  # the registry: the jar's own conf; and its CLI
     found = [f"{_where(name, node)}: {ast.unparse(node)}" for name, tree in TREES.items() if name not in owners
              for node in _session_builders(tree)]
     # The demo registers the UDFs on a host's session (a notebook's) that it did not build.
@@ -575,6 +575,52 @@ def test_one_session_builder():
     assert not found, f"a SparkSession assembled outside {SESSION} (use sql_session):\n" + "\n".join(found)
     conftest = ast.parse((REPO / "tests" / "conftest.py").read_text())
     assert not _session_builders(conftest), "tests/conftest.py builds its session by hand: use sql_session"
+
+
+_JAVA_SOURCE = re.compile(r"\.java(?![\w.])")  # Foo.java, *.java; not java.base/java.lang
+_COMPILING = {"javac", "compile_into", "source_key"}
+
+
+def _jvm_building(tree: ast.AST) -> list[ast.AST]:
+    """Running javac (its name as a string, or build.py's compile steps) or naming a ``.java`` source."""
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            if node.value.rsplit("/", 1)[-1] == "javac" or _JAVA_SOURCE.search(node.value):
+                found.append(node)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in _COMPILING:
+            found.append(node)
+    return found
+
+
+def test_jvm_rule_sees_the_usual_forms():
+    flagged = """
+subprocess.run(["javac", "-d", out, *srcs])
+exe = shutil.which("javac")
+src = Path(__file__).with_name("java") / "LoopbackMetaStore.java"
+sources = sorted(root.rglob("*.java"))
+javac.compile_into(srcs, jars, out, what="x", javac_exe=exe, timeout=1.0)
+key = source_key(srcs, jars)
+"""
+    fine = """
+\"\"\"Compiled at first use, which needs a JDK's javac; see Foo.java.\"\"\"
+opts = ["--add-opens=java.base/java.lang=ALL-UNNAMED", f"-Djava.io.tmpdir={tmp}"]
+classes = build.launcher_classes(root / "classes", java, jars, 10.0)
+java = build.java(MetastoreError)
+"""
+    assert len(_jvm_building(ast.parse(flagged))) == 6
+    assert _jvm_building(ast.parse(fine)) == []
+
+
+def test_jvm_has_one_owner():
+    """javac runs, and Java sources are named, only in hive_udfs/: the dev Hive pair calls its build too."""
+    found = [f"{_where(name, node)}: {ast.unparse(node)[:100]}" for name, tree in TREES.items()
+             if name != JVM and not name.startswith(JVM + ".") for node in _jvm_building(tree)]
+    assert not found, f"Java compiled or a .java source named outside {JVM}:\n" + "\n".join(found)
+    assert _jvm_building(TREES[f"{JVM}.build"]), "the rule no longer sees hive_udfs/build.py's own javac runs"
 
 
 def _exit_mapping(tree: ast.AST) -> list[ast.AST]:

@@ -156,7 +156,7 @@ def test_a_trib_toml_alias_names_a_table(tmp_path):
 
 def test_the_sql_may_name_a_file_of_the_packaged_sql_directory(tmp_path):
     job = Job.load(write_job(tmp_path, MINIMAL.replace('"q.sql"', '"show_partitions.sql"')))
-    assert job.sql_path.endswith(os.path.join("sql", "show_partitions.sql")) and job.sql
+    assert job.sql_path.endswith(os.path.join("sql", "metastore", "show_partitions.sql")) and job.sql
 
 
 @pytest.mark.parametrize("text, words", [

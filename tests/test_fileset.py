@@ -236,7 +236,7 @@ def test_no_library_message_names_a_cli_flag():
     """Library messages name arguments in words; a ``trib ...`` command a message suggests may carry flags.
 
     services/ is left out: it builds command lines for spark-submit and the JVM; so do
-    etl/submit.py, etl/driver.py and udfs.py (spark-submit's flags and the driver's own argv), and
+    etl/submit.py and etl/driver.py (spark-submit's flags and the driver's own argv), and
     demo/run.py (the trib command lines the demo runs, as a scheduler would).
     """
     lib = REPO / "tributary_read"
@@ -245,7 +245,6 @@ def test_no_library_message_names_a_cli_flag():
         rel = path.relative_to(lib)
         if rel.parts[0] in ("services", "cli", "hive_udfs", "sql") or rel in (Path("etl/submit.py"),
                                                                                Path("etl/driver.py"),
-                                                                               Path("udfs.py"),
                                                                                Path("demo/run.py")):
             continue
         for line, text in _messages(path):

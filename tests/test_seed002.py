@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, hs2_connect, invoke_trib, run_trib
-from tributary_read import udfs
+from tributary_read.hive_udfs import registry as udfs
 from tributary_read.spark.script import split_statements
 
 pytestmark = pytest.mark.integration
@@ -177,7 +177,7 @@ def test_trib_sql_as_a_process(seed, hive_services, tmp_path):
 
 def test_plain_spark_sql_with_only_trib_spark_args(seed, hive_services, tmp_path):
     """The pyspark wheel's own ``spark-sql``; trib adds nothing but ``trib udfs spark-args``."""
-    from tributary_read.services.javac import spark_home
+    from tributary_read.hive_udfs.build import spark_home
 
     db, expected, _ = seed
     args = json.loads(run_trib("udfs", "spark-args", "--json", check=True).stdout)["args"]

@@ -1,7 +1,7 @@
 """Every .sql file in sql/ parses (Spark 4's parser; Hive 2.3's for all but SET), and the warehouse
-scripts do what they say: the hourly ETL reads exactly the ODS files that arrived in its window.
+scripts (sql/warehouse/) do what they say: the hourly ETL reads exactly the ODS files that arrived in its window.
 
-The partition templates are rendered and parsed one by one in tests/test_sql_templates.py.
+The metastore templates (sql/metastore/) are rendered and parsed one by one in tests/test_sql_templates.py.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import uuid
 
 import pytest
 
-from tributary_read import udfs
-from tributary_read.hive.sql import SQL_DIR
+from tributary_read.hive_udfs import registry as udfs
+from tributary_read.hive.sql import METASTORE_DIR, WAREHOUSE_DIR
 from tributary_read.spark.script import run_script, split_statements, substitute, window_variables
 
 pytestmark = pytest.mark.integration
 
-WAREHOUSE = sorted((SQL_DIR / "warehouse").glob("*.sql"))
+WAREHOUSE = sorted(WAREHOUSE_DIR.glob("*.sql"))
 VARS = {"ods_table": "default.ods_x", "dw_table": "default.dw_x", "ods_location": "file:///tmp/ods",
         "dw_location": "file:///tmp/dw", "timezone": "UTC",
         **window_variables("2024-01-01T05:05:00Z", 3_600_000)}
@@ -31,8 +31,11 @@ def _statements(path):
 def test_every_sql_file_is_a_template_or_a_warehouse_script():
     from test_sql_templates import ITEMS, TEMPLATES
 
-    top = {p.name[:-4] for p in SQL_DIR.glob("*.sql")}
-    assert top == set(TEMPLATES) | set(ITEMS)
+    root = METASTORE_DIR.parent
+    assert sorted(p.name for p in root.iterdir() if p.name != "__pycache__") == [
+        "README.md", "__init__.py", "metastore", "warehouse"]  # no SQL outside the two folders
+    metastore = {p.name[:-4] for p in METASTORE_DIR.glob("*.sql")}
+    assert metastore == set(TEMPLATES) | set(ITEMS)
     assert [p.name for p in WAREHOUSE] == ["dw_events.sql", "hourly_naive.sql", "hourly_trib.sql", "ods_raw_log.sql"]
 
 
@@ -70,12 +73,12 @@ def test_hourly_etl_reads_exactly_its_window(spark, tmp_path):
     land("2024_01_01/03", "last-run.log", [hour3 + 9], start - 1)  # the previous run's
     try:
         for script in ("ods_raw_log", "dw_events"):
-            run_script(spark, split_statements((SQL_DIR / "warehouse" / f"{script}.sql").read_text()), variables)
+            run_script(spark, split_statements((WAREHOUSE_DIR / f"{script}.sql").read_text()), variables)
         for h in ("03", "04"):
             spark.sql(f"ALTER TABLE {variables['ods_table']} ADD PARTITION (dt='20240101{h}') "
                       f"LOCATION '{(tmp_path / 'ods' / '2024_01_01' / h).as_uri()}'")
         udfs.register(spark)
-        run_script(spark, split_statements((SQL_DIR / "warehouse" / "hourly_trib.sql").read_text()), variables)
+        run_script(spark, split_statements((WAREHOUSE_DIR / "hourly_trib.sql").read_text()), variables)
         for key in udfs.PROPERTIES:
             spark.conf.unset(key)
         rows = spark.sql(f"SELECT event_time, dt, arrival_ms, lateness_ms FROM {variables['dw_table']}").collect()

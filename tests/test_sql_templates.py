@@ -14,7 +14,7 @@ import pytest
 
 from conftest import hs2_connect
 from tributary_read.hive.dialect import DIALECTS
-from tributary_read.hive.sql import SQL_DIR, load_template, render, render_spec, sql_string
+from tributary_read.hive.sql import METASTORE_DIR, load_template, render, render_spec, sql_string
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +61,7 @@ def _create_table_ddl(table: str, location: str) -> str:
 
 
 def test_every_template_is_known_and_rendered():
-    files = {p.name[:-4] for p in SQL_DIR.glob("*.sql")}
+    files = {p.name[:-4] for p in METASTORE_DIR.glob("*.sql")}
     assert set(TEMPLATES) | set(ITEMS) <= files
     assert set(_rendered()) == set(TEMPLATES)
     for d in DIALECTS.values():

@@ -142,14 +142,13 @@ def test_daily_aligned_windows_tile_across_dst_in_every_run():
 @pytest.fixture(scope="module")
 def java_timespec():
     """Runs the jar's TimeSpec on lines of input; one JVM per call, all cases in one call."""
-    from tributary_read import udfs
-    from tributary_read.services import javac
+    from tributary_read.hive_udfs import build
 
-    jar = udfs.jar_path()
-    cp = f"{jar}{os.pathsep}{javac.spark_home() / 'jars'}/*"
+    jar = build.jar_path()
+    cp = f"{jar}{os.pathsep}{build.spark_home() / 'jars'}/*"
 
     def run(lines: list[str]) -> list[tuple[str, str]]:
-        out = subprocess.run([javac.java(), "-cp", cp, "trib.udfs.TimeSpec"], input="\n".join(lines) + "\n",
+        out = subprocess.run([build.java(), "-cp", cp, "trib.udfs.TimeSpec"], input="\n".join(lines) + "\n",
                              capture_output=True, text=True, timeout=120, check=True).stdout
         return [tuple(line.split("\t", 1)) for line in out.splitlines()]
     return run
@@ -286,7 +285,7 @@ def test_the_spark_helper_and_the_jar_read_that_window_too(tmp_path, spark):
                                  layout=plain_layout(LAYOUT, None, zone), read_options={"format": "text"})
     assert {f.path for f in batch.fileset.files} == files
     assert sorted(int(r[0]) for r in df.collect()) == sorted(int(f.rsplit("/f", 1)[1][:-4]) for f in files)
-    from tributary_read import udfs
+    from tributary_read.hive_udfs import registry as udfs
 
     udfs.register(spark)
     got = spark.sql(f"SELECT trib_window_start_ms('{t}', '{period}', '10m', '{zone}'), "

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.integration
 MAPPED = {"tributary_read": "tributary_read", "cli": "tributary_read/cli", "sql": "tributary_read/sql",
           "hive_udfs": "tributary_read/hive_udfs"}
 #: the package data pyproject lists: (repository folder, glob)
-DATA = [("sql", "*.sql"), ("tributary_read/services/java", "*.java"), ("hive_udfs", "*.md"), ("hive_udfs", "**/*.java"),
+DATA = [("sql/metastore", "*.sql"), ("sql/warehouse", "*.sql"), ("hive_udfs", "*.md"), ("hive_udfs", "**/*.java"),
         ("tributary_read", "py.typed")]
 _SKIP = {".venv", ".git", "build", "__pycache__", ".trib", ".pytest_cache", ".mypy_cache"}
 
@@ -102,6 +102,9 @@ def test_wheel_holds_every_module_and_data_file(wheel):
         target = MAPPED.get(folder.split("/")[0], "tributary_read") + folder[len(folder.split("/")[0]):]
         expected |= {f"{target}/{p.relative_to(REPO / folder).as_posix()}" for p in (REPO / folder).glob(pattern)}
     assert any(n.endswith(".sql") for n in expected) and any(n.endswith(".java") for n in expected)
+    # The dev Hive pair's launcher: compiled from the wheel at `trib hive start`, so it must ship there.
+    assert "tributary_read/hive_udfs/java/trib/hive/LoopbackMetaStore.java" in names
+    assert {"tributary_read/sql/metastore/create_table.sql", "tributary_read/sql/warehouse/hourly_trib.sql"} <= names
     assert sorted(expected - names) == []
 
 
@@ -127,7 +130,8 @@ def test_trib_runs_from_the_installed_wheel_outside_the_repository(wheel, instal
         import importlib, importlib.resources, json, pkgutil, sys, tributary_read
         for m in pkgutil.walk_packages(tributary_read.__path__, "tributary_read."):
             importlib.import_module(m.name)
-        sql = [p.name for p in importlib.resources.files("tributary_read.sql").iterdir() if p.name.endswith(".sql")]
+        from tributary_read.hive.sql import METASTORE_DIR, WAREHOUSE_DIR
+        sql = [p.name for d in (METASTORE_DIR, WAREHOUSE_DIR) for p in d.iterdir() if p.name.endswith(".sql")]
         files = {n: getattr(m, "__file__", None) for n, m in sys.modules.items() if n.split(".")[0] == "tributary_read"}
         print(json.dumps({"files": files, "sql": sql}))
     """)

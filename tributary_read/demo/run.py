@@ -125,7 +125,7 @@ class Demo:
             services.stop(str(self.hive_dir))
 
     def start_spark(self, spark=None):
-        from tributary_read import udfs
+        from tributary_read.hive_udfs import registry as udfs
 
         if spark is None:
             from pyspark.sql import SparkSession
@@ -150,10 +150,10 @@ class Demo:
         return spark
 
     def _script(self, name: str, variables: dict[str, str]) -> None:
-        from tributary_read.hive.sql import SQL_DIR
+        from tributary_read.hive.sql import WAREHOUSE_DIR
         from tributary_read.spark.script import run_script, split_statements
 
-        text = (SQL_DIR / "warehouse" / name).read_text(encoding="utf-8")
+        text = (WAREHOUSE_DIR / name).read_text(encoding="utf-8")
         run_script(self.spark, split_statements(text), variables)
 
     def create_hive_tables(self) -> None:

@@ -1,4 +1,4 @@
-"""The partition SQL: templates in ``sql/``, and the checks every rendered value passes.
+"""The partition SQL: templates in ``sql/metastore/``, and the checks every rendered value passes.
 
 Everything rendered into SQL passes a strict check first: identifiers and
 partition values must match a small character set, strings are quoted and
@@ -17,9 +17,12 @@ from typing import Mapping, Sequence
 
 from tributary_read.errors import InvalidInputError, MetastoreError
 
-#: Where the SQL templates live: the repository's ``sql/``, installed as the
-#: package ``tributary_read.sql`` (see pyproject.toml).
-SQL_DIR = Path(str(resources.files("tributary_read.sql")))
+#: Where the packaged SQL lives: the repository's ``sql/``, installed as ``tributary_read.sql`` (see
+#: pyproject.toml). ``metastore/`` holds the templates trib renders itself (below); ``warehouse/`` the
+#: example ODS/DW scripts users run with ``trib sql -f`` (the demo runs them too).
+_PACKAGED = Path(str(resources.files("tributary_read.sql")))
+METASTORE_DIR = _PACKAGED / "metastore"
+WAREHOUSE_DIR = _PACKAGED / "warehouse"
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 #: Partition values trib renders: what a layout can produce (digits plus template literals).
@@ -33,7 +36,7 @@ ITEM_JOIN = {"add_partitions": " ", "drop_partitions": ", "}
 @lru_cache(maxsize=None)
 def load_template(name: str) -> str:
     """A template's text without its ``--`` comment lines."""
-    path = SQL_DIR / f"{name}.sql"
+    path = METASTORE_DIR / f"{name}.sql"
     try:
         text = path.read_text()
     except OSError as e:

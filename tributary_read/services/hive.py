@@ -4,9 +4,9 @@ Everything runs from the jars inside the pyspark wheel, so a dev box needs only
 ``pip install 'tributary-read[hive,spark]'`` and a JDK 17, never a Hive install.
 
 * The metastore is Hive 2.3's metastore handler over embedded Derby in ``DIR/metastore_db``,
-  served by ``java/LoopbackMetaStore.java`` on 127.0.0.1: stock ``HiveMetaStore`` opens its
-  socket with a null host (all interfaces) and 2.3 has no setting for it. The launcher is
-  compiled with the JDK's javac at first start and cached in ``DIR/classes``.
+  served by ``hive_udfs/java/trib/hive/LoopbackMetaStore.java`` on 127.0.0.1: stock
+  ``HiveMetaStore`` opens its socket with a null host (all interfaces) and 2.3 has no setting for
+  it. ``hive_udfs/build.py`` compiles the launcher at first start and caches it in ``DIR/classes``.
 * HiveServer2 is the Spark Thrift Server (``HiveThriftServer2``) in ``local[2]``
   mode, bound to 127.0.0.1 like its driver ports, with that metastore as its catalog.
 
@@ -33,13 +33,12 @@ from typing import Callable, Iterator
 from xml.sax.saxutils import escape as xml_escape
 
 from tributary_read.errors import MetastoreError, MissingDependencyError, missing_extra
-from tributary_read.services import javac
+from tributary_read.hive_udfs import build, registry
 
 HOST = "127.0.0.1"
 _STATE = "services.json"
-_HMS_CLASS = "trib.hive.LoopbackMetaStore"
+_HMS_CLASS = build.LAUNCHER_CLASS
 _LEGACY_HMS_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"  # pairs started before it
-_LAUNCHER_SRC = Path(__file__).with_name("java") / "LoopbackMetaStore.java"
 _HS2_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 
 # The module opens Spark's launcher (JavaModuleOptions) passes, so reflection works on Java 17.
@@ -152,10 +151,9 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
     spark_home, java = _spark_home(), _java()
     _check_port_free(HOST, hms_port, "metastore")
     _check_port_free(HOST, hs2_port, "HiveServer2")
-    classes = _launcher(root, java, spark_home / "jars", deadline)
-    from tributary_read import udfs  # builds the hive_udfs jar at first start, like the launcher
-
-    udfs.jar_path(timeout=max(10.0, deadline - time.monotonic()))
+    classes = build.launcher_classes(root / "classes", java, spark_home / "jars", deadline - time.monotonic(),
+                                     MetastoreError)
+    registry.jar_path(timeout=max(10.0, deadline - time.monotonic()))  # the UDF jar too, at first start
     conf, logs, tmp, warehouse = (root / d for d in ("conf", "logs", "tmp", "warehouse"))
     for d in (conf / "spark", logs, tmp / "scratch", warehouse):
         d.mkdir(parents=True, exist_ok=True)
@@ -184,10 +182,10 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
              "--master", "local[2]", "--name", "trib-hs2", "--driver-memory", "1g",
              "--conf", "spark.ui.enabled=false",
              # trib's jar: the seed-002 `set` lines and the UDF classes work in every session
-             *udfs.spark_args(),
+             *registry.spark_args(),
              # ...and on the driver's own classpath: the server closes a session's class loader
              # with the session, and Hadoop loads the path filter through whichever is current.
-             "--driver-class-path", str(udfs.jar_path()),
+             "--driver-class-path", str(registry.jar_path()),
              "--conf", f"spark.sql.warehouse.dir={warehouse.as_uri()}",
              "--conf", f"spark.hadoop.hive.metastore.uris=thrift://{HOST}:{hms_port}",
              "--conf", f'spark.driver.extraJavaOptions=-Djava.io.tmpdir="{tmp}" '
@@ -300,7 +298,7 @@ def _log4j2(main_logger: str) -> str:
 
 def _spark_home() -> Path:
     try:
-        return javac.spark_home()
+        return build.spark_home()
     except MissingDependencyError as e:
         if "jars/" in str(e):
             raise MetastoreError(str(e)) from None
@@ -308,24 +306,7 @@ def _spark_home() -> Path:
 
 
 def _java() -> str:
-    return javac.java(MetastoreError)
-
-
-def _launcher(root: Path, java: str, jars: Path, deadline: float) -> Path:
-    """Compile LoopbackMetaStore.java once per source and jar set; return its classes dir."""
-    if not _LAUNCHER_SRC.is_file():
-        raise MetastoreError(f"{_LAUNCHER_SRC} is missing: reinstall tributary-read")
-    cache = root / "classes"
-    out = cache / javac.source_key([_LAUNCHER_SRC], jars)
-    if (out / "classes" / "trib" / "hive" / "LoopbackMetaStore.class").is_file():
-        return out / "classes"
-    if cache.is_dir():  # launchers of other sources or jar sets
-        for old in cache.iterdir():
-            shutil.rmtree(old, ignore_errors=True)
-    exe = javac.javac(java, "the loopback metastore launcher", MetastoreError)
-    javac.compile_into([_LAUNCHER_SRC], jars, out, what=str(_LAUNCHER_SRC), javac_exe=exe,
-                       timeout=deadline - time.monotonic(), error=MetastoreError)
-    return out / "classes"
+    return build.java(MetastoreError)
 
 
 # --- stopping and liveness ---------------------------------------------------------------

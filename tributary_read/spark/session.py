@@ -101,7 +101,7 @@ def sql_session(master: str | None = None, conf: Mapping[str, str] | None = None
     if catalog is not None:
         out.update(MetastoreURI.parse(catalog).catalog_conf())
     if udfs:
-        import tributary_read.udfs as lib
+        from tributary_read.hive_udfs import registry as lib
 
         for k, v in lib.spark_conf().items():
             out.setdefault(k, v)

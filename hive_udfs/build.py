@@ -1,10 +1,11 @@
 """Compiling trib's Java sources with the JDK on the machine, against the pyspark wheel's jars.
 
-One place for what the metastore launcher and the hive_udfs jar both need: find pyspark's
-``jars/`` without importing pyspark, find a ``javac`` that matches the ``java`` that will run the
-classes, and compile into a directory that appears complete or not at all (build in a temp dir,
+The one place trib runs ``javac``: the UDF jar (``java/trib/udfs/``) and the loopback metastore
+launcher of the dev Hive pair (``java/trib/hive/``) are both built here. It finds pyspark's
+``jars/`` without importing pyspark, finds a ``javac`` that matches the ``java`` that will run the
+classes, and compiles into a directory that appears complete or not at all (build in a temp dir,
 then rename), so a build killed halfway, or two builds racing, never leave half a result. Nothing
-is downloaded: the classpath is the wheel's own jars.
+is downloaded: the classpath is the wheel's own jars, and results are cached per source + jar set.
 """
 
 from __future__ import annotations
@@ -15,10 +16,18 @@ import os
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Callable, Sequence
 
 from tributary_read.errors import MissingDependencyError, TributaryError, missing_extra
+
+#: The Java sources shipped in the wheel: one folder per Java package.
+JAVA_ROOT = Path(__file__).resolve().parent / "java"
+UDF_SOURCES = JAVA_ROOT / "trib" / "udfs"
+LAUNCHER_SOURCE = JAVA_ROOT / "trib" / "hive" / "LoopbackMetaStore.java"
+LAUNCHER_CLASS = "trib.hive.LoopbackMetaStore"
+JAR_NAME = "trib-udfs.jar"
 
 
 def spark_home() -> Path:
@@ -92,3 +101,64 @@ def compile_into(sources: Sequence[Path], jars: Path, dest: Path, *, what: str, 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+# --- what trib builds --------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    env = os.environ.get("TRIB_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "tributary-read"
+
+
+def _udf_sources() -> list[Path]:
+    """Only the UDF package: the launcher is a dev-harness class and has no place in users' jar."""
+    sources = sorted(UDF_SOURCES.glob("*.java"))
+    if not sources:
+        raise MissingDependencyError(f"no Java sources under {UDF_SOURCES}: reinstall tributary-read")
+    return sources
+
+
+def jar_path(cache_dir: str | os.PathLike | None = None, timeout: float = 300.0) -> Path:
+    """The UDF jar, built first if this source + pyspark jar set has none yet."""
+    jars = spark_home() / "jars"
+    sources = _udf_sources()
+    dest = Path(cache_dir) if cache_dir else cache_root() / "udfs"
+    out = dest / source_key(sources, jars)
+    jar = out / JAR_NAME
+    if jar.is_file():
+        return jar
+    exe = javac(java(), "the hive_udfs jar")
+
+    def package(classes: Path) -> None:
+        tmp = classes.parent / JAR_NAME
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: tributary-read\r\n\r\n")
+            for f in sorted(classes.rglob("*.class")):
+                z.write(f, f.relative_to(classes).as_posix())
+
+    compile_into(sources, jars, out, what="the hive_udfs jar", javac_exe=exe, timeout=timeout, package=package)
+    return jar
+
+
+def launcher_classes(cache: Path, java_exe: str, jars: Path, timeout: float,
+                     error: Callable[[str], TributaryError] = MissingDependencyError) -> Path:
+    """The metastore launcher's classes dir under ``cache``, compiled once per source and jar set.
+
+    Older builds in ``cache`` (other sources or jar sets) are removed: a Hive pair's dir keeps one.
+    """
+    if not LAUNCHER_SOURCE.is_file():
+        raise error(f"{LAUNCHER_SOURCE} is missing: reinstall tributary-read")
+    out = cache / source_key([LAUNCHER_SOURCE], jars)
+    if (out / "classes" / Path(*LAUNCHER_CLASS.split("."))).with_suffix(".class").is_file():
+        return out / "classes"
+    if cache.is_dir():
+        for old in cache.iterdir():
+            shutil.rmtree(old, ignore_errors=True)
+    exe = javac(java_exe, "the loopback metastore launcher", error)
+    compile_into([LAUNCHER_SOURCE], jars, out, what=str(LAUNCHER_SOURCE), javac_exe=exe, timeout=timeout,
+                 error=error)
+    return out / "classes"

@@ -1,10 +1,9 @@
-"""trib's JVM library (``hive_udfs/``): seed 002's mtime window as a stock Hadoop path filter, a Spark
-extension that keeps it right for Parquet/ORC Hive tables, and Hive GenericUDFs.
+"""trib's JVM library as Spark and Hive see it: seed 002's mtime window as a stock Hadoop path filter, a
+Spark extension that keeps it right for Parquet/ORC Hive tables, and Hive GenericUDFs.
 
-The jar is compiled from the Java sources shipped in the wheel with the JDK's javac against the
-installed pyspark wheel's jars, at first use, and cached per source + jar set under
-``$TRIB_CACHE_DIR`` (default ``~/.cache/tributary-read``). Nothing is downloaded. Importing this
-module imports no pyspark.
+The class names here must match ``java/trib/udfs/``; :func:`jar_path` (``build.py``) compiles the jar
+at first use against the installed pyspark wheel's jars and caches it under ``$TRIB_CACHE_DIR``
+(default ``~/.cache/tributary-read``). Nothing is downloaded. Importing this module imports no pyspark.
 
 With :func:`spark_conf` (or ``trib udfs spark-args``) added to a Spark application, seed 002's SQL
 runs verbatim::
@@ -19,10 +18,10 @@ from __future__ import annotations
 
 import os
 import shlex
-import zipfile
 from pathlib import Path
 
 from tributary_read.errors import InvalidInputError
+from tributary_read.hive_udfs.build import jar_path
 
 PATH_FILTER_CLASS = "trib.udfs.MtimeWindowPathFilter"
 EXTENSIONS_CLASS = "trib.udfs.TribSparkExtensions"
@@ -37,52 +36,8 @@ FUNCTIONS: dict[str, str] = {
 #: The properties the filter reads (seed 002's, and trib's own namespace, which wins per key).
 PROPERTIES = tuple(f"{ns}{k}" for ns in ("dip.mapreduce.input.fileinputformat.", "tributary.input.")
                    for k in ("sync", "starttime", "endtime"))
-JAR_NAME = "trib-udfs.jar"
-
-
-def _sources() -> list[Path]:
-    import tributary_read.hive_udfs as pkg
-
-    root = Path(pkg.__file__).parent / "java"
-    sources = sorted(root.rglob("*.java"))
-    if not sources:
-        from tributary_read.errors import MissingDependencyError
-
-        raise MissingDependencyError(f"no Java sources under {root}: reinstall tributary-read")
-    return sources
-
-
-def cache_root() -> Path:
-    env = os.environ.get("TRIB_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "tributary-read"
-
-
-def jar_path(cache_dir: str | os.PathLike | None = None, timeout: float = 300.0) -> Path:
-    """The jar, built first if this source + pyspark jar set has none yet."""
-    from tributary_read.services import javac
-
-    jars = javac.spark_home() / "jars"
-    sources = _sources()
-    dest = Path(cache_dir) if cache_dir else cache_root() / "udfs"
-    out = dest / javac.source_key(sources, jars)
-    jar = out / JAR_NAME
-    if jar.is_file():
-        return jar
-    exe = javac.javac(javac.java(), "the hive_udfs jar")
-
-    def package(classes: Path) -> None:
-        tmp = classes.parent / JAR_NAME
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: tributary-read\r\n\r\n")
-            for f in sorted(classes.rglob("*.class")):
-                z.write(f, f.relative_to(classes).as_posix())
-
-    javac.compile_into(sources, jars, out, what="the hive_udfs jar", javac_exe=exe, timeout=timeout,
-                       package=package)
-    return jar
+__all__ = ["EXTENSIONS_CLASS", "FUNCTIONS", "PATH_FILTER_CLASS", "PROPERTIES", "jar_path", "register",
+           "register_sql", "shell_line", "spark_args", "spark_conf"]  # jar_path: build.py's, the API's too
 
 
 def spark_conf(jar: str | os.PathLike | None = None) -> dict[str, str]:

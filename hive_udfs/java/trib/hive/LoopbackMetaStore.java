@@ -2,7 +2,7 @@
 //
 // HiveMetaStore.startMetaStore opens its Thrift socket with HiveAuthUtils.getServerSocket(null, port),
 // i.e. the wildcard address, and Hive 2.3 has no setting for the bind host. The project rule is that
-// dev and test servers listen on loopback only, so tributary_read.hive.services compiles this file
+// dev and test servers listen on loopback only, so tributary_read.hive_udfs.build compiles this file
 // at first start (javac against the pyspark jars) and runs it in place of HiveMetaStore.
 //
 // It mirrors startMetaStore's unsecured path: the same HMSHandler behind RetryingHMSHandler, binary
