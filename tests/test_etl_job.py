@@ -154,9 +154,11 @@ def test_a_trib_toml_alias_names_a_table(tmp_path):
     assert dict(cli.inputs[0].storage_options) == {"region": "us", "profile": "p"}
 
 
-def test_the_sql_may_name_a_file_of_the_packaged_sql_directory(tmp_path):
-    job = Job.load(write_job(tmp_path, MINIMAL.replace('"q.sql"', '"show_partitions.sql"')))
-    assert job.sql_path.endswith(os.path.join("sql", "metastore", "show_partitions.sql")) and job.sql
+def test_the_sql_may_name_a_packaged_warehouse_example_but_not_a_metastore_template(tmp_path):
+    job = Job.load(write_job(tmp_path, MINIMAL.replace('"q.sql"', '"hourly_trib.sql"')))
+    assert job.sql_path.endswith(os.path.join("sql", "warehouse", "hourly_trib.sql")) and job.sql
+    assert "among the packaged sql/warehouse/ examples" in load_error(
+        tmp_path, MINIMAL.replace('"q.sql"', '"show_partitions.sql"'))
 
 
 @pytest.mark.parametrize("text, words", [

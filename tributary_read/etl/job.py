@@ -212,13 +212,16 @@ class _Parser(_InputParser):
                    self.path_of(lock_dir) if lock_dir else None)
 
     def sql(self, value: str) -> tuple[str, str]:
-        """The SQL file: relative to the job file (or absolute), else a name in the packaged ``sql/`` folders."""
+        """The SQL file: relative to the job file (or absolute), else a warehouse example shipped in ``sql/warehouse/``.
+
+        Only the warehouse examples are job SQL; the metastore templates are trib's own DDL.
+        """
         local = self.path_of(value)
         candidates = [local]
         if not is_uri(value) and os.sep not in value and "/" not in value:
-            from tributary_read.hive.sql import METASTORE_DIR, WAREHOUSE_DIR
+            from tributary_read.hive.sql import WAREHOUSE_DIR
 
-            candidates += [str(METASTORE_DIR / value), str(WAREHOUSE_DIR / value)]
+            candidates.append(str(WAREHOUSE_DIR / value))
         for c in candidates:
             if os.path.isfile(c):
                 try:
@@ -230,8 +233,8 @@ class _Parser(_InputParser):
                 if not text:
                     raise self.fail(f"job.sql {c} is empty")
                 return c, text
-        raise self.fail(f"job.sql {value!r} not found (looked at {local}, and in the packaged "
-                        "sql/metastore/ and sql/warehouse/)")
+        raise self.fail(f"job.sql {value!r} not found (looked at {local}, and among the packaged "
+                        "sql/warehouse/ examples)")
 
     def str_map(self, v: Any, what: str) -> dict[str, str]:
         if not isinstance(v, dict):
