@@ -169,3 +169,15 @@ def emit_report(report: dict, print_report, args) -> None:
         Path(args.markdown).write_text(buf.getvalue().strip() + "\n")
     if getattr(args, "json_out", None):
         Path(args.json_out).write_text(json.dumps(report, indent=2))
+
+
+def timed(fn, reps: int) -> tuple[float, float, object]:
+    """(median s, best s, last result) over ``reps`` calls."""
+    import time
+
+    times, result = [], None
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return median(times), min(times), result

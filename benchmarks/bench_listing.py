@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, WorkDir, emit, fs_type, hour_dir, iso, machine_info, md_table, median, touch  # noqa: E402
+from _common import REPO, WorkDir, emit, fs_type, hour_dir, iso, machine_info, md_table, median, timed, touch  # noqa: E402
 
 import pyarrow.fs as pafs  # noqa: E402
 
@@ -95,16 +95,6 @@ def make_manifest(root: Path, files: list[tuple[str, int]], commits: int) -> Tab
             st.create_if_absent(checkpoint_path(v), json.dumps(state.to_json(), separators=(",", ":")).encode())
             st.write(LAST_CHECKPOINT, json.dumps({"version": v}).encode())
     return t
-
-
-def timed(fn, reps: int) -> tuple[float, float, object]:
-    """(median s, best s, last result) over ``reps`` calls."""
-    times, result = [], None
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return median(times), min(times), result
 
 
 def run_proc(cmd: list[str], reps: int, env=None) -> tuple[float, float, int]:

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, WorkDir, emit, fs_type, hour_dir, iso, machine_info, md_table, median, touch  # noqa: E402
+from _common import REPO, WorkDir, emit, fs_type, hour_dir, iso, machine_info, md_table, median, timed, touch  # noqa: E402
 
 from tributary_read.read.resolve import resolve  # noqa: E402
 from tributary_read.read.window import TimeWindow  # noqa: E402
@@ -75,15 +75,6 @@ def run_proc(cmd: list[str], reps: int) -> tuple[float, float, int]:
             raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr[:500]}")
         lines = len(out.stdout.splitlines())
     return median(times), min(times), lines
-
-
-def timed(fn, reps: int) -> tuple[float, float, object]:
-    times, result = [], None
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return median(times), min(times), result
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -167,3 +167,12 @@ def one_line_error(proc, code: int, *words: str) -> str:
     for w in words:
         assert w in lines[0], (w, lines[0])
     return lines[0]
+
+
+def source_users(pattern: str) -> set[str]:
+    """The library and CLI files (repo-relative) whose text matches ``pattern``: who calls an owner."""
+    import re
+
+    repo = Path(__file__).resolve().parents[1]
+    return {p.relative_to(repo).as_posix() for d in ("tributary_read", "cli") for p in (repo / d).rglob("*.py")
+            if re.search(pattern, p.read_text())}

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_trib
-from helpers import put
+from helpers import one_line_error, put, source_users
 from tributary_read.table.config import Table
 from tributary_read.table.layout import Layout
 
@@ -56,15 +56,6 @@ def drop(root: Path, hour: int, n: int, tag: str = "") -> list[str]:
     return paths
 
 
-def one_line(proc, code: int, *words: str) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("trib: error: ") and "Traceback" not in proc.stderr, proc.stderr
-    for w in words:
-        assert w in lines[0], (w, lines[0])
-    return lines[0]
-
-
 def consumer_run(root: Path, *extra: str):
     return run_trib("files", str(root), "--consumer", "etl", "--json", *extra)
 
@@ -95,7 +86,7 @@ def test_manifest_consumer_over_untracked_files_exits_13_unless_allowed(tmp_path
     root = tmp_path / "raw"
     create(root, "--tracking", "manifest")
     drop(root, 0, 2)
-    line = one_line(consumer_run(root), 13, "2 files in the table are not tracked",
+    line = one_line_error(consumer_run(root), 13, "2 files in the table are not tracked",
                     f"trib table set file://{root} --tracking both", "--allow-untracked")
     assert "allow_untracked=True" not in line  # the CLI's flag, not the library's parameter
     assert not list((root / "_tributary").glob("consumers/etl/plan-*"))  # a refused plan is not saved
@@ -104,7 +95,7 @@ def test_manifest_consumer_over_untracked_files_exits_13_unless_allowed(tmp_path
     doc = json.loads(proc.stdout)
     assert doc["files"] == [] and doc["untracked"]["count"] == 2
     # The pending plan was made with the opt-out; a run without it is still refused.
-    one_line(consumer_run(root), 13, "--allow-untracked")
+    one_line_error(consumer_run(root), 13, "--allow-untracked")
     # The fix the message names: the consumer then delivers them.
     assert run_trib("table", "set", str(root), "--tracking", "both").returncode == 0
     assert run_trib("consumer", "reset", str(root), "etl", "--discard-plan", "--execute").returncode == 0
@@ -118,7 +109,7 @@ def test_manifest_window_reads_refuse_only_untracked_files_in_their_window(tmp_p
     create(root, "--tracking", "manifest")
     drop(root, 0, 2)  # modified in [T0, T0 + 1h)
     inside = ("--start", iso(T0), "--end", iso(T0 + H))
-    one_line(run_trib("files", str(root), "--mode", mode, *inside), 13,
+    one_line_error(run_trib("files", str(root), "--mode", mode, *inside), 13,
              "2 files in the table modified in the read's window are not tracked", "--allow-untracked")
     proc = run_trib("files", str(root), "--mode", mode, "--json", "--allow-untracked", *inside)
     assert proc.returncode == 0 and json.loads(proc.stdout)["untracked"]["count"] == 2
@@ -150,7 +141,7 @@ def test_etl_run_over_untracked_files_exits_13_unless_the_input_allows_it(tmp_pa
         """)
     (tmp_path / "job.toml").write_text(job.format(extra=""))
     at = iso(T0 + 2 * H)
-    line = one_line(run_trib("etl", "run", str(tmp_path / "job.toml"), "--schedule-time", at, "-q"), 13,
+    line = one_line_error(run_trib("etl", "run", str(tmp_path / "job.toml"), "--schedule-time", at, "-q"), 13,
                     "input raw: 2 files in the table are not tracked", "--tracking both",
                     "allow_untracked = true")
     assert "--allow-untracked" not in line  # the job file's key, not a flag of `trib etl run`
@@ -163,7 +154,7 @@ def test_etl_run_over_untracked_files_exits_13_unless_the_input_allows_it(tmp_pa
     assert inp["files"] == 0 and inp["untracked"]["count"] == 2
     assert "input raw: warning: 2 files in the table are not tracked" in proc.stderr
     (tmp_path / "job.toml").write_text(job.format(extra='allow_untracked = "yes"\n'))
-    one_line(run_trib("etl", "run", str(tmp_path / "job.toml"), "--schedule-time", at), 3,
+    one_line_error(run_trib("etl", "run", str(tmp_path / "job.toml"), "--schedule-time", at), 3,
              "allow_untracked must be true or false")
 
 
@@ -178,15 +169,7 @@ def test_a_report_is_not_a_run_it_notes_untracked_files(tmp_path):
 
 def test_one_owner_decides_the_refusal():
     """Front ends pass the opt-out down; only tracking.py decides (refuse_untracked) and raises."""
-    import re
-
-    repo = Path(__file__).resolve().parents[1]
-    sources = {p.relative_to(repo).as_posix(): p.read_text() for d in ("tributary_read", "cli")
-               for p in (repo / d).rglob("*.py")}
-
-    def users(pattern: str) -> set[str]:
-        return {name for name, text in sources.items() if re.search(pattern, text)}
-
+    users = source_users
     assert users(r"(?<!class )\bUntrackedDataError\(") == {"tributary_read/read/tracking.py"}
     assert users(r"\brefuse_untracked\(") == {"tributary_read/read/tracking.py", "tributary_read/read/resolve.py",
                                                "tributary_read/read/consumer.py"}

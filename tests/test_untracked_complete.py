@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_trib
-from helpers import one_line_error, put
+from helpers import one_line_error, put, source_users
 from tributary_read import Table, TableWriter
 from tributary_read.table.layout import Layout
 
@@ -175,15 +175,7 @@ def test_etl_window_input_with_trib_files_refuses_a_foreign_file_in_another_hour
 
 def test_one_owner_decides_the_scope():
     """Callers pass what they read; only tracking.py turns it into a scope and decides how much to list."""
-    import re
-
-    repo = Path(__file__).resolve().parents[1]
-    sources = {p.relative_to(repo).as_posix(): p.read_text() for d in ("tributary_read", "cli")
-               for p in (repo / d).rglob("*.py")}
-
-    def users(pattern: str) -> set[str]:
-        return {name for name, text in sources.items() if re.search(pattern, text)}
-
+    users = source_users
     assert users(r"\bversion_span\(|\bPROBE_DIRS\b|\b_probe\(") == {"tributary_read/read/tracking.py"}
     assert users(r"\bchecks_completely\(") == {"tributary_read/read/tracking.py", "tributary_read/read/consumer.py",
                                                 "tributary_read/read/consumer_tracking.py"}
