@@ -93,11 +93,53 @@ def show(state: TribState, root, name, state_dir, as_json) -> None:
             every = info.get("full_scan_every_ms") or 0
             click.echo(f"full scan  every {every / 3_600_000:g}h, last {_iso(info.get('last_full_scan_ms'))}"
                        if every else f"full scan  only with --full-scan, last {_iso(info.get('last_full_scan_ms'))}")
+        if "initial_position" in info:
+            click.echo(f"first run  {_first_run(info['initial_position'])}")
         click.echo(f"delivered  {info.get('delivered_files', 0)} files, {info.get('delivered_bytes', 0)} bytes")
         p = info["pending"]
         click.echo("pending    " + (f"{p['plan_id']}: {p['files']} files, {p['bytes']} bytes, made "
                                     f"{_iso(p['created_ms'])}" if p else "-"))
     emit(as_json, info, human)
+
+
+def _first_run(pos) -> str:
+    """What a consumer's first plan took as delivered, from its state's ``initial_position``."""
+    if pos is None:
+        return "baseline (created before initial positions: partitions older than its lookback were taken as delivered)"
+    if pos == "earliest":
+        return "earliest (delivered every file that existed)"
+    if pos == "latest":
+        return "latest (took every file that existed as delivered)"
+    return f"{_iso(pos)} (took partitions that ended before it as delivered)"
+
+
+@consumer.command("replay")
+@click.argument("root")
+@click.argument("name")
+@click.option("--partition", "partition", required=True,
+              help="The partition directory to redeliver, as the error named it (e.g. 2024_01_01/02).")
+@click.option("--execute", is_flag=True, help="Apply it. Without it, only show what would change.")
+@_state_dir
+@json_option
+@pass_state
+def replay(state: TribState, root, name, partition, execute, state_dir, as_json) -> None:
+    """Redeliver one partition: the next plan delivers every file it holds, and seals it again.
+
+    \b
+    The way forward when a partition past the lookback changed in a way that
+    cannot be told precisely (exit 14). Applied only with --execute; any
+    pending plan becomes stale.
+    """
+    src, options = open_source(state, root, None, None, None)
+    r = Consumer(src, name, state_dir, options).replay(partition, execute=execute)
+
+    def human() -> None:
+        click.echo(f"consumer {name}: replay {r['partition']}: {r['effect']}")
+        if r["applied"]:
+            click.echo(f"applied: consumer {name} at state version {r['version']}")
+        else:
+            click.echo("nothing changed: add --execute to apply", err=True)
+    emit(as_json, r, human)
 
 
 @consumer.command("reset")

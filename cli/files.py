@@ -114,6 +114,12 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
 @click.option("--full-scan", is_flag=True, help="Listing consumer: list unchanged directories too (catches in-place rewrites).")
 @click.option("--full-scan-every", help="Listing consumer: make a run a full scan when the last one is this old "
                                         "(stored; default 24h; 0 or off = only with --full-scan).")
+@click.option("--initial-position", help="A new consumer's first plan only: earliest (default) delivers every file "
+                                         "that exists; latest takes them all as delivered; a time (ISO-8601 with "
+                                         "an offset, or epoch ms) takes partitions that ended before it as delivered.")
+@click.option("--allow-beyond-horizon", is_flag=True,
+              help="Listing consumer: go on when a partition past the lookback changed in a way that cannot be told "
+                   "precisely (its files are a warning, not delivered); without it the run exits 14.")
 @click.option("--state-dir", help="Keep consumer state in DIR/NAME instead of ROOT/_tributary/consumers (read-only tables).")
 @click.option("--parallel", type=int, help="Concurrent directory listings (default: 16 remote, 1 local; raise it for NFS).")
 @click.option("--uri/--relative", "as_uri", default=False, help="Print full URIs instead of ROOT-relative paths (--json: add a `uri` per file).")
@@ -131,7 +137,8 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
 @pass_state
 def files(state: TribState, root, mode, since_version, until_version, start, end, schedule_time, period, lag,
           window_form, window, partitions, layout, partition_spec, timezone, consumer, lookback, min_age, full_scan,
-          full_scan_every, state_dir, parallel, as_uri, null, allow_untracked, all_files, quiet, as_json) -> None:
+          full_scan_every, initial_position, allow_beyond_horizon, state_dir, parallel, as_uri, null, allow_untracked,
+          all_files, quiet, as_json) -> None:
     """Print the exact files of ROOT for this run, one per line.
 
     \b
@@ -156,7 +163,7 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
         lookback_ms=parse_duration_ms(lookback, "--lookback") if lookback is not None else None,
         min_age_ms=parse_duration_ms(min_age, "--min-age") if min_age is not None else None,
         full_scan=full_scan, full_scan_every_ms=every_ms, parallel=parallel, allow_untracked=allow_untracked,
-        all_files=all_files)
+        all_files=all_files, initial_position=initial_position, allow_beyond_horizon=allow_beyond_horizon)
     with listing_progress(state, src.uri, quiet) as progress:
         chosen = select(src, request, options=options, progress=progress)
     fs, plan = chosen.fileset, chosen.plan
@@ -195,14 +202,14 @@ def _notes(fs, plan, root: str, state_dir: str | None) -> None:
         warn(f"warning: {len(plan.conflicts)} delivered files changed since (e.g. {plan.conflicts[0].path}); "
              "see --json")
     if plan.beyond_horizon:
-        warn(f"warning: {len(plan.beyond_horizon)} files beyond the lookback horizon, not delivered "
-             f"(e.g. {plan.beyond_horizon[0].path}); see --json")
+        warn(f"warning: {len(plan.beyond_horizon)} files of partitions that changed beyond the lookback horizon "
+             f"are not delivered (--allow-beyond-horizon; e.g. {plan.beyond_horizon[0].path}); see --json")
     if plan.deferred:
         warn(f"{plan.deferred} files younger than --min-age left for a later run")
     if plan.baseline:
         b = plan.baseline
-        warn(f"first plan: {b['files']} files in {b['directories']} partitions older than the horizon "
-             "were taken as already delivered")
+        warn(f"first plan: {b['files']} files in {b['directories']} partitions were taken as already delivered "
+             "(--initial-position)")
     extra = f" --state-dir {state_dir}" if state_dir else ""
     warn(f"plan {plan.plan_id}: {len(plan.files)} files; after processing run: "
          f"trib consumer ack {root} {plan.consumer} {plan.plan_id}{extra}")

@@ -48,6 +48,9 @@ FLAGS = {
     "until_version": "--until-version",
     "parallel": "--parallel",
     "all_files": "--all",
+    "initial_position": "--initial-position",
+    "allow_beyond_horizon": "--allow-beyond-horizon",
+    "replay_partition": "--partition",
 }
 
 

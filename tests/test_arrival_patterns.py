@@ -246,7 +246,7 @@ def _mtime_runs(sim: Sim, path: str) -> list[int]:
 # -- the whole schedule ---------------------------------------------------------------
 def test_consumer_delivers_every_file_exactly_once(sim):
     delivered = _delivered(sim)
-    expected = {p for pat, ps in sim.patterns.items() if pat != "beyond" for p in ps}
+    expected = {p for ps in sim.patterns.values() for p in ps}
     trib = {p for ps in sim.trib_files.values() for p in ps}
     assert set(delivered) == expected | trib
     assert all(n == 1 for n in delivered.values()), [p for p, n in delivered.items() if n > 1]
@@ -321,15 +321,15 @@ def test_late_landing_in_an_old_partition(sim):
         assert part_dir(window(runs[0])[0]) != os.path.dirname(p)
 
 
-def test_beyond_the_horizon_is_reported_never_delivered(sim):
+def test_beyond_the_horizon_a_partition_never_seen_is_delivered_and_sealed(sim):
+    """A new partition past the lookback holds exactly what is new: delivered once, then sealed (not in the ledger)."""
     delivered = _delivered(sim)
-    reported = Counter(b["path"] for bs in sim.beyond.values() for b in bs)
     for p in sim.patterns["beyond"]:
-        assert delivered[p] == 0 and reported[p] == 1
-        run = sim.run_of(sim.arrival[p])
-        (b,) = [b for b in sim.beyond[run] if b["path"] == p]
-        assert b["reason"].startswith("new file in a partition older than the lookback horizon")
-    assert set(reported) == set(sim.patterns["beyond"])
+        assert delivered[p] == 1 and p in sim.consumer_files[sim.run_of(sim.arrival[p])]
+    assert not any(sim.beyond.values())  # nothing left undelivered, nothing reported
+    state = max((sim.root / "_tributary/consumers/sim").glob("state-*.json"))
+    doc = json.loads(state.read_text())
+    assert {os.path.dirname(p) for p in sim.patterns["beyond"]} <= set(doc["sealed"]) - set(doc["ledger"])
 
 
 def test_changed_after_delivery_is_a_conflict_once(sim):
@@ -347,5 +347,6 @@ def test_consumer_state_stays_small(sim):
     assert show["version"] == RUNS and show["pending"] is None
     assert show["mode"] == ("listing" if sim.way == "plain" else "both")
     trib = {p for ps in sim.trib_files.values() for p in ps}
-    assert show["ledger_files"] == len(set(_delivered(sim)) - trib) and show["state_bytes"] < 64_000
+    sealed = set(sim.patterns["beyond"])  # delivered in partitions past the horizon: sealed, not in the ledger
+    assert show["ledger_files"] == len(set(_delivered(sim)) - trib - sealed) and show["state_bytes"] < 64_000
     assert len(list((sim.root / "_tributary/consumers/sim").glob("state-*.json"))) <= 3

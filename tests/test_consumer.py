@@ -17,7 +17,7 @@ from conftest import run_trib
 from helpers import put
 from tributary_read import FileEntry, Layout, Table, TableConfig
 from tributary_read.read.consumer import Consumer, list_consumers
-from tributary_read.errors import CommitConflictError, PendingPlanError, StalePlanError, TributaryError
+from tributary_read.errors import BeyondHorizonError, CommitConflictError, PendingPlanError, StalePlanError, TributaryError
 from tributary_read.read.resolve import Source
 from tributary_read.io.storage import open_storage
 
@@ -299,7 +299,8 @@ def test_ledger_is_bounded_by_the_horizon_and_sealed_partitions_still_report(tmp
     c = Consumer(src, "c")
     now = T0 + 72 * H
     p = c.plan(lookback_ms=DAY, now_ms=now)
-    assert len(p.files) == 24 and p.baseline == {"directories": 48, "files": 48, "bytes": 96}
+    # The first plan delivers what exists (earliest); partitions past the horizon end sealed at once.
+    assert len(p.files) == 72 and p.baseline is None
     st = c.ack(p.plan_id, now_ms=now).state
     assert len(st.ledger) == 24 and len(st.sealed) == 48
     now += 12 * H
@@ -307,16 +308,17 @@ def test_ledger_is_bounded_by_the_horizon_and_sealed_partitions_still_report(tmp
     c.ack(p.plan_id, now_ms=now)
     st = c.current()
     assert len(st.ledger) == 12 and len(st.sealed) == 60  # compacted as the horizon moved
-    # A new file (new mtime) in a sealed partition is reported exactly, not delivered.
+    # A new file (new mtime) in a sealed partition is told exactly: delivered.
     put(root, f"{hour_dir(T0 + 2 * H)}/new.log", now + 1)
-    # An old-mtime file in a sealed partition cannot be told apart: the partition is reported.
+    # An old-mtime file in a sealed partition cannot be told apart: refused, or reported with the opt-out.
     put(root, f"{hour_dir(T0 + 4 * H)}/rsynced.log", T0)
-    p = c.plan(now_ms=now + 2)
+    with pytest.raises(BeyondHorizonError, match=f"partition {hour_dir(T0 + 4 * H)} .*consumer replay"):
+        c.plan(now_ms=now + 2)
+    p = c.plan(now_ms=now + 2, allow_beyond_horizon=True)
     beyond = {b.path: b.reason for b in p.beyond_horizon}
-    assert p.files == ()
-    assert beyond[f"{hour_dir(T0 + 2 * H)}/new.log"].startswith("new file in a partition older")
+    assert [f.path for f in p.files] == [f"{hour_dir(T0 + 2 * H)}/new.log"]
     assert "cannot tell which files are new" in beyond[f"{hour_dir(T0 + 4 * H)}/rsynced.log"]
-    assert f"{hour_dir(T0 + 2 * H)}/f.log" not in beyond
+    assert f"{hour_dir(T0 + 2 * H)}/new.log" not in beyond
     c.ack(p.plan_id, now_ms=now + 2)
     again = c.plan(now_ms=now + 3, full_scan=True)
     assert again.beyond_horizon == () and again.files == ()  # reported once

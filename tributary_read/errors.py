@@ -226,6 +226,15 @@ class UntrackedDataError(UndeliveredDataError):
     (``trib table set ROOT --tracking both``), or say ``--allow-untracked`` to read the manifest only."""
 
 
+class BeyondHorizonError(UndeliveredDataError):
+    """A sealed partition (past the lookback horizon) changed in a way its seal cannot tell apart (a file
+    removed, resized or rewritten), so which of its files are new is unknown: redeliver it with
+    ``trib consumer replay ROOT NAME --partition P --execute``, or acknowledge the change
+    (``--allow-beyond-horizon``, ``allow_beyond_horizon = true``). Exit 14."""
+
+    exit_code = 14
+
+
 # -- Hive partitions -----------------------------------------------------------
 class HiveTableConflictError(MetastoreError):
     """A Hive table of that name exists and differs from what trib would create; trib never alters it."""

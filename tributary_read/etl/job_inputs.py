@@ -56,6 +56,7 @@ class _InputParser:
                       lookback_ms=self.duration(d, "lookback", section),
                       min_age_ms=self.duration(d, "min_age", section, positive=False),
                       full_scan_every_ms=self.duration(d, "full_scan_every", section, positive=False))
+            kw.update(self.first_run(d, section))
         else:
             kw.update(self.window(d, section))
         layout = self.string(d, "layout", section)
@@ -82,6 +83,21 @@ class _InputParser:
             raise self.fail(f"{section}.allow_untracked must be true or false, not {allow!r}")
         kw["allow_untracked"] = allow
         return InputSpec(table, root, view, mode, storage_options=options, **kw)
+
+    def first_run(self, d: Mapping, section: str) -> dict[str, Any]:
+        """``initial_position`` and ``allow_beyond_horizon`` of a consumer input, checked as the job loads."""
+        from tributary_read.read.consumer_state import InitialPosition
+
+        pos = d.get("initial_position")
+        if pos is not None:
+            try:
+                InitialPosition.of(pos if isinstance(pos, (str, int)) and not isinstance(pos, bool) else repr(pos))
+            except InvalidInputError as e:
+                raise self.fail(f"{section}.initial_position: {e}") from None
+        allow = d.get("allow_beyond_horizon", False)
+        if not isinstance(allow, bool):
+            raise self.fail(f"{section}.allow_beyond_horizon must be true or false, not {allow!r}")
+        return {"initial_position": pos, "allow_beyond_horizon": allow}
 
     def window(self, d: Mapping, section: str) -> dict[str, Any]:
         """``window_form``, ``window`` and ``lag`` of an mtime or manifest input.

@@ -45,6 +45,10 @@ class InputSpec:
     lookback_ms: int | None = None
     min_age_ms: int | None = None
     full_scan_every_ms: int | None = None
+    #: the consumer's first run: ``earliest`` (None: the default), ``latest`` or an instant (consumer_state.InitialPosition)
+    initial_position: str | int | None = None
+    #: go on when a sealed partition changed inexactly (a warning); without it the run fails with exit 14
+    allow_beyond_horizon: bool = False
     #: mtime / manifest mode: the run's window (read/window.py ``Schedule``, built with the job's period
     #: and zone by :meth:`Job.schedule`); ``window_ms`` is the sliding form's length only
     window_form: WindowForm = WindowForm.ALIGNED
@@ -66,6 +70,10 @@ class InputSpec:
         if self.mode is InputMode.CONSUMER:
             d.update(consumer=self.consumer, tracking=self.tracking, state_dir=self.state_dir,
                      lookback_ms=self.lookback_ms, min_age_ms=self.min_age_ms)
+            if self.initial_position is not None:
+                d["initial_position"] = self.initial_position
+            if self.allow_beyond_horizon:
+                d["allow_beyond_horizon"] = True
         else:
             d.update(window_form=str(self.window_form), lag_ms=self.lag_ms)
             if self.window_form is WindowForm.SLIDING:
@@ -144,8 +152,9 @@ _SECTIONS = {"job", "inputs", "output", "hive", "spark"}
 _JOB_KEYS = {"name", "sql", "period", "timezone", "count_inputs", "lock_dir"}
 _INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lookback", "min_age",
                "full_scan_every", "window", "window_form", "lag", "layout", "partition", "timezone", "format",
-               "schema", "hive_table", "options", "allow_untracked"}
-_CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every"}
+               "schema", "hive_table", "options", "allow_untracked", "initial_position", "allow_beyond_horizon"}
+_CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every", "initial_position",
+                  "allow_beyond_horizon"}
 _WINDOW_ONLY = {"window", "window_form", "lag"}
 _OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time"}
 _HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir", "full_sync_every"}

@@ -42,11 +42,14 @@ from tributary_read.read.consumer_state import (
     KEEP_STATES,
     AckResult,
     ConsumerState,
+    InitialPosition,
     Plan,
     check_name,
+    replay_command,
     reset_command,
 )
 from tributary_read.errors import (
+    BeyondHorizonError,
     CommitConflictError,
     ConsumerStateCorruptError,
     InvalidInputError,
@@ -221,7 +224,9 @@ class Consumer:
     def plan(self, *, mode: str = "auto", lookback_ms: int | None = None, min_age_ms: int | None = None,
              full_scan: bool = False, now_ms: int | None = None, progress: Progress | None = None,
              parallel: int | None = None, full_scan_every_ms: int | None = None,
-             allow_untracked: bool = False, owner: Mapping[str, str] | None = None) -> Plan:
+             allow_untracked: bool = False, owner: Mapping[str, str] | None = None,
+             initial_position: InitialPosition | str | int | None = None,
+             allow_beyond_horizon: bool = False) -> Plan:
         """The next batch, without moving the consumer; the same plan until acked.
 
         Args:
@@ -248,6 +253,15 @@ class Consumer:
                 ETL gives it). Recorded at the first ack; a later plan for a job
                 writing another output is refused (InvalidInputError), so two
                 jobs never split one consumer's input between them.
+            initial_position: the first plan only (before the first ack; later
+                ones ignore it): ``earliest`` (the default) delivers every file
+                that exists, ``latest`` takes them all as delivered, an instant
+                takes the partitions that ended before it as delivered. Recorded
+                in the state.
+            allow_beyond_horizon: deliver the plan even though a sealed
+                partition changed in a way its seal cannot tell apart (its files
+                are reported in ``beyond_horizon``); without it such a plan fails
+                with ``BeyondHorizonError`` (exit 14) and is not saved.
         """
         if lookback_ms is not None and lookback_ms <= 0:
             raise InvalidInputError("the lookback must be positive", lookback="the lookback")
@@ -257,7 +271,7 @@ class Consumer:
             raise InvalidInputError("the full-scan interval must not be negative (0 = off)",
                                     full_scan_every="the full-scan interval")
         opts = PlanOptions(mode, lookback_ms, min_age_ms, full_scan, full_scan_every_ms, progress, parallel,
-                           allow_untracked)
+                           allow_untracked, InitialPosition.of(initial_position), allow_beyond_horizon)
         state = self.current()
         base = state.version if state else 0
         self._check_owner(state.owner if state else None, owner)
@@ -291,6 +305,8 @@ class Consumer:
                 and checks_completely(table, allow=opts.allow_untracked)):
             p = ManifestTracking(self.source, self.name).checked(p, opts)
         refuse_untracked(table, p.fileset().untracked, allow=opts.allow_untracked)
+        if p.beyond_horizon and not opts.allow_beyond_horizon:
+            raise self._beyond(p)
         return p
 
     def _check_owner(self, recorded: Mapping[str, str] | None, owner: Mapping[str, str] | None) -> None:
@@ -302,10 +318,25 @@ class Consumer:
             f"{owner.get('job')!r} writing {owner.get('output')}: the two would split its input; give this input "
             "a consumer of its own", consumer="a consumer of its own")
 
+    def _beyond(self, p: Plan) -> BeyondHorizonError:
+        """The one line for a plan that would leave files of a changed sealed partition undelivered."""
+        parts = sorted({b.path.rpartition("/")[0] for b in p.beyond_horizon})
+        first = next(b for b in p.beyond_horizon if b.path.rpartition("/")[0] == parts[0])
+        vals = ",".join(f"{k}={v}" for k, v in first.partition.items())
+        more = f" ({len(parts) - 1} more partitions too)" if len(parts) > 1 else ""
+        replay = replay_command(self.source.uri, self.name, parts[0], self.storage.uri if self.external else None)
+        return BeyondHorizonError(
+            f"consumer {self.name!r}: partition {parts[0]} ({vals}): {first.reason}{more}; to redeliver it: "
+            f"{replay}; or acknowledge the change, leaving its files undelivered: allow_beyond_horizon=True",
+            allow_beyond_horizon="allow_beyond_horizon=True")
+
     def _check_pending(self, p: Plan, opts: PlanOptions) -> Plan:
         wanted = _consumer_mode(opts.asked)
         diffs = [f"mode {p.mode}"] if wanted is not None and wanted != p.mode else []
         diffs += tracking_for(p.mode, self.source, self.name).differences(p, opts)
+        made = p.delta.get("initial_position")
+        if opts.initial_position is not None and made is not None and made != opts.initial_position.to_json():
+            diffs.append(f"initial position {InitialPosition.from_json(made)}")
         if diffs:
             raise PendingPlanError(
                 f"consumer {self.name!r} has pending plan {p.plan_id} made with {', '.join(diffs)}; "
@@ -336,11 +367,15 @@ class Consumer:
     def _compute(self, state: ConsumerState | None, opts: PlanOptions, now_ms: int | None) -> Plan:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         plan_id = f"{state.version if state else 0}-{uuid.uuid4().hex[:12]}"
-        return self._tracking(state, opts.asked).plan(state, plan_id, now, opts)
+        # The initial position applies to a first plan only, and is recorded by its ack.
+        pos = (opts.initial_position or InitialPosition()) if state is None else None
+        plan = self._tracking(state, opts.asked).plan(state, plan_id, now, replace(opts, initial_position=pos))
+        return plan if pos is None else replace(plan, delta={**plan.delta, "initial_position": pos.to_json()})
 
     # -- committing ----------------------------------------------------------
     def _apply(self, state: ConsumerState | None, plan: Plan, now: int, note: str | None = None) -> ConsumerState:
-        base = state or ConsumerState(self.name, 0, self.source.uri, created_ms=now)
+        base = state or ConsumerState(self.name, 0, self.source.uri, created_ms=now,
+                                      initial_position=InitialPosition.from_json(plan.delta.get("initial_position")))
         new = tracking_for(plan.mode, self.source, self.name).apply(base, replace(base, mode=plan.mode), plan)
         return replace(new, version=base.version + 1, table=self.source.uri, plan_id=plan.plan_id,
                        owner=plan.delta.get("owner") or base.owner,
@@ -423,7 +458,7 @@ class Consumer:
         """The state a reset would commit, and what it means for delivery, in words."""
         keep: dict[str, Any] = dict(lookback_ms=state.lookback_ms, layout=state.layout, created_ms=state.created_ms,
                     delivered_files=state.delivered_files, delivered_bytes=state.delivered_bytes,
-                    full_scan_every_ms=state.full_scan_every_ms) if state else {}
+                    full_scan_every_ms=state.full_scan_every_ms, initial_position=state.initial_position) if state else {}
         dropped = f"; pending plan {pend.plan_id} ({_files(len(pend.files))}) is dropped" if pend else ""
         if target is ResetTarget.DISCARD_PLAN:
             note = f"discarded plan {pend.plan_id if pend else '-'}"
@@ -462,6 +497,38 @@ class Consumer:
         n = state.delivered_files if state else 0
         return new, (f"forgets everything delivered ({_files(n)} so far): the next plan delivers every file again"
                      f"{dropped}")
+
+    def replay(self, partition: str, *, execute: bool, now_ms: int | None = None) -> dict:
+        """Redeliver one partition: the next plan delivers every file it holds then, and seals it again.
+
+        The way forward from a :class:`BeyondHorizonError` that wants the
+        partition's data rather than an acknowledgement: the consumer forgets
+        what it delivered there, so the partition is new to its next plan.
+        Applied only with ``execute`` (its files are delivered again); any
+        pending plan becomes stale.
+        """
+        d = (partition or "").strip().strip("/")
+        state = self.current()
+        if state is None or (d not in state.ledger and d not in state.sealed):
+            raise InvalidInputError(
+                f"consumer {self.name!r} has delivered nothing of partition {d!r} (give the partition directory "
+                "as the error named it, e.g. 2024_01_01/02; a partition it has not seen is delivered anyway)",
+                replay_partition="the partition")
+        n = state.sealed[d]["count"] if d in state.sealed else sum(1 for v in state.ledger[d]["files"].values()
+                                                                   if len(v) < 4 or v[3] != 0)
+        pend = self._read_plan(state.version)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        new = replace(state, version=state.version + 1, plan_id=None, updated_ms=now, note=f"replay {d}",
+                      ledger={k: v for k, v in state.ledger.items() if k != d},
+                      sealed={k: v for k, v in state.sealed.items() if k != d})
+        if execute:
+            if not self._create("state", new.version, new.to_json()):
+                raise CommitConflictError(f"consumer {self.name!r} changed during the replay; look and retry")
+            self._prune(new.version)
+        dropped = f"; pending plan {pend.plan_id} is dropped" if pend else ""
+        return {"consumer": self.name, "partition": d, "applied": execute, "version": new.version,
+                "effect": f"forgets the {_files(n)} it delivered of {d}: the next plan delivers every file the "
+                          f"partition holds then, and seals it again if it is past the lookback{dropped}"}
 
     # -- inspection ----------------------------------------------------------
     def _no_such(self) -> NoSuchConsumerError:

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from tributary_read.choice import Choice
 from tributary_read.errors import InvalidInputError
 from tributary_read.read.ledger import check_ledger
 from tributary_read.read.listing import Skipped
@@ -57,7 +58,78 @@ def reset_command(table: str, name: str, target: str, state_dir: str | None = No
     return f"trib consumer reset {shlex.quote(table)} {shlex.quote(name)} --{target} --execute"
 
 
+def replay_command(table: str, name: str, partition: str, state_dir: str | None = None) -> str:
+    """The exact ``trib consumer replay`` line a message suggests."""
+    t, n, p = shlex.quote(table), shlex.quote(name), shlex.quote(partition)
+    if state_dir:
+        return f"trib consumer replay {t} {n} --partition {p} --state-dir {shlex.quote(state_dir)} --execute"
+    return f"trib consumer replay {t} {n} --partition {p} --execute"
+
+
 # -- value objects --------------------------------------------------------------
+class Start(Choice):
+    """Where a consumer's first plan starts (:class:`InitialPosition`)."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    TIME = "time"
+
+
+@dataclass(frozen=True)
+class InitialPosition:
+    """What a new consumer's first plan takes as already delivered: nothing (``earliest``, the default),
+    everything that exists (``latest``), or the partitions that ended before an instant (``TIME``).
+
+    The default delivers what exists, as Spark's file source, Auto Loader and
+    Flink's FileSource do; ``latest`` is Kafka's ``auto.offset.reset=latest``,
+    the choice users get burned by when it is a default, so here it is asked for.
+    """
+
+    start: Start = Start.EARLIEST
+    time_ms: int | None = None
+
+    @classmethod
+    def of(cls, value: InitialPosition | str | int | None) -> InitialPosition | None:
+        """``earliest``, ``latest`` or an instant (:func:`tributary_read.timespec.parse_instant`); None stays None."""
+        if value is None or isinstance(value, InitialPosition):
+            return value
+        text = str(value).strip().lower() if isinstance(value, str) else None
+        if text in (Start.EARLIEST, Start.LATEST):
+            return cls(Start(text))
+        from tributary_read.timespec import parse_instant
+
+        try:
+            return cls(Start.TIME, parse_instant(value, what="initial position"))
+        except InvalidInputError as e:
+            raise InvalidInputError(f"{e} (or earliest, latest)", initial_position="the initial position") from None
+
+    def takes(self, end_ms: int) -> bool:
+        """Whether a partition ending at ``end_ms`` (exclusive) counts as delivered before the first plan."""
+        return self.start is Start.LATEST or (self.start is Start.TIME and end_ms <= (self.time_ms or 0))
+
+    def to_json(self) -> str | int:
+        return self.time_ms if self.start is Start.TIME and self.time_ms is not None else str(self.start)
+
+    @classmethod
+    def from_json(cls, v: Any) -> InitialPosition | None:
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (str, int)):
+            raise ValueError(f"bad initial position {v!r}")
+        if isinstance(v, int):
+            return cls(Start.TIME, v)
+        if v == Start.TIME:
+            raise ValueError("an initial position time needs its instant")
+        return cls(Start(v))
+
+    def __str__(self) -> str:
+        if self.start is Start.TIME and self.time_ms is not None:
+            from tributary_read.timespec import iso
+
+            return iso(self.time_ms)
+        return str(self.start)
+
+
 @dataclass(frozen=True)
 class ConsumerState:
     """One committed consumer state (``state-<version>.json``)."""
@@ -82,6 +154,9 @@ class ConsumerState:
     #: The job and output this consumer serves ({"job", "output"}; ETL inputs record it at their first ack):
     #: a second job writing elsewhere is refused instead of splitting the input with the first.
     owner: Mapping[str, str] | None = field(default=None, hash=False)
+    #: What the first plan took as delivered; None: created before initial positions existed, when a
+    #: first plan took partitions older than the lookback as delivered (its baseline, kept).
+    initial_position: InitialPosition | None = None
 
     def to_json(self) -> dict:
         return {**header("consumer_state"),
@@ -91,7 +166,9 @@ class ConsumerState:
                 "created_ms": self.created_ms, "updated_ms": self.updated_ms,
                 "delivered_files": self.delivered_files, "delivered_bytes": self.delivered_bytes,
                 "full_scan_every_ms": self.full_scan_every_ms, "last_full_scan_ms": self.last_full_scan_ms,
-                "owner": self.owner, "ledger": self.ledger, "sealed": self.sealed}
+                "owner": self.owner,
+                "initial_position": self.initial_position.to_json() if self.initial_position else None,
+                "ledger": self.ledger, "sealed": self.sealed}
 
     @classmethod
     def from_json(cls, d: Mapping) -> ConsumerState:
@@ -112,7 +189,8 @@ class ConsumerState:
                  int(d.get("updated_ms", 0)), int(d.get("delivered_files", 0)),
                  int(d.get("delivered_bytes", 0)),
                  int(d.get("full_scan_every_ms", DEFAULT_FULL_SCAN_EVERY_MS)), int(d.get("last_full_scan_ms", 0)),
-                 owner=_owner(d.get("owner")))
+                 owner=_owner(d.get("owner")),
+                 initial_position=InitialPosition.from_json(d.get("initial_position")))
         check_ledger(st.ledger, st.sealed)
         return st
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Protocol
 
 from tributary_read.errors import ConsumerStateCorruptError, InvalidInputError, LogRetentionError
-from tributary_read.read.consumer_state import (DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, ConsumerState, Plan,
-                                                reset_command)
+from tributary_read.read.consumer_state import (DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, ConsumerState,
+                                                InitialPosition, Plan, Start, reset_command)
 from tributary_read.read.ledger import LedgerPlanner, apply_delta
 from tributary_read.read.listing import Progress
 from tributary_read.read.resolve import Source, manifest_files
@@ -45,6 +45,12 @@ class PlanOptions:
     parallel: int | None = None
     #: Deliver a manifest answer that leaves untracked files behind (a warning, not an error).
     allow_untracked: bool = False
+    #: What a consumer's first plan takes as delivered already; None: not a first plan, or not asked
+    #: (:meth:`Consumer._compute` puts the default, ``earliest``, on a first plan: strategies see None
+    #: on every later plan).
+    initial_position: InitialPosition | None = None
+    #: Deliver a plan that leaves files of sealed partitions that changed inexactly behind (a warning).
+    allow_beyond_horizon: bool = False
 
 
 #: In a manifest plan's stats: its untracked check listed the whole table (see ManifestTracking.checked).
@@ -79,13 +85,20 @@ class ManifestTracking:
         self.source = source
         self.name = name
 
-    def part(self, state: ConsumerState | None, plan_id: str, now: int) -> Plan:
-        """The commits after the state's version, without the untracked-data check."""
+    def part(self, state: ConsumerState | None, plan_id: str, now: int,
+             initial: InitialPosition | None = None) -> Plan:
+        """The commits after the state's version, without the untracked-data check.
+
+        A first plan at ``latest`` starts after the latest version; at a time it
+        covers every version but leaves out files whose partition ended before it.
+        """
         table = self.source.table
         if table is None:
             raise InvalidInputError(f"{self.source.uri} has no manifest log; use a listing consumer")
-        since = state.manifest_version if state else 0
         latest = table.log.latest_version()
+        since = state.manifest_version if state else 0
+        if initial is not None and initial.start is Start.LATEST:
+            since = latest
         if since > latest:
             raise ConsumerStateCorruptError(
                 f"consumer {self.name!r} is at table version {since} but {table.uri} ends at {latest} "
@@ -100,11 +113,21 @@ class ManifestTracking:
                 f"to deliver the whole table again: {reset_command(self.source.uri, self.name, 'to-earliest')}"
                 ) from None
         until = fs.plan["until_version"]
+        files, baseline = fs.files, None
+        if initial is not None and initial.start is Start.TIME:
+            lay = table.layout
+            taken = [f for f in files if (p := lay.try_parse(f.path.rpartition("/")[0])) and initial.takes(p.end_ms)]
+            if taken:
+                gone = {f.path for f in taken}
+                files = tuple(f for f in files if f.path not in gone)
+                baseline = {"directories": len({f.path.rpartition("/")[0] for f in taken}), "files": len(taken),
+                            "bytes": sum(f.size for f in taken)}
         return Plan(plan_id, self.name, state.version if state else 0, self.mode, self.source.uri, now,
-                    fs.files, skipped=fs.skipped, versions=(since, until), delta={"manifest_version": until})
+                    files, skipped=fs.skipped, baseline=baseline, versions=(since, until),
+                    delta={"manifest_version": until})
 
     def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:
-        return self.checked(self.part(state, plan_id, now), opts)
+        return self.checked(self.part(state, plan_id, now, opts.initial_position), opts)
 
     def checked(self, p: Plan, opts: PlanOptions) -> Plan:
         """``p`` with what it leaves untracked in its stats, and whether every file of the table was looked at.
@@ -160,8 +183,10 @@ class ListingTracking:
         periodic = every > 0 and now - (state.last_full_scan_ms if state else 0) >= every
         why = ("requested" if opts.full_scan else "first" if not (state and (state.ledger or state.sealed))
                else "periodic" if periodic else None)  # an empty ledger has no directory to skip
+        pos = opts.initial_position
         diff = LedgerPlanner(self.source.storage, state.ledger if state else {}, state.sealed if state else {},
-                             layout, lookback, opts.min_age_ms or 0, now, foreign_only=table is not None
+                             layout, lookback, opts.min_age_ms or 0, now, foreign_only=table is not None,
+                             takes=None if pos is None or pos.start is Start.EARLIEST else pos.takes
                              ).plan(why is not None, opts.progress, opts.parallel)
         delta = {**diff.delta, "full_scan": why is not None, "full_scan_every_ms": every}
         stats = {**diff.stats, "full_scan": why}
@@ -231,9 +256,11 @@ class BothTracking:
         self.listing = ListingTracking(source, name)
 
     def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:
-        m = self.manifest.part(state, plan_id, now)  # first: its errors (log retention) come before a listing
+        # first: its errors (log retention) come before a listing
+        m = self.manifest.part(state, plan_id, now, opts.initial_position)
         lst = self.listing.part(state, plan_id, now, opts)
-        return replace(lst, mode=self.mode,
+        baseline = _merged(m.baseline, lst.baseline)
+        return replace(lst, mode=self.mode, baseline=baseline,
                        files=tuple(sorted((*written(m.files), *lst.files), key=lambda f: f.path)),
                        skipped=tuple(sorted((*m.skipped, *lst.skipped), key=lambda s: s.path)),
                        versions=m.versions, delta={**lst.delta, "manifest_version": m.delta["manifest_version"]})
@@ -261,6 +288,13 @@ _STRATEGIES: dict[Tracking, Callable[[Source, str], ConsumerTracking]] = {
 def tracking_for(mode: Tracking | str, source: Source, name: str) -> ConsumerTracking:
     """The strategy of a consumer mode (``manifest``, ``listing`` or ``both``)."""
     return _STRATEGIES[Tracking(mode)](source, name)
+
+
+def _merged(a: Mapping | None, b: Mapping | None) -> Mapping | None:
+    """Two baselines (what a first plan took as delivered) as one."""
+    if a is None or b is None:
+        return a or b
+    return {k: a.get(k, 0) + b.get(k, 0) for k in ("directories", "files", "bytes")}
 
 
 def _check_version(source: Source, to_version: int) -> None:

@@ -4,15 +4,18 @@ A ledger entry maps a directory to its delivered files' fingerprints
 ``(size, mtime_ms, valid_length)`` while the partition is inside the lookback
 horizon. Once it falls out, the entry is replaced by a constant-size *seal*
 (count, order-free digest, max mtime), so the state stays bounded by the
-horizon and a late arrival in an old partition is still noticed and reported
-rather than silently dropped. See docs/reading.md for the format.
+horizon. A late arrival in an old partition is still noticed: delivered when it
+can be told exactly (new files, newer than the seal, beside the sealed ones
+unchanged), and reported in ``beyond_horizon`` otherwise, which a consumer
+refuses to deliver without an explicit opt-out (the seal cannot say which
+files are new). See docs/reading.md for the format.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from tributary_read.table.layout import Layout, PartitionDir
 from tributary_read.read.listing import ListedFile, Progress, Skipped, scan
@@ -24,7 +27,8 @@ from tributary_read.read.tracking import foreign
 #: than the listing: an entry added later in the same timestamp tick (1-2 s on
 #: some file systems) would otherwise leave the mtime unchanged.
 QUIESCENT_MS = 2000
-NEW_BEYOND = "new file in a partition older than the lookback horizon"
+#: Why a sealed partition's files are in ``beyond_horizon``: what the seal cannot tell apart.
+CHANGED_BEYOND = "partition changed after it left the lookback horizon"
 _MASK = (1 << 64) - 1
 #: A fingerprint as the ledger holds it, (size, mtime_ms, valid_length): a plain
 #: tuple, cheaper than a Fingerprint when a scan makes one per file (a Fingerprint is one too).
@@ -128,8 +132,12 @@ class LedgerPlanner:
     """Compares a listing with the ledger, partition by partition."""
 
     def __init__(self, storage: Storage, ledger: Mapping, sealed: Mapping, layout: Layout,
-                 lookback_ms: int, min_age_ms: int, now_ms: int, foreign_only: bool = False):
+                 lookback_ms: int, min_age_ms: int, now_ms: int, foreign_only: bool = False,
+                 takes: Callable[[int], bool] | None = None):
         self.storage = storage
+        #: A consumer's first plan only: whether a partition ending at this time counts as delivered
+        #: already (its initial position); None delivers every file (``earliest``, and every later plan).
+        self.takes = takes
         #: A trib table's listing part: trib-named files are the manifest's (tributary_read.tracking).
         self.foreign_only = foreign_only
         self.layout = layout
@@ -151,7 +159,7 @@ class LedgerPlanner:
             known = {d: e["mtime_ms"] for d, e in self.ledger.items() if _skippable(e)}
             known.update({d: s["mtime_ms"] for d, s in self.sealed.items() if _skippable(s)})
         listing = scan(storage, self.layout, known_dirs=known, progress=progress, parallel=parallel)
-        first = not self.ledger and not self.sealed
+        first = self.takes is not None
         horizon = self.now - self.lookback_ms
         settle = self.now - self.min_age_ms if self.min_age_ms else None
         by_dir: dict[str, list[ListedFile]] = {}
@@ -180,18 +188,17 @@ class LedgerPlanner:
             # directory be skipped by its mtime until they are resolved.
             mtime = dir_mtime if not young and d not in troubled else None
             fps = {_base(f.path): (f.size, f.mtime_ms, f.valid_length) for f in cur}
+            taken = entry is None and sl is None and self.takes is not None and self.takes(part.end_ms)
             if entry is None and sl is not None:
                 self._check_seal(d, part, cur, fps, sl, mtime, listed)
-            elif entry is None and not in_horizon:
-                if first:
-                    baseline["directories"] += 1
-                    baseline["files"] += len(cur)
-                    baseline["bytes"] += sum(f.size for f in cur)
-                else:
-                    self.beyond.extend(_beyond(f, part, NEW_BEYOND) for f in cur)
-                self.seal[d] = _seal(fps.items(), mtime, listed)
-            else:
-                self._compare(d, part, cur, fps, entry, young, in_horizon, mtime, listed)
+                continue
+            if taken:
+                baseline["directories"] += 1
+                baseline["files"] += len(cur)
+                baseline["bytes"] += sum(f.size for f in cur)
+            # A partition never seen is delivered whatever its age (and sealed at once when beyond the
+            # horizon, so the ledger stays bounded); its new files are exactly what it holds.
+            self._compare(d, part, cur, fps, entry, young, in_horizon, mtime, listed, taken)
         drop = [d for d in (*self.ledger, *self.sealed) if d not in listing.leaves]
         self.files.sort(key=lambda f: f.path)
         delta = {"put": self.put, "seal": self.seal, "drop": drop, "layout": self.layout.to_dict()}
@@ -202,7 +209,7 @@ class LedgerPlanner:
                           baseline if first and baseline["directories"] else None, stats, delta)
 
     def _compare(self, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, entry: Mapping | None,
-                 young: set[str], in_horizon: bool, mtime: int | None, listed: int) -> None:
+                 young: set[str], in_horizon: bool, mtime: int | None, listed: int, taken: bool = False) -> None:
         fmap = dict(entry["files"]) if entry else {}
         changed = False
         for f in cur:
@@ -210,10 +217,8 @@ class LedgerPlanner:
             fp = fps[name]
             old = fmap.get(name)
             if old is None:
-                if in_horizon:
+                if not taken:  # new beside the ledger's files: exact, in the horizon or leaving it now
                     self.files.append(_resolved(f, part))
-                else:
-                    self.beyond.append(_beyond(f, part, NEW_BEYOND))
                 fmap[name] = _enc(fp)
                 changed = True
                 continue
@@ -246,10 +251,11 @@ class LedgerPlanner:
             newer = [f for f in cur if f.mtime_ms > mx]
             rest = _digest((n, fp) for n, fp in fps.items() if fp[1] <= mx)
             if newer and rest[:2] == (sl["count"], sl["digest"]):
-                self.beyond.extend(_beyond(f, part, NEW_BEYOND) for f in newer)
+                # Only files newer than the seal were added, the sealed ones unchanged: exactly these are new.
+                self.files.extend(_resolved(f, part) for f in newer)
             else:
-                why = (f"partition changed after it left the lookback horizon ({sl['count']} files then, "
-                       f"{len(cur)} now); cannot tell which files are new")
+                why = (f"{CHANGED_BEYOND} ({sl['count']} files then, {len(cur)} now: a file was removed, "
+                       f"resized or rewritten); cannot tell which files are new")
                 self.beyond.extend(_beyond(f, part, why) for f in cur)
                 if not cur:
                     self.beyond.append(LateFile(d + "/", 0, None, dict(part.values), why))

@@ -32,7 +32,9 @@ CONSUMER_ONLY = {"lookback_ms": ("lookback", "a lookback"), "min_age_ms": ("min_
                  "full_scan": ("full_scan", "a full scan"),
                  "full_scan_every_ms": ("full_scan_every", "a full-scan interval"),
                  "state_dir": ("state_dir", "a state directory"), "now_ms": ("now_ms", "a clock"),
-                 "owner": ("owner", "an owning job")}
+                 "owner": ("owner", "an owning job"),
+                 "initial_position": ("initial_position", "an initial position"),
+                 "allow_beyond_horizon": ("allow_beyond_horizon", "an opt-out for changes beyond the horizon")}
 #: Options a consumer's batch cannot take (its batch is whatever it has not delivered yet), likewise.
 NOT_WITH_CONSUMER = {"window": ("read_window", "a time window"), "all_files": ("all_files", "all files"),
                      "since_version": ("since_version", "a since version"),
@@ -46,7 +48,11 @@ class ReadRequest:
 
     ``mode`` is ``trib files --mode``'s (for a consumer: how it tracks the
     table). ``allow_untracked`` delivers a manifest answer that leaves files
-    other tools wrote behind (tracking.refuse_untracked). A request that mixes
+    other tools wrote behind (tracking.refuse_untracked). ``initial_position``
+    (a consumer's first plan: ``earliest``, ``latest`` or an instant, parsed
+    by consumer_state.InitialPosition) and ``allow_beyond_horizon`` (deliver a
+    plan that leaves a changed sealed partition's files behind) are the
+    consumer's (Consumer.plan). A request that mixes
     a consumer with a window, or gives consumer options without a consumer, is
     refused when it is made.
     """
@@ -70,6 +76,8 @@ class ReadRequest:
     #: Every file, on purpose: a read with no bound returns everything on every run, which an hourly
     #: job written from "the files of ROOT for this run" would reprocess each hour.
     all_files: bool = False
+    initial_position: str | int | None = None
+    allow_beyond_horizon: bool = False
 
     def __post_init__(self) -> None:
         if self.parallel is not None and self.parallel < 1:
@@ -135,7 +143,8 @@ def select(source: Source, request: ReadRequest, *, options: Mapping[str, str] |
     c = Consumer(source, r.consumer, r.state_dir, options)
     plan = c.plan(mode=r.mode, lookback_ms=r.lookback_ms, min_age_ms=r.min_age_ms, full_scan=r.full_scan,
                   now_ms=r.now_ms, progress=progress, parallel=r.parallel,
-                  full_scan_every_ms=r.full_scan_every_ms, allow_untracked=r.allow_untracked, owner=r.owner)
+                  full_scan_every_ms=r.full_scan_every_ms, allow_untracked=r.allow_untracked, owner=r.owner,
+                  initial_position=r.initial_position, allow_beyond_horizon=r.allow_beyond_horizon)
     return Selection(plan.fileset(origin(source.storage, source.table, source.layout)), plan, c)
 
 

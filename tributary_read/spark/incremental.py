@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: ``plan_options`` a consumer's plan takes (:meth:`Consumer.plan`), and those ``resolve`` takes.
 CONSUMER_OPTIONS = frozenset({"lookback_ms", "min_age_ms", "full_scan", "full_scan_every_ms", "parallel",
-                              "progress", "now_ms", "layout"})
+                              "progress", "now_ms", "layout", "initial_position", "allow_beyond_horizon"})
 RESOLVE_OPTIONS = frozenset({"since_version", "until_version", "partitions", "parallel", "progress", "layout",
                              "all_files"})
 #: The library's parameter names -> this function's (TributaryError.reword).
@@ -45,7 +45,8 @@ PARAMETERS = {"read_window": "window", "state_dir": "state_dir", "lister": "list
               "lookback": "lookback_ms", "min_age": "min_age_ms", "full_scan": "full_scan",
               "full_scan_every": "full_scan_every_ms", "since_version": "since_version",
               "until_version": "until_version", "partitions": "partitions", "parallel": "parallel",
-              "all_files": "all_files=True", "versions": "since_version/until_version"}
+              "all_files": "all_files=True", "versions": "since_version/until_version",
+              "initial_position": "initial_position"}
 #: A temp view is named by a plain SQL identifier (no quoting games in the caller's SQL).
 _VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 NOT_A_CONSUMER = "not a consumer batch: nothing to ack (a window's position is the caller's schedule time)"
@@ -171,7 +172,11 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
             return every file on every run.
         plan_options: with a consumer, :meth:`Consumer.plan`'s
             ``lookback_ms``, ``min_age_ms``, ``full_scan``,
-            ``full_scan_every_ms``, ``parallel``, ``now_ms``; otherwise
+            ``full_scan_every_ms``, ``parallel``, ``now_ms``,
+            ``initial_position`` (the first batch: ``"earliest"``, the
+            default, ``"latest"`` or an instant) and ``allow_beyond_horizon``
+            (deliver a batch that leaves a changed sealed partition's files
+            behind; without it such a batch raises ``BeyondHorizonError``); otherwise
             ``resolve``'s ``since_version``, ``until_version``,
             ``partitions``, ``parallel``. ``layout`` describes a plain directory.
     """
