@@ -99,7 +99,7 @@ class InitialPosition:
         from tributary_read.timespec import parse_instant
 
         try:
-            return cls(Start.TIME, parse_instant(value, what="initial position"))
+            return cls(Start.TIME, parse_instant(value, what="the initial position"))
         except InvalidInputError as e:
             raise InvalidInputError(f"{e} (or earliest, latest)", initial_position="the initial position") from None
 
@@ -243,6 +243,8 @@ class Plan:
         if self.mode in ("manifest", "both"):
             assert self.versions is not None  # a plan that tracks the manifest names its versions
             plan["since_version"], plan["until_version"] = self.versions
+            if self.baseline is not None:  # a first plan at a time: the files it took as delivered
+                plan["baseline"] = self.baseline
         if self.mode in ("listing", "both"):
             assert self.lookback_ms is not None  # a plan that tracks listings names its lookback
             plan.update({"lookback_ms": self.lookback_ms, "min_age_ms": self.min_age_ms,

@@ -192,7 +192,7 @@ class LedgerPlanner:
             if entry is None and sl is not None:
                 self._check_seal(d, part, cur, fps, sl, mtime, listed)
                 continue
-            if taken:
+            if taken and cur:
                 baseline["directories"] += 1
                 baseline["files"] += len(cur)
                 baseline["bytes"] += sum(f.size for f in cur)
