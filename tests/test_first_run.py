@@ -281,3 +281,19 @@ def test_an_etl_consumer_input_delivers_partitions_older_than_the_lookback_on_it
     table = Table.load(str(out))
     ids = sorted(i for f in table.log.state().files for i in pq.read_table(str(out / f)).column("id").to_pylist())
     assert ids == [1, 2, 3]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("extra,words", [
+    ('initial_position = "yesterday"\n', ["inputs[0].initial_position: unparsable initial position 'yesterday'",
+                                          "earliest, latest"]),
+    ('initial_position = "2024-06-01T00:00"\n', ["inputs[0].initial_position", "has no UTC offset"]),
+    ('allow_beyond_horizon = "yes"\n', ["inputs[0].allow_beyond_horizon must be true or false"]),
+])
+def test_the_job_keys_are_checked_as_the_job_loads(tmp_path, extra, words):
+    cli("table", "create", str(tmp_path / "events"), "--layout", LAYOUT, "--partition", PARTITION)
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "etl.sql").write_text("SELECT id, ts FROM raw\n")
+    (tmp_path / "job.toml").write_text(_job(extra))
+    one_line_error(invoke_trib("etl", "run", str(tmp_path / "job.toml"), "--schedule-time", "2024-01-01T05:00:00Z",
+                               "--dry-run"), 3, *words)

@@ -99,9 +99,9 @@ class InitialPosition:
         from tributary_read.timespec import parse_instant
 
         try:
-            return cls(Start.TIME, parse_instant(value, what="the initial position"))
+            return cls(Start.TIME, parse_instant(value, what="initial position"))
         except InvalidInputError as e:
-            raise InvalidInputError(f"{e} (or earliest, latest)", initial_position="the initial position") from None
+            raise InvalidInputError(f"{e} (or earliest, latest)", initial_position="initial position") from None
 
     def takes(self, end_ms: int) -> bool:
         """Whether a partition ending at ``end_ms`` (exclusive) counts as delivered before the first plan."""
