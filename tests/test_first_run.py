@@ -297,3 +297,19 @@ def test_the_job_keys_are_checked_as_the_job_loads(tmp_path, extra, words):
     (tmp_path / "job.toml").write_text(_job(extra))
     one_line_error(invoke_trib("etl", "run", str(tmp_path / "job.toml"), "--schedule-time", "2024-01-01T05:00:00Z",
                                "--dry-run"), 3, *words)
+
+
+@pytest.mark.unit
+def test_a_consumer_created_before_initial_positions_keeps_its_baseline(tmp_path):
+    """A state written before this change has no ``initial_position``: it loads, and show says it kept its
+    baseline (nothing it took as delivered is delivered again)."""
+    root = history_and_today(tmp_path, table=False)
+    ack(root, plan(root, "--layout", LAYOUT))
+    state = root / "_tributary/consumers/c/state-00000000000000000001.json"
+    doc = json.loads(state.read_text())
+    del doc["initial_position"]
+    state.write_text(json.dumps(doc))
+    show = json.loads(cli("consumer", "show", str(root), "c", "--json").stdout)
+    assert show["initial_position"] is None
+    assert "first run  baseline (created before initial positions" in cli("consumer", "show", str(root), "c").stdout
+    assert paths(plan(root)) == []
