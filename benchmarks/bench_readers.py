@@ -374,7 +374,7 @@ def report(res: dict, zone: Zone) -> str:
                  sum(v["n"] for p, v in t["trib"].items() if p != "growing"),
                  *(f"{tot[k][0]} / {tot[k][1]}" for k in READERS)])
     m = res["machine"]
-    out = [f"## Readers compared: files lost / duplicated per arrival pattern (`bench_readers.py`)", "",
+    out = ["## Readers compared: files lost / duplicated per arrival pattern (`bench_readers.py`)", "",
            f"One plain landing zone (`{LAYOUT}`, {res['fs']}), {res['hours']} simulated hours from "
            f"{res['base']} UTC then {res['runs'] - res['hours']} drain runs; each run sees only what has "
            f"arrived by then. Seed {res['seed']}. Measured on this machine: {m['nproc']} CPUs ({m['cpu']}), "
