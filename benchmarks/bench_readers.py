@@ -146,8 +146,11 @@ def build_zone(hours: int, base: int, seed: int, history: int, backfill: int) ->
             z.add("rename", d.arrival_ms, hidden, dst=d.path)
         else:
             z.add("create", d.arrival_ms, d.path, d.mtime_ms, lines=lines)
+    # The backfill's hour directories, 10 days back: new directories, so no history lands there.
+    backfill_at = base + (hours // 2 + 1) * H
+    backfill_parts = [backfill_at - 10 * DAY + (k // 2) * H for k in range(backfill)]
     # History: one file per hour directory 8-12 days back, there long before the first run.
-    old = sorted(rng.sample(range(8 * 24, 12 * 24), history))
+    old = sorted(rng.sample([b for b in range(8 * 24, 12 * 24) if base - b * H not in backfill_parts], history))
     for k, back in enumerate(old):
         part = base - back * H
         m = part + rng.randrange(H)
@@ -157,9 +160,8 @@ def build_zone(hours: int, base: int, seed: int, history: int, backfill: int) ->
         t = base + (hours // 2) * H + (20 + k) * MIN
         z.add("create", t, f"{hour_dir(base - back * H)}/late-old-{k}.log", t, lines=z.file("late_old_partition"))
     # A backfill of hours 10 days back (directories that did not exist), mtimes kept.
-    t = base + (hours // 2 + 1) * H + 30 * MIN
-    for k in range(backfill):
-        part = base + (hours // 2 + 1) * H - 10 * DAY + (k // 2) * H
+    t = backfill_at + 30 * MIN
+    for k, part in enumerate(backfill_parts):
         z.add("create", t + k, f"{hour_dir(part)}/backfill-{k}.log", part + (7 + k) * MIN,
               lines=z.file("older_than_7d"))
     # A log appended to every hour: 2 lines at first, 2 more in each of the next 3 hours.
