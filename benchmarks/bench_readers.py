@@ -47,7 +47,7 @@ table and are left out); the rest are added here:
 * history that predates the reader: files 8-12 days old, there before run 0.
 
     .venv/bin/python benchmarks/bench_readers.py            # 48 hours
-    .venv/bin/python benchmarks/bench_readers.py --quick    # 8 hours, ~2 min
+    .venv/bin/python benchmarks/bench_readers.py --quick    # 8 hours, 20-40 s on 2 shared cores
     .venv/bin/python benchmarks/bench_readers.py --check    # exit 1 if trib's consumer loses or doubles anything
 """
 
