@@ -37,8 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spark-read-args", default="", help="extra arguments for bench_spark_read.py (quoted)")
     ap.add_argument("--etl-args", default="", help="extra arguments for bench_etl.py (quoted)")
     ap.add_argument("--spark-listing-args", default="", help="extra arguments for bench_spark_listing.py (quoted)")
+    ap.add_argument("--readers-args", default="", help="extra arguments for bench_readers.py (quoted)")
     ap.add_argument("--skip", default="",
-                    help="comma list of writer,commit,listing,cli,hive,etl-hive,spark-read,etl,spark-listing to skip")
+                    help="comma list of writer,commit,listing,cli,hive,etl-hive,spark-read,etl,spark-listing,"
+                         "window-query,readers to skip")
     ap.add_argument("--output", default=str(HERE / "results.md"), help="summary file (default benchmarks/results.md)")
     args = ap.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -67,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, script, more in (("spark-read", "bench_spark_read.py", args.spark_read_args),
                                ("etl", "bench_etl.py", args.etl_args),
                                ("spark-listing", "bench_spark_listing.py", args.spark_listing_args),
-                               ("window-query", "bench_window_query.py", "")):
+                               ("window-query", "bench_window_query.py", ""),
+                               ("readers", "bench_readers.py", args.readers_args)):
         if name not in skip:
             jobs.append((name, script, quick + shlex.split(more)))
     for name, script, extra in jobs:
