@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tributary_read.errors import InvalidInputError, UntrackedDataError
+from tributary_read.errors import ChangedFileError, InvalidInputError, UntrackedDataError
 from tributary_read.etl.job import InputMode, InputSpec
 from tributary_read.etl.record import InputRecord
 from tributary_read.etl.report import InputReport
@@ -24,9 +24,10 @@ def resolve(run: _Run) -> list[tuple[Any, Any]]:
     for spec in run.job.inputs:
         try:
             out.append(_resolve_one(run, spec))
-        except UntrackedDataError as e:  # the opt-out is a key of the job file here
+        except (UntrackedDataError, ChangedFileError) as e:  # the opt-out is a key of the job file here
             raise type(e)(f"input {spec.view}: " + e.reword(
-                {"allow_untracked": "allow_untracked = true in its [[inputs]]"})) from None
+                {"allow_untracked": "allow_untracked = true in its [[inputs]]",
+                 "allow_changed": "allow_changed = true in its [[inputs]]"})) from None
         except InvalidInputError as e:  # a consumer another job owns: name the key that fixes it
             raise InvalidInputError(f"input {spec.view}: " + e.reword(
                 {"consumer": "consumer = \"...\" of its own in its [[inputs]]"})) from None
@@ -55,7 +56,8 @@ def _resolve_one(run: _Run, spec: InputSpec):
         request = ReadRequest(mode=spec.tracking, consumer=spec.consumer, state_dir=spec.state_dir,
                               lookback_ms=spec.lookback_ms, min_age_ms=spec.min_age_ms,
                               full_scan_every_ms=spec.full_scan_every_ms, allow_untracked=spec.allow_untracked,
-                              owner={"job": run.job.name, "output": run.output.uri})
+                              owner={"job": run.job.name, "output": run.output.uri},
+                              allow_changed=spec.allow_changed)
     else:
         window = run.window(spec)
         request = ReadRequest(mode=str(spec.mode), window=window, allow_untracked=spec.allow_untracked)
@@ -74,6 +76,10 @@ def _resolve_one(run: _Run, spec: InputSpec):
         untracked=fs.untracked.to_json() if fs.untracked is not None else None))
     if fs.untracked is not None:
         run.say(f"input {spec.view}: {fs.untracked.message()}")
+    if plan is not None and plan.conflicts:
+        c = plan.conflicts[0]
+        run.say(f"warning: input {spec.view}: {len(plan.conflicts)} delivered files changed since and are not "
+                f"read again (allow_changed = true; e.g. {c.path}: {c.reason})")
     if plan is not None and plan.beyond_horizon:
         run.say(f"warning: input {spec.view}: {len(plan.beyond_horizon)} files beyond the lookback horizon "
                 f"are not read (e.g. {plan.beyond_horizon[0].path}); raise its lookback to read such files")

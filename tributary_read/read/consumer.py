@@ -47,6 +47,7 @@ from tributary_read.read.consumer_state import (
     reset_command,
 )
 from tributary_read.errors import (
+    ChangedFileError,
     CommitConflictError,
     ConsumerStateCorruptError,
     InvalidInputError,
@@ -221,7 +222,8 @@ class Consumer:
     def plan(self, *, mode: str = "auto", lookback_ms: int | None = None, min_age_ms: int | None = None,
              full_scan: bool = False, now_ms: int | None = None, progress: Progress | None = None,
              parallel: int | None = None, full_scan_every_ms: int | None = None,
-             allow_untracked: bool = False, owner: Mapping[str, str] | None = None) -> Plan:
+             allow_untracked: bool = False, owner: Mapping[str, str] | None = None,
+             allow_changed: bool = False) -> Plan:
         """The next batch, without moving the consumer; the same plan until acked.
 
         Args:
@@ -233,7 +235,8 @@ class Consumer:
             lookback_ms: listing consumers: partitions whose period ended longer
                 ago are beyond the horizon (default: the stored value, else 7 days).
             min_age_ms: listing consumers: leave files modified more recently
-                than this for a later run (they may still be growing).
+                than this for a later run (they may still be written; default
+                DEFAULT_MIN_AGE_MS, a minute; 0 = deliver every file listed).
             full_scan: list every directory, even unchanged ones, to catch files
                 rewritten in place (which leave their directory's mtime alone).
             now_ms: the clock, for simulations; defaults to the wall clock.
@@ -248,6 +251,12 @@ class Consumer:
                 ETL gives it). Recorded at the first ack; a later plan for a job
                 writing another output is refused (InvalidInputError), so two
                 jobs never split one consumer's input between them.
+            allow_changed: listing consumers: a delivered file that changed
+                in a way no byte range delivers (it shrank or was rewritten,
+                a Parquet file or compressed stream grew) is reported in the
+                plan's ``conflicts`` and taken as delivered; without it the plan
+                fails with ``ChangedFileError`` (exit 15) and is not saved. A
+                file that only grew is delivered as a range either way.
         """
         if lookback_ms is not None and lookback_ms <= 0:
             raise InvalidInputError("the lookback must be positive", lookback="the lookback")
@@ -257,7 +266,7 @@ class Consumer:
             raise InvalidInputError("the full-scan interval must not be negative (0 = off)",
                                     full_scan_every="the full-scan interval")
         opts = PlanOptions(mode, lookback_ms, min_age_ms, full_scan, full_scan_every_ms, progress, parallel,
-                           allow_untracked)
+                           allow_untracked, allow_changed=allow_changed)
         state = self.current()
         base = state.version if state else 0
         self._check_owner(state.owner if state else None, owner)
@@ -291,6 +300,13 @@ class Consumer:
                 and checks_completely(table, allow=opts.allow_untracked)):
             p = ManifestTracking(self.source, self.name).checked(p, opts)
         refuse_untracked(table, p.fileset().untracked, allow=opts.allow_untracked)
+        if p.conflicts and not opts.allow_changed:
+            c = p.conflicts[0]
+            more = f" (and {len(p.conflicts) - 1} more)" if len(p.conflicts) > 1 else ""
+            raise ChangedFileError(
+                f"consumer {self.name!r}: {c.path}{more} {c.reason}, so its data cannot be delivered exactly; "
+                "look at it, then rerun with the changed-file opt-out to acknowledge the change (it is reported "
+                "in conflicts and not delivered again)", allow_changed="the changed-file opt-out")
         return p
 
     def _check_owner(self, recorded: Mapping[str, str] | None, owner: Mapping[str, str] | None) -> None:

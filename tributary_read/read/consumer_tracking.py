@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Protocol
 
 from tributary_read.errors import ConsumerStateCorruptError, InvalidInputError, LogRetentionError
-from tributary_read.read.consumer_state import (DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, ConsumerState, Plan,
-                                                reset_command)
+from tributary_read.read.consumer_state import (DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, DEFAULT_MIN_AGE_MS,
+                                                ConsumerState, Plan, reset_command)
 from tributary_read.read.ledger import LedgerPlanner, apply_delta
 from tributary_read.read.listing import Progress
 from tributary_read.read.resolve import Source, manifest_files
@@ -45,6 +45,8 @@ class PlanOptions:
     parallel: int | None = None
     #: Deliver a manifest answer that leaves untracked files behind (a warning, not an error).
     allow_untracked: bool = False
+    #: Deliver a plan whose delivered files changed in a way no range delivers (ChangedFileError otherwise).
+    allow_changed: bool = False
 
 
 #: In a manifest plan's stats: its untracked check listed the whole table (see ManifestTracking.checked).
@@ -160,13 +162,15 @@ class ListingTracking:
         periodic = every > 0 and now - (state.last_full_scan_ms if state else 0) >= every
         why = ("requested" if opts.full_scan else "first" if not (state and (state.ledger or state.sealed))
                else "periodic" if periodic else None)  # an empty ledger has no directory to skip
+        min_age = DEFAULT_MIN_AGE_MS if opts.min_age_ms is None else opts.min_age_ms
+        line_based = table.config.data_format.spec.line_based if table is not None else None
         diff = LedgerPlanner(self.source.storage, state.ledger if state else {}, state.sealed if state else {},
-                             layout, lookback, opts.min_age_ms or 0, now, foreign_only=table is not None
+                             layout, lookback, min_age, now, foreign_only=table is not None, line_based=line_based
                              ).plan(why is not None, opts.progress, opts.parallel)
         delta = {**diff.delta, "full_scan": why is not None, "full_scan_every_ms": every}
         stats = {**diff.stats, "full_scan": why}
         return Plan(plan_id, self.name, state.version if state else 0, self.mode, self.source.uri, now,
-                    diff.files, lookback, opts.min_age_ms or 0, diff.conflicts, diff.beyond_horizon,
+                    diff.files, lookback, min_age, diff.conflicts, diff.beyond_horizon,
                     diff.skipped, diff.deferred, diff.baseline, None, stats, delta)
 
     def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:

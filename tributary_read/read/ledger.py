@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 from tributary_read.table.layout import Layout, PartitionDir
 from tributary_read.read.listing import ListedFile, Progress, Skipped, scan
 from tributary_read.read.fileset import Conflict, Fingerprint, LateFile, ResolvedFile
+from tributary_read.read.growth import Growth, growth
 from tributary_read.io.storage import Storage
 from tributary_read.read.tracking import foreign
 
@@ -24,6 +25,9 @@ from tributary_read.read.tracking import foreign
 #: than the listing: an entry added later in the same timestamp tick (1-2 s on
 #: some file systems) would otherwise leave the mtime unchanged.
 QUIESCENT_MS = 2000
+#: A directory holding a file modified this close to the listing is listed again next run, whatever
+#: its mtime: an append to a file leaves its directory's mtime alone (growing files, docs/reading.md).
+GROWING_MS = 3600_000
 NEW_BEYOND = "new file in a partition older than the lookback horizon"
 _MASK = (1 << 64) - 1
 #: A fingerprint as the ledger holds it, (size, mtime_ms, valid_length): a plain
@@ -90,6 +94,9 @@ def check_ledger(ledger, sealed) -> None:
             if (not isinstance(v, list) or not 2 <= len(v) <= 4
                     or not all(isinstance(x, int) or x is None for x in v)):
                 raise ValueError(f"bad ledger file {d}/{name}")
+        for name, v in (e.get("ranges") or {}).items():  # [delivered end, crc] of files delivered as ranges
+            if not isinstance(v, list) or len(v) != 2 or not all(isinstance(x, int) for x in v):
+                raise ValueError(f"bad ledger range {d}/{name}")
     for d, s in sealed.items():
         if not isinstance(s, dict) or not isinstance(s.get("count"), int) or not isinstance(s.get("digest"), str):
             raise ValueError(f"bad seal for {d!r}")
@@ -128,8 +135,11 @@ class LedgerPlanner:
     """Compares a listing with the ledger, partition by partition."""
 
     def __init__(self, storage: Storage, ledger: Mapping, sealed: Mapping, layout: Layout,
-                 lookback_ms: int, min_age_ms: int, now_ms: int, foreign_only: bool = False):
+                 lookback_ms: int, min_age_ms: int, now_ms: int, foreign_only: bool = False,
+                 line_based: bool | None = None):
         self.storage = storage
+        #: The table's files are lines (None: a plain directory's, unknown): whether growth can be a range.
+        self.line_based = line_based
         #: A trib table's listing part: trib-named files are the manifest's (tributary_read.tracking).
         self.foreign_only = foreign_only
         self.layout = layout
@@ -178,7 +188,8 @@ class LedgerPlanner:
                     cur = [f for f in cur if f.mtime_ms <= settle]
             # Deferred or withheld files must be looked at again: never let this
             # directory be skipped by its mtime until they are resolved.
-            mtime = dir_mtime if not young and d not in troubled else None
+            growing = any(f.mtime_ms > listed - GROWING_MS for f in cur)
+            mtime = dir_mtime if not young and not growing and d not in troubled else None
             fps = {_base(f.path): (f.size, f.mtime_ms, f.valid_length) for f in cur}
             if entry is None and sl is not None:
                 self._check_seal(d, part, cur, fps, sl, mtime, listed)
@@ -204,6 +215,7 @@ class LedgerPlanner:
     def _compare(self, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, entry: Mapping | None,
                  young: set[str], in_horizon: bool, mtime: int | None, listed: int) -> None:
         fmap = dict(entry["files"]) if entry else {}
+        ranges = dict(entry.get("ranges") or {}) if entry else {}
         changed = False
         for f in cur:
             name = _base(f.path)
@@ -219,8 +231,16 @@ class LedgerPlanner:
                 continue
             ofp, present = _dec(old)
             if ofp != fp:
-                self.conflicts.append(_conflict(f, part, ofp))
-                fmap[name] = _enc(fp)  # reported once: the ack acknowledges it
+                g = (growth(self.storage, f.path, ofp, fp, ranges.get(name), self.line_based) if present
+                     else "removed, then written again after it was delivered")
+                if isinstance(g, Growth):  # only grew: its new whole lines (members) are delivered
+                    if g.end > g.offset:
+                        self.files.append(_resolved(f, part, g))
+                    ranges[name] = [g.end, g.crc]
+                else:  # refused unless acknowledged (ChangedFileError); then reported once, the ack records it
+                    self.conflicts.append(_conflict(f, part, ofp, g))
+                    ranges.pop(name, None)
+                fmap[name] = _enc(fp)
                 changed = True
             elif not present:
                 fmap[name] = _enc(fp)
@@ -236,7 +256,8 @@ class LedgerPlanner:
         if not in_horizon:
             self.seal[d] = _seal(((n, fps[n]) for n in fps), mtime, listed)
         elif changed or _meta_differs(entry, mtime, listed):
-            self.put[d] = {"mtime_ms": mtime, "listed_ms": listed if mtime is not None else None, "files": fmap}
+            self.put[d] = {"mtime_ms": mtime, "listed_ms": listed if mtime is not None else None, "files": fmap,
+                           **({"ranges": ranges} if ranges else {})}
 
     def _check_seal(self, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, sl: Mapping,
                     mtime: int | None, listed: int) -> None:
@@ -262,7 +283,10 @@ def _base(path: str) -> str:
     return path.rpartition("/")[2]
 
 
-def _resolved(f: ListedFile, part: PartitionDir) -> ResolvedFile:
+def _resolved(f: ListedFile, part: PartitionDir, grown: Growth | None = None) -> ResolvedFile:
+    if grown is not None:
+        return ResolvedFile(f.path, f.size, part.values, mtime_ms=f.mtime_ms, valid_length=grown.end,
+                            offset=grown.offset)
     return ResolvedFile(f.path, f.size, part.values, mtime_ms=f.mtime_ms, valid_length=f.valid_length)
 
 
@@ -270,5 +294,6 @@ def _beyond(f: ListedFile, part: PartitionDir, reason: str) -> LateFile:
     return LateFile(f.path, f.size, f.mtime_ms, dict(part.values), reason, f.valid_length)
 
 
-def _conflict(f: ListedFile, part: PartitionDir, old: _Fp) -> Conflict:
-    return Conflict(f.path, dict(part.values), Fingerprint(*old), Fingerprint(f.size, f.mtime_ms, f.valid_length))
+def _conflict(f: ListedFile, part: PartitionDir, old: _Fp, reason: str) -> Conflict:
+    return Conflict(f.path, dict(part.values), Fingerprint(*old), Fingerprint(f.size, f.mtime_ms, f.valid_length),
+                    reason)

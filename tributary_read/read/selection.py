@@ -32,7 +32,8 @@ CONSUMER_ONLY = {"lookback_ms": ("lookback", "a lookback"), "min_age_ms": ("min_
                  "full_scan": ("full_scan", "a full scan"),
                  "full_scan_every_ms": ("full_scan_every", "a full-scan interval"),
                  "state_dir": ("state_dir", "a state directory"), "now_ms": ("now_ms", "a clock"),
-                 "owner": ("owner", "an owning job")}
+                 "owner": ("owner", "an owning job"),
+                 "allow_changed": ("allow_changed", "the changed-file opt-out")}
 #: Options a consumer's batch cannot take (its batch is whatever it has not delivered yet), likewise.
 NOT_WITH_CONSUMER = {"window": ("read_window", "a time window"), "all_files": ("all_files", "all files"),
                      "since_version": ("since_version", "a since version"),
@@ -70,6 +71,9 @@ class ReadRequest:
     #: Every file, on purpose: a read with no bound returns everything on every run, which an hourly
     #: job written from "the files of ROOT for this run" would reprocess each hour.
     all_files: bool = False
+    #: Take delivered files that changed in a way no byte range delivers as acknowledged (reported in
+    #: ``conflicts``); without it such a plan raises ChangedFileError (tributary_read.read.growth).
+    allow_changed: bool = False
 
     def __post_init__(self) -> None:
         if self.parallel is not None and self.parallel < 1:
@@ -135,7 +139,8 @@ def select(source: Source, request: ReadRequest, *, options: Mapping[str, str] |
     c = Consumer(source, r.consumer, r.state_dir, options)
     plan = c.plan(mode=r.mode, lookback_ms=r.lookback_ms, min_age_ms=r.min_age_ms, full_scan=r.full_scan,
                   now_ms=r.now_ms, progress=progress, parallel=r.parallel,
-                  full_scan_every_ms=r.full_scan_every_ms, allow_untracked=r.allow_untracked, owner=r.owner)
+                  full_scan_every_ms=r.full_scan_every_ms, allow_untracked=r.allow_untracked, owner=r.owner,
+                  allow_changed=r.allow_changed)
     return Selection(plan.fileset(origin(source.storage, source.table, source.layout)), plan, c)
 
 
