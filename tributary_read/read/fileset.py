@@ -142,7 +142,11 @@ class LateFile:
 
 @dataclass(frozen=True)
 class Conflict:
-    """A delivered file whose bytes changed since (an in-place rewrite); reported once, not redelivered."""
+    """A delivered file that changed since beyond a growth (shrank, rewritten, a Parquet file grew).
+
+    Planned only when the caller acknowledged such changes (``allow_changed``;
+    else ChangedFileError): reported once, not redelivered. ``reason`` says how it changed.
+    """
 
     path: str
     partition: Mapping[str, str] = field(hash=False)

@@ -5,7 +5,10 @@ A ledger entry maps a directory to its delivered files' fingerprints
 horizon. Once it falls out, the entry is replaced by a constant-size *seal*
 (count, order-free digest, max mtime), so the state stays bounded by the
 horizon and a late arrival in an old partition is still noticed and reported
-rather than silently dropped. See docs/reading.md for the format.
+rather than silently dropped. A file that grew after delivery keeps, under the
+entry's ``ranges``, its delivered end and a CRC of the block before it, so its
+new bytes are delivered as a range (tributary_read.read.growth) and any other
+change is told apart. See docs/reading.md for the format.
 """
 
 from __future__ import annotations
