@@ -132,6 +132,7 @@ def test_a_half_written_last_line_is_held_until_complete(tmp_path):
     (r,) = doc["files"]
     assert (r["offset"], r["valid_length"], r["size"]) == (4, 6, 9)  # ends at the last line break
     assert ranged_lines(root, doc) == ["c"]
+    assert (doc["stats"]["held_files"], doc["stats"]["held_bytes"]) == (1, 3)
     ack(root, doc)
     doc, _ = plan(root, "--min-age", "0s")
     assert doc["files"] == []  # nothing new but the partial line

@@ -20,7 +20,7 @@ from typing import Iterable, Mapping
 from tributary_read.table.layout import Layout, PartitionDir
 from tributary_read.read.listing import ListedFile, Progress, Skipped, scan
 from tributary_read.read.fileset import Conflict, Fingerprint, LateFile, ResolvedFile
-from tributary_read.read.growth import Growth, growth
+from tributary_read.read.growth import Growth, growth, readable
 from tributary_read.io.storage import Storage
 from tributary_read.read.tracking import foreign
 
@@ -156,6 +156,8 @@ class LedgerPlanner:
         self.beyond: list[LateFile] = []
         self.put: dict[str, dict] = {}
         self.seal: dict[str, dict] = {}
+        #: Grown files whose last line has no line break yet, and its bytes: they wait for the next run.
+        self.held = [0, 0]
 
     def plan(self, full_scan: bool, progress: Progress | None, parallel: int | None) -> LedgerDiff:
         storage = self.storage
@@ -210,6 +212,8 @@ class LedgerPlanner:
         self.files.sort(key=lambda f: f.path)
         delta = {"put": self.put, "seal": self.seal, "drop": drop, "layout": self.layout.to_dict()}
         stats = {**listing.stats(), "ledger_directories_changed": len(self.put), "sealed": len(self.seal)}
+        if self.held[0]:
+            stats.update(held_files=self.held[0], held_bytes=self.held[1])
         return LedgerDiff(tuple(self.files), tuple(self.conflicts),
                           tuple(sorted(self.beyond, key=lambda b: b.path)),
                           tuple(sorted(listing.skipped, key=lambda s: s.path)), deferred,
@@ -240,6 +244,9 @@ class LedgerPlanner:
                     if g.end > g.offset:
                         self.files.append(_resolved(f, part, g))
                     ranges[name] = [g.end, g.crc]
+                    if g.end < readable(fp):
+                        self.held[0] += 1
+                        self.held[1] += readable(fp) - g.end
                 else:  # refused unless acknowledged (ChangedFileError); then reported once, the ack records it
                     self.conflicts.append(_conflict(f, part, ofp, g))
                     ranges.pop(name, None)
