@@ -217,8 +217,8 @@ def _notes(fs, plan, root: str, state_dir: str | None) -> None:
     if plan.deferred:
         warn(f"{plan.deferred} files younger than --min-age left for a later run")
     if plan.stats.get("held_files"):
-        warn(f"{plan.stats['held_bytes']} bytes after the last line break of {plan.stats['held_files']} growing "
-             "files wait for their line break (a line still being written)")
+        warn(f"{plan.stats['held_bytes']} bytes at the end of {plan.stats['held_files']} growing files wait for "
+             "their last line (gzip member) to be complete: it is still being written")
     if plan.baseline:
         b = plan.baseline
         warn(f"first plan: {b['files']} files in {b['directories']} partitions older than the horizon "

@@ -149,6 +149,25 @@ def test_a_half_written_last_line_is_held_until_complete(tmp_path):
     assert "byte ranges" in human.stderr and "[offset, valid_length)" in human.stderr
 
 
+@pytest.mark.unit
+def test_a_gzip_member_still_being_written_is_held_until_complete(tmp_path):
+    root = tmp_path / "raw"
+    f = hour_dir(root) / "app.log.gz"
+    append(f, b"a\nb\n", gz=True)
+    doc, _ = plan(root, "--min-age", "0s")
+    assert ranged_lines(root, doc) == ["a", "b"]
+    ack(root, doc)
+    member = gzip.compress(b"d\ne\n")
+    append(f, b"c\n", gz=True)
+    append(f, member[:9])  # the collector flushed half a member
+    doc, err = plan(root, "--min-age", "0s")
+    assert ranged_lines(root, doc) == ["c"] and doc["stats"]["held_files"] == 1
+    ack(root, doc)
+    append(f, member[9:])
+    doc, _ = plan(root, "--min-age", "0s")
+    assert ranged_lines(root, doc) == ["d", "e"]
+
+
 def _consumer_files(root: Path) -> list[str]:
     return sorted(p.name for p in (root / "_tributary" / "consumers" / "c").iterdir())
 

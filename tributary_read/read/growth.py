@@ -9,9 +9,12 @@ reading them alone yields exactly the records that were appended:
 * an uncompressed line file whose delivered part ended with a line break: the
   range ends at the new bytes' last line break, so a line still being written
   (one of the faults trib names) waits for the next run;
-* a gzip file (zstd: frame) whose new bytes start a new member at the
-  delivered end, as each ``cat a.gz b.gz`` append does: the range is whole
-  members, decompressed alone.
+* a gzip file whose new bytes are whole members from the delivered end, as
+  each ``cat a.gz b.gz`` append makes: the range ends after the last complete
+  member (one still being written waits for the next run) and is decompressed
+  alone. The new bytes are decompressed once here to find that end. A zstd
+  file likewise by frames, checked by its frame header only (a frame cut short
+  fails the read, tributary_read.spark.valid_length).
 
 Anything else is returned as the reason it cannot be delivered (the consumer
 stops, ``ChangedFileError``): Parquet/ORC (a footer, not lines), a compressed
@@ -97,7 +100,9 @@ def growth(storage, rel: str, old: tuple, new: tuple, delivered: list | None,
             if _read_at(f, done, len(magic)) != magic:
                 return ("grew after it was delivered, but not by a new compressed member at the delivered end: "
                         "the middle of a compressed stream cannot be read alone")
-            end = now
+            end = _after_last_member(f, done, now) if name.endswith(".gz") else now
+            if end is None:
+                return "grew after it was delivered, but its new bytes are not whole gzip members"
         else:
             if before and before[-1:] not in (b"\n", b"\r"):
                 return "grew after it was delivered, but its delivered last line was continued (no line break)"
@@ -108,6 +113,34 @@ def growth(storage, rel: str, old: tuple, new: tuple, delivered: list | None,
     finally:
         f.close()
     return Growth(offset, end, zlib.crc32(tail))
+
+
+def _after_last_member(f, start: int, stop: int) -> int | None:
+    """The end of the last complete gzip member in ``[start, stop)`` (``start``: none yet); None: not gzip."""
+    f.seek(start)
+    pos = last = start
+    d = zlib.decompressobj(wbits=31)
+    pending = b""
+    while pos < stop or pending:
+        if not pending:
+            pending = bytes(f.read(min(_SCAN, stop - pos)))
+            if not pending:
+                break
+            pos += len(pending)
+        try:
+            d.decompress(pending, _SCAN)
+            while d.unconsumed_tail and not d.eof:  # bounded output: a small chunk may inflate a lot
+                d.decompress(d.unconsumed_tail, _SCAN)
+        except zlib.error:
+            return None
+        if d.eof:
+            rest = d.unused_data
+            last = pos - len(rest)
+            d = zlib.decompressobj(wbits=31)
+            pending = rest
+        else:
+            pending = b""
+    return last
 
 
 def _after_last_break(f, start: int, stop: int) -> int:

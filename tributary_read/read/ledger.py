@@ -156,7 +156,7 @@ class LedgerPlanner:
         self.beyond: list[LateFile] = []
         self.put: dict[str, dict] = {}
         self.seal: dict[str, dict] = {}
-        #: Grown files whose last line has no line break yet, and its bytes: they wait for the next run.
+        #: Grown files whose last line (gzip member) is not complete yet, and its bytes: they wait for the next run.
         self.held = [0, 0]
 
     def plan(self, full_scan: bool, progress: Progress | None, parallel: int | None) -> LedgerDiff:
