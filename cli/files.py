@@ -110,7 +110,8 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
 @click.option("--timezone", help="Plain directory: zone of the directory times (default UTC).")
 @click.option("--consumer", help="Next batch of this durable consumer (nothing moves until `trib consumer ack`).")
 @click.option("--lookback", help="Listing consumer horizon by partition time (default: stored, else 7d).")
-@click.option("--min-age", help="Listing consumer: leave files modified within this long for a later run.")
+@click.option("--min-age", help="Listing consumer: leave files modified within this long for a later run "
+                                "(default 1m: they may be mid-write; 0s delivers every file listed).")
 @click.option("--full-scan", is_flag=True, help="Listing consumer: list unchanged directories too (catches in-place rewrites).")
 @click.option("--full-scan-every", help="Listing consumer: make a run a full scan when the last one is this old "
                                         "(stored; default 24h; 0 or off = only with --full-scan).")
@@ -129,6 +130,10 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
               help="Manifest-tracked table: print the manifest's files even if files other tools wrote in this "
                    "read's scope are left out, looking for them only in the answer's partitions (fast, narrow; "
                    "a warning); without it the read lists its whole scope and exits 13 if any is there.")
+@click.option("--allow-changed", is_flag=True,
+              help="Listing consumer: a delivered file that shrank or was rewritten (or a Parquet file or "
+                   "compressed stream that grew) is reported in conflicts and taken as delivered; without it "
+                   "the run exits 15. A file that only grew is delivered as a byte range either way.")
 @click.option("--all", "all_files", is_flag=True,
               help="Every file of ROOT, on purpose. Without a consumer, window, version or partition bound, a "
                    "read is refused: it would return every file on every run.")
@@ -138,7 +143,7 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
 def files(state: TribState, root, mode, since_version, until_version, start, end, schedule_time, period, lag,
           window_form, window, partitions, layout, partition_spec, timezone, consumer, lookback, min_age, full_scan,
           full_scan_every, initial_position, allow_beyond_horizon, state_dir, parallel, as_uri, null, allow_untracked,
-          all_files, quiet, as_json) -> None:
+          allow_changed, all_files, quiet, as_json) -> None:
     """Print the exact files of ROOT for this run, one per line.
 
     \b
@@ -163,7 +168,8 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
         lookback_ms=parse_duration_ms(lookback, "--lookback") if lookback is not None else None,
         min_age_ms=parse_duration_ms(min_age, "--min-age") if min_age is not None else None,
         full_scan=full_scan, full_scan_every_ms=every_ms, parallel=parallel, allow_untracked=allow_untracked,
-        all_files=all_files, initial_position=initial_position, allow_beyond_horizon=allow_beyond_horizon)
+        all_files=all_files, initial_position=initial_position, allow_beyond_horizon=allow_beyond_horizon,
+        allow_changed=allow_changed)
     with listing_progress(state, src.uri, quiet) as progress:
         chosen = select(src, request, options=options, progress=progress)
     fs, plan = chosen.fileset, chosen.plan
@@ -184,6 +190,14 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
     emit(as_json, doc, human)
     if as_json and fs.untracked is not None:  # a scheduled job logs stderr: untracked data is never silent
         click.echo(f"trib: {fs.untracked.message()}", err=True)
+    if as_json and plan is not None and plan.conflicts:  # acknowledged with --allow-changed: still said
+        click.echo(f"trib: {_changed(plan)}", err=True)
+
+
+def _changed(plan) -> str:
+    c = plan.conflicts[0]
+    return (f"warning: {len(plan.conflicts)} delivered files changed since and are not delivered again "
+            f"(--allow-changed; e.g. {c.path}: {c.reason}); see --json")
 
 
 def _notes(fs, plan, root: str, state_dir: str | None) -> None:
@@ -198,14 +212,20 @@ def _notes(fs, plan, root: str, state_dir: str | None) -> None:
         warn(fs.untracked.message())
     if plan is None:
         return
+    ranged = [f for f in fs.files if f.offset is not None]
+    if ranged:  # a path list cannot say which bytes: a reader of whole files would read delivered bytes again
+        warn(f"warning: {len(ranged)} files grew after delivery and are byte ranges (e.g. {ranged[0].path} from "
+             f"byte {ranged[0].offset} to {ranged[0].valid_length}): read only [offset, valid_length), see --json")
     if plan.conflicts:
-        warn(f"warning: {len(plan.conflicts)} delivered files changed since (e.g. {plan.conflicts[0].path}); "
-             "see --json")
+        warn(_changed(plan))
     if plan.beyond_horizon:
         warn(f"warning: {len(plan.beyond_horizon)} files of partitions that changed beyond the lookback horizon "
              f"are not delivered (--allow-beyond-horizon; e.g. {plan.beyond_horizon[0].path}); see --json")
     if plan.deferred:
         warn(f"{plan.deferred} files younger than --min-age left for a later run")
+    if plan.stats.get("held_files"):
+        warn(f"{plan.stats['held_bytes']} bytes at the end of {plan.stats['held_files']} growing files wait for "
+             "their last line (gzip member) to be complete: it is still being written")
     if plan.baseline:
         b = plan.baseline
         warn(f"first plan: {b['files']} files in {b['directories']} partitions were taken as already delivered "

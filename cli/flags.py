@@ -41,6 +41,7 @@ FLAGS = {
     "columns": "--columns",
     "var": "--var",
     "allow_untracked": "--allow-untracked",
+    "allow_changed": "--allow-changed",
     "consumer": "--consumer",
     "full_scan": "--full-scan",
     "read_window": "--start/--end/--schedule-time",

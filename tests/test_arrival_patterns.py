@@ -87,6 +87,8 @@ class Sim:
     mtime_expected: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
     consumer_files: dict[int, list[str]] = field(default_factory=dict)
     conflicts: dict[int, list[str]] = field(default_factory=dict)
+    #: run -> [(path, offset, valid_length)]: files that grew after delivery, delivered as byte ranges
+    ranges: dict[int, list[tuple[str, int, int]]] = field(default_factory=dict)
     beyond: dict[int, list[dict]] = field(default_factory=dict)
     hidden_seen_at_run: dict[str, list[int]] = field(default_factory=dict)
     arrival: dict[str, int] = field(default_factory=dict)  # final path -> when it became visible
@@ -135,7 +137,7 @@ def _build(root: Path) -> Sim:
     for k in range(2):  # lands in a partition ten days old: beyond the 7-day horizon
         a = T0 + (20 + 7 * k) * H + 123
         sim.add("beyond", "create", a, f"{part_dir(T0 - 240 * H + k * H)}/beyond-{k}.log", a)
-    for k in range(2):  # delivered, then rewritten in place
+    for k in range(2):  # delivered, then appended to in place
         t = T0 + (5 + 10 * k) * H + 777
         p = f"{part_dir(t)}/changed-{k}.log"
         sim.add("changed", "create", t, p, t)
@@ -227,7 +229,8 @@ def sim(request, tmp_path_factory) -> Sim:
         if run % 8 == 0:  # a retried run gets the same plan
             again = _cli_json("files", str(root), "--consumer", "sim")
             assert (again["plan_id"], again["files"]) == (plan["plan_id"], plan["files"])
-        sim.consumer_files[run] = [f["path"] for f in plan["files"]]
+        sim.consumer_files[run] = [f["path"] for f in plan["files"] if f.get("offset") is None]
+        sim.ranges[run] = [(f["path"], f["offset"], f["valid_length"]) for f in plan["files"] if "offset" in f]
         sim.conflicts[run] = [c["path"] for c in plan["conflicts"]]
         sim.beyond[run] = plan["beyond_horizon"]
         assert _cli_json("consumer", "ack", str(root), "sim", plan["plan_id"])["already_acked"] is False
@@ -332,12 +335,16 @@ def test_beyond_the_horizon_a_partition_never_seen_is_delivered_and_sealed(sim):
     assert {os.path.dirname(p) for p in sim.patterns["beyond"]} <= set(doc["sealed"]) - set(doc["ledger"])
 
 
-def test_changed_after_delivery_is_a_conflict_once(sim):
-    conflicts = Counter(p for ps in sim.conflicts.values() for p in ps)
-    assert set(conflicts) == set(sim.patterns["changed"]) and all(n == 1 for n in conflicts.values())
+def test_appended_after_delivery_is_delivered_once_as_a_range(sim):
+    assert not any(sim.conflicts.values())
+    ranges = Counter(r[0] for rs in sim.ranges.values() for r in rs)
+    assert set(ranges) == set(sim.patterns["changed"]) and all(n == 1 for n in ranges.values())
     for p in sim.patterns["changed"]:
-        assert _delivered(sim)[p] == 1  # not delivered again
-        run = next(r for r, ps in sim.conflicts.items() if p in ps)
+        assert _delivered(sim)[p] == 1  # whole once, then only the appended bytes
+        run = next(r for r, rs in sim.ranges.items() if p in [x[0] for x in rs])
+        (rng,) = [x for x in sim.ranges[run] if x[0] == p]
+        first = len(f"{p}\n")
+        assert rng[1:] == (first, first + len(b"appended\n"))
         assert run % FULL_SCAN_EVERY == FULL_SCAN_EVERY - 1  # an in-place rewrite needs a full scan
         assert len(_mtime_runs(sim, p)) == 2  # by mtime it is a new version, seen once per version
 

@@ -17,7 +17,8 @@ from conftest import run_trib
 from helpers import put
 from tributary_read import FileEntry, Layout, Table, TableConfig
 from tributary_read.read.consumer import Consumer, list_consumers
-from tributary_read.errors import BeyondHorizonError, CommitConflictError, PendingPlanError, StalePlanError, TributaryError
+from tributary_read.errors import (BeyondHorizonError, ChangedFileError, CommitConflictError, PendingPlanError,
+                                   StalePlanError, TributaryError)
 from tributary_read.read.resolve import Source
 from tributary_read.io.storage import open_storage
 
@@ -265,14 +266,15 @@ def test_unchanged_directories_are_skipped_and_full_scan_finds_rewrites(tmp_path
     # An in-place rewrite leaves the directory alone: only a full scan sees it.
     age_dirs(root, T0 + 2 * DAY)
     c.ack(c.plan(full_scan=True).plan_id)  # record the aged directory mtimes
-    with open(root / hour_dir(T0 + 5 * H) / "f.log", "ab") as f:
-        f.write(b"more\n")
+    put(root, f"{hour_dir(T0 + 5 * H)}/f.log", T0 + 5 * H + 1, b"y\n")  # same size, other bytes (growth: a range)
     p = c.plan()
     assert p.files == () and p.conflicts == ()
     c.ack(p.plan_id)
-    p = c.plan(full_scan=True)
+    with pytest.raises(ChangedFileError):  # a rewrite stops the run unless acknowledged
+        c.plan(full_scan=True)
+    p = c.plan(full_scan=True, allow_changed=True)
     assert p.files == () and [x.path for x in p.conflicts] == [f"{hour_dir(T0 + 5 * H)}/f.log"]
-    assert p.conflicts[0].delivered.size == 2 and p.conflicts[0].now.size == 7
+    assert p.conflicts[0].delivered.size == 2 and p.conflicts[0].now.size == 2
     c.ack(p.plan_id)
     assert c.plan(full_scan=True).conflicts == ()  # reported once; the ack acknowledged it
 
@@ -313,14 +315,14 @@ def test_ledger_is_bounded_by_the_horizon_and_sealed_partitions_still_report(tmp
     # An old-mtime file in a sealed partition cannot be told apart: refused, or reported with the opt-out.
     put(root, f"{hour_dir(T0 + 4 * H)}/rsynced.log", T0)
     with pytest.raises(BeyondHorizonError, match=f"partition {hour_dir(T0 + 4 * H)} .*consumer replay"):
-        c.plan(now_ms=now + 2)
-    p = c.plan(now_ms=now + 2, allow_beyond_horizon=True)
+        c.plan(now_ms=now + 2, min_age_ms=0)
+    p = c.plan(now_ms=now + 2, allow_beyond_horizon=True, min_age_ms=0)
     beyond = {b.path: b.reason for b in p.beyond_horizon}
     assert [f.path for f in p.files] == [f"{hour_dir(T0 + 2 * H)}/new.log"]
     assert "cannot tell which files are new" in beyond[f"{hour_dir(T0 + 4 * H)}/rsynced.log"]
     assert f"{hour_dir(T0 + 2 * H)}/new.log" not in beyond
     c.ack(p.plan_id, now_ms=now + 2)
-    again = c.plan(now_ms=now + 3, full_scan=True)
+    again = c.plan(now_ms=now + 3, full_scan=True, min_age_ms=0)
     assert again.beyond_horizon == () and again.files == ()  # reported once
     c.ack(again.plan_id, now_ms=now + 3)
     # A partition deleted by retention just leaves the state.
@@ -336,16 +338,16 @@ def test_listing_consumer_on_s3(s3_root, s3_server):
     st.write(f"{hour_dir(now - H)}/a.log", b"a")
     src = Source.open(s3_root, s3_server, Layout(LAYOUT, PARTITION))
     c = Consumer(src, "c", options=s3_server)
-    p = c.plan()
+    p = c.plan(min_age_ms=0)
     assert [f.path for f in p.files] == [f"{hour_dir(now - H)}/a.log"] and p.stats["unchanged_dirs"] == 0
-    assert c.plan().plan_id == p.plan_id
+    assert c.plan(min_age_ms=0).plan_id == p.plan_id
     c.ack(p.plan_id)
     st.write(f"{hour_dir(now - 3 * H)}/b.log", b"b")
     st.write(f"{hour_dir(now - 3 * H)}/_SUCCESS", b"")
-    p = c.plan()
+    p = c.plan(min_age_ms=0)
     assert [f.path for f in p.files] == [f"{hour_dir(now - 3 * H)}/b.log"]
     c.ack(p.plan_id)
-    assert c.plan().files == ()
+    assert c.plan(min_age_ms=0).files == ()
     assert [r["consumer"] for r in list_consumers(src)] == ["c"]
 
 

@@ -59,6 +59,8 @@ def _hour_file(raw: Path, hour_ms: int, name: str, ids: range) -> None:
     with open(d / name, "w") as f:
         for i in ids:
             f.write(json.dumps({"id": i, "ts": hour_ms + 60_000 * (i % 50), "msg": f"m{i}"}) + "\n")
+    settled = time.time_ns() - 120 * 10**9  # older than a consumer's default min_age (1 minute)
+    os.utime(d / name, ns=(settled, settled))
 
 
 # -- a concurrent duplicate of an empty hour ----------------------------------------------

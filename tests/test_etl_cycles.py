@@ -14,6 +14,7 @@ partitions it touched, as the generator says.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -151,6 +152,8 @@ def test_a_rerun_of_a_done_hour_neither_writes_nor_swallows_new_files(cycles):
     late = src.root / src.files[0].directory / "late-extra.jsonl"
     extra = [Record(10_000 + i, src.hour(2) + 60_000 * (i + 1)) for i in range(2)]
     late.write_bytes("".join(r.line() for r in extra).encode())
+    settled = time.time_ns() - 120 * 10**9  # older than a consumer's default min_age (1 minute)
+    os.utime(late, ns=(settled, settled))
 
     rep = cycles.run(CYCLES - 2).to_json()  # an older hour than the latest
     assert rep["already_committed"] is True and rep["version"] == CYCLES - 1

@@ -40,6 +40,7 @@ def consumed(plain) -> tuple[Path, str]:
     first = json.loads(invoke_trib("files", str(plain), "--consumer", "c", *args, check=True).stdout)
     invoke_trib("consumer", "ack", str(plain), "c", first["plan_id"], check=True)
     (plain / "2020_06_24/00/b.log").write_bytes(b"y\n")
+    os.utime(plain / "2020_06_24/00/b.log", ns=(T0 * 1_000_000,) * 2)  # older than the default --min-age
     pending = json.loads(invoke_trib("files", str(plain), "--consumer", "c", "--json", check=True).stdout)
     return plain, pending["plan_id"], first["plan_id"]
 

@@ -39,7 +39,7 @@ def test_consumer_batch_rerun_ack_and_late_file(spark, tmp_path):
     from tributary_read.spark import read_incremental
 
     root = tmp_path / "raw"
-    now = int(time.time() * 1000)
+    now = int(time.time() * 1000) - 120_000  # the files' mtimes: older than the default min_age (1 minute)
     h0 = now // H * H - 3 * H  # inside the consumer's 7-day lookback
     put(root, f"{hour(h0)}/a.log", now, b"1\n2\n")
     put(root, f"{hour(h0 + H)}/b.log", now, b"3\n")

@@ -122,7 +122,7 @@ def test_consumer_with_new_commits_refuses_foreign_files_in_other_hours(tmp_path
     first = json.loads(run_trib("files", str(root), "--consumer", "etl", "--json").stdout)
     assert run_trib("consumer", "ack", str(root), "etl", first["plan_id"]).returncode == 0
     mine = commit_hour(t, 6)
-    late = foreign(root, 2, int(time.time() * 1000))
+    late = foreign(root, 2, int(time.time() * 1000) - 120_000)  # older than the default min_age
     # Before: the plan (hour 06's commit) probed hour 06 only: exit 0, the late file never delivered.
     one_line_error(run_trib("files", str(root), "--consumer", "etl"), 13, "1 files in the table are not tracked", late)
     assert not (root / f"_tributary/consumers/etl/plan-{1:020d}.json").exists()  # a refused plan is not saved

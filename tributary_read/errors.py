@@ -235,6 +235,15 @@ class BeyondHorizonError(UndeliveredDataError):
     exit_code = 14
 
 
+class ChangedFileError(UndeliveredDataError):
+    """A file delivered before changed in a way no byte range can deliver exactly (it shrank or was
+    rewritten, or a Parquet/ORC file or a compressed stream grew): look at the file and redeliver it, or
+    acknowledge the change with ``--allow-changed`` (``allow_changed = true``). Exit 15 on its own: a
+    file that only grew is delivered as a range instead (docs/reading.md, growing files)."""
+
+    exit_code = 15
+
+
 # -- Hive partitions -----------------------------------------------------------
 class HiveTableConflictError(MetastoreError):
     """A Hive table of that name exists and differs from what trib would create; trib never alters it."""

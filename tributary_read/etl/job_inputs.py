@@ -57,6 +57,10 @@ class _InputParser:
                       min_age_ms=self.duration(d, "min_age", section, positive=False),
                       full_scan_every_ms=self.duration(d, "full_scan_every", section, positive=False))
             kw.update(self.first_run(d, section))
+            changed = d.get("allow_changed", False)
+            if not isinstance(changed, bool):
+                raise self.fail(f"{section}.allow_changed must be true or false, not {changed!r}")
+            kw["allow_changed"] = changed
         else:
             kw.update(self.window(d, section))
         layout = self.string(d, "layout", section)

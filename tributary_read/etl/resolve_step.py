@@ -27,7 +27,8 @@ def resolve(run: _Run) -> list[tuple[Any, Any]]:
         except UndeliveredDataError as e:  # the opt-out is a key of the job file here
             raise type(e)(f"input {spec.view}: " + e.reword(
                 {"allow_untracked": "allow_untracked = true in its [[inputs]]",
-                 "allow_beyond_horizon": "allow_beyond_horizon = true in its [[inputs]]"})) from None
+                 "allow_beyond_horizon": "allow_beyond_horizon = true in its [[inputs]]",
+                 "allow_changed": "allow_changed = true in its [[inputs]]"})) from None
         except InvalidInputError as e:  # a consumer another job owns: name the key that fixes it
             raise InvalidInputError(f"input {spec.view}: " + e.reword(
                 {"consumer": "consumer = \"...\" of its own in its [[inputs]]"})) from None
@@ -58,7 +59,7 @@ def _resolve_one(run: _Run, spec: InputSpec):
                               full_scan_every_ms=spec.full_scan_every_ms, allow_untracked=spec.allow_untracked,
                               owner={"job": run.job.name, "output": run.output.uri},
                               initial_position=spec.initial_position,
-                              allow_beyond_horizon=spec.allow_beyond_horizon)
+                              allow_beyond_horizon=spec.allow_beyond_horizon, allow_changed=spec.allow_changed)
     else:
         window = run.window(spec)
         request = ReadRequest(mode=str(spec.mode), window=window, allow_untracked=spec.allow_untracked)
@@ -77,6 +78,10 @@ def _resolve_one(run: _Run, spec: InputSpec):
         untracked=fs.untracked.to_json() if fs.untracked is not None else None))
     if fs.untracked is not None:
         run.say(f"input {spec.view}: {fs.untracked.message()}")
+    if plan is not None and plan.conflicts:
+        c = plan.conflicts[0]
+        run.say(f"warning: input {spec.view}: {len(plan.conflicts)} delivered files changed since and are not "
+                f"read again (allow_changed = true; e.g. {c.path}: {c.reason})")
     if plan is not None and plan.beyond_horizon:
         run.say(f"warning: input {spec.view}: {len(plan.beyond_horizon)} files of partitions that changed beyond "
                 f"the lookback horizon are not read (allow_beyond_horizon; e.g. {plan.beyond_horizon[0].path})")

@@ -64,6 +64,9 @@ class InputSpec:
     #: read a manifest-tracked table's manifest even though files other tools wrote are left
     #: out (a warning); without it the run fails with exit 13 (tributary_read.read.tracking)
     allow_untracked: bool = False
+    #: consumer mode: a delivered file that changed in a way no byte range delivers (shrank, rewritten,
+    #: Parquet grew) is acknowledged and reported; without it the run fails with exit 15 (read.growth)
+    allow_changed: bool = False
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"table": self.table, "root": self.root, "view": self.view, "mode": str(self.mode)}
@@ -84,6 +87,8 @@ class InputSpec:
             d["format"] = self.format
         if self.allow_untracked:
             d["allow_untracked"] = True
+        if self.allow_changed:
+            d["allow_changed"] = True
         for k in ("schema", "hive_table"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
@@ -152,9 +157,10 @@ _SECTIONS = {"job", "inputs", "output", "hive", "spark"}
 _JOB_KEYS = {"name", "sql", "period", "timezone", "count_inputs", "lock_dir"}
 _INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lookback", "min_age",
                "full_scan_every", "window", "window_form", "lag", "layout", "partition", "timezone", "format",
-               "schema", "hive_table", "options", "allow_untracked", "initial_position", "allow_beyond_horizon"}
+               "schema", "hive_table", "options", "allow_untracked", "initial_position", "allow_beyond_horizon",
+               "allow_changed"}
 _CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every", "initial_position",
-                  "allow_beyond_horizon"}
+                  "allow_beyond_horizon", "allow_changed"}
 _WINDOW_ONLY = {"window", "window_form", "lag"}
 _OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time"}
 _HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir", "full_sync_every"}

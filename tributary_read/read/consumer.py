@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Mapping
 
 from tributary_read.read.consumer_state import (
@@ -50,10 +50,9 @@ from tributary_read.read.consumer_state import (
 )
 from tributary_read.errors import (
     BeyondHorizonError,
-    CommitConflictError,
+    ChangedFileError,
     ConsumerStateCorruptError,
     InvalidInputError,
-    LogRetentionError,
     ManifestCorruptError,
     NoSuchConsumerError,
     NoSuchPlanError,
@@ -62,7 +61,7 @@ from tributary_read.errors import (
     StorageError,
     UnsupportedFormatVersionError,
 )
-from tributary_read.choice import Choice
+from tributary_read.read.consumer_moves import Moves, ResetResult, ResetTarget
 from tributary_read.read.consumer_tracking import (COMPLETE_CHECK, ConsumerTracking, ManifestTracking,
                                                    PlanOptions, tracking_for)
 from tributary_read.read.tracking import checks_completely, refuse_untracked
@@ -75,35 +74,8 @@ from tributary_read.table.docstore import DocumentSeries, DocumentStore
 __all__ = ["AckResult", "Consumer", "ConsumerState", "Plan", "ResetResult", "ResetTarget", "check_name", "list_consumers",
            "CONSUMER_MODES", "CONSUMERS_DIR", "DEFAULT_LOOKBACK_MS", "DEFAULT_FULL_SCAN_EVERY_MS"]
 
-class ResetTarget(Choice):
-    """Where ``trib consumer reset`` moves a consumer (there is no default: each forgets or skips data)."""
-
-    EARLIEST = "earliest"
-    LATEST = "latest"
-    VERSION = "version"
-    DISCARD_PLAN = "discard-plan"
-
-
-@dataclass(frozen=True)
-class ResetResult:
-    """What a reset changes (``applied``: it was committed; otherwise a preview)."""
-
-    consumer: str
-    target: ResetTarget
-    before: ConsumerState | None
-    after: ConsumerState
-    discarded_plan: str | None
-    effect: str
-    applied: bool
-
-    def to_json(self) -> dict:
-        return {"consumer": self.consumer, "target": str(self.target), "applied": self.applied,
-                "effect": self.effect, "discarded_plan": self.discarded_plan,
-                "before": self.before.summary() if self.before else None, "after": self.after.summary()}
-
-
 # -- the consumer ---------------------------------------------------------------
-class Consumer:
+class Consumer(Moves):
     """A named, durable reader of one table.
 
     Args:
@@ -226,7 +198,7 @@ class Consumer:
              parallel: int | None = None, full_scan_every_ms: int | None = None,
              allow_untracked: bool = False, owner: Mapping[str, str] | None = None,
              initial_position: InitialPosition | str | int | None = None,
-             allow_beyond_horizon: bool = False) -> Plan:
+             allow_beyond_horizon: bool = False, allow_changed: bool = False) -> Plan:
         """The next batch, without moving the consumer; the same plan until acked.
 
         Args:
@@ -238,7 +210,8 @@ class Consumer:
             lookback_ms: listing consumers: partitions whose period ended longer
                 ago are beyond the horizon (default: the stored value, else 7 days).
             min_age_ms: listing consumers: leave files modified more recently
-                than this for a later run (they may still be growing).
+                than this for a later run (they may still be written; default
+                DEFAULT_MIN_AGE_MS, a minute; 0 = deliver every file listed).
             full_scan: list every directory, even unchanged ones, to catch files
                 rewritten in place (which leave their directory's mtime alone).
             now_ms: the clock, for simulations; defaults to the wall clock.
@@ -262,6 +235,12 @@ class Consumer:
                 partition changed in a way its seal cannot tell apart (its files
                 are reported in ``beyond_horizon``); without it such a plan fails
                 with ``BeyondHorizonError`` (exit 14) and is not saved.
+            allow_changed: listing consumers: a delivered file that changed
+                in a way no byte range delivers (it shrank or was rewritten,
+                a Parquet file or compressed stream grew) is reported in the
+                plan's ``conflicts`` and taken as delivered; without it the plan
+                fails with ``ChangedFileError`` (exit 15) and is not saved. A
+                file that only grew is delivered as a range either way.
         """
         if lookback_ms is not None and lookback_ms <= 0:
             raise InvalidInputError("the lookback must be positive", lookback="the lookback")
@@ -271,7 +250,8 @@ class Consumer:
             raise InvalidInputError("the full-scan interval must not be negative (0 = off)",
                                     full_scan_every="the full-scan interval")
         opts = PlanOptions(mode, lookback_ms, min_age_ms, full_scan, full_scan_every_ms, progress, parallel,
-                           allow_untracked, InitialPosition.of(initial_position), allow_beyond_horizon)
+                           allow_untracked, InitialPosition.of(initial_position), allow_beyond_horizon,
+                           allow_changed)
         state = self.current()
         base = state.version if state else 0
         self._check_owner(state.owner if state else None, owner)
@@ -307,6 +287,13 @@ class Consumer:
         refuse_untracked(table, p.fileset().untracked, allow=opts.allow_untracked)
         if p.beyond_horizon and not opts.allow_beyond_horizon:
             raise self._beyond(p)
+        if p.conflicts and not opts.allow_changed:
+            c = p.conflicts[0]
+            more = f" (and {len(p.conflicts) - 1} more)" if len(p.conflicts) > 1 else ""
+            raise ChangedFileError(
+                f"consumer {self.name!r}: {c.path}{more} {c.reason}, so its data cannot be delivered exactly; "
+                "look at it, then rerun with the changed-file opt-out to acknowledge the change (it is reported "
+                "in conflicts and not delivered again)", allow_changed="the changed-file opt-out")
         return p
 
     def _check_owner(self, recorded: Mapping[str, str] | None, owner: Mapping[str, str] | None) -> None:
@@ -415,121 +402,6 @@ class Consumer:
             return AckResult(other, plan_id, True)
         raise StalePlanError(f"consumer {self.name!r} moved to version {cur + 1} while acking {plan_id}; plan again")
 
-    def reset(self, target: ResetTarget | str, *, execute: bool, to_version: int | None = None,
-              now_ms: int | None = None, progress: Progress | None = None) -> ResetResult:
-        """Move the consumer to ``target``; with ``execute=False``, only say what would change.
-
-        Targets (:class:`ResetTarget`): ``earliest`` forgets everything delivered
-        (the next plan delivers every file again), ``latest`` takes everything
-        visible now as delivered, ``version`` (manifest and both consumers)
-        continues after table version ``to_version``, ``discard-plan`` keeps the
-        position and drops only the pending plan. There is no default target and
-        ``execute`` has no default: a reset forgets or skips data, so the caller
-        names what it means, as with Kafka's ``--reset-offsets``. Applied, every
-        pending plan becomes stale.
-        """
-        target = ResetTarget.parse(target, "reset target")
-        if (to_version is not None) != (target is ResetTarget.VERSION):
-            raise InvalidInputError("a version to reset to goes with the version target, and only there",
-                                    to_version="a version to reset to")
-        if not self.exists():
-            raise self._no_such()
-        now = int(time.time() * 1000) if now_ms is None else now_ms
-        states, _ = self._versions()
-        cur = states[-1] if states else 0
-        try:
-            state = self.current()
-        except ConsumerStateCorruptError:
-            if target in (ResetTarget.DISCARD_PLAN, ResetTarget.LATEST):
-                raise
-            state = None
-        pend = self._read_plan(cur)
-        new, effect = self._reset_to(target, state, cur, pend, to_version, now, progress)
-        if not new.created_ms:
-            new = replace(new, created_ms=now)
-        if execute:
-            if not self._create("state", cur + 1, new.to_json()):
-                raise CommitConflictError(f"consumer {self.name!r} changed during the reset; look and retry")
-            self._prune(cur + 1)
-        return ResetResult(self.name, target, state, new, pend.plan_id if pend else None, effect, execute)
-
-    def _reset_to(self, target: ResetTarget, state: ConsumerState | None, cur: int, pend: Plan | None,
-                  to_version: int | None, now: int, progress: Progress | None) -> tuple[ConsumerState, str]:
-        """The state a reset would commit, and what it means for delivery, in words."""
-        keep: dict[str, Any] = dict(lookback_ms=state.lookback_ms, layout=state.layout, created_ms=state.created_ms,
-                    delivered_files=state.delivered_files, delivered_bytes=state.delivered_bytes,
-                    full_scan_every_ms=state.full_scan_every_ms, initial_position=state.initial_position) if state else {}
-        dropped = f"; pending plan {pend.plan_id} ({_files(len(pend.files))}) is dropped" if pend else ""
-        if target is ResetTarget.DISCARD_PLAN:
-            note = f"discarded plan {pend.plan_id if pend else '-'}"
-            new = (ConsumerState(self.name, cur + 1, self.source.uri, created_ms=now, updated_ms=now, note=note)
-                   if state is None else replace(state, version=cur + 1, plan_id=None, updated_ms=now, note=note))
-            return new, ("the position stays" + dropped + "; the next plan is made afresh" if pend
-                         else "no plan is pending: only the state version moves")
-        if target is ResetTarget.VERSION:
-            assert to_version is not None
-            if self.source.table is None:
-                raise InvalidInputError("a version to reset to applies to manifest and both consumers only",
-                                        to_version="a version to reset to")
-            mode = state.mode if state is not None and state.mode else Tracking.MANIFEST
-            new = tracking_for(mode, self.source, self.name).reset_to_version(state, cur + 1, to_version, now, keep)
-            was = state.manifest_version if state else 0
-            how = ("table versions up to it are taken as delivered" if to_version >= was else
-                   f"versions {to_version + 1}..{was} are delivered again")
-            return new, f"continues after table version {to_version} (it was after {was}): {how}{dropped}"
-        if target is ResetTarget.LATEST:
-            opts = PlanOptions(min_age_ms=0, full_scan=True, progress=progress)
-            try:
-                plan = self._compute(state, opts, now)
-            except LogRetentionError:
-                # Behind the retained log: the versions it missed can only be skipped, not listed.
-                if state is None or self.source.table is None:
-                    raise
-                at_latest = replace(state, manifest_version=self.source.table.log.latest_version())
-                plan = self._compute(at_latest, opts, now)
-            new = self._apply(state, plan, now, note="reset to latest")
-            new = replace(new, version=cur + 1, plan_id=None, delivered_files=state.delivered_files if state else 0,
-                          delivered_bytes=state.delivered_bytes if state else 0)
-            return new, (f"takes everything visible now as delivered: {_files(len(plan.files))} not delivered yet "
-                         f"({plan.bytes} bytes) are skipped and never delivered{dropped}")
-        new = ConsumerState(self.name, cur + 1, self.source.uri, mode=state.mode if state else None,
-                            updated_ms=now, note="reset to earliest", **keep)
-        n = state.delivered_files if state else 0
-        return new, (f"forgets everything delivered ({_files(n)} so far): the next plan delivers every file again"
-                     f"{dropped}")
-
-    def replay(self, partition: str, *, execute: bool, now_ms: int | None = None) -> dict:
-        """Redeliver one partition: the next plan delivers every file it holds then, and seals it again.
-
-        The way forward from a :class:`BeyondHorizonError` that wants the
-        partition's data rather than an acknowledgement: the consumer forgets
-        what it delivered there, so the partition is new to its next plan.
-        Applied only with ``execute`` (its files are delivered again); any
-        pending plan becomes stale.
-        """
-        d = (partition or "").strip().strip("/")
-        state = self.current()
-        if state is None or (d not in state.ledger and d not in state.sealed):
-            raise InvalidInputError(
-                f"consumer {self.name!r} has delivered nothing of partition {d!r} (give the partition directory "
-                "as the error named it, e.g. 2024_01_01/02; a partition it has not seen is delivered anyway)",
-                replay_partition="the partition")
-        n = state.sealed[d]["count"] if d in state.sealed else sum(1 for v in state.ledger[d]["files"].values()
-                                                                   if len(v) < 4 or v[3] != 0)
-        pend = self._read_plan(state.version)
-        now = int(time.time() * 1000) if now_ms is None else now_ms
-        new = replace(state, version=state.version + 1, plan_id=None, updated_ms=now, note=f"replay {d}",
-                      ledger={k: v for k, v in state.ledger.items() if k != d},
-                      sealed={k: v for k, v in state.sealed.items() if k != d})
-        if execute:
-            if not self._create("state", new.version, new.to_json()):
-                raise CommitConflictError(f"consumer {self.name!r} changed during the replay; look and retry")
-            self._prune(new.version)
-        dropped = f"; pending plan {pend.plan_id} is dropped" if pend else ""
-        return {"consumer": self.name, "partition": d, "applied": execute, "version": new.version,
-                "effect": f"forgets the {_files(n)} it delivered of {d}: the next plan delivers every file the "
-                          f"partition holds then, and seals it again if it is past the lookback{dropped}"}
-
     # -- inspection ----------------------------------------------------------
     def _no_such(self) -> NoSuchConsumerError:
         return NoSuchConsumerError(
@@ -552,10 +424,6 @@ class Consumer:
             "plan_id": pend.plan_id, "created_ms": pend.created_ms, "files": len(pend.files),
             "bytes": pend.bytes, "conflicts": len(pend.conflicts), "beyond_horizon": len(pend.beyond_horizon)}
         return out
-
-
-def _files(n: int) -> str:
-    return f"{n} file" + "s" * (n != 1)
 
 
 def _consumer_mode(mode: str) -> str | None:

@@ -28,6 +28,10 @@ from tributary_read.read.window import DAY_MS
 
 CONSUMERS_DIR = f"{META_DIR}/consumers"
 DEFAULT_LOOKBACK_MS = 7 * DAY_MS
+#: Listing (and ``both``) consumers leave a file modified within this long for a later run: it may be
+#: mid-write (a Parquet file without its footer, a line cut short). A minute covers writers that
+#: flush at least once a minute and delays an hourly run by at most that (docs/reading.md).
+DEFAULT_MIN_AGE_MS = 60_000
 #: States (and their plans) kept after an ack; older ones are deleted.
 KEEP_STATES = 3
 #: A consumer tracks its table's files the way a table can (:class:`Tracking`):

@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Protocol
 
 from tributary_read.errors import ConsumerStateCorruptError, InvalidInputError, LogRetentionError
-from tributary_read.read.consumer_state import (DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, ConsumerState,
-                                                InitialPosition, Plan, Start, reset_command)
+from tributary_read.read.consumer_state import (DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, DEFAULT_MIN_AGE_MS,
+                                                ConsumerState, InitialPosition, Plan, Start, reset_command)
 from tributary_read.read.ledger import LedgerPlanner, apply_delta
 from tributary_read.read.listing import Progress
 from tributary_read.read.resolve import Source, manifest_files
@@ -51,6 +51,8 @@ class PlanOptions:
     initial_position: InitialPosition | None = None
     #: Deliver a plan that leaves files of sealed partitions that changed inexactly behind (a warning).
     allow_beyond_horizon: bool = False
+    #: Deliver a plan whose delivered files changed in a way no range delivers (ChangedFileError otherwise).
+    allow_changed: bool = False
 
 
 #: In a manifest plan's stats: its untracked check listed the whole table (see ManifestTracking.checked).
@@ -184,14 +186,16 @@ class ListingTracking:
         why = ("requested" if opts.full_scan else "first" if not (state and (state.ledger or state.sealed))
                else "periodic" if periodic else None)  # an empty ledger has no directory to skip
         pos = opts.initial_position
+        min_age = DEFAULT_MIN_AGE_MS if opts.min_age_ms is None else opts.min_age_ms
+        line_based = table.config.data_format.spec.line_based if table is not None else None
         diff = LedgerPlanner(self.source.storage, state.ledger if state else {}, state.sealed if state else {},
-                             layout, lookback, opts.min_age_ms or 0, now, foreign_only=table is not None,
+                             layout, lookback, min_age, now, foreign_only=table is not None, line_based=line_based,
                              takes=None if pos is None or pos.start is Start.EARLIEST else pos.takes
                              ).plan(why is not None, opts.progress, opts.parallel)
         delta = {**diff.delta, "full_scan": why is not None, "full_scan_every_ms": every}
         stats = {**diff.stats, "full_scan": why}
         return Plan(plan_id, self.name, state.version if state else 0, self.mode, self.source.uri, now,
-                    diff.files, lookback, opts.min_age_ms or 0, diff.conflicts, diff.beyond_horizon,
+                    diff.files, lookback, min_age, diff.conflicts, diff.beyond_horizon,
                     diff.skipped, diff.deferred, diff.baseline, None, stats, delta)
 
     def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:

@@ -54,15 +54,18 @@ class ResolvedFile:
     records: int | None = None
     version: int | None = None
     valid_length: int | None = None
+    #: A file that grew after it was delivered: only bytes ``[offset, valid_length)`` are this read's
+    #: (tributary_read.read.growth); a reader that ignores it reads delivered bytes again.
+    offset: int | None = None
 
     @property
     def readable_bytes(self) -> int:
-        return self.size if self.valid_length is None else self.valid_length
+        return (self.size if self.valid_length is None else self.valid_length) - (self.offset or 0)
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"path": self.path, "size": self.size, "mtime_ms": self.mtime_ms,
                              "partition": dict(self.partition)}
-        for k in ("records", "version", "valid_length"):
+        for k in ("records", "version", "valid_length", "offset"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
         return d
@@ -78,9 +81,11 @@ class ResolvedFile:
         """
         part = _partition(d)
         size = d["size"]
-        opt = [d.get(k) for k in ("mtime_ms", "records", "version", "valid_length")]
+        opt = [d.get(k) for k in ("mtime_ms", "records", "version", "valid_length", "offset")]
         if not _is_int(size) or size < 0 or not all(x is None or _is_int(x) for x in opt):
-            raise ValueError("size, mtime_ms, records, version and valid_length must be integers")
+            raise ValueError("size, mtime_ms, records, version, valid_length and offset must be integers")
+        if opt[4] is not None and (opt[3] is None or not 0 <= opt[4] <= opt[3]):
+            raise ValueError("an offset needs a valid length at or after it")
         return cls(safe_relpath(d["path"]), size, part, *opt)
 
 
@@ -137,7 +142,11 @@ class LateFile:
 
 @dataclass(frozen=True)
 class Conflict:
-    """A delivered file whose bytes changed since (an in-place rewrite); reported once, not redelivered."""
+    """A delivered file that changed since beyond a growth (shrank, rewritten, a Parquet file grew).
+
+    Planned only when the caller acknowledged such changes (``allow_changed``;
+    else ChangedFileError): reported once, not redelivered. ``reason`` says how it changed.
+    """
 
     path: str
     partition: Mapping[str, str] = field(hash=False)

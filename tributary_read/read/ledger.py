@@ -8,7 +8,10 @@ horizon. A late arrival in an old partition is still noticed: delivered when it
 can be told exactly (new files, newer than the seal, beside the sealed ones
 unchanged), and reported in ``beyond_horizon`` otherwise, which a consumer
 refuses to deliver without an explicit opt-out (the seal cannot say which
-files are new). See docs/reading.md for the format.
+files are new). A file that grew after delivery keeps, under the entry's
+``ranges``, its delivered end and a CRC of the block before it, so its new
+bytes are delivered as a range (tributary_read.read.growth) and any other
+change is told apart. See docs/reading.md for the format.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Callable, Iterable, Mapping
 from tributary_read.table.layout import Layout, PartitionDir
 from tributary_read.read.listing import ListedFile, Progress, Skipped, scan
 from tributary_read.read.fileset import Conflict, Fingerprint, LateFile, ResolvedFile
+from tributary_read.read.growth import Growth, growth, readable
 from tributary_read.io.storage import Storage
 from tributary_read.read.tracking import foreign
 
@@ -29,6 +33,9 @@ from tributary_read.read.tracking import foreign
 QUIESCENT_MS = 2000
 #: Why a sealed partition's files are in ``beyond_horizon``: what the seal cannot tell apart.
 CHANGED_BEYOND = "partition changed after it left the lookback horizon"
+#: A directory holding a file modified this close to the listing is listed again next run, whatever
+#: its mtime: an append to a file leaves its directory's mtime alone (growing files, docs/reading.md).
+GROWING_MS = 3600_000
 _MASK = (1 << 64) - 1
 #: A fingerprint as the ledger holds it, (size, mtime_ms, valid_length): a plain
 #: tuple, cheaper than a Fingerprint when a scan makes one per file (a Fingerprint is one too).
@@ -94,6 +101,9 @@ def check_ledger(ledger, sealed) -> None:
             if (not isinstance(v, list) or not 2 <= len(v) <= 4
                     or not all(isinstance(x, int) or x is None for x in v)):
                 raise ValueError(f"bad ledger file {d}/{name}")
+        for name, v in (e.get("ranges") or {}).items():  # [delivered end, crc] of files delivered as ranges
+            if not isinstance(v, list) or len(v) != 2 or not all(isinstance(x, int) for x in v):
+                raise ValueError(f"bad ledger range {d}/{name}")
     for d, s in sealed.items():
         if not isinstance(s, dict) or not isinstance(s.get("count"), int) or not isinstance(s.get("digest"), str):
             raise ValueError(f"bad seal for {d!r}")
@@ -133,11 +143,13 @@ class LedgerPlanner:
 
     def __init__(self, storage: Storage, ledger: Mapping, sealed: Mapping, layout: Layout,
                  lookback_ms: int, min_age_ms: int, now_ms: int, foreign_only: bool = False,
-                 takes: Callable[[int], bool] | None = None):
+                 takes: Callable[[int], bool] | None = None, line_based: bool | None = None):
         self.storage = storage
         #: A consumer's first plan only: whether a partition ending at this time counts as delivered
         #: already (its initial position); None delivers every file (``earliest``, and every later plan).
         self.takes = takes
+        #: The table's files are lines (None: a plain directory's, unknown): whether growth can be a range.
+        self.line_based = line_based
         #: A trib table's listing part: trib-named files are the manifest's (tributary_read.tracking).
         self.foreign_only = foreign_only
         self.layout = layout
@@ -151,6 +163,8 @@ class LedgerPlanner:
         self.beyond: list[LateFile] = []
         self.put: dict[str, dict] = {}
         self.seal: dict[str, dict] = {}
+        #: Grown files whose last line (gzip member) is not complete yet, and its bytes: they wait for the next run.
+        self.held = [0, 0]
 
     def plan(self, full_scan: bool, progress: Progress | None, parallel: int | None) -> LedgerDiff:
         storage = self.storage
@@ -186,11 +200,15 @@ class LedgerPlanner:
                     cur = [f for f in cur if f.mtime_ms <= settle]
             # Deferred or withheld files must be looked at again: never let this
             # directory be skipped by its mtime until they are resolved.
-            mtime = dir_mtime if not young and d not in troubled else None
+            growing = any(f.mtime_ms > listed - GROWING_MS for f in cur)
+            mtime = dir_mtime if not young and not growing and d not in troubled else None
             fps = {_base(f.path): (f.size, f.mtime_ms, f.valid_length) for f in cur}
             taken = entry is None and sl is None and self.takes is not None and self.takes(part.end_ms)
             if entry is None and sl is not None:
-                self._check_seal(d, part, cur, fps, sl, mtime, listed)
+                # A sealed partition holding a file still settling (younger than min_age) is judged once it
+                # has: the file may be new or a sealed one being rewritten, and its directory is listed again.
+                if not young:
+                    self._check_seal(d, part, cur, fps, sl, mtime, listed)
                 continue
             if taken and cur:
                 baseline["directories"] += 1
@@ -203,6 +221,8 @@ class LedgerPlanner:
         self.files.sort(key=lambda f: f.path)
         delta = {"put": self.put, "seal": self.seal, "drop": drop, "layout": self.layout.to_dict()}
         stats = {**listing.stats(), "ledger_directories_changed": len(self.put), "sealed": len(self.seal)}
+        if self.held[0]:
+            stats.update(held_files=self.held[0], held_bytes=self.held[1])
         return LedgerDiff(tuple(self.files), tuple(self.conflicts),
                           tuple(sorted(self.beyond, key=lambda b: b.path)),
                           tuple(sorted(listing.skipped, key=lambda s: s.path)), deferred,
@@ -211,6 +231,7 @@ class LedgerPlanner:
     def _compare(self, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, entry: Mapping | None,
                  young: set[str], in_horizon: bool, mtime: int | None, listed: int, taken: bool = False) -> None:
         fmap = dict(entry["files"]) if entry else {}
+        ranges = dict(entry.get("ranges") or {}) if entry else {}
         changed = False
         for f in cur:
             name = _base(f.path)
@@ -224,8 +245,19 @@ class LedgerPlanner:
                 continue
             ofp, present = _dec(old)
             if ofp != fp:
-                self.conflicts.append(_conflict(f, part, ofp))
-                fmap[name] = _enc(fp)  # reported once: the ack acknowledges it
+                g = (growth(self.storage, f.path, ofp, fp, ranges.get(name), self.line_based) if present
+                     else "removed, then written again after it was delivered")
+                if isinstance(g, Growth):  # only grew: its new whole lines (members) are delivered
+                    if g.end > g.offset:
+                        self.files.append(_resolved(f, part, g))
+                    ranges[name] = [g.end, g.crc]
+                    if g.end < readable(fp):
+                        self.held[0] += 1
+                        self.held[1] += readable(fp) - g.end
+                else:  # refused unless acknowledged (ChangedFileError); then reported once, the ack records it
+                    self.conflicts.append(_conflict(f, part, ofp, g))
+                    ranges.pop(name, None)
+                fmap[name] = _enc(fp)
                 changed = True
             elif not present:
                 fmap[name] = _enc(fp)
@@ -241,7 +273,8 @@ class LedgerPlanner:
         if not in_horizon:
             self.seal[d] = _seal(((n, fps[n]) for n in fps), mtime, listed)
         elif changed or _meta_differs(entry, mtime, listed):
-            self.put[d] = {"mtime_ms": mtime, "listed_ms": listed if mtime is not None else None, "files": fmap}
+            self.put[d] = {"mtime_ms": mtime, "listed_ms": listed if mtime is not None else None, "files": fmap,
+                           **({"ranges": ranges} if ranges else {})}
 
     def _check_seal(self, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, sl: Mapping,
                     mtime: int | None, listed: int) -> None:
@@ -268,7 +301,10 @@ def _base(path: str) -> str:
     return path.rpartition("/")[2]
 
 
-def _resolved(f: ListedFile, part: PartitionDir) -> ResolvedFile:
+def _resolved(f: ListedFile, part: PartitionDir, grown: Growth | None = None) -> ResolvedFile:
+    if grown is not None:
+        return ResolvedFile(f.path, f.size, part.values, mtime_ms=f.mtime_ms, valid_length=grown.end,
+                            offset=grown.offset)
     return ResolvedFile(f.path, f.size, part.values, mtime_ms=f.mtime_ms, valid_length=f.valid_length)
 
 
@@ -276,5 +312,6 @@ def _beyond(f: ListedFile, part: PartitionDir, reason: str) -> LateFile:
     return LateFile(f.path, f.size, f.mtime_ms, dict(part.values), reason, f.valid_length)
 
 
-def _conflict(f: ListedFile, part: PartitionDir, old: _Fp) -> Conflict:
-    return Conflict(f.path, dict(part.values), Fingerprint(*old), Fingerprint(f.size, f.mtime_ms, f.valid_length))
+def _conflict(f: ListedFile, part: PartitionDir, old: _Fp, reason: str) -> Conflict:
+    return Conflict(f.path, dict(part.values), Fingerprint(*old), Fingerprint(f.size, f.mtime_ms, f.valid_length),
+                    reason)

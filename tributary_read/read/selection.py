@@ -34,7 +34,8 @@ CONSUMER_ONLY = {"lookback_ms": ("lookback", "a lookback"), "min_age_ms": ("min_
                  "state_dir": ("state_dir", "a state directory"), "now_ms": ("now_ms", "a clock"),
                  "owner": ("owner", "an owning job"),
                  "initial_position": ("initial_position", "an initial position"),
-                 "allow_beyond_horizon": ("allow_beyond_horizon", "an opt-out for changes beyond the horizon")}
+                 "allow_beyond_horizon": ("allow_beyond_horizon", "an opt-out for changes beyond the horizon"),
+                 "allow_changed": ("allow_changed", "the changed-file opt-out")}
 #: Options a consumer's batch cannot take (its batch is whatever it has not delivered yet), likewise.
 NOT_WITH_CONSUMER = {"window": ("read_window", "a time window"), "all_files": ("all_files", "all files"),
                      "since_version": ("since_version", "a since version"),
@@ -78,6 +79,9 @@ class ReadRequest:
     all_files: bool = False
     initial_position: str | int | None = None
     allow_beyond_horizon: bool = False
+    #: Take delivered files that changed in a way no byte range delivers as acknowledged (reported in
+    #: ``conflicts``); without it such a plan raises ChangedFileError (tributary_read.read.growth).
+    allow_changed: bool = False
 
     def __post_init__(self) -> None:
         if self.parallel is not None and self.parallel < 1:
@@ -144,7 +148,8 @@ def select(source: Source, request: ReadRequest, *, options: Mapping[str, str] |
     plan = c.plan(mode=r.mode, lookback_ms=r.lookback_ms, min_age_ms=r.min_age_ms, full_scan=r.full_scan,
                   now_ms=r.now_ms, progress=progress, parallel=r.parallel,
                   full_scan_every_ms=r.full_scan_every_ms, allow_untracked=r.allow_untracked, owner=r.owner,
-                  initial_position=r.initial_position, allow_beyond_horizon=r.allow_beyond_horizon)
+                  initial_position=r.initial_position, allow_beyond_horizon=r.allow_beyond_horizon,
+                  allow_changed=r.allow_changed)
     return Selection(plan.fileset(origin(source.storage, source.table, source.layout)), plan, c)
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import timezone
 from typing import TYPE_CHECKING, Any, Mapping
 
-from tributary_read.errors import InvalidInputError
+from tributary_read.errors import ChangedFileError, InvalidInputError
 from tributary_read.read.fileset import Conflict, FileSet, LateFile, ResolvedFile
 from tributary_read.read.window import TimeWindow
 from tributary_read.timespec import parse_duration_ms
@@ -37,7 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: ``plan_options`` a consumer's plan takes (:meth:`Consumer.plan`), and those ``resolve`` takes.
 CONSUMER_OPTIONS = frozenset({"lookback_ms", "min_age_ms", "full_scan", "full_scan_every_ms", "parallel",
-                              "progress", "now_ms", "layout", "initial_position", "allow_beyond_horizon"})
+                              "progress", "now_ms", "layout", "initial_position", "allow_beyond_horizon",
+                              "allow_changed"})
 RESOLVE_OPTIONS = frozenset({"since_version", "until_version", "partitions", "parallel", "progress", "layout",
                              "all_files"})
 #: The library's parameter names -> this function's (TributaryError.reword).
@@ -46,7 +47,7 @@ PARAMETERS = {"read_window": "window", "state_dir": "state_dir", "lister": "list
               "full_scan_every": "full_scan_every_ms", "since_version": "since_version",
               "until_version": "until_version", "partitions": "partitions", "parallel": "parallel",
               "all_files": "all_files=True", "versions": "since_version/until_version",
-              "initial_position": "initial_position"}
+              "initial_position": "initial_position", "allow_changed": "allow_changed=True"}
 #: A temp view is named by a plain SQL identifier (no quoting games in the caller's SQL).
 _VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 NOT_A_CONSUMER = "not a consumer batch: nothing to ack (a window's position is the caller's schedule time)"
@@ -176,7 +177,11 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
             ``initial_position`` (the first batch: ``"earliest"``, the
             default, ``"latest"`` or an instant) and ``allow_beyond_horizon``
             (deliver a batch that leaves a changed sealed partition's files
-            behind; without it such a batch raises ``BeyondHorizonError``); otherwise
+            behind; without it such a batch raises ``BeyondHorizonError``),
+            ``allow_changed``
+            (a delivered file that shrank or was rewritten is reported in
+            ``batch.conflicts`` instead of raising ``ChangedFileError``; a
+            file that only grew is read as a byte range either way); otherwise
             ``resolve``'s ``since_version``, ``until_version``,
             ``partitions``, ``parallel``. ``layout`` describes a plain directory.
     """
@@ -224,6 +229,8 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
                         lister=_lister(spark, lister, options))
     except InvalidInputError as e:  # this function's parameter names, where the message names one
         raise InvalidInputError(e.reword(PARAMETERS)) from None
+    except ChangedFileError as e:
+        raise ChangedFileError(e.reword(PARAMETERS)) from None
     fs, plan = chosen.fileset, chosen.plan
     if plan is not None:
         batch = Batch(fs, consumer, plan.plan_id, plan.beyond_horizon, plan.conflicts, plan.deferred, view,

@@ -6,8 +6,8 @@ resolved is not read, and a ``*`` or ``[`` in a file name is escaped so that
 Hadoop's globbing matches that one file only (Spark globs every path it is
 given; turning globbing off makes it read some files twice).
 
-Files with a valid length (Flink's ``.valid-length`` sidecars) are read on the
-executors through trib's storage layer (:mod:`tributary_read.spark.valid_length`)
+Files with a valid length (Flink's ``.valid-length`` sidecars), and byte ranges
+of files that grew after delivery (``offset``), are read on the executors through trib's storage layer (:mod:`tributary_read.spark.valid_length`)
 and parsed with the same schema; both reads carry their file path, so one set
 of partition-column expressions (:mod:`tributary_read.spark.columns`) serves
 both, and the result is one union of two DataFrames, whatever the number of
@@ -229,7 +229,7 @@ def _capped_lines(spark, fileset: FileSet, files: list[ResolvedFile], storage_op
     """A DataFrame ``(value, PATH_COLUMN)`` of the lines of ``files`` within their valid lengths."""
     from tributary_read.spark.valid_length import partition_lines
 
-    items = [(f.path, f.valid_length, fileset.hadoop_uri(f)) for f in files]
+    items = [(f.path, f.valid_length, fileset.hadoop_uri(f), f.offset or 0) for f in files]
     root = fileset.root
     sc = spark.sparkContext
     rdd = sc.parallelize(items, max(1, min(len(items), sc.defaultParallelism))).mapPartitions(

@@ -1,0 +1,351 @@
+"""Files that grow after delivery (issue 32, item 4): their new bytes are delivered as ranges, exactly once.
+
+A collector appends to a visible ``app.log``. A listing consumer used to
+deliver the file once and then list it in ``conflicts`` on every growth, exit
+0: the appended lines were lost. Each test runs the CLI against real files in
+a plain ``yyyy_MM_dd/HH`` directory; mtimes are set with ``os.utime`` rather
+than slept through. The lines are read back the way another engine would,
+from the ranges in ``trib files --json``, and once through trib's own Spark
+reader (``read_incremental``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import time
+import zlib
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import invoke_trib
+
+LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
+H = 3_600_000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def hour_dir(root: Path) -> Path:
+    """The current hour's partition: inside the lookback, where a collector writes."""
+    d = root / time.strftime("%Y_%m_%d/%H", time.gmtime(time.time() - 600))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def settle(path: Path, age_ms: int = 120_000) -> None:
+    """Give the file an mtime older than the default --min-age (1 minute), as a writer that paused."""
+    t = (now_ms() - age_ms) * 1_000_000
+    os.utime(path, ns=(t, t))
+
+
+def append(path: Path, data: bytes, gz: bool = False) -> None:
+    with open(path, "ab") as f:
+        f.write(gzip.compress(data) if gz else data)  # each append a whole gzip member, as `cat a.gz b.gz`
+
+
+def plan(root: Path, *args: str, code: int = 0):
+    p = invoke_trib("files", str(root), "--layout", LAYOUT, "--consumer", "c", "--json", *args)
+    assert p.returncode == code, p.stderr
+    return (json.loads(p.stdout) if code == 0 else None), p.stderr
+
+
+def ack(root: Path, doc: dict) -> None:
+    invoke_trib("consumer", "ack", str(root), "c", doc["plan_id"], check=True)
+
+
+def ranged_lines(root: Path, doc: dict) -> list[str]:
+    """The lines of a plan read as another engine would from its JSON: bytes [offset, valid_length) per file."""
+    out = []
+    for f in doc["files"]:
+        with open(root / f["path"], "rb") as fh:
+            fh.seek(f.get("offset") or 0)
+            end = f["valid_length"] if f.get("valid_length") is not None else f["size"]
+            data = fh.read(end - (f.get("offset") or 0))
+        if f["path"].endswith(".gz"):
+            data = _members(data)
+        out += data.decode().splitlines()
+    return out
+
+
+def _members(data: bytes) -> bytes:
+    """Every gzip member of ``data``, each of which must be whole."""
+    out = b""
+    while data:
+        d = zlib.decompressobj(wbits=31)
+        out += d.decompress(data)
+        assert d.eof, "a range ends inside a gzip member"
+        data = d.unused_data
+    return out
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", ["app.log", "app.log.gz"])
+def test_a_file_appended_across_ten_runs_delivers_every_line_exactly_once(tmp_path, name):
+    root = tmp_path / "raw"
+    f = hour_dir(root) / name
+    gz = name.endswith(".gz")
+    append(f, b"l0-0\nl0-1\n", gz)
+    # Written a moment ago: the default --min-age holds it (it may be mid-write), and says so.
+    doc, err = plan(root)
+    assert doc["files"] == [] and doc["deferred"] == 1 and doc["min_age_ms"] == 60_000
+    ack(root, doc)
+    expected = ["l0-0", "l0-1"]
+    got: list[str] = []
+    offsets = []
+    for run in range(10):
+        settle(f)
+        doc, err = plan(root)
+        assert [x["path"].rsplit("/", 1)[1] for x in doc["files"]] == [name] and doc["conflicts"] == []
+        offsets.append(doc["files"][0].get("offset"))
+        got += ranged_lines(root, doc)
+        ack(root, doc)
+        lines = [f"l{run + 1}-{i}" for i in range(3)]
+        append(f, "".join(x + "\n" for x in lines).encode(), gz)
+        expected += lines
+    settle(f)
+    doc, _ = plan(root)
+    got += ranged_lines(root, doc)
+    ack(root, doc)
+    assert got == expected  # every line, in order, once
+    assert offsets[0] is None and all(o > 0 for o in offsets[1:])  # whole first, then ranges
+    doc, _ = plan(root, "--full-scan")
+    assert doc["files"] == [] and doc["conflicts"] == []
+
+
+@pytest.mark.unit
+def test_a_half_written_last_line_is_held_until_complete(tmp_path):
+    root = tmp_path / "raw"
+    f = hour_dir(root) / "app.log"
+    append(f, b"a\nb\n")
+    doc, _ = plan(root, "--min-age", "0s")  # 0s: every file listed is delivered, as before
+    assert ranged_lines(root, doc) == ["a", "b"]
+    ack(root, doc)
+    append(f, b"c\nhal")  # the collector is mid-line
+    doc, err = plan(root, "--min-age", "0s")
+    (r,) = doc["files"]
+    assert (r["offset"], r["valid_length"], r["size"]) == (4, 6, 9)  # ends at the last line break
+    assert ranged_lines(root, doc) == ["c"]
+    assert (doc["stats"]["held_files"], doc["stats"]["held_bytes"]) == (1, 3)
+    ack(root, doc)
+    doc, _ = plan(root, "--min-age", "0s")
+    assert doc["files"] == []  # nothing new but the partial line
+    ack(root, doc)
+    append(f, b"f\r\nd\r")
+    doc, _ = plan(root, "--min-age", "0s")
+    assert ranged_lines(root, doc) == ["half", "d"]
+    ack(root, doc)
+    append(f, b"\ne\n")  # the "\r\n" split between two runs is one line break, not an empty line
+    doc, _ = plan(root, "--min-age", "0s")
+    assert ranged_lines(root, doc) == ["e"]
+    # The path list cannot say which bytes: it warns.
+    human = invoke_trib("files", str(root), "--consumer", "c")
+    assert "byte ranges" in human.stderr and "[offset, valid_length)" in human.stderr
+
+
+@pytest.mark.unit
+def test_a_gzip_member_still_being_written_is_held_until_complete(tmp_path):
+    root = tmp_path / "raw"
+    f = hour_dir(root) / "app.log.gz"
+    append(f, b"a\nb\n", gz=True)
+    doc, _ = plan(root, "--min-age", "0s")
+    assert ranged_lines(root, doc) == ["a", "b"]
+    ack(root, doc)
+    member = gzip.compress(b"d\ne\n")
+    append(f, b"c\n", gz=True)
+    append(f, member[:9])  # the collector flushed half a member
+    doc, err = plan(root, "--min-age", "0s")
+    assert ranged_lines(root, doc) == ["c"] and doc["stats"]["held_files"] == 1
+    ack(root, doc)
+    append(f, member[9:])
+    doc, _ = plan(root, "--min-age", "0s")
+    assert ranged_lines(root, doc) == ["d", "e"]
+
+
+def _consumer_files(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "_tributary" / "consumers" / "c").iterdir())
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("change,why", [
+    (lambda f: f.write_bytes(b"a\n"), "shrank from 7 to 2 bytes"),
+    (lambda f: f.write_bytes(b"x\nyy\nzz"), "rewritten after it was delivered"),
+    (lambda f: append(f, b"c\n"), "delivered last line was continued"),
+], ids=["shrunk", "rewritten", "line-continued"])
+def test_a_shrunk_or_rewritten_file_stops_with_exit_15(tmp_path, change, why):
+    root = tmp_path / "raw"
+    f = hour_dir(root) / "app.log"
+    f.write_bytes(b"a\nbb\ncc")  # delivered whole, its last line without a line break
+    settle(f, 600_000)
+    doc, _ = plan(root)
+    ack(root, doc)
+    before = _consumer_files(root)
+    change(f)
+    settle(f)
+    p = invoke_trib("files", str(root), "--consumer", "c")
+    assert p.returncode == 15 and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("trib: error: ") and "Traceback" not in p.stderr
+    assert "app.log" in p.stderr and "--allow-changed" in p.stderr
+    assert why in p.stderr
+    assert _consumer_files(root) == before  # no plan saved, nothing committed
+
+
+@pytest.mark.unit
+def test_allow_changed_goes_on_with_a_warning_then_follows_the_file(tmp_path):
+    root = tmp_path / "raw"
+    f = hour_dir(root) / "app.log"
+    f.write_bytes(b"a\nb\nc\n")
+    settle(f)
+    doc, _ = plan(root)
+    ack(root, doc)
+    f.write_bytes(b"new\n")  # rotated in place: shorter
+    settle(f)
+    plan(root, code=15)
+    doc, err = plan(root, "--allow-changed")
+    assert doc["files"] == [] and [c["reason"] for c in doc["conflicts"]] == [
+        "shrank from 6 to 4 bytes after it was delivered"]
+    assert "warning: 1 delivered files changed since" in err and "--allow-changed" in err
+    ack(root, doc)
+    doc, _ = plan(root)  # acknowledged once: the next run is clean
+    assert doc["files"] == [] and doc["conflicts"] == []
+    ack(root, doc)
+    append(f, b"next\n")  # and the file is followed from its new length
+    settle(f)
+    doc, _ = plan(root)
+    assert ranged_lines(root, doc) == ["next"]
+
+
+def _parquet(path: Path, n: int) -> None:
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": list(range(n))}), buf)
+    path.write_bytes(buf.getvalue())
+
+
+@pytest.mark.unit
+def test_a_parquet_file_or_gzip_stream_that_grew_stops_with_exit_15(tmp_path):
+    root = tmp_path / "raw"
+    d = hour_dir(root)
+    _parquet(d / "part-0.parquet", 3)
+    (d / "one.log.gz").write_bytes(gzip.compress(b"a\nb\n"))
+    for p in d.iterdir():
+        settle(p, 600_000)
+    doc, _ = plan(root)
+    assert len(doc["files"]) == 2
+    ack(root, doc)
+    before = _consumer_files(root)
+    _parquet(d / "part-0.parquet", 300)  # rewritten larger: a Parquet footer is not a line
+    settle(d / "part-0.parquet")
+    p = invoke_trib("files", str(root), "--consumer", "c")
+    assert p.returncode == 15 and p.stderr.count("\n") == 1
+    assert "part-0.parquet" in p.stderr and "Parquet file cannot be read from an offset" in p.stderr
+    assert _consumer_files(root) == before
+    doc, _ = plan(root, "--allow-changed")
+    ack(root, doc)
+    # One gzip stream rewritten longer (not a new member at the delivered end): no range can be decoded alone.
+    (d / "one.log.gz").write_bytes(gzip.compress(b"a\nb\nc\n" * 50))
+    settle(d / "one.log.gz")
+    p = invoke_trib("files", str(root), "--consumer", "c")
+    assert p.returncode == 15 and "one.log.gz" in p.stderr and "compressed member" in p.stderr
+
+
+@pytest.mark.integration
+def test_spark_reads_the_ranges_of_growing_files_exactly_once(spark, tmp_path):
+    from tributary_read.read.resolve import plain_layout
+    from tributary_read.spark import read_incremental
+
+    root = tmp_path / "raw"
+    d = hour_dir(root)
+    files = {"app.log": False, "app.log.gz": True}
+    expected = []
+    for name, gz in files.items():
+        append(d / name, f"{name} 0\n".encode(), gz)
+        expected.append(f"{name} 0")
+    got = []
+    for run in range(1, 11):
+        for name in files:
+            settle(d / name)
+        df, batch = read_incremental(spark, str(root), consumer="etl", layout=plain_layout(LAYOUT),
+                                     read_options={"format": "text"})
+        got += [r["value"] for r in df.collect()]
+        assert all((f.offset is not None) == (run > 1) for f in batch.files)
+        batch.ack()
+        for name, gz in files.items():
+            lines = [f"{name} {run}-{i}" for i in range(2)]
+            append(d / name, "".join(x + "\n" for x in lines).encode(), gz)
+            expected += lines
+    assert sorted(got) == sorted(expected[:-4]) and len(got) == len(set(got))
+
+
+ETL_JOB = """\
+[job]
+name = "j"
+sql = "q.sql"
+
+[[inputs]]
+table = "{root}"
+view = "raw"
+consumer = "c"
+layout = "{layout}"
+format = "text"
+{extra}
+[output]
+table = "{out}"
+time_column = "ts"
+"""
+
+
+@pytest.mark.unit
+def test_an_etl_input_whose_file_shrank_stops_with_exit_15_unless_allow_changed(tmp_path):
+    root = tmp_path / "raw"
+    f = hour_dir(root) / "app.log"
+    f.write_bytes(b"a\nb\n")
+    settle(f)
+    doc, _ = plan(root)  # delivered by an earlier run of the job (its consumer, `c`)
+    ack(root, doc)
+    f.write_bytes(b"a\n")
+    settle(f)
+    out = tmp_path / "out"
+    invoke_trib("table", "create", str(out), "--layout", LAYOUT, "--partition", "dt={yyyy}{MM}{dd}{HH}", check=True)
+    (tmp_path / "q.sql").write_text("SELECT value, 0 AS ts FROM raw;\n")
+    job = tmp_path / "job.toml"
+    schedule = time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime())
+    job.write_text(ETL_JOB.format(root=root, layout=LAYOUT, out=out, extra=""))
+    p = invoke_trib("etl", "run", str(job), "--schedule-time", schedule, "--dry-run", "-q")
+    assert p.returncode == 15 and p.stderr.count("\n") == 1, p.stderr
+    assert "input raw:" in p.stderr and "shrank from 4 to 2 bytes" in p.stderr
+    assert "allow_changed = true in its [[inputs]]" in p.stderr
+    job.write_text(ETL_JOB.format(root=root, layout=LAYOUT, out=out, extra="allow_changed = true\n"))
+    p = invoke_trib("etl", "run", str(job), "--schedule-time", schedule, "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert "1 delivered files changed since and are not read again" in p.stderr
+    # a window input cannot take it: it has nothing delivered to compare with
+    job.write_text(ETL_JOB.format(root=root, layout=LAYOUT, out=out, extra='allow_changed = true\nmode = "mtime"\n')
+                   .replace('consumer = "c"\n', ""))
+    p = invoke_trib("etl", "run", str(job), "--schedule-time", schedule, "--dry-run")
+    assert p.returncode == 3 and "allow_changed does not apply to mode mtime" in p.stderr
+
+
+@pytest.mark.unit
+def test_a_both_consumer_delivers_a_foreign_file_that_grew_as_a_range(tmp_path):
+    root = tmp_path / "t"
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", "dt={yyyy}{MM}{dd}{HH}", check=True)
+    f = hour_dir(root) / "collector.jsonl"  # another tool's file in the table's partition
+    f.write_bytes(b'{"n": 1}\n')
+    settle(f)
+    got = []
+    for n in range(2, 5):
+        p = invoke_trib("files", str(root), "--consumer", "c", "--json")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert doc["tracking"] == "both"
+        got += ranged_lines(root, doc)
+        ack(root, doc)
+        append(f, f'{{"n": {n}}}\n'.encode())
+        settle(f)
+    assert got == [f'{{"n": {n}}}' for n in range(1, 4)]

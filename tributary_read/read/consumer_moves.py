@@ -1,0 +1,192 @@
+"""Moving a consumer by hand: ``reset`` to a target, ``replay`` of one partition.
+
+Both forget or skip data, so neither has a default: the caller names the
+target, and nothing is written without ``execute`` (a preview says what would
+change), the way Kafka's ``--reset-offsets`` works. A mixin of
+:class:`~tributary_read.read.consumer.Consumer`, kept apart so the consumer
+model stays about plan and ack.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from tributary_read.choice import Choice
+from tributary_read.errors import (CommitConflictError, ConsumerStateCorruptError, InvalidInputError,
+                                   LogRetentionError)
+from tributary_read.read.consumer_state import ConsumerState, Plan
+from tributary_read.read.consumer_tracking import PlanOptions, tracking_for
+from tributary_read.read.listing import Progress
+from tributary_read.table.config import Tracking
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.errors import NoSuchConsumerError
+    from tributary_read.read.resolve import Source
+
+
+class ResetTarget(Choice):
+    """Where ``trib consumer reset`` moves a consumer (there is no default: each forgets or skips data)."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    VERSION = "version"
+    DISCARD_PLAN = "discard-plan"
+
+
+@dataclass(frozen=True)
+class ResetResult:
+    """What a reset changes (``applied``: it was committed; otherwise a preview)."""
+
+    consumer: str
+    target: ResetTarget
+    before: ConsumerState | None
+    after: ConsumerState
+    discarded_plan: str | None
+    effect: str
+    applied: bool
+
+    def to_json(self) -> dict:
+        return {"consumer": self.consumer, "target": str(self.target), "applied": self.applied,
+                "effect": self.effect, "discarded_plan": self.discarded_plan,
+                "before": self.before.summary() if self.before else None, "after": self.after.summary()}
+
+
+class Moves:
+    """``reset`` and ``replay``, over the consumer's numbered state files."""
+
+    name: str
+    source: Source
+    external: bool
+
+    if TYPE_CHECKING:  # the consumer's own storage of states and plans (Consumer defines them)
+        def exists(self) -> bool: ...
+        def _no_such(self) -> NoSuchConsumerError: ...
+        def _versions(self) -> tuple[list[int], list[int]]: ...
+        def current(self) -> ConsumerState | None: ...
+        def _read_plan(self, base: int) -> Plan | None: ...
+        def _create(self, kind: str, v: int, doc: dict) -> bool: ...
+        def _prune(self, current: int) -> None: ...
+        def _compute(self, state: ConsumerState | None, opts: PlanOptions, now_ms: int | None) -> Plan: ...
+        def _apply(self, state: ConsumerState | None, plan: Plan, now: int, note: str | None = None
+                   ) -> ConsumerState: ...
+
+    def reset(self, target: ResetTarget | str, *, execute: bool, to_version: int | None = None,
+              now_ms: int | None = None, progress: Progress | None = None) -> ResetResult:
+        """Move the consumer to ``target``; with ``execute=False``, only say what would change.
+
+        Targets (:class:`ResetTarget`): ``earliest`` forgets everything delivered
+        (the next plan delivers every file again), ``latest`` takes everything
+        visible now as delivered, ``version`` (manifest and both consumers)
+        continues after table version ``to_version``, ``discard-plan`` keeps the
+        position and drops only the pending plan. There is no default target and
+        ``execute`` has no default: a reset forgets or skips data, so the caller
+        names what it means, as with Kafka's ``--reset-offsets``. Applied, every
+        pending plan becomes stale.
+        """
+        target = ResetTarget.parse(target, "reset target")
+        if (to_version is not None) != (target is ResetTarget.VERSION):
+            raise InvalidInputError("a version to reset to goes with the version target, and only there",
+                                    to_version="a version to reset to")
+        if not self.exists():
+            raise self._no_such()
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        states, _ = self._versions()
+        cur = states[-1] if states else 0
+        try:
+            state = self.current()
+        except ConsumerStateCorruptError:
+            if target in (ResetTarget.DISCARD_PLAN, ResetTarget.LATEST):
+                raise
+            state = None
+        pend = self._read_plan(cur)
+        new, effect = self._reset_to(target, state, cur, pend, to_version, now, progress)
+        if not new.created_ms:
+            new = replace(new, created_ms=now)
+        if execute:
+            if not self._create("state", cur + 1, new.to_json()):
+                raise CommitConflictError(f"consumer {self.name!r} changed during the reset; look and retry")
+            self._prune(cur + 1)
+        return ResetResult(self.name, target, state, new, pend.plan_id if pend else None, effect, execute)
+
+    def _reset_to(self, target: ResetTarget, state: ConsumerState | None, cur: int, pend: Plan | None,
+                  to_version: int | None, now: int, progress: Progress | None) -> tuple[ConsumerState, str]:
+        """The state a reset would commit, and what it means for delivery, in words."""
+        keep: dict[str, Any] = dict(lookback_ms=state.lookback_ms, layout=state.layout, created_ms=state.created_ms,
+                    delivered_files=state.delivered_files, delivered_bytes=state.delivered_bytes,
+                    full_scan_every_ms=state.full_scan_every_ms, initial_position=state.initial_position) if state else {}
+        dropped = f"; pending plan {pend.plan_id} ({_files(len(pend.files))}) is dropped" if pend else ""
+        if target is ResetTarget.DISCARD_PLAN:
+            note = f"discarded plan {pend.plan_id if pend else '-'}"
+            new = (ConsumerState(self.name, cur + 1, self.source.uri, created_ms=now, updated_ms=now, note=note)
+                   if state is None else replace(state, version=cur + 1, plan_id=None, updated_ms=now, note=note))
+            return new, ("the position stays" + dropped + "; the next plan is made afresh" if pend
+                         else "no plan is pending: only the state version moves")
+        if target is ResetTarget.VERSION:
+            assert to_version is not None
+            if self.source.table is None:
+                raise InvalidInputError("a version to reset to applies to manifest and both consumers only",
+                                        to_version="a version to reset to")
+            mode = state.mode if state is not None and state.mode else Tracking.MANIFEST
+            new = tracking_for(mode, self.source, self.name).reset_to_version(state, cur + 1, to_version, now, keep)
+            was = state.manifest_version if state else 0
+            how = ("table versions up to it are taken as delivered" if to_version >= was else
+                   f"versions {to_version + 1}..{was} are delivered again")
+            return new, f"continues after table version {to_version} (it was after {was}): {how}{dropped}"
+        if target is ResetTarget.LATEST:
+            opts = PlanOptions(min_age_ms=0, full_scan=True, progress=progress)
+            try:
+                plan = self._compute(state, opts, now)
+            except LogRetentionError:
+                # Behind the retained log: the versions it missed can only be skipped, not listed.
+                if state is None or self.source.table is None:
+                    raise
+                at_latest = replace(state, manifest_version=self.source.table.log.latest_version())
+                plan = self._compute(at_latest, opts, now)
+            new = self._apply(state, plan, now, note="reset to latest")
+            new = replace(new, version=cur + 1, plan_id=None, delivered_files=state.delivered_files if state else 0,
+                          delivered_bytes=state.delivered_bytes if state else 0)
+            return new, (f"takes everything visible now as delivered: {_files(len(plan.files))} not delivered yet "
+                         f"({plan.bytes} bytes) are skipped and never delivered{dropped}")
+        new = ConsumerState(self.name, cur + 1, self.source.uri, mode=state.mode if state else None,
+                            updated_ms=now, note="reset to earliest", **keep)
+        n = state.delivered_files if state else 0
+        return new, (f"forgets everything delivered ({_files(n)} so far): the next plan delivers every file again"
+                     f"{dropped}")
+
+    def replay(self, partition: str, *, execute: bool, now_ms: int | None = None) -> dict:
+        """Redeliver one partition: the next plan delivers every file it holds then, and seals it again.
+
+        The way forward from a :class:`BeyondHorizonError` that wants the
+        partition's data rather than an acknowledgement: the consumer forgets
+        what it delivered there, so the partition is new to its next plan.
+        Applied only with ``execute`` (its files are delivered again); any
+        pending plan becomes stale.
+        """
+        d = (partition or "").strip().strip("/")
+        state = self.current()
+        if state is None or (d not in state.ledger and d not in state.sealed):
+            raise InvalidInputError(
+                f"consumer {self.name!r} has delivered nothing of partition {d!r} (give the partition directory "
+                "as the error named it, e.g. 2024_01_01/02; a partition it has not seen is delivered anyway)",
+                replay_partition="the partition")
+        n = state.sealed[d]["count"] if d in state.sealed else sum(1 for v in state.ledger[d]["files"].values()
+                                                                   if len(v) < 4 or v[3] != 0)
+        pend = self._read_plan(state.version)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        new = replace(state, version=state.version + 1, plan_id=None, updated_ms=now, note=f"replay {d}",
+                      ledger={k: v for k, v in state.ledger.items() if k != d},
+                      sealed={k: v for k, v in state.sealed.items() if k != d})
+        if execute:
+            if not self._create("state", new.version, new.to_json()):
+                raise CommitConflictError(f"consumer {self.name!r} changed during the replay; look and retry")
+            self._prune(new.version)
+        dropped = f"; pending plan {pend.plan_id} is dropped" if pend else ""
+        return {"consumer": self.name, "partition": d, "applied": execute, "version": new.version,
+                "effect": f"forgets the {_files(n)} it delivered of {d}: the next plan delivers every file the "
+                          f"partition holds then, and seals it again if it is past the lookback{dropped}"}
+
+
+def _files(n: int) -> str:
+    return f"{n} file" + "s" * (n != 1)
