@@ -83,6 +83,8 @@ def _print_report(r) -> None:
         late = f", {len(i.late_files)} late" if i.late_files else ""
         size = f", {i.bytes} bytes" if i.bytes is not None else ""
         click.echo(f"  input {i.view}: {i.files} files{size}{rec}{late} ({how})")
+        for x in i.left:
+            click.echo(f"    left: {x.line()}")
         if r.dry_run:
             for p in i.paths[:20]:
                 click.echo(f"    {p}")

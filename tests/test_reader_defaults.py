@@ -7,6 +7,7 @@ real files, the way a user would meet it.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -135,3 +136,38 @@ def test_a_copied_job_writing_elsewhere_does_not_split_the_consumer(tmp_path):
     # The original job goes on.
     again = run_trib("etl", "run", str(jobs["events"]), "--schedule-time", when, "--dry-run", "--json")
     assert again.returncode == 0, again.stderr
+
+
+def test_an_etl_run_names_what_its_inputs_left_and_why(tmp_path):
+    """Item 6: a run never leaves data behind in silence; its report says what was left, why, and whether a
+    later run reads it (files still settling, a line still being written) or none will (acknowledged)."""
+    from etl_data import create_output_table, write_job
+
+    raw = tmp_path / "raw"
+    a = f"{LAY.for_time(T0).path}/a.jsonl"
+    put(raw, a, T0 + H, b'{"id": 1, "ts": 0, "msg": "m"}\n')
+    put(raw, f"{LAY.for_time(T0 + H).path}/young.jsonl", NOW - 5_000, b'{"id": 4, "ts": 0, "msg": "m"}\n')
+    create_output_table(tmp_path / "events")
+    job = write_job(tmp_path / "jobs", name="hourly", raw=raw, out=tmp_path / "events")
+    when = time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(NOW / 1000))
+
+    def dry(*extra: str):
+        proc = run_trib("etl", "run", str(job), "--schedule-time", when, "--dry-run", *extra)
+        assert proc.returncode == 0, proc.stderr
+        return proc
+
+    (inp,) = json.loads(dry("--json").stdout)["inputs"]
+    assert inp["paths"] == [a]
+    (young,) = inp["left"]
+    assert young == {"files": 1, "why": "modified within the last 1m (min_age): they may still be written",
+                     "later": True, "example": None}
+    assert ("left: 1 file modified within the last 1m (min_age): they may still be written (a later run reads them)"
+            in dry().stdout)
+    # Delivered; then the log grows by a whole line and half of the next one.
+    assert run_trib("consumer", "ack", str(raw), "hourly", inp["plan_id"]).returncode == 0
+    with open(raw / a, "ab") as f:
+        f.write(b'{"id": 2, "ts": 0, "msg": "m"}\n{"id": 3, "ts"')
+    os.utime(raw / a, ns=((T0 + 2 * H) * 1_000_000,) * 2)
+    (inp,) = json.loads(dry("--json").stdout)["inputs"]
+    held = [x for x in inp["left"] if x["why"].startswith("end in a line still being written")]
+    assert len(held) == 1 and held[0]["files"] == 1 and held[0]["later"] is True

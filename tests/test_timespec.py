@@ -335,3 +335,12 @@ def test_a_time_without_an_offset_is_refused_the_same_way_everywhere(tmp_path, a
     if argv[0] != "sql":  # sql would go on to start Spark
         ok = invoke_trib(*[a.replace("2024-01-01T06:00:00", "2024-01-01T06:00:00+08:00") for a in args])
         assert ok.returncode == 0, ok.stderr
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("ms, text", [(0, "0s"), (1, "1ms"), (1500, "1500ms"), (60_000, "1m"), (90_000, "90s"),
+                                      (3_600_000, "1h"), (86_400_000, "1d"), (604_800_000, "1w")])
+def test_a_formatted_duration_parses_back(ms, text):
+    from tributary_read.timespec import format_duration_ms
+
+    assert format_duration_ms(ms) == text and parse_duration_ms(text) == ms

@@ -67,6 +67,16 @@ def parse_duration_ms(value: str | int, what: str = "duration") -> int:
     return int(ms)
 
 
+def format_duration_ms(ms: int) -> str:
+    """A duration as :func:`parse_duration_ms` reads it back: the largest unit that divides it (``90s``, ``1m``)."""
+    if ms == 0:
+        return "0s"
+    for unit in ("w", "d", "h", "m", "s"):
+        if ms % UNITS_MS[unit] == 0:
+            return f"{ms // UNITS_MS[unit]}{unit}"
+    return f"{ms}ms"
+
+
 def parse_instant(value: str | int, tz: tzinfo | None = None, what: str = "time") -> int:
     """Epoch ms from ISO-8601 with an offset (or ``Z``), or from epoch milliseconds.
 

@@ -48,6 +48,24 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Left:
+    """Data an input's run saw and did not read, and why: ``later`` when a later run reads it by itself."""
+
+    files: int
+    why: str
+    later: bool
+    example: str | None = None
+
+    def to_json(self) -> dict:
+        return _doc(self)
+
+    def line(self) -> str:
+        then = "a later run reads them" if self.later else "no run reads them"
+        eg = f"; e.g. {self.example}" if self.example else ""
+        return f"{self.files} {'file' if self.files == 1 else 'files'} {self.why} ({then}{eg})"
+
+
+@dataclass(frozen=True)
 class InputReport:
     view: str
     table: str
@@ -65,6 +83,8 @@ class InputReport:
     note: str | None = None
     #: files an opted-out input left unread (``allow_untracked = true``; tributary_read.read.tracking)
     untracked: Mapping | None = field(default=None, hash=False)
+    #: what the input saw and did not read this run, and why (issue 32: never silent)
+    left: tuple[Left, ...] = ()
 
     def to_json(self, with_paths: bool = False) -> dict:
         d: dict[str, Any] = {"view": self.view, "table": self.table, "mode": self.mode, "files": self.files,
@@ -79,6 +99,7 @@ class InputReport:
             d["note"] = self.note
         if self.untracked:
             d["untracked"] = dict(self.untracked)
+        d["left"] = [x.to_json() for x in self.left]
         if with_paths:
             d["paths"] = list(self.paths)
         return d

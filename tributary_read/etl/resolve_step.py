@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from tributary_read.errors import InvalidInputError, UndeliveredDataError
 from tributary_read.etl.job import InputMode, InputSpec
 from tributary_read.etl.record import InputRecord
-from tributary_read.etl.report import InputReport
+from tributary_read.etl.report import InputReport, Left
 
 if TYPE_CHECKING:  # pragma: no cover
     from tributary_read.etl.run import _Run
@@ -75,7 +75,7 @@ def _resolve_one(run: _Run, spec: InputSpec):
         late_files=tuple(_late(run, src.layout, fs.files)),
         beyond_horizon=tuple(b.path for b in plan.beyond_horizon) if plan is not None else (),
         skipped=len(fs.skipped), paths=tuple(f.path for f in fs.files),
-        untracked=fs.untracked.to_json() if fs.untracked is not None else None))
+        untracked=fs.untracked.to_json() if fs.untracked is not None else None, left=left_of(fs, plan)))
     if fs.untracked is not None:
         run.say(f"input {spec.view}: {fs.untracked.message()}")
     if plan is not None and plan.conflicts:
@@ -86,6 +86,36 @@ def _resolve_one(run: _Run, spec: InputSpec):
         run.say(f"warning: input {spec.view}: {len(plan.beyond_horizon)} files of partitions that changed beyond "
                 f"the lookback horizon are not read (allow_beyond_horizon; e.g. {plan.beyond_horizon[0].path})")
     return fs, plan
+
+
+def left_of(fs, plan) -> tuple[Left, ...]:
+    """What an input saw and did not read this run, and why: the report names it, never silence."""
+    out = []
+    if plan is not None and plan.deferred:
+        out.append(Left(plan.deferred, f"modified within the last {_span(plan.min_age_ms)} (min_age): they may "
+                        "still be written", True))
+    held = int((plan.stats or {}).get("held_files", 0)) if plan is not None else 0
+    if held:
+        out.append(Left(held, "end in a line still being written; their complete lines were read", True))
+    if plan is not None and plan.conflicts:
+        out.append(Left(len(plan.conflicts), "changed after an earlier run read them, acknowledged by "
+                        "allow_changed", False, plan.conflicts[0].path))
+    if plan is not None and plan.beyond_horizon:
+        out.append(Left(len(plan.beyond_horizon), "lie in partitions that changed past the lookback, acknowledged "
+                        "by allow_beyond_horizon", False, plan.beyond_horizon[0].path))
+    if fs.untracked is not None and fs.untracked.unit == "files":
+        out.append(Left(fs.untracked.count, "were written by other tools and are not tracked by the manifest, "
+                        "allowed by allow_untracked", False, (fs.untracked.examples or (None,))[0]))
+    if fs.skipped:
+        out.append(Left(len(fs.skipped), f"cannot be read as the layout says ({fs.skipped[0].reason})", False,
+                        fs.skipped[0].path))
+    return tuple(out)
+
+
+def _span(ms: int) -> str:
+    from tributary_read.timespec import format_duration_ms
+
+    return format_duration_ms(ms)
 
 
 def _late(run: _Run, layout, files) -> list[str]:
