@@ -153,6 +153,7 @@ def consumer_ledger(work: Path, days: int, per_hour: int, runs: int) -> dict:
     now = END + 5 * 60_000
     t0 = time.perf_counter()
     p = c.plan(lookback_ms=7 * 24 * H, now_ms=now)
+    first_files = len(p.files)
     c.ack(p.plan_id, now_ms=now)
     first = time.perf_counter() - t0
     per_run, sizes = [], []
@@ -174,7 +175,7 @@ def consumer_ledger(work: Path, days: int, per_hour: int, runs: int) -> dict:
     state_file = root / "_tributary/consumers/bench" / f"state-{st.version:020d}.json"
     sizes = state_file.stat().st_size
     return {"files": hours * per_hour + runs * per_hour, "partitions": hours + runs, "generation_s": gen,
-            "first_plan_ack_s": first, "runs": runs, "run_median_s": median(per_run), "run_max_s": max(per_run),
+            "first_plan_ack_s": first, "first_files": first_files, "runs": runs, "run_median_s": median(per_run), "run_max_s": max(per_run),
             "state_bytes": sizes, "ledger_dirs": len(st.ledger), "ledger_files": sum(len(e["files"]) for e in
                                                                                      st.ledger.values()),
             "sealed_dirs": len(st.sealed), "last_plan_stats": dict(p.stats)}
