@@ -181,3 +181,14 @@ def timed(fn, reps: int) -> tuple[float, float, object]:
         result = fn()
         times.append(time.perf_counter() - t0)
     return median(times), min(times), result
+
+
+def bench_session(master: str, app: str):
+    """A quiet SparkSession for a benchmark (no UI, two shuffle partitions, errors only)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from tributary_read.spark.session import spark_session
+
+    spark = spark_session(master, {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                                   "spark.sql.shuffle.partitions": "2"}, app)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

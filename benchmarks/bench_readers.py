@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import WorkDir, emit, fs_type, hour_dir, iso, machine_info, md_table  # noqa: E402
+from _common import WorkDir, bench_session, emit, fs_type, hour_dir, iso, machine_info, md_table  # noqa: E402
 
 from tributary_read.demo.mix import HOUR_MS as H, MINUTE_MS as MIN, build  # noqa: E402
 
@@ -295,13 +295,7 @@ def tally(zone: Zone, got: Counter) -> dict[str, dict[str, int]]:
 
 
 def session(master: str):
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from tributary_read.spark.session import spark_session
-
-    spark = spark_session(master, {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                                   "spark.sql.shuffle.partitions": "2"}, "bench-readers")
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return bench_session(master, "bench-readers")
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import WorkDir, emit, fs_type, hour_dir, machine_info, md_table, median  # noqa: E402
+from _common import WorkDir, bench_session, emit, fs_type, hour_dir, machine_info, md_table, median  # noqa: E402
 
 H = 3_600_000
 T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z
@@ -54,13 +54,7 @@ def make_tree(root: Path, files: int, hours: int, rows: int, fmt: str) -> int:
 
 
 def session(master: str):
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from tributary_read.spark.session import spark_session
-
-    spark = spark_session(master, {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                                   "spark.sql.shuffle.partitions": "2"}, "bench-spark-read")
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return bench_session(master, "bench-spark-read")
 
 
 def main(argv: list[str] | None = None) -> dict:
