@@ -139,7 +139,7 @@ def test_corrupt_consumer_state(consumed, damage):
     elif damage == "truncated":
         state.write_bytes(state.read_bytes()[:50])
     elif damage == "wrong_field":
-        doc["ledger"]["2020_06_24/00"]["files"]["a.log"] = "big"
+        doc["ledger"]["2020_06_24/00"]["n"] = "big"
         state.write_text(json.dumps(doc))
     else:
         doc["version"] = 7

@@ -45,6 +45,7 @@ from tributary_read.read.consumer_state import (
     InitialPosition,
     Plan,
     check_name,
+    is_index,
     replay_command,
     reset_command,
 )
@@ -65,6 +66,7 @@ from tributary_read.read.consumer_moves import Moves, ResetResult, ResetTarget
 from tributary_read.read.consumer_tracking import (COMPLETE_CHECK, ConsumerTracking, ManifestTracking,
                                                    PlanOptions, tracking_for)
 from tributary_read.read.tracking import checks_completely, refuse_untracked
+from tributary_read.read.ledger_store import LedgerStore, referenced
 from tributary_read.read.listing import Progress
 from tributary_read.read.resolve import Source
 from tributary_read.io.storage import Storage, open_storage
@@ -99,6 +101,10 @@ class Consumer(Moves):
         #: ``state-<n>.json`` and ``plan-<n>.json`` share the consumer's directory.
         self._states = DocumentStore(self.storage, DocumentSeries(self.prefix, "state-"))
         self._plans = DocumentStore(self.storage, DocumentSeries(self.prefix, "plan-"))
+        #: The ledger's segments (a listing consumer's files, per partition directory).
+        self._ledgers = LedgerStore(self.storage, self.prefix,
+                                    lambda where, e: ConsumerStateCorruptError(f"corrupt consumer ledger segment "
+                                                                              f"{where}: {e}"))
 
     @property
     def location(self) -> str:
@@ -143,6 +149,11 @@ class Consumer(Moves):
             raise self._corrupt("state", v, e) from None
         if st.version != v or st.consumer != self.name:
             raise self._corrupt("state", v, ValueError(f"says consumer {st.consumer!r} version {st.version}"))
+        if is_index(st.ledger):
+            try:
+                st = replace(st, ledger=self._ledgers.load(st.ledger))
+            except ValueError as e:
+                raise self._corrupt("state", v, e) from None
         if self.external and st.table != self.source.uri:
             raise InvalidInputError(
                 f"consumer {self.name!r} in {self.storage.uri} belongs to table {st.table}, not {self.source.uri}")
@@ -180,12 +191,23 @@ class Consumer(Moves):
             raise StorageError(f"{e} (for a read-only table keep consumer state elsewhere: a state directory)",
                                state_dir="a state directory") from None
 
+    def _create_state(self, v: int, state: ConsumerState) -> bool:
+        """Commit a state: its ledger's new segments first, then the state naming them (the commit point)."""
+        doc = state.to_json()
+        doc["ledger"] = self._ledgers.save(state.ledger)
+        return self._create("state", v, doc)
+
     def _prune(self, current: int) -> None:
         names = self._states.names()
         try:
             self._states.prune(KEEP_STATES, current, names)
             self._plans.prune(KEEP_STATES, current, names)
-        except StorageError:
+            used: set[str] = set()
+            for n in self._states.numbers():
+                doc = self._states.read(n) or {}
+                used |= referenced(doc.get("ledger") or {})
+            self._ledgers.prune(used, int(time.time() * 1000))
+        except (StorageError, ManifestCorruptError):
             pass  # old files only cost space; the next ack tries again
 
     # -- planning ------------------------------------------------------------
@@ -394,7 +416,7 @@ class Consumer(Moves):
             raise NoSuchPlanError(f"consumer {self.name!r} has no plan {plan_id}{pend}")
         now = int(time.time() * 1000) if now_ms is None else now_ms
         new = self._apply(state, plan, now, note=f"acked plan {plan_id}")
-        if self._create("state", cur + 1, new.to_json()):
+        if self._create_state(cur + 1, new):
             self._prune(cur + 1)
             return AckResult(new, plan_id, False)
         other = self.current()

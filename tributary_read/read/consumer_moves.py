@@ -18,6 +18,7 @@ from tributary_read.errors import (CommitConflictError, ConsumerStateCorruptErro
                                    LogRetentionError)
 from tributary_read.read.consumer_state import ConsumerState, Plan
 from tributary_read.read.consumer_tracking import PlanOptions, tracking_for
+from tributary_read.read.ledger import apply_delta, present_count
 from tributary_read.read.listing import Progress
 from tributary_read.table.config import Tracking
 
@@ -66,7 +67,7 @@ class Moves:
         def _versions(self) -> tuple[list[int], list[int]]: ...
         def current(self) -> ConsumerState | None: ...
         def _read_plan(self, base: int) -> Plan | None: ...
-        def _create(self, kind: str, v: int, doc: dict) -> bool: ...
+        def _create_state(self, v: int, state: ConsumerState) -> bool: ...
         def _prune(self, current: int) -> None: ...
         def _compute(self, state: ConsumerState | None, opts: PlanOptions, now_ms: int | None) -> Plan: ...
         def _apply(self, state: ConsumerState | None, plan: Plan, now: int, note: str | None = None
@@ -105,7 +106,7 @@ class Moves:
         if not new.created_ms:
             new = replace(new, created_ms=now)
         if execute:
-            if not self._create("state", cur + 1, new.to_json()):
+            if not self._create_state(cur + 1, new):
                 raise CommitConflictError(f"consumer {self.name!r} changed during the reset; look and retry")
             self._prune(cur + 1)
         return ResetResult(self.name, target, state, new, pend.plan_id if pend else None, effect, execute)
@@ -171,15 +172,14 @@ class Moves:
                 f"consumer {self.name!r} has delivered nothing of partition {d!r} (give the partition directory "
                 "as the error named it, e.g. 2024_01_01/02; a partition it has not seen is delivered anyway)",
                 replay_partition="the partition")
-        n = state.sealed[d]["count"] if d in state.sealed else sum(1 for v in state.ledger[d]["files"].values()
-                                                                   if len(v) < 4 or v[3] != 0)
+        n = state.sealed[d]["count"] if d in state.sealed else present_count(state.ledger[d])
         pend = self._read_plan(state.version)
         now = int(time.time() * 1000) if now_ms is None else now_ms
+        ledger, sealed = apply_delta(state.ledger, state.sealed, {"drop": [d]})
         new = replace(state, version=state.version + 1, plan_id=None, updated_ms=now, note=f"replay {d}",
-                      ledger={k: v for k, v in state.ledger.items() if k != d},
-                      sealed={k: v for k, v in state.sealed.items() if k != d})
+                      ledger=ledger, sealed=sealed)
         if execute:
-            if not self._create("state", new.version, new.to_json()):
+            if not self._create_state(new.version, new):
                 raise CommitConflictError(f"consumer {self.name!r} changed during the replay; look and retry")
             self._prune(new.version)
         dropped = f"; pending plan {pend.plan_id} is dropped" if pend else ""

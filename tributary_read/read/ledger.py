@@ -79,6 +79,22 @@ def _present(entry: Mapping) -> Iterable[tuple[str, _Fp]]:
             yield name, fp
 
 
+def present_count(entry: Mapping) -> int:
+    """How many of an entry's files are present (not marked gone)."""
+    return sum(1 for v in entry["files"].values() if len(v) < 4 or v[3] != 0)
+
+
+def meta_of(ledger: Mapping, d: str) -> Mapping:
+    """A directory's skip metadata, without reading its files where the ledger is segmented (ledger_store)."""
+    meta = getattr(ledger, "meta", None)
+    return meta(d) if meta is not None else ledger[d]
+
+
+def file_count(ledger: Mapping) -> int:
+    count = getattr(ledger, "file_count", None)
+    return count() if count is not None else sum(len(e["files"]) for e in ledger.values())
+
+
 def _skippable(e: Mapping) -> bool:
     m, listed = e.get("mtime_ms"), e.get("listed_ms")
     return m is not None and listed is not None and listed - m >= QUIESCENT_MS
@@ -124,7 +140,18 @@ class LedgerDiff:
 
 
 def apply_delta(ledger: Mapping, sealed: Mapping, delta: Mapping) -> tuple[dict, dict]:
-    """The ledger and seals after an acked plan's delta."""
+    """The ledger and seals after an acked plan's delta (a segmented ledger stays lazy: O(directories))."""
+    with_delta = getattr(ledger, "with_delta", None)
+    if with_delta is not None:
+        sealed = dict(sealed)
+        gone = [*delta.get("drop", ()), *delta.get("seal", {})]
+        for k in delta.get("drop", ()):
+            sealed.pop(k, None)
+        for k in delta.get("put", {}):
+            sealed.pop(k, None)
+        sealed.update(delta.get("seal", {}))
+        seal = delta.get("seal", {})
+        return with_delta(gone, {k: e for k, e in delta.get("put", {}).items() if k not in seal}), sealed
     ledger, sealed = dict(ledger), dict(sealed)
     for k in delta.get("drop", ()):
         ledger.pop(k, None)
@@ -170,7 +197,8 @@ class LedgerPlanner:
         storage = self.storage
         known = None
         if not full_scan and storage.capabilities.real_directories and (self.ledger or self.sealed):
-            known = {d: e["mtime_ms"] for d, e in self.ledger.items() if _skippable(e)}
+            metas = ((d, meta_of(self.ledger, d)) for d in self.ledger)
+            known = {d: e["mtime_ms"] for d, e in metas if _skippable(e)}
             known.update({d: s["mtime_ms"] for d, s in self.sealed.items() if _skippable(s)})
         listing = scan(storage, self.layout, known_dirs=known, progress=progress, parallel=parallel)
         first = self.takes is not None
