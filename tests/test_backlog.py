@@ -138,6 +138,27 @@ def test_the_manifest_consumer_is_capped_by_a_prefix_of_commits(tmp_path):
 
 
 @pytest.mark.unit
+def test_the_default_cap_applies_unasked_and_reset_to_latest_takes_everything(tmp_path, monkeypatch):
+    """The default (consumer_state.DEFAULT_MAX_FILES, 100,000) lowered to 1 so three files exceed it."""
+    import tributary_read.read.consumer_tracking as tracking
+
+    monkeypatch.setattr(tracking, "DEFAULT_MAX_FILES", 1)
+    root = tmp_path / "raw"
+    for i in range(3):
+        put(root, f"2024_01_01/0{i}/a.log", Y2023)
+    doc = plan(root, "--layout", LAYOUT)
+    assert [f["path"] for f in doc["files"]] == ["2024_01_01/00/a.log"] and doc["backlog"]["files"] == 2
+    ack(root, doc)
+    # A reset to latest takes every pending file as delivered, not just one capped plan's worth.
+    cli("consumer", "reset", str(root), "c", "--to-latest", "--execute")
+    after = plan(root)
+    assert after["files"] == [] and after["backlog"]["files"] == 0
+    ack(root, after)
+    put(root, "2024_01_01/03/a.log", Y2023)
+    assert [f["path"] for f in plan(root)["files"]] == ["2024_01_01/03/a.log"]
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("value", ["-1", "lots", "1.5"])
 def test_a_bad_file_cap_is_one_line(tmp_path, value):
     put(tmp_path / "raw", "2024_01_01/00/a.log", Y2023)
