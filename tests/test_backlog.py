@@ -203,8 +203,10 @@ def test_an_etl_dry_run_shows_the_backlog_and_the_key_is_checked(tmp_path):
     (inp,) = doc["inputs"]
     assert inp["files"] == 1 and inp["backlog"] == {"files": 2, "bytes": 62, "partitions": 2,
                                                     "oldest_partition": "2024_01_01/01"}
-    assert "backlog: 2 files, 62 bytes in 2 partitions from 2024_01_01/01 left for the next runs" in \
-        cli(*args, cwd=tmp_path).stdout
+    assert ("left: 2 files (62 bytes in 2 partitions) are past max_files: the oldest partitions are read first "
+            "(a later run reads them; e.g. 2024_01_01/01)") in cli(*args, cwd=tmp_path).stdout
+    assert {"files": 2, "why": "(62 bytes in 2 partitions) are past max_files: the oldest partitions are read "
+            "first", "later": True, "example": "2024_01_01/01"} in inp["left"]
     job.write_text(_job("max_files = \"lots\"\n"))
     one_line_error(invoke_trib(*args, cwd=tmp_path), 3, "inputs[0].max_files", "off")
     job.write_text(_job("max_files = \"off\"\n").replace('mode = "consumer"', 'mode = "mtime"'))
