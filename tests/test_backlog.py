@@ -212,3 +212,26 @@ def test_an_etl_dry_run_shows_the_backlog_and_the_key_is_checked(tmp_path):
     job.write_text(_job("max_files = \"off\"\n").replace('mode = "consumer"', 'mode = "mtime"'))
     one_line_error(invoke_trib(*args, cwd=tmp_path), 3, "inputs[0].max_files does not apply to mode mtime")
 
+
+
+def test_read_incremental_takes_max_files(spark, tmp_path):
+    """The Spark helper passes ``max_files`` to the same plan: one partition per batch, the rest its backlog."""
+    from tributary_read.read.resolve import plain_layout
+    from tributary_read.spark import read_incremental
+
+    root = tmp_path / "raw"
+    put(root, "2024_01_01/00/a.log", Y2023, b"1\n2\n")
+    put(root, "2024_01_01/01/b.log", Y2023, b"3\n")
+    hourly = plain_layout(LAYOUT)
+
+    def batch():
+        return read_incremental(spark, str(root), consumer="etl", layout=hourly, read_options={"format": "text"},
+                                max_files=1)
+
+    df, b = batch()
+    assert sorted(r["value"] for r in df.collect()) == ["1", "2"]
+    assert b.to_json()["plan"]["backlog"] == {"files": 1, "bytes": 2, "partitions": 1,
+                                              "oldest_partition": "2024_01_01/01"}
+    b.ack()
+    df, b = batch()
+    assert [r["value"] for r in df.collect()] == ["3"] and b.fileset.plan["backlog"]["files"] == 0

@@ -23,7 +23,8 @@ from typing import Any, Callable, Mapping, Protocol
 from tributary_read.errors import ConsumerStateCorruptError, InvalidInputError, LogRetentionError
 from tributary_read.read.backlog import cap_manifest, merged
 from tributary_read.read.consumer_state import (DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, DEFAULT_MAX_FILES,
-                                                DEFAULT_MIN_AGE_MS, ConsumerState, InitialPosition, Plan, Start, reset_command)
+                                                DEFAULT_MIN_AGE_MS, ConsumerState, InitialPosition, Plan, Start,
+                                                reset_command)
 from tributary_read.read.ledger import LedgerPlanner, apply_delta
 from tributary_read.read.listing import Progress
 from tributary_read.read.resolve import Source, manifest_files
