@@ -121,6 +121,9 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
 @click.option("--allow-beyond-horizon", is_flag=True,
               help="Listing consumer: go on when a partition past the lookback changed in a way that cannot be told "
                    "precisely (its files are a warning, not delivered); without it the run exits 14.")
+@click.option("--max-files", help="Consumer: at most N files in this plan, whole partitions (commits) oldest "
+                                  "first, at least one; the rest stays pending and is reported as the backlog "
+                                  "(default 100000; 0 or off = no cap).")
 @click.option("--state-dir", help="Keep consumer state in DIR/NAME instead of ROOT/_tributary/consumers (read-only tables).")
 @click.option("--parallel", type=int, help="Concurrent directory listings (default: 16 remote, 1 local; raise it for NFS).")
 @click.option("--uri/--relative", "as_uri", default=False, help="Print full URIs instead of ROOT-relative paths (--json: add a `uri` per file).")
@@ -142,7 +145,7 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
 @pass_state
 def files(state: TribState, root, mode, since_version, until_version, start, end, schedule_time, period, lag,
           window_form, window, partitions, layout, partition_spec, timezone, consumer, lookback, min_age, full_scan,
-          full_scan_every, initial_position, allow_beyond_horizon, state_dir, parallel, as_uri, null, allow_untracked,
+          full_scan_every, initial_position, allow_beyond_horizon, max_files, state_dir, parallel, as_uri, null, allow_untracked,
           allow_changed, all_files, quiet, as_json) -> None:
     """Print the exact files of ROOT for this run, one per line.
 
@@ -169,7 +172,7 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
         min_age_ms=parse_duration_ms(min_age, "--min-age") if min_age is not None else None,
         full_scan=full_scan, full_scan_every_ms=every_ms, parallel=parallel, allow_untracked=allow_untracked,
         all_files=all_files, initial_position=initial_position, allow_beyond_horizon=allow_beyond_horizon,
-        allow_changed=allow_changed)
+        allow_changed=allow_changed, max_files=max_files)
     with listing_progress(state, src.uri, quiet) as progress:
         chosen = select(src, request, options=options, progress=progress)
     fs, plan = chosen.fileset, chosen.plan
@@ -226,6 +229,10 @@ def _notes(fs, plan, root: str, state_dir: str | None) -> None:
     if plan.stats.get("held_files"):
         warn(f"{plan.stats['held_bytes']} bytes at the end of {plan.stats['held_files']} growing files wait for "
              "their last line (gzip member) to be complete: it is still being written")
+    left = plan.stats.get("backlog")
+    if left and left["files"]:
+        warn(f"backlog: {left['files']} files ({left['bytes']} bytes) in {left['partitions']} partitions from "
+             f"{left['oldest_partition']} left for the next runs (--max-files)")
     if plan.baseline:
         b = plan.baseline
         warn(f"first plan: {b['files']} files in {b['directories']} partitions were taken as already delivered "

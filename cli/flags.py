@@ -51,6 +51,7 @@ FLAGS = {
     "all_files": "--all",
     "initial_position": "--initial-position",
     "allow_beyond_horizon": "--allow-beyond-horizon",
+    "max_files": "--max-files",
     "replay_partition": "--partition",
 }
 

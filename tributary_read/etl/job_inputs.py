@@ -61,6 +61,7 @@ class _InputParser:
             if not isinstance(changed, bool):
                 raise self.fail(f"{section}.allow_changed must be true or false, not {changed!r}")
             kw["allow_changed"] = changed
+            kw["max_files"] = self.max_files(d, section)
         else:
             kw.update(self.window(d, section))
         layout = self.string(d, "layout", section)
@@ -102,6 +103,17 @@ class _InputParser:
         if not isinstance(allow, bool):
             raise self.fail(f"{section}.allow_beyond_horizon must be true or false, not {allow!r}")
         return {"initial_position": pos, "allow_beyond_horizon": allow}
+
+    def max_files(self, d: Mapping, section: str) -> int | str | None:
+        """``max_files`` of a consumer input (an integer, or ``"off"``), checked as the job loads."""
+        from tributary_read.read.consumer_state import max_files_of
+
+        cap = d.get("max_files")
+        try:
+            max_files_of(cap)
+        except InvalidInputError as e:
+            raise self.fail(f"{section}.max_files: {e}") from None
+        return cap
 
     def window(self, d: Mapping, section: str) -> dict[str, Any]:
         """``window_form``, ``window`` and ``lag`` of an mtime or manifest input.

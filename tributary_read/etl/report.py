@@ -85,6 +85,9 @@ class InputReport:
     untracked: Mapping | None = field(default=None, hash=False)
     #: what the input saw and did not read this run, and why (issue 32: never silent)
     left: tuple[Left, ...] = ()
+    #: a consumer input: what its capped plan left for the next runs (files, bytes, oldest partition;
+    #: tributary_read.read.backlog), delivered by them
+    backlog: Mapping | None = field(default=None, hash=False)
 
     def to_json(self, with_paths: bool = False) -> dict:
         d: dict[str, Any] = {"view": self.view, "table": self.table, "mode": self.mode, "files": self.files,
@@ -100,6 +103,8 @@ class InputReport:
         if self.untracked:
             d["untracked"] = dict(self.untracked)
         d["left"] = [x.to_json() for x in self.left]
+        if self.backlog is not None:
+            d["backlog"] = dict(self.backlog)
         if with_paths:
             d["paths"] = list(self.paths)
         return d

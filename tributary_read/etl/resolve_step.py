@@ -59,7 +59,8 @@ def _resolve_one(run: _Run, spec: InputSpec):
                               full_scan_every_ms=spec.full_scan_every_ms, allow_untracked=spec.allow_untracked,
                               owner={"job": run.job.name, "output": run.output.uri},
                               initial_position=spec.initial_position,
-                              allow_beyond_horizon=spec.allow_beyond_horizon, allow_changed=spec.allow_changed)
+                              allow_beyond_horizon=spec.allow_beyond_horizon, allow_changed=spec.allow_changed,
+                              max_files=spec.max_files)
     else:
         window = run.window(spec)
         request = ReadRequest(mode=str(spec.mode), window=window, allow_untracked=spec.allow_untracked)
@@ -75,7 +76,8 @@ def _resolve_one(run: _Run, spec: InputSpec):
         late_files=tuple(_late(run, src.layout, fs.files)),
         beyond_horizon=tuple(b.path for b in plan.beyond_horizon) if plan is not None else (),
         skipped=len(fs.skipped), paths=tuple(f.path for f in fs.files),
-        untracked=fs.untracked.to_json() if fs.untracked is not None else None, left=left_of(fs, plan)))
+        untracked=fs.untracked.to_json() if fs.untracked is not None else None, left=left_of(fs, plan),
+        backlog=plan.stats.get("backlog") if plan is not None else None))
     if fs.untracked is not None:
         run.say(f"input {spec.view}: {fs.untracked.message()}")
     if plan is not None and plan.conflicts:
@@ -97,6 +99,10 @@ def left_of(fs, plan) -> tuple[Left, ...]:
     held = int((plan.stats or {}).get("held_files", 0)) if plan is not None else 0
     if held:
         out.append(Left(held, "end in a line still being written; their complete lines were read", True))
+    backlog = (plan.stats or {}).get("backlog") if plan is not None else None
+    if backlog and backlog["files"]:
+        out.append(Left(backlog["files"], f"({backlog['bytes']} bytes in {backlog['partitions']} partitions) are "
+                        "past max_files: the oldest partitions are read first", True, backlog["oldest_partition"]))
     if plan is not None and plan.conflicts:
         out.append(Left(len(plan.conflicts), "changed after an earlier run read them, acknowledged by "
                         "allow_changed", False, plan.conflicts[0].path))

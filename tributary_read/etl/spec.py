@@ -67,6 +67,9 @@ class InputSpec:
     #: consumer mode: a delivered file that changed in a way no byte range delivers (shrank, rewritten,
     #: Parquet grew) is acknowledged and reported; without it the run fails with exit 15 (read.growth)
     allow_changed: bool = False
+    #: consumer mode: at most this many files per run, oldest partitions first (an integer or "off"; None:
+    #: the default cap, consumer_state.DEFAULT_MAX_FILES); the rest is the run's backlog
+    max_files: int | str | None = None
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"table": self.table, "root": self.root, "view": self.view, "mode": str(self.mode)}
@@ -77,6 +80,8 @@ class InputSpec:
                 d["initial_position"] = self.initial_position
             if self.allow_beyond_horizon:
                 d["allow_beyond_horizon"] = True
+            if self.max_files is not None:
+                d["max_files"] = self.max_files
         else:
             d.update(window_form=str(self.window_form), lag_ms=self.lag_ms)
             if self.window_form is WindowForm.SLIDING:
@@ -158,9 +163,9 @@ _JOB_KEYS = {"name", "sql", "period", "timezone", "count_inputs", "lock_dir"}
 _INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lookback", "min_age",
                "full_scan_every", "window", "window_form", "lag", "layout", "partition", "timezone", "format",
                "schema", "hive_table", "options", "allow_untracked", "initial_position", "allow_beyond_horizon",
-               "allow_changed"}
+               "allow_changed", "max_files"}
 _CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every", "initial_position",
-                  "allow_beyond_horizon", "allow_changed"}
+                  "allow_beyond_horizon", "allow_changed", "max_files"}
 _WINDOW_ONLY = {"window", "window_form", "lag"}
 _OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time"}
 _HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir", "full_sync_every"}

@@ -46,6 +46,7 @@ from tributary_read.read.consumer_state import (
     Plan,
     check_name,
     is_index,
+    max_files_of,
     replay_command,
     reset_command,
 )
@@ -220,7 +221,8 @@ class Consumer(Moves):
              parallel: int | None = None, full_scan_every_ms: int | None = None,
              allow_untracked: bool = False, owner: Mapping[str, str] | None = None,
              initial_position: InitialPosition | str | int | None = None,
-             allow_beyond_horizon: bool = False, allow_changed: bool = False) -> Plan:
+             allow_beyond_horizon: bool = False, allow_changed: bool = False,
+             max_files: int | str | None = None) -> Plan:
         """The next batch, without moving the consumer; the same plan until acked.
 
         Args:
@@ -263,6 +265,10 @@ class Consumer(Moves):
                 plan's ``conflicts`` and taken as delivered; without it the plan
                 fails with ``ChangedFileError`` (exit 15) and is not saved. A
                 file that only grew is delivered as a range either way.
+            max_files: at most this many files in the plan (default
+                DEFAULT_MAX_FILES; 0 or ``off``: no cap), whole partitions
+                (commits) oldest first; the rest stays pending, reported as the
+                plan's ``backlog`` (tributary_read.read.backlog).
         """
         if lookback_ms is not None and lookback_ms <= 0:
             raise InvalidInputError("the lookback must be positive", lookback="the lookback")
@@ -273,7 +279,7 @@ class Consumer(Moves):
                                     full_scan_every="the full-scan interval")
         opts = PlanOptions(mode, lookback_ms, min_age_ms, full_scan, full_scan_every_ms, progress, parallel,
                            allow_untracked, InitialPosition.of(initial_position), allow_beyond_horizon,
-                           allow_changed)
+                           allow_changed, max_files_of(max_files))
         state = self.current()
         base = state.version if state else 0
         self._check_owner(state.owner if state else None, owner)

@@ -136,7 +136,7 @@ class Moves:
                    f"versions {to_version + 1}..{was} are delivered again")
             return new, f"continues after table version {to_version} (it was after {was}): {how}{dropped}"
         if target is ResetTarget.LATEST:
-            opts = PlanOptions(min_age_ms=0, full_scan=True, progress=progress)
+            opts = PlanOptions(min_age_ms=0, full_scan=True, progress=progress, max_files=0)  # all of it, never capped
             try:
                 plan = self._compute(state, opts, now)
             except LogRetentionError:

@@ -41,6 +41,25 @@ CONSUMER_MODES = tuple(Tracking)
 #: unchanged: a directory mtime set back (``touch -r``, ``rsync -a``) hides a new
 #: file from the mtime skip, and an in-place rewrite never changes it (docs/reading.md).
 DEFAULT_FULL_SCAN_EVERY_MS = DAY_MS
+#: One plan delivers at most this many files (``--max-files``; 0 = no cap), oldest partitions first, the
+#: rest left pending as its ``backlog``: a new consumer delivers all history by default, and a first plan
+#: over millions of files would otherwise hold them all in memory and in one plan file (docs/reading.md).
+DEFAULT_MAX_FILES = 100_000
+
+
+
+def max_files_of(value: int | str | None) -> int | None:
+    """A file cap as given (an integer, or ``off``/``0`` for none); None stays None (the default)."""
+    if value is None:
+        return None
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text in ("off", "none"):
+        return 0
+    if isinstance(value, bool) or not ((isinstance(value, int) and value >= 0) or (text or "").isdigit()):
+        raise InvalidInputError(f"the file cap must be a number of files, or off (0) for no cap, not {value!r}",
+                                max_files="the file cap")
+    return int(value)
+
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 _PLAN_ID = re.compile(r"^([0-9]{1,20})-([0-9a-f]{12})$")
@@ -264,7 +283,9 @@ class Plan:
                          "beyond_horizon": [b.to_json() for b in self.beyond_horizon],
                          "baseline": self.baseline, "full_scan": bool(self.delta.get("full_scan")),
                          "full_scan_every_ms": self.delta.get("full_scan_every_ms")})
-        stats = {k: v for k, v in self.stats.items() if k != "untracked"}
+        if "backlog" in self.stats:  # what a capped plan left for the next runs (tributary_read.read.backlog)
+            plan["backlog"] = self.stats["backlog"]
+        stats = {k: v for k, v in self.stats.items() if k not in ("untracked", "backlog")}
         untracked = self.stats.get("untracked")
         return FileSet("consumer", self.files, plan, skipped=self.skipped, stats=stats,
                        untracked=Untracked.from_json(untracked) if untracked else None,

@@ -21,8 +21,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Protocol
 
 from tributary_read.errors import ConsumerStateCorruptError, InvalidInputError, LogRetentionError
-from tributary_read.read.consumer_state import (DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, DEFAULT_MIN_AGE_MS,
-                                                ConsumerState, InitialPosition, Plan, Start, reset_command)
+from tributary_read.read.backlog import cap_manifest, merged
+from tributary_read.read.consumer_state import (DEFAULT_FULL_SCAN_EVERY_MS, DEFAULT_LOOKBACK_MS, DEFAULT_MAX_FILES,
+                                                DEFAULT_MIN_AGE_MS, ConsumerState, InitialPosition, Plan, Start,
+                                                reset_command)
 from tributary_read.read.ledger import LedgerPlanner, apply_delta
 from tributary_read.read.listing import Progress
 from tributary_read.read.resolve import Source, manifest_files
@@ -53,6 +55,13 @@ class PlanOptions:
     allow_beyond_horizon: bool = False
     #: Deliver a plan whose delivered files changed in a way no range delivers (ChangedFileError otherwise).
     allow_changed: bool = False
+    #: At most this many files in the plan (0: no cap; None: DEFAULT_MAX_FILES), oldest first; the rest
+    #: stays pending as the plan's backlog (tributary_read.read.backlog).
+    max_files: int | None = None
+
+    @property
+    def cap(self) -> int:
+        return DEFAULT_MAX_FILES if self.max_files is None else self.max_files
 
 
 #: In a manifest plan's stats: its untracked check listed the whole table (see ManifestTracking.checked).
@@ -88,7 +97,7 @@ class ManifestTracking:
         self.name = name
 
     def part(self, state: ConsumerState | None, plan_id: str, now: int,
-             initial: InitialPosition | None = None) -> Plan:
+             initial: InitialPosition | None = None, max_files: int = 0) -> Plan:
         """The commits after the state's version, without the untracked-data check.
 
         A first plan at ``latest`` starts after the latest version; at a time it
@@ -114,6 +123,7 @@ class ManifestTracking:
                 f"to skip what it missed: {reset_command(self.source.uri, self.name, 'to-latest')}; "
                 f"to deliver the whole table again: {reset_command(self.source.uri, self.name, 'to-earliest')}"
                 ) from None
+        fs, left = cap_manifest(table, since, fs, max_files)
         until = fs.plan["until_version"]
         files, baseline = fs.files, None
         if initial is not None and initial.start is Start.TIME:
@@ -126,10 +136,10 @@ class ManifestTracking:
                             "bytes": sum(f.size for f in taken)}
         return Plan(plan_id, self.name, state.version if state else 0, self.mode, self.source.uri, now,
                     files, skipped=fs.skipped, baseline=baseline, versions=(since, until),
-                    delta={"manifest_version": until})
+                    stats={"backlog": left}, delta={"manifest_version": until})
 
     def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:
-        return self.checked(self.part(state, plan_id, now, opts.initial_position), opts)
+        return self.checked(self.part(state, plan_id, now, opts.initial_position, opts.cap), opts)
 
     def checked(self, p: Plan, opts: PlanOptions) -> Plan:
         """``p`` with what it leaves untracked in its stats, and whether every file of the table was looked at.
@@ -144,6 +154,8 @@ class ManifestTracking:
         untracked = check_untracked(table, p.files, tracking="manifest", asked=opts.asked,
                                     allow=opts.allow_untracked)
         stats: dict[str, Any] = {"untracked": untracked.to_json()} if untracked else {}
+        if "backlog" in p.stats:
+            stats["backlog"] = p.stats["backlog"]
         if checks_completely(table, allow=opts.allow_untracked):
             stats[COMPLETE_CHECK] = True
         return replace(p, stats=stats)
@@ -190,8 +202,8 @@ class ListingTracking:
         line_based = table.config.data_format.spec.line_based if table is not None else None
         diff = LedgerPlanner(self.source.storage, state.ledger if state else {}, state.sealed if state else {},
                              layout, lookback, min_age, now, foreign_only=table is not None, line_based=line_based,
-                             takes=None if pos is None or pos.start is Start.EARLIEST else pos.takes
-                             ).plan(why is not None, opts.progress, opts.parallel)
+                             takes=None if pos is None or pos.start is Start.EARLIEST else pos.takes,
+                             max_files=opts.cap).plan(why is not None, opts.progress, opts.parallel)
         delta = {**diff.delta, "full_scan": why is not None, "full_scan_every_ms": every}
         stats = {**diff.stats, "full_scan": why}
         return Plan(plan_id, self.name, state.version if state else 0, self.mode, self.source.uri, now,
@@ -261,10 +273,13 @@ class BothTracking:
 
     def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:
         # first: its errors (log retention) come before a listing
-        m = self.manifest.part(state, plan_id, now, opts.initial_position)
+        # Each part is capped at max_files: a plan holds at most that many of each kind.
+        m = self.manifest.part(state, plan_id, now, opts.initial_position, opts.cap)
         lst = self.listing.part(state, plan_id, now, opts)
         baseline = _merged(m.baseline, lst.baseline)
-        return replace(lst, mode=self.mode, baseline=baseline,
+        left = merged(m.stats.get("backlog"), lst.stats.get("backlog"),
+                      self.manifest.source.table.layout if self.manifest.source.table else None)
+        return replace(lst, mode=self.mode, baseline=baseline, stats={**lst.stats, "backlog": left},
                        files=tuple(sorted((*written(m.files), *lst.files), key=lambda f: f.path)),
                        skipped=tuple(sorted((*m.skipped, *lst.skipped), key=lambda s: s.path)),
                        versions=m.versions, delta={**lst.delta, "manifest_version": m.delta["manifest_version"]})

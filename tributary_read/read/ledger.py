@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Mapping
 from tributary_read.table.layout import Layout, PartitionDir
 from tributary_read.read.listing import ListedFile, Progress, Skipped, scan
 from tributary_read.read.fileset import Conflict, Fingerprint, LateFile, ResolvedFile
+from tributary_read.read.backlog import cap_listing
 from tributary_read.read.growth import Growth, growth, readable
 from tributary_read.io.storage import Storage
 from tributary_read.read.tracking import foreign
@@ -170,8 +171,10 @@ class LedgerPlanner:
 
     def __init__(self, storage: Storage, ledger: Mapping, sealed: Mapping, layout: Layout,
                  lookback_ms: int, min_age_ms: int, now_ms: int, foreign_only: bool = False,
-                 takes: Callable[[int], bool] | None = None, line_based: bool | None = None):
+                 takes: Callable[[int], bool] | None = None, line_based: bool | None = None, max_files: int = 0):
         self.storage = storage
+        #: At most this many files (0: no cap), whole partitions, oldest first (tributary_read.read.backlog).
+        self.max_files = max_files
         #: A consumer's first plan only: whether a partition ending at this time counts as delivered
         #: already (its initial position); None delivers every file (``earliest``, and every later plan).
         self.takes = takes
@@ -246,9 +249,12 @@ class LedgerPlanner:
             # horizon, so the ledger stays bounded); its new files are exactly what it holds.
             self._compare(d, part, cur, fps, entry, young, in_horizon, mtime, listed, taken)
         drop = [d for d in (*self.ledger, *self.sealed) if d not in listing.leaves]
+        self.files, self.conflicts, left = cap_listing(self.files, self.conflicts, self.put, self.seal,
+                                                       listing.partitions, self.ledger, self.sealed, self.max_files)
         self.files.sort(key=lambda f: f.path)
         delta = {"put": self.put, "seal": self.seal, "drop": drop, "layout": self.layout.to_dict()}
-        stats = {**listing.stats(), "ledger_directories_changed": len(self.put), "sealed": len(self.seal)}
+        stats = {**listing.stats(), "ledger_directories_changed": len(self.put), "sealed": len(self.seal),
+                 "backlog": left}
         if self.held[0]:
             stats.update(held_files=self.held[0], held_bytes=self.held[1])
         return LedgerDiff(tuple(self.files), tuple(self.conflicts),

@@ -35,7 +35,8 @@ CONSUMER_ONLY = {"lookback_ms": ("lookback", "a lookback"), "min_age_ms": ("min_
                  "owner": ("owner", "an owning job"),
                  "initial_position": ("initial_position", "an initial position"),
                  "allow_beyond_horizon": ("allow_beyond_horizon", "an opt-out for changes beyond the horizon"),
-                 "allow_changed": ("allow_changed", "the changed-file opt-out")}
+                 "allow_changed": ("allow_changed", "the changed-file opt-out"),
+                 "max_files": ("max_files", "a file cap")}
 #: Options a consumer's batch cannot take (its batch is whatever it has not delivered yet), likewise.
 NOT_WITH_CONSUMER = {"window": ("read_window", "a time window"), "all_files": ("all_files", "all files"),
                      "since_version": ("since_version", "a since version"),
@@ -82,6 +83,9 @@ class ReadRequest:
     #: Take delivered files that changed in a way no byte range delivers as acknowledged (reported in
     #: ``conflicts``); without it such a plan raises ChangedFileError (tributary_read.read.growth).
     allow_changed: bool = False
+    #: At most this many files in a consumer's batch, oldest partitions first (an integer, or ``off``/0;
+    #: None: consumer_state.DEFAULT_MAX_FILES); the rest is its backlog, delivered by the next runs.
+    max_files: int | str | None = None
 
     def __post_init__(self) -> None:
         if self.parallel is not None and self.parallel < 1:
@@ -149,7 +153,7 @@ def select(source: Source, request: ReadRequest, *, options: Mapping[str, str] |
                   now_ms=r.now_ms, progress=progress, parallel=r.parallel,
                   full_scan_every_ms=r.full_scan_every_ms, allow_untracked=r.allow_untracked, owner=r.owner,
                   initial_position=r.initial_position, allow_beyond_horizon=r.allow_beyond_horizon,
-                  allow_changed=r.allow_changed)
+                  allow_changed=r.allow_changed, max_files=r.max_files)
     return Selection(plan.fileset(origin(source.storage, source.table, source.layout)), plan, c)
 
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: ``plan_options`` a consumer's plan takes (:meth:`Consumer.plan`), and those ``resolve`` takes.
 CONSUMER_OPTIONS = frozenset({"lookback_ms", "min_age_ms", "full_scan", "full_scan_every_ms", "parallel",
                               "progress", "now_ms", "layout", "initial_position", "allow_beyond_horizon",
-                              "allow_changed"})
+                              "allow_changed", "max_files"})
 RESOLVE_OPTIONS = frozenset({"since_version", "until_version", "partitions", "parallel", "progress", "layout",
                              "all_files"})
 #: The library's parameter names -> this function's (TributaryError.reword).
@@ -47,7 +47,8 @@ PARAMETERS = {"read_window": "window", "state_dir": "state_dir", "lister": "list
               "full_scan_every": "full_scan_every_ms", "since_version": "since_version",
               "until_version": "until_version", "partitions": "partitions", "parallel": "parallel",
               "all_files": "all_files=True", "versions": "since_version/until_version",
-              "initial_position": "initial_position", "allow_changed": "allow_changed=True"}
+              "initial_position": "initial_position", "allow_changed": "allow_changed=True",
+              "max_files": "max_files"}
 #: A temp view is named by a plain SQL identifier (no quoting games in the caller's SQL).
 _VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 NOT_A_CONSUMER = "not a consumer batch: nothing to ack (a window's position is the caller's schedule time)"
@@ -181,7 +182,12 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
             ``allow_changed``
             (a delivered file that shrank or was rewritten is reported in
             ``batch.conflicts`` instead of raising ``ChangedFileError``; a
-            file that only grew is read as a byte range either way); otherwise
+            file that only grew is read as a byte range either way),
+            ``max_files`` (at most this many files per batch, whole
+            partitions oldest first, like Spark's ``maxFilesPerTrigger``;
+            default 100,000, 0 or ``"off"``: no cap; the rest is the batch's
+            ``batch.fileset.plan["backlog"]``, delivered by the next batches);
+            otherwise
             ``resolve``'s ``since_version``, ``until_version``,
             ``partitions``, ``parallel``. ``layout`` describes a plain directory.
     """

@@ -1,0 +1,132 @@
+"""A capped consumer plan: at most N files, oldest first, the rest left pending as its backlog.
+
+A new consumer delivers all history by default (``--initial-position
+earliest``), so a first plan over years of partitions can hold millions of
+files: gigabytes of memory and a plan file as large. A cap bounds one plan the
+way Spark's ``maxFilesPerTrigger`` bounds a micro-batch, but by whole units the
+consumer's state can record exactly:
+
+* a listing plan takes whole partitions, oldest partition time first, and at
+  least one (a partition is never split: its ledger entry or seal covers the
+  whole directory, so half a partition could not be told from the other half
+  next run). A partition left out is left exactly as the state had it, except
+  that its directory is marked to be listed again, so the next plan sees what
+  this one saw and delivers it.
+* a manifest plan takes a prefix of the commits (a version range), at least
+  one commit, so the state's version moves only to the last commit taken.
+
+The backlog a plan reports (files, bytes, oldest partition left) is what the
+listing or the log showed beyond the cap: no file is read to count it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from tributary_read.errors import LogRetentionError
+from tributary_read.read.fileset import Conflict, FileSet, ResolvedFile
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.table.layout import Layout, PartitionDir
+    from tributary_read.table.config import Table
+
+NONE_LEFT: Mapping[str, Any] = {"files": 0, "bytes": 0, "partitions": 0, "oldest_partition": None}
+
+
+def _dir(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+def backlog(left: list[ResolvedFile], layout: Layout | None) -> dict[str, Any]:
+    """The files ``left`` for later runs, as a plan reports them."""
+    if not left:
+        return dict(NONE_LEFT)
+    dirs = {_dir(f.path) for f in left}
+
+    def start(d: str) -> tuple:
+        p = layout.try_parse(d) if layout is not None else None
+        return (p.start_ms if p is not None else 1 << 62, d)
+
+    return {"files": len(left), "bytes": sum(f.readable_bytes for f in left), "partitions": len(dirs),
+            "oldest_partition": min(dirs, key=start)}
+
+
+def merged(a: Mapping | None, b: Mapping | None, layout: Layout | None) -> Mapping | None:
+    """Two parts' backlogs (a ``both`` plan) as one."""
+    if a is None or b is None:
+        return a or b
+    firsts = [x for x in (a["oldest_partition"], b["oldest_partition"]) if x is not None]
+
+    def start(d: str) -> tuple:
+        p = layout.try_parse(d) if layout is not None else None
+        return (p.start_ms if p is not None else 1 << 62, d)
+
+    return {"files": a["files"] + b["files"], "bytes": a["bytes"] + b["bytes"],
+            "partitions": a["partitions"] + b["partitions"],
+            "oldest_partition": min(firsts, key=start) if firsts else None}
+
+
+def cap_listing(files: list[ResolvedFile], conflicts: list[Conflict], put: dict, seal: dict,
+                partitions: Mapping[str, PartitionDir], ledger: Mapping, sealed: Mapping,
+                max_files: int) -> tuple[list[ResolvedFile], list[Conflict], dict[str, Any]]:
+    """A listing plan's files and conflicts within ``max_files`` (0: no cap), and its backlog.
+
+    ``put`` and ``seal`` (the plan's ledger delta) are changed in place: a
+    partition left out gets no new entry or seal, only its old one marked to be
+    listed again (a file that grew leaves its directory's mtime alone).
+    """
+    if max_files <= 0 or len(files) <= max_files:
+        return files, conflicts, dict(NONE_LEFT)
+    by_dir: dict[str, int] = {}
+    for f in files:
+        d = _dir(f.path)
+        by_dir[d] = by_dir.get(d, 0) + 1
+    order = sorted(by_dir, key=lambda d: (partitions[d].start_ms, d))
+    taken = 0
+    left: list[str] = []
+    for i, d in enumerate(order):
+        if taken and taken + by_dir[d] > max_files:
+            left = order[i:]
+            break
+        taken += by_dir[d]
+    for d in left:
+        put.pop(d, None)
+        seal.pop(d, None)
+        if d in ledger:
+            put[d] = {**ledger[d], "mtime_ms": None, "listed_ms": None}
+        elif d in sealed:
+            seal[d] = {**sealed[d], "mtime_ms": None, "listed_ms": None}
+    gone = set(left)
+    kept = [f for f in files if _dir(f.path) not in gone]
+    rest = [f for f in files if _dir(f.path) in gone]
+    return kept, [c for c in conflicts if _dir(c.path) not in gone], {
+        "files": len(rest), "bytes": sum(f.readable_bytes for f in rest), "partitions": len(left),
+        "oldest_partition": left[0]}
+
+
+def cap_manifest(table: Table, since: int, fs: FileSet, max_files: int) -> tuple[FileSet, dict[str, Any]]:
+    """``fs`` (the files of the commits after ``since``) cut to a prefix of commits within ``max_files``.
+
+    A log whose early commits retention removed cannot be cut by commit, so
+    its plan is not capped (its backlog is then none: it delivers it all).
+    """
+    until = fs.plan["until_version"]
+    if max_files <= 0 or len(fs.files) <= max_files or until <= since + 1:
+        return fs, dict(NONE_LEFT)
+    from tributary_read.read.resolve import manifest_files
+
+    total, cut = 0, since
+    try:
+        for c in table.log.commits(since, until):
+            if cut > since and total + len(c.files) > max_files:
+                break
+            total += len(c.files)
+            cut = c.version
+    except LogRetentionError:
+        return fs, dict(NONE_LEFT)
+    if cut >= until:
+        return fs, dict(NONE_LEFT)
+    capped = manifest_files(table, since, cut)
+    kept = {f.path for f in capped.files}
+    return capped, {**backlog([f for f in fs.files if f.path not in kept], table.layout),
+                    "until_version": until}
