@@ -163,8 +163,9 @@ def consumer_ledger(work: Path, days: int, per_hour: int, runs: int) -> dict:
         t = END + k * H
         d = root / hour_dir(t)
         d.mkdir(parents=True, exist_ok=True)
+        step = min(1000, H // 2 // per_hour)  # every new file settles before the run's clock (min_age)
         for i in range(per_hour):
-            touch(str(d / f"new-{k:04d}-{i:03d}.log"), t + i * 1000)
+            touch(str(d / f"new-{k:04d}-{i:03d}.log"), t + i * step)
         os.utime(d, ns=((t + H) * 1_000_000,) * 2)
         now = t + H + 5 * 60_000
         t1 = time.perf_counter()
