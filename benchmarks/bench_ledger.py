@@ -45,7 +45,9 @@ def child(code: str, work: str, days: int, per_hour: int, runs: int) -> None:
 
 
 def run(code: str, days: int, per_hour: int, runs: int) -> dict:
-    with tempfile.TemporaryDirectory(prefix="bench-ledger-", dir=REPO / "benchmarks") as work:
+    out_dir = REPO / "benchmarks" / "out"  # git ignores it
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-ledger-", dir=out_dir) as work:
         out = subprocess.run([sys.executable, __file__, "--child", code, work, str(days), str(per_hour), str(runs)],
                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": code})
         if out.returncode:
