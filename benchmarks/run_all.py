@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readers-args", default="", help="extra arguments for bench_readers.py (quoted)")
     ap.add_argument("--skip", default="",
                     help="comma list of writer,commit,listing,cli,hive,etl-hive,spark-read,etl,spark-listing,"
-                         "window-query,readers,ledger,untracked to skip")
+                         "window-query,readers,ledger,untracked,hourly to skip")
     ap.add_argument("--output", default=str(HERE / "results.md"), help="summary file (default benchmarks/results.md)")
     args = ap.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                                ("window-query", "bench_window_query.py", ""),
                                ("readers", "bench_readers.py", args.readers_args),
                                ("ledger", "bench_ledger.py", ""),
-                               ("untracked", "bench_untracked.py", "")):
+                               ("untracked", "bench_untracked.py", ""),
+                               ("hourly", "bench_hourly.py", "")):
         if name not in skip:
             jobs.append((name, script, quick + shlex.split(more)))
     for name, script, extra in jobs:
