@@ -183,12 +183,12 @@ def timed(fn, reps: int) -> tuple[float, float, object]:
     return median(times), min(times), result
 
 
-def bench_session(master: str, app: str):
-    """A quiet SparkSession for a benchmark (no UI, two shuffle partitions, errors only)."""
+def bench_session(master: str, app: str, **conf: str):
+    """A quiet SparkSession for a benchmark (no UI, two shuffle partitions, errors only), plus ``conf``."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from tributary_read.spark.session import spark_session
 
     spark = spark_session(master, {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                                   "spark.sql.shuffle.partitions": "2"}, app)
+                                   "spark.sql.shuffle.partitions": "2", **conf}, app)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
