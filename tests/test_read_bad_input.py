@@ -85,6 +85,8 @@ def test_consumer_option_misuse(plain):
     for args, needle in ((["--consumer", "c", "--start", str(T0)], "cannot be combined with --consumer"),
                          (["--consumer", "c", "--partitions", "dt>=1"], "cannot be combined"),
                          (["--lookback", "7d"], "goes with --consumer"),
+                         (["--min-age", "0s", "--all"], "--min-age goes with --consumer"),  # a zero is given too
+                         (["--consumer", "c", "--since-version", "0"], "--since-version cannot be combined"),
                          (["--consumer", "c", "--lookback", "0s"], "must be positive"),
                          (["--consumer", "c", "--lookback", "week"], "is not a duration"),
                          (["--consumer", "../x"], "bad consumer name")):

@@ -13,7 +13,7 @@ into its own spelling (``--lookback``) with :meth:`TributaryError.reword`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tributary_read.errors import InvalidInputError
@@ -92,7 +92,7 @@ class ReadRequest:
             raise InvalidInputError("the listing parallelism must be >= 1", parallel="the listing parallelism")
         if self.consumer is None:
             for name, (param, words) in CONSUMER_ONLY.items():
-                if getattr(self, name) not in (None, False):
+                if _given(getattr(self, name)):
                     raise InvalidInputError(f"{words} goes with a consumer", **{param: words},
                                             consumer="a consumer")
             bounded = (self.window is not None or self.since_version is not None or self.until_version is not None
@@ -107,14 +107,15 @@ class ReadRequest:
                     all_files="all files")
             return
         for name, (param, words) in NOT_WITH_CONSUMER.items():
-            if getattr(self, name) not in (None, False):
+            if _given(getattr(self, name)):
                 raise InvalidInputError(f"{words} cannot be combined with a consumer: a consumer's batch is "
                                         "whatever it has not delivered yet", **{param: words},
                                         consumer="a consumer")
 
-    @classmethod
-    def names(cls) -> frozenset[str]:
-        return frozenset(f.name for f in fields(cls))
+
+def _given(value: Any) -> bool:
+    """Whether an option was set: None and an unset flag are not; 0 (``--min-age 0s``) is."""
+    return value is not None and value is not False
 
 
 @dataclass(frozen=True)
@@ -156,11 +157,3 @@ def select(source: Source, request: ReadRequest, *, options: Mapping[str, str] |
                   allow_changed=r.allow_changed, max_files=r.max_files)
     return Selection(plan.fileset(origin(source.storage, source.table, source.layout)), plan, c)
 
-
-def request_of(**given: Any) -> ReadRequest:
-    """A ReadRequest from keyword arguments, refusing unknown ones by name (the Python API's ``**options``)."""
-    unknown = sorted(set(given) - ReadRequest.names())
-    if unknown:
-        raise InvalidInputError(f"unknown option{'s' * (len(unknown) > 1)} {', '.join(unknown)}; choose from "
-                                f"{', '.join(sorted(ReadRequest.names()))}")
-    return ReadRequest(**given)
