@@ -27,6 +27,7 @@ The oracle: for every record, (id, the output partition of its event time).
 from __future__ import annotations
 
 import json
+import textwrap
 import os
 import random
 from collections import defaultdict
@@ -427,3 +428,35 @@ def assert_exactly_once(rows: list[tuple[int, str, str]], expected: set[tuple[in
     wrong = [(i, dt, d) for i, dt, d in rows if dt != d]
     assert not wrong, f"{len(wrong)} rows outside the partition of their event time, e.g. {wrong[:3]}"
     assert {(i, dt) for i, dt, _ in rows} == expected
+
+
+def consumer_job_text(name: str, extra: str = "", *, spark: bool = False) -> str:
+    """A job file reading jsonl ``raw`` (a plain hourly directory) as a consumer into ``events``.
+
+    ``extra`` goes into the input's table; ``spark`` adds a small local session for runs that really run.
+    """
+    text = textwrap.dedent(f"""\
+        [job]
+        name = "{name}"
+        sql = "etl.sql"
+
+        [[inputs]]
+        table = "raw"
+        view = "raw"
+        mode = "consumer"
+        layout = "{{yyyy}}_{{MM}}_{{dd}}/{{HH}}"
+        format = "jsonl"
+        schema = "id BIGINT, ts BIGINT"
+        """) + extra + textwrap.dedent("""
+        [output]
+        table = "events"
+        time_column = "ts"
+        """)
+    if spark:
+        text += textwrap.dedent("""
+            [spark]
+            master = "local[2]"
+            conf = { "spark.sql.shuffle.partitions" = "2", "spark.ui.enabled" = "false" }
+            """)
+    return text
+

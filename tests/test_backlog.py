@@ -8,11 +8,11 @@ plan's backlog, for the next runs. Every test goes through the CLI over real fil
 from __future__ import annotations
 
 import json
-import textwrap
 from datetime import datetime, timezone
 
 import pytest
 from conftest import invoke_trib
+from etl_data import consumer_job_text
 from helpers import make_source, one_line_error, put
 
 from tributary_read.table.config import Table
@@ -169,23 +169,7 @@ def test_a_bad_file_cap_is_one_line(tmp_path, value):
 
 
 def _job(extra: str) -> str:
-    return textwrap.dedent("""\
-        [job]
-        name = "capped"
-        sql = "etl.sql"
-
-        [[inputs]]
-        table = "raw"
-        view = "raw"
-        mode = "consumer"
-        layout = "{yyyy}_{MM}_{dd}/{HH}"
-        format = "jsonl"
-        schema = "id BIGINT, ts BIGINT"
-        """) + extra + textwrap.dedent("""
-        [output]
-        table = "events"
-        time_column = "ts"
-        """)
+    return consumer_job_text("capped", extra)
 
 
 @pytest.mark.unit

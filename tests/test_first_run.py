@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 from datetime import datetime, timezone
 
 import pytest
 from conftest import invoke_trib, run_trib
+from etl_data import consumer_job_text
 from helpers import make_source, one_line_error, put
 
 from tributary_read.table.config import Table
@@ -238,27 +238,7 @@ def test_an_etl_consumer_input_over_a_changed_sealed_partition_exits_14_and_comm
 
 
 def _job(extra: str) -> str:
-    return textwrap.dedent("""\
-        [job]
-        name = "first"
-        sql = "etl.sql"
-
-        [[inputs]]
-        table = "raw"
-        view = "raw"
-        mode = "consumer"
-        layout = "{yyyy}_{MM}_{dd}/{HH}"
-        format = "jsonl"
-        schema = "id BIGINT, ts BIGINT"
-        """) + extra + textwrap.dedent("""
-        [output]
-        table = "events"
-        time_column = "ts"
-
-        [spark]
-        master = "local[2]"
-        conf = { "spark.sql.shuffle.partitions" = "2", "spark.ui.enabled" = "false" }
-        """)
+    return consumer_job_text("first", extra, spark=True)
 
 
 def test_an_etl_consumer_input_delivers_partitions_older_than_the_lookback_on_its_first_run(tmp_path):

@@ -92,23 +92,27 @@ def _resolve_one(run: _Run, spec: InputSpec):
 
 def left_of(fs, plan) -> tuple[Left, ...]:
     """What an input saw and did not read this run, and why: the report names it, never silence."""
+    from tributary_read.timespec import format_duration_ms
+
     out = []
-    if plan is not None and plan.deferred:
-        out.append(Left(plan.deferred, f"modified within the last {_span(plan.min_age_ms)} (min_age): they may "
-                        "still be written", True))
-    held = int((plan.stats or {}).get("held_files", 0)) if plan is not None else 0
-    if held:
-        out.append(Left(held, "end in a line still being written; their complete lines were read", True))
-    backlog = (plan.stats or {}).get("backlog") if plan is not None else None
-    if backlog and backlog["files"]:
-        out.append(Left(backlog["files"], f"({backlog['bytes']} bytes in {backlog['partitions']} partitions) are "
-                        "past max_files: the oldest partitions are read first", True, backlog["oldest_partition"]))
-    if plan is not None and plan.conflicts:
-        out.append(Left(len(plan.conflicts), "changed after an earlier run read them, acknowledged by "
-                        "allow_changed", False, plan.conflicts[0].path))
-    if plan is not None and plan.beyond_horizon:
-        out.append(Left(len(plan.beyond_horizon), "lie in partitions that changed past the lookback, acknowledged "
-                        "by allow_beyond_horizon", False, plan.beyond_horizon[0].path))
+    if plan is not None:
+        if plan.deferred:
+            out.append(Left(plan.deferred, f"modified within the last {format_duration_ms(plan.min_age_ms)} "
+                            "(min_age): they may still be written", True))
+        held = int(plan.stats.get("held_files", 0))
+        if held:
+            out.append(Left(held, "end in a line still being written; their complete lines were read", True))
+        backlog = plan.stats.get("backlog")
+        if backlog and backlog["files"]:
+            out.append(Left(backlog["files"], f"({backlog['bytes']} bytes in {backlog['partitions']} partitions) "
+                            "are past max_files: the oldest partitions are read first", True,
+                            backlog["oldest_partition"]))
+        if plan.conflicts:
+            out.append(Left(len(plan.conflicts), "changed after an earlier run read them, acknowledged by "
+                            "allow_changed", False, plan.conflicts[0].path))
+        if plan.beyond_horizon:
+            out.append(Left(len(plan.beyond_horizon), "lie in partitions that changed past the lookback, "
+                            "acknowledged by allow_beyond_horizon", False, plan.beyond_horizon[0].path))
     if fs.untracked is not None and fs.untracked.unit == "files":
         out.append(Left(fs.untracked.count, "were written by other tools and are not tracked by the manifest, "
                         "allowed by allow_untracked", False, (fs.untracked.examples or (None,))[0]))
@@ -116,12 +120,6 @@ def left_of(fs, plan) -> tuple[Left, ...]:
         out.append(Left(len(fs.skipped), f"cannot be read as the layout says ({fs.skipped[0].reason})", False,
                         fs.skipped[0].path))
     return tuple(out)
-
-
-def _span(ms: int) -> str:
-    from tributary_read.timespec import format_duration_ms
-
-    return format_duration_ms(ms)
 
 
 def _late(run: _Run, layout, files) -> list[str]:
