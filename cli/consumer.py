@@ -133,13 +133,7 @@ def replay(state: TribState, root, name, partition, execute, state_dir, as_json)
     src, options = open_source(state, root, None, None, None)
     r = Consumer(src, name, state_dir, options).replay(partition, execute=execute)
 
-    def human() -> None:
-        click.echo(f"consumer {name}: replay {r['partition']}: {r['effect']}")
-        if r["applied"]:
-            click.echo(f"applied: consumer {name} at state version {r['version']}")
-        else:
-            click.echo("nothing changed: add --execute to apply", err=True)
-    emit(as_json, r, human)
+    emit(as_json, r, lambda: _moved(name, f"replay {r['partition']}", r["effect"], r["applied"], r["version"]))
 
 
 @consumer.command("reset")
@@ -176,10 +170,13 @@ def reset(state: TribState, root, name, to_earliest, to_latest, to_version, disc
     with listing_progress(state, src.uri, quiet) as progress:
         r = c.reset(targets[0], execute=execute, to_version=to_version, progress=progress)
 
-    def human() -> None:
-        click.echo(f"consumer {name}: reset to {r.target}: {r.effect}")
-        if r.applied:
-            click.echo(f"applied: consumer {name} at state version {r.after.version}")
-        else:
-            click.echo("nothing changed: add --execute to apply", err=True)
-    emit(as_json, r.to_json(), human)
+    emit(as_json, r.to_json(), lambda: _moved(name, f"reset to {r.target}", r.effect, r.applied, r.after.version))
+
+
+def _moved(name: str, what: str, effect: str, applied: bool, version: int) -> None:
+    """A reset's or replay's human lines: what it does, then whether it was applied (previews say how)."""
+    click.echo(f"consumer {name}: {what}: {effect}")
+    if applied:
+        click.echo(f"applied: consumer {name} at state version {version}")
+    else:
+        click.echo("nothing changed: add --execute to apply", err=True)
