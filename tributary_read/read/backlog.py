@@ -11,7 +11,8 @@ consumer's state can record exactly:
   whole directory, so half a partition could not be told from the other half
   next run). A partition left out is left exactly as the state had it, except
   that its directory is marked to be listed again, so the next plan sees what
-  this one saw and delivers it.
+  this one saw and delivers it. The planner decides as the scan streams
+  (:class:`ListingCap`), so what it holds is bounded by the cap.
 * a manifest plan takes a prefix of the commits (a version range), at least
   one commit, so the state's version moves only to the last commit taken.
 
@@ -24,10 +25,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tributary_read.errors import LogRetentionError
-from tributary_read.read.fileset import Conflict, FileSet, ResolvedFile
+from tributary_read.read.fileset import FileSet, ResolvedFile
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tributary_read.table.layout import Layout, PartitionDir
+    from tributary_read.table.layout import Layout
     from tributary_read.table.config import Table
 
 NONE_LEFT: Mapping[str, Any] = {"files": 0, "bytes": 0, "partitions": 0, "oldest_partition": None}
@@ -66,42 +67,40 @@ def merged(a: Mapping | None, b: Mapping | None, layout: Layout | None) -> Mappi
             "oldest_partition": min(firsts, key=start) if firsts else None}
 
 
-def cap_listing(files: list[ResolvedFile], conflicts: list[Conflict], put: dict, seal: dict,
-                partitions: Mapping[str, PartitionDir], ledger: Mapping, sealed: Mapping,
-                max_files: int) -> tuple[list[ResolvedFile], list[Conflict], dict[str, Any]]:
-    """A listing plan's files and conflicts within ``max_files`` (0: no cap), and its backlog.
+class ListingCap:
+    """A listing plan's cap, decided directory by directory, oldest partition first.
 
-    ``put`` and ``seal`` (the plan's ledger delta) are changed in place: a
-    partition left out gets no new entry or seal, only its old one marked to be
-    listed again (a file that grew leaves its directory's mtime alone).
+    A streaming scan (tributary_read.read.listing.scan's ``sink``) hands the
+    planner one directory at a time in partition order; each one with files is
+    admitted while the plan has room (and the first always), and once one is
+    not, every later one with files is left too: the plan is a prefix in
+    partition time, as the docs promise. A directory left costs its counts
+    only, so a first plan over millions of files holds the cap's worth.
     """
-    if max_files <= 0 or len(files) <= max_files:
-        return files, conflicts, dict(NONE_LEFT)
-    by_dir: dict[str, int] = {}
-    for f in files:
-        d = _dir(f.path)
-        by_dir[d] = by_dir.get(d, 0) + 1
-    order = sorted(by_dir, key=lambda d: (partitions[d].start_ms, d))
-    taken = 0
-    left: list[str] = []
-    for i, d in enumerate(order):
-        if taken and taken + by_dir[d] > max_files:
-            left = order[i:]
-            break
-        taken += by_dir[d]
-    for d in left:
-        put.pop(d, None)
-        seal.pop(d, None)
-        if d in ledger:
-            put[d] = {**ledger[d], "mtime_ms": None, "listed_ms": None}
-        elif d in sealed:
-            seal[d] = {**sealed[d], "mtime_ms": None, "listed_ms": None}
-    gone = set(left)
-    kept = [f for f in files if _dir(f.path) not in gone]
-    rest = [f for f in files if _dir(f.path) in gone]
-    return kept, [c for c in conflicts if _dir(c.path) not in gone], {
-        "files": len(rest), "bytes": sum(f.readable_bytes for f in rest), "partitions": len(left),
-        "oldest_partition": left[0]}
+
+    def __init__(self, max_files: int):
+        self.max_files = max_files  # 0: no cap
+        self.taken = 0
+        self.full = False
+        self.left_files = self.left_bytes = self.left_partitions = 0
+        self.oldest_left: str | None = None
+
+    def admit(self, d: str, files: list[ResolvedFile]) -> bool:
+        """Whether directory ``d`` (the next in partition order) and its new ``files`` go into the plan."""
+        n = len(files)
+        if n and self.max_files > 0 and (self.full or (self.taken and self.taken + n > self.max_files)):
+            self.full = True
+            self.left_files += n
+            self.left_bytes += sum(f.readable_bytes for f in files)
+            self.left_partitions += 1
+            self.oldest_left = self.oldest_left or d
+            return False
+        self.taken += n
+        return True
+
+    def backlog(self) -> dict[str, Any]:
+        return {"files": self.left_files, "bytes": self.left_bytes, "partitions": self.left_partitions,
+                "oldest_partition": self.oldest_left}
 
 
 def cap_manifest(table: Table, since: int, fs: FileSet, max_files: int) -> tuple[FileSet, dict[str, Any]]:

@@ -17,13 +17,14 @@ change is told apart. See docs/reading.md for the format.
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
 from tributary_read.table.layout import Layout, PartitionDir
 from tributary_read.read.listing import ListedFile, Progress, Skipped, scan
 from tributary_read.read.fileset import Conflict, Fingerprint, LateFile, ResolvedFile
-from tributary_read.read.backlog import cap_listing
+from tributary_read.read.backlog import ListingCap
 from tributary_read.read.growth import Growth, growth, readable
 from tributary_read.io.storage import Storage
 from tributary_read.read.tracking import foreign
@@ -166,15 +167,35 @@ def apply_delta(ledger: Mapping, sealed: Mapping, delta: Mapping) -> tuple[dict,
     return ledger, sealed
 
 
+@dataclass
+class _Dir:
+    """One partition directory's part of a plan, kept apart until the cap takes or leaves it whole."""
+
+    files: list[ResolvedFile] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
+    beyond: list[LateFile] = field(default_factory=list)
+    put: dict | None = None
+    seal: dict | None = None
+    #: Grown files whose last line (gzip member) is not complete yet, and their bytes: they wait for the next run.
+    held: list[int] = field(default_factory=lambda: [0, 0])
+
+
 class LedgerPlanner:
-    """Compares a listing with the ledger, partition by partition."""
+    """Compares a listing with the ledger, partition by partition, as the listing streams in.
+
+    The scan hands over one directory at a time, oldest partition first
+    (tributary_read.read.listing.scan's ``sink``); each is compared, then taken
+    whole or left whole by the cap (tributary_read.read.backlog.ListingCap), so
+    a plan holds at most the cap's files however large the table: a first plan
+    over ten million files of history stays within one directory plus the cap.
+    """
 
     def __init__(self, storage: Storage, ledger: Mapping, sealed: Mapping, layout: Layout,
                  lookback_ms: int, min_age_ms: int, now_ms: int, foreign_only: bool = False,
                  takes: Callable[[int], bool] | None = None, line_based: bool | None = None, max_files: int = 0):
         self.storage = storage
-        #: At most this many files (0: no cap), whole partitions, oldest first (tributary_read.read.backlog).
-        self.max_files = max_files
+        #: At most this many files (0: no cap), whole partitions, oldest first.
+        self.cap = ListingCap(max_files)
         #: A consumer's first plan only: whether a partition ending at this time counts as delivered
         #: already (its initial position); None delivers every file (``earliest``, and every later plan).
         self.takes = takes
@@ -183,9 +204,10 @@ class LedgerPlanner:
         #: A trib table's listing part: trib-named files are the manifest's (tributary_read.tracking).
         self.foreign_only = foreign_only
         self.layout = layout
-        self.lookback_ms = lookback_ms
         self.min_age_ms = min_age_ms
         self.now = now_ms
+        self.horizon = now_ms - lookback_ms
+        self.settle = now_ms - min_age_ms if min_age_ms else None
         self.ledger = ledger
         self.sealed = sealed
         self.files: list[ResolvedFile] = []
@@ -193,8 +215,11 @@ class LedgerPlanner:
         self.beyond: list[LateFile] = []
         self.put: dict[str, dict] = {}
         self.seal: dict[str, dict] = {}
-        #: Grown files whose last line (gzip member) is not complete yet, and its bytes: they wait for the next run.
         self.held = [0, 0]
+        self.deferred = 0
+        self.baseline = {"directories": 0, "files": 0, "bytes": 0}
+        self.done: set[str] = set()
+        self.listed = 0
 
     def plan(self, full_scan: bool, progress: Progress | None, parallel: int | None) -> LedgerDiff:
         storage = self.storage
@@ -203,67 +228,93 @@ class LedgerPlanner:
             metas = ((d, meta_of(self.ledger, d)) for d in self.ledger)
             known = {d: e["mtime_ms"] for d, e in metas if _skippable(e)}
             known.update({d: s["mtime_ms"] for d, s in self.sealed.items() if _skippable(s)})
-        listing = scan(storage, self.layout, known_dirs=known, progress=progress, parallel=parallel)
-        first = self.takes is not None
-        horizon = self.now - self.lookback_ms
-        settle = self.now - self.min_age_ms if self.min_age_ms else None
-        by_dir: dict[str, list[ListedFile]] = {}
-        for f in foreign(listing.files) if self.foreign_only else listing.files:
-            by_dir.setdefault(f.directory, []).append(f)
-        troubled = {s.path.rpartition("/")[0] for s in listing.skipped}
-        deferred = 0
-        baseline = {"directories": 0, "files": 0, "bytes": 0}
-        listed = listing.started_ms
-        for d, dir_mtime in listing.leaves.items():
-            part = listing.partitions[d]
-            in_horizon = part.end_ms > horizon
-            entry, sl = self.ledger.get(d), self.sealed.get(d)
-            if d in listing.unchanged:
-                if entry is not None and not in_horizon:
-                    self.seal[d] = _seal(_present(entry), entry.get("mtime_ms"), entry.get("listed_ms"))
-                continue
-            cur = by_dir.get(d, [])
-            young: set[str] = set()
-            if settle is not None:
-                young = {_base(f.path) for f in cur if f.mtime_ms > settle}
-                if young:
-                    deferred += len(young)
-                    cur = [f for f in cur if f.mtime_ms <= settle]
-            # Deferred or withheld files must be looked at again: never let this
-            # directory be skipped by its mtime until they are resolved.
-            growing = any(f.mtime_ms > listed - GROWING_MS for f in cur)
-            mtime = dir_mtime if not young and not growing and d not in troubled else None
-            fps = {_base(f.path): (f.size, f.mtime_ms, f.valid_length) for f in cur}
-            taken = entry is None and sl is None and self.takes is not None and self.takes(part.end_ms)
-            if entry is None and sl is not None:
-                # A sealed partition holding a file still settling (younger than min_age) is judged once it
-                # has: the file may be new or a sealed one being rewritten, and its directory is listed again.
-                if not young:
-                    self._check_seal(d, part, cur, fps, sl, mtime, listed)
-                continue
-            if taken and cur:
-                baseline["directories"] += 1
-                baseline["files"] += len(cur)
-                baseline["bytes"] += sum(f.size for f in cur)
-            # A partition never seen is delivered whatever its age (and sealed at once when beyond the
-            # horizon, so the ledger stays bounded); its new files are exactly what it holds.
-            self._compare(d, part, cur, fps, entry, young, in_horizon, mtime, listed, taken)
+        # When the listing started: no later than any directory was read (a directory's mtime is trusted
+        # to skip it only if it was QUIESCENT_MS older than this).
+        self.listed = int(time.time() * 1000)
+        listing = scan(storage, self.layout, known_dirs=known, progress=progress, parallel=parallel,
+                       sink=self._directory)
+        for d, mtime in listing.leaves.items():  # directories not listed: unchanged since the ledger's listing
+            if d not in self.done:
+                self._directory(d, listing.partitions[d], mtime, [], [], d in listing.unchanged)
         drop = [d for d in (*self.ledger, *self.sealed) if d not in listing.leaves]
-        self.files, self.conflicts, left = cap_listing(self.files, self.conflicts, self.put, self.seal,
-                                                       listing.partitions, self.ledger, self.sealed, self.max_files)
         self.files.sort(key=lambda f: f.path)
         delta = {"put": self.put, "seal": self.seal, "drop": drop, "layout": self.layout.to_dict()}
         stats = {**listing.stats(), "ledger_directories_changed": len(self.put), "sealed": len(self.seal),
-                 "backlog": left}
+                 "backlog": self.cap.backlog()}
         if self.held[0]:
             stats.update(held_files=self.held[0], held_bytes=self.held[1])
         return LedgerDiff(tuple(self.files), tuple(self.conflicts),
                           tuple(sorted(self.beyond, key=lambda b: b.path)),
-                          tuple(sorted(listing.skipped, key=lambda s: s.path)), deferred,
-                          baseline if first and baseline["directories"] else None, stats, delta)
+                          tuple(sorted(listing.skipped, key=lambda s: s.path)), self.deferred,
+                          self.baseline if self.takes is not None and self.baseline["directories"] else None,
+                          stats, delta)
 
-    def _compare(self, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, entry: Mapping | None,
-                 young: set[str], in_horizon: bool, mtime: int | None, listed: int, taken: bool = False) -> None:
+    def _directory(self, d: str, part: PartitionDir | None, dir_mtime: int | None, listed_files: list[ListedFile],
+                   skipped: list[Skipped], unchanged: bool = False) -> None:
+        """Compare one partition directory with the ledger, then let the cap take or leave it."""
+        if part is None:
+            return  # a directory that does not match the layout: its files are in the listing's skipped
+        self.done.add(d)
+        r = _Dir()
+        in_horizon = part.end_ms > self.horizon
+        entry, sl = self.ledger.get(d), self.sealed.get(d)
+        if unchanged:
+            if entry is not None and not in_horizon:
+                self.seal[d] = _seal(_present(entry), entry.get("mtime_ms"), entry.get("listed_ms"))
+            return
+        cur = foreign(listed_files) if self.foreign_only else listed_files
+        young: set[str] = set()
+        if self.settle is not None:
+            young = {_base(f.path) for f in cur if f.mtime_ms > self.settle}
+            if young:
+                self.deferred += len(young)
+                cur = [f for f in cur if f.mtime_ms <= self.settle]
+        # Deferred or withheld files must be looked at again: never let this
+        # directory be skipped by its mtime until they are resolved.
+        listed = self.listed
+        growing = any(f.mtime_ms > listed - GROWING_MS for f in cur)
+        troubled = any(s.path.rpartition("/")[0] == d for s in skipped)
+        mtime = dir_mtime if not young and not growing and not troubled else None
+        fps = {_base(f.path): (f.size, f.mtime_ms, f.valid_length) for f in cur}
+        if entry is None and sl is not None:
+            # A sealed partition holding a file still settling (younger than min_age) is judged once it
+            # has: the file may be new or a sealed one being rewritten, and its directory is listed again.
+            if not young:
+                self._check_seal(r, d, part, cur, fps, sl, mtime, listed)
+        else:
+            taken = entry is None and self.takes is not None and self.takes(part.end_ms)
+            if taken and cur:
+                self.baseline["directories"] += 1
+                self.baseline["files"] += len(cur)
+                self.baseline["bytes"] += sum(f.size for f in cur)
+            # A partition never seen is delivered whatever its age (and sealed at once when beyond the
+            # horizon, so the ledger stays bounded); its new files are exactly what it holds.
+            self._compare(r, d, part, cur, fps, entry, young, in_horizon, mtime, listed, taken)
+        self._take(d, r)
+
+    def _take(self, d: str, r: _Dir) -> None:
+        """Put directory ``d``'s result into the plan, or leave it whole, as the state had it, for a later run."""
+        if not self.cap.admit(d, r.files):
+            # Left out: only its directory is marked to be listed again (a file that grew leaves
+            # its directory's mtime alone), so the next plan sees what this one saw.
+            if d in self.ledger:
+                self.put[d] = {**self.ledger[d], "mtime_ms": None, "listed_ms": None}
+            elif d in self.sealed:
+                self.seal[d] = {**self.sealed[d], "mtime_ms": None, "listed_ms": None}
+            return
+        self.files.extend(r.files)
+        self.conflicts.extend(r.conflicts)
+        self.beyond.extend(r.beyond)
+        if r.put is not None:
+            self.put[d] = r.put
+        if r.seal is not None:
+            self.seal[d] = r.seal
+        self.held[0] += r.held[0]
+        self.held[1] += r.held[1]
+
+    def _compare(self, r: _Dir, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict,
+                 entry: Mapping | None, young: set[str], in_horizon: bool, mtime: int | None, listed: int,
+                 taken: bool = False) -> None:
         fmap = dict(entry["files"]) if entry else {}
         ranges = dict(entry.get("ranges") or {}) if entry else {}
         changed = False
@@ -273,7 +324,7 @@ class LedgerPlanner:
             old = fmap.get(name)
             if old is None:
                 if not taken:  # new beside the ledger's files: exact, in the horizon or leaving it now
-                    self.files.append(_resolved(f, part))
+                    r.files.append(_resolved(f, part))
                 fmap[name] = _enc(fp)
                 changed = True
                 continue
@@ -283,13 +334,13 @@ class LedgerPlanner:
                      else "removed, then written again after it was delivered")
                 if isinstance(g, Growth):  # only grew: its new whole lines (members) are delivered
                     if g.end > g.offset:
-                        self.files.append(_resolved(f, part, g))
+                        r.files.append(_resolved(f, part, g))
                     ranges[name] = [g.end, g.crc]
                     if g.end < readable(fp):
-                        self.held[0] += 1
-                        self.held[1] += readable(fp) - g.end
+                        r.held[0] += 1
+                        r.held[1] += readable(fp) - g.end
                 else:  # refused unless acknowledged (ChangedFileError); then reported once, the ack records it
-                    self.conflicts.append(_conflict(f, part, ofp, g))
+                    r.conflicts.append(_conflict(f, part, ofp, g))
                     ranges.pop(name, None)
                 fmap[name] = _enc(fp)
                 changed = True
@@ -305,12 +356,12 @@ class LedgerPlanner:
                     fmap[name] = _enc(fp, present=False)
                     changed = True
         if not in_horizon:
-            self.seal[d] = _seal(((n, fps[n]) for n in fps), mtime, listed)
+            r.seal = _seal(((n, fps[n]) for n in fps), mtime, listed)
         elif changed or _meta_differs(entry, mtime, listed):
-            self.put[d] = {"mtime_ms": mtime, "listed_ms": listed if mtime is not None else None, "files": fmap,
-                           **({"ranges": ranges} if ranges else {})}
+            r.put = {"mtime_ms": mtime, "listed_ms": listed if mtime is not None else None, "files": fmap,
+                     **({"ranges": ranges} if ranges else {})}
 
-    def _check_seal(self, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, sl: Mapping,
+    def _check_seal(self, r: _Dir, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, sl: Mapping,
                     mtime: int | None, listed: int) -> None:
         new_seal = _seal(fps.items(), mtime, listed)
         if (new_seal["count"], new_seal["digest"]) != (sl["count"], sl["digest"]):
@@ -319,16 +370,16 @@ class LedgerPlanner:
             rest = _digest((n, fp) for n, fp in fps.items() if fp[1] <= mx)
             if newer and rest[:2] == (sl["count"], sl["digest"]):
                 # Only files newer than the seal were added, the sealed ones unchanged: exactly these are new.
-                self.files.extend(_resolved(f, part) for f in newer)
+                r.files.extend(_resolved(f, part) for f in newer)
             else:
                 why = (f"{CHANGED_BEYOND} ({sl['count']} files then, {len(cur)} now: a file was removed, "
                        f"resized or rewritten); cannot tell which files are new")
-                self.beyond.extend(_beyond(f, part, why) for f in cur)
+                r.beyond.extend(_beyond(f, part, why) for f in cur)
                 if not cur:
-                    self.beyond.append(LateFile(d + "/", 0, None, dict(part.values), why))
-            self.seal[d] = new_seal
+                    r.beyond.append(LateFile(d + "/", 0, None, dict(part.values), why))
+            r.seal = new_seal
         elif _meta_differs(sl, mtime, listed):
-            self.seal[d] = new_seal
+            r.seal = new_seal
 
 
 def _base(path: str) -> str:

@@ -58,6 +58,10 @@ SIDECAR_PROBE_LIMIT = 2_000
 LOCAL_PARALLELISM = 1
 
 Progress = Callable[[int, "int | None"], None]
+#: Takes one listed partition directory at a time (a streaming scan): its path, its partition (None for a
+#: directory that does not match the layout), its mtime (None without real directories), its visible files
+#: and what its listing left out.
+LeafSink = Callable[[str, "PartitionDir | None", "int | None", "list[ListedFile]", "list[Skipped]"], None]
 #: ``Storage.list_infos`` results: the entries and what was left out.
 Listed = tuple[list[Entry], list[Unlisted]]
 
@@ -167,6 +171,7 @@ class _Collector:
         self._dirs: dict[str, PartitionDir | Skipped | object | None] = {}  # object: _PLAIN
         self.real_dirs = storage.capabilities.real_directories
         self.link_paths: set[str] | None = set()  # linked files the listings named (None: one did not say)
+        self.flushed_skips = 0  # listing.skipped already handed to a sink
 
     def feed(self, infos: list[Entry]) -> None:
         if self.windowed:
@@ -303,6 +308,18 @@ class _Collector:
             kept.append(f._replace(valid_length=min(vl, f.size)))
         self.listing.files = kept
 
+    def flush(self, rel: str, sink: LeafSink) -> None:
+        """Hand one listed directory's files to ``sink`` and forget them (a streaming scan).
+
+        A directory's sidecars and links are named by its own listing, so
+        finishing it alone gives the answer finishing the whole scan would.
+        """
+        self.finish()
+        files, self.listing.files, self.sidecars = self.listing.files, [], {}
+        skipped = self.listing.skipped[self.flushed_skips:]
+        self.flushed_skips = len(self.listing.skipped)
+        sink(rel, self.listing.partitions.get(rel), self.listing.leaves.get(rel), files, skipped)
+
 
     def _finish_window(self) -> None:
         cut = self.cut
@@ -366,22 +383,28 @@ def _noted(col: _Collector, infos: list[Entry], unlisted: list[Unlisted]) -> lis
 
 
 def _map(fn, items: list, parallel: int, progress: Progress | None, done: list[Any]):
-    """Yield fn(item) for each item, concurrently when parallel > 1 (listings release the GIL)."""
-    if parallel <= 1 or len(items) <= 1:
-        for it in items:
-            yield fn(it)
-            done[0] += 1
-            if progress:
-                progress(done[0], done[1])
-        return
+    """Yield fn(item) for each item, in order, concurrently when parallel > 1 (listings release the GIL).
+
+    At most ``2 * parallel`` results run ahead: a streaming scan then holds a window of listings, not all.
+    """
+    for r in (map(fn, items) if parallel <= 1 or len(items) <= 1 else _ahead(fn, items, parallel)):
+        yield r
+        done[0] += 1
+        if progress:
+            progress(done[0], done[1])
+
+
+def _ahead(fn, items: list, parallel: int):
+    from collections import deque
     from concurrent.futures import ThreadPoolExecutor  # here: it imports logging, ~5 ms of every start
 
+    todo = iter(items)
     with ThreadPoolExecutor(max_workers=min(parallel, len(items))) as pool:
-        for r in pool.map(fn, items):
+        ahead = deque(pool.submit(fn, it) for _, it in zip(range(2 * parallel), todo))
+        while ahead:
+            r = ahead.popleft().result()
+            ahead.extend(pool.submit(fn, it) for _, it in zip(range(1), todo))
             yield r
-            done[0] += 1
-            if progress:
-                progress(done[0], done[1])
 
 
 @contextmanager
@@ -412,6 +435,7 @@ def scan(
     parallel: int | None = None,
     progress: Progress | None = None,
     lister: DirectoryLister | None = None,
+    sink: LeafSink | None = None,
 ) -> Listing:
     """List the visible files of a table directory.
 
@@ -428,6 +452,10 @@ def scan(
         progress: called with (directories done, total or None).
         lister: runs the recursive directory listings (default: ``parallel``
             threads here); see :class:`DirectoryLister`.
+        sink: stream the answer (needs a layout): each partition directory is
+            listed on its own, oldest partition first, and its files go to
+            ``sink`` instead of ``Listing.files``, so memory holds one
+            directory's files, not the table's.
     """
     listing = Listing(started_ms=int(time.time() * 1000))
     t0 = time.perf_counter()
@@ -455,7 +483,12 @@ def scan(
                 progress(done[0], done[1])
 
     with gc_paused():
-        if cands is not None:
+        if sink is not None:
+            if layout is None:
+                raise ValueError("a streaming scan needs a layout")
+            listing.strategy = "walk"
+            _walk(storage, layout, col, known_dirs if skip else None, parallel, many, done, sink)
+        elif cands is not None:
             listing.strategy = "candidates"
             paths = [p.path for p in cands]
             done[1] = len(paths)
@@ -507,8 +540,12 @@ def _tree(storage: Storage, col: _Collector, parallel: int, many, done: list, sp
 
 
 def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str, int] | None,
-          parallel: int, many, done: list) -> None:
-    """List intermediate levels, then only the leaves that need it, concurrently."""
+          parallel: int, many, done: list, sink: LeafSink | None = None) -> None:
+    """List intermediate levels, then only the leaves that need it, concurrently.
+
+    With a ``sink``, the leaves are listed oldest partition first and each is
+    handed to it once listed (:meth:`_Collector.flush`).
+    """
     listing = col.listing
     cut = col.cut
     DIR = ENTRY_DIR
@@ -552,6 +589,11 @@ def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str,
             else:
                 to_list.append(rel)
     done[1] = len(to_list)
-    for infos in many(to_list):
+    if sink is not None:
+        parts = listing.partitions
+        to_list.sort(key=lambda r: (parts[r].start_ms, r) if r in parts else (-(1 << 62), r))
+    for rel, infos in zip(to_list, many(to_list)):
         listing.listed_dirs += 1
         col.feed(infos)
+        if sink is not None:
+            col.flush(rel, sink)
