@@ -178,6 +178,15 @@ def test_the_jars_window_functions_refuse_it_with_their_zone(spark, fn):
 
 
 @pytest.mark.integration
+def test_trib_sql_names_the_jars_reason_for_a_literal(spark, tmp_path):
+    """A literal is folded while Spark analyses the query, and Spark's line names only the UDF class."""
+    script = tmp_path / "w.sql"
+    script.write_text(f"SELECT trib_window_start_ms('{T}', '1h', '0s', 'Asia/Shanghai');\n")
+    one_line_error(invoke_trib("-q", "sql", "-f", str(script)), 3, "statement 1 (line 1) failed",
+                   f"trib_window_start_ms {T} {BOTH}")
+
+
+@pytest.mark.integration
 def test_the_jars_mtime_window_refuses_it(tmp_path, spark):
     """The path filter's tributary.input.starttime: no table zone to name, so the line gives Z."""
     from tributary_read.hive_udfs import registry as udfs
