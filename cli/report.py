@@ -14,8 +14,8 @@ def report() -> None:
     """Reports on a table's data: lateness (HTML with charts, or --json)."""
 
 
-def _since(text: str | None) -> int | None:
-    """An instant (ISO-8601, epoch ms) or a duration back from now (7d)."""
+def _since(text: str | None, tz=None) -> int | None:
+    """An instant (ISO-8601, epoch ms) or a duration back from now (7d); ``tz``, the table's, words a refusal."""
     if text is None:
         return None
     import time
@@ -27,7 +27,7 @@ def _since(text: str | None) -> int | None:
             return int(time.time() * 1000) - parse_duration_ms(text)
         except InvalidInputError:
             pass  # 2024-01-01T05:00:00Z ends in a letter too
-    return parse_instant(text, what="--since")
+    return parse_instant(text, tz, what="--since")
 
 
 @report.command("lateness")
@@ -50,7 +50,7 @@ def lateness(state: TribState, root, since, lags, out, with_files, layout, parti
 
     lag_ms = [parse_duration_ms(x, "--lag") for x in lags]
     src, _ = open_source(state, root, layout, partition_spec, timezone)
-    rep = build(src, lags_ms=lag_ms, since_ms=_since(since))
+    rep = build(src, lags_ms=lag_ms, since_ms=_since(since, src.layout.tz if src.layout else None))
     if out:
         from pathlib import Path
 

@@ -7,7 +7,7 @@ import click
 from tributary_read.errors import InvalidInputError
 from tributary_read.read.window import WindowForm
 
-from .context import Duration, TribState, emit, json_option, pass_state
+from .context import Duration, TribState, json_option, pass_state
 
 _METASTORE_HELP = ("thrift://HOST:PORT (a Hive Metastore), or spark (the session's own catalog, the "
                    "default). HiveServer2 cannot host a Spark session: use beeline there.")
@@ -41,8 +41,9 @@ def _vars(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--metastore", envvar="TRIB_METASTORE", help=_METASTORE_HELP)
 @click.option("--database", help="USE this database first (unqualified names resolve there).")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="A Spark conf (repeatable).")
-@click.option("--limit", type=click.IntRange(min=0), default=1000, show_default=True,
-              help="Print at most this many rows of the last statement (JSON says truncated).")
+@click.option("--limit", type=click.IntRange(min=0),
+              help="Print at most this many rows of the last statement (JSON says truncated). Default: every "
+                   "row, fetched a partition at a time, as spark-sql and beeline print them.")
 @json_option
 @pass_state
 def sql(state: TribState, script, schedule_time, period, lag, window_form, window_length, timezone, var, metastore, database, conf, limit,
@@ -67,6 +68,10 @@ def sql(state: TribState, script, schedule_time, period, lag, window_form, windo
         n = len(statements)
         click.echo(f"trib: starting Spark for {n} statement{'s' if n != 1 else ''}...", err=True)
     spark = sql_session(None, spark_conf, "trib-sql", catalog=catalog)
+    if not state.verbose:  # -v keeps pyspark's own report of a failed statement, with its stack
+        from tributary_read.spark.script import quiet_statement_logs
+
+        quiet_statement_logs()
     if database:
         from tributary_read.spark.script import error_line
 
@@ -80,15 +85,33 @@ def sql(state: TribState, script, schedule_time, period, lag, window_form, windo
             click.echo(f"trib: statement {stmt.number} (line {stmt.line})", err=True)
 
     result = run_script(spark, statements, variables, limit=limit, progress=progress)
-
-    def human() -> None:
+    out = click.get_text_stream("stdout")
+    if as_json:
+        _print_json(out, result)
+    else:
         if result.columns:
-            click.echo("\t".join(result.columns))
+            out.write("\t".join(result.columns) + "\n")
         for row in result.rows:
-            click.echo("\t".join("NULL" if v is None else str(v) for v in row))
-        if result.truncated:
-            click.echo(f"trib: showing the first {limit} rows (--limit)", err=True)
-    emit(as_json, result.to_json(), human)
+            out.write("\t".join("NULL" if v is None else str(v) for v in row) + "\n")
+    out.flush()
+    if result.truncated and not as_json:
+        click.echo(f"trib: printed the first {limit} rows (--limit {limit}); more exist", err=True)
+
+
+def _print_json(out, result) -> None:
+    """``{"columns": [...], "rows": [...]}`` written row by row: every row without holding them all at once."""
+    import json
+
+    def dump(v) -> str:
+        return json.dumps(v, default=str)
+
+    out.write('{\n  "columns": ' + dump(result.columns) + ',\n  "rows": [')
+    sep = "\n    "
+    for row in result.rows:
+        out.write(sep + dump(row))
+        sep = ",\n    "
+    out.write("\n  ]" if sep != "\n    " else "]")
+    out.write(',\n  "truncated": true\n}\n' if result.truncated else "\n}\n")
 
 
 COMMANDS = [sql]

@@ -314,11 +314,23 @@ RECORD_TIMES = "tributary_read.write.ingest"
 _DURATION_REGEX = re.compile(r"\(ms\|s\|m\|h|\(s\|m\|h|ms\|s\|m")
 
 
+#: Ways to read a time from text besides timespec's own: each would give a zone-less time some meaning.
+_PARSERS = {"fromisoformat", "strptime", "isoparse", "to_datetime", "parsedate_to_datetime"}
+_PARSER_MODULES = ("dateutil", "ciso8601", "pendulum", "arrow", "iso8601", "email.utils")
+
+
 def _time_parsing(tree: ast.AST) -> list[tuple[ast.AST, str]]:
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr == "fromisoformat":
-            found.append((node, "fromisoformat"))
+        if isinstance(node, ast.Attribute) and node.attr in _PARSERS:
+            found.append((node, node.attr))
+        if isinstance(node, ast.ImportFrom) and node.names and any(a.name in _PARSERS for a in node.names):
+            found.append((node, f"from {node.module} import {', '.join(a.name for a in node.names)}"))
+        mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        for m in mods:
+            if any(m == p or m.startswith(p + ".") for p in _PARSER_MODULES):
+                found.append((node, f"import {m}"))
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _DURATION_REGEX.search(node.value):
             found.append((node, f"duration regex {node.value!r}"))
     return found
@@ -336,9 +348,44 @@ dt = datetime.fromisoformat(text)
 _DURATION = re.compile(r"^([0-9]+)(ms|s|m|h|d|w)$")
 w = TimeWindow.previous_period(t, p, lag)
 b = floor_to_period(t, p)
+t = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S")
+d = date.fromisoformat(text)
+from dateutil.parser import isoparse
+import dateutil
+ts = pd.to_datetime(text)
 """
     tree = ast.parse(code)
-    assert len(_time_parsing(tree)) == 2 and len(_window_math(tree)) == 2
+    assert len(_time_parsing(tree)) == 8 and len(_window_math(tree)) == 2
+
+
+#: The jar's one instant parser (tributary_read.timespec's twin).
+JAVA_TIMESPEC = "TimeSpec.java"
+#: java.time and java.text calls that read a time from text, each with its own idea of a missing offset.
+_JAVA_PARSING = re.compile(r"\b(?:LocalDateTime|OffsetDateTime|ZonedDateTime|Instant|LocalDate|LocalTime|Timestamp)"
+                           r"\s*\.\s*(?:parse|valueOf)\s*\(|\bSimpleDateFormat\b|\bDateTimeFormatter\.ISO_\w+\.parse"
+                           r"|\.parse\s*\([^)]*DateTimeFormatter|DateFormat\s*\.\s*parse")
+
+
+def test_java_time_rule_sees_the_usual_forms():
+    code = """
+long a = Instant.parse(s).toEpochMilli();
+OffsetDateTime b = OffsetDateTime.parse(s);
+LocalDateTime c = LocalDateTime.parse(s, DateTimeFormatter.ISO_LOCAL_DATE_TIME);
+java.sql.Timestamp d = Timestamp.valueOf(s);
+new SimpleDateFormat("yyyy").parse(s);
+String ok = DateTimeFormatter.ofPattern(p).format(Instant.ofEpochMilli(ms));
+"""
+    assert len(_JAVA_PARSING.findall(code)) == 5
+
+
+def test_the_jar_parses_instants_only_in_timespec():
+    """Issue 33, item 5: the jar's UDFs and path filter read a time only through TimeSpec, as Python's do."""
+    sources = sorted((REPO / "hive_udfs" / "java").rglob("*.java"))
+    assert any(p.name == JAVA_TIMESPEC for p in sources)
+    found = [f"{p.relative_to(REPO)}:{text[:m.start()].count(chr(10)) + 1}: {m.group(0)}"
+             for p in sources if p.name != JAVA_TIMESPEC
+             for text in [p.read_text()] for m in _JAVA_PARSING.finditer(text)]
+    assert not found, f"instants parsed outside {JAVA_TIMESPEC}:\n" + "\n".join(found)
 
 
 def test_durations_and_instants_are_parsed_only_in_timespec():

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
 from decimal import Decimal, InvalidOperation
+from typing import Iterable
 
 from tributary_read.errors import InvalidInputError
 
@@ -77,12 +78,13 @@ def format_duration_ms(ms: int) -> str:
     return f"{ms}ms"
 
 
-def parse_instant(value: str | int, tz: tzinfo | None = None, what: str = "time") -> int:
+def parse_instant(value: str | int, tz: tzinfo | Iterable[tzinfo] | None = None, what: str = "time") -> int:
     """Epoch ms from ISO-8601 with an offset (or ``Z``), or from epoch milliseconds.
 
-    ``tz`` (the table's or job's zone) only shapes the error for a time given
-    without an offset: the message shows it with ``Z`` and with that zone's
-    offset, so the fix is a copy and paste.
+    ``tz`` (the table's or job's zone, or several: an ETL job's and its
+    tables') only shapes the error for a time given without an offset: the
+    message shows it with ``Z`` and with each zone's offset, so the fix is a
+    copy and paste of the reading the user meant.
     """
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InvalidInputError(f"unparsable {what} {value!r}")
@@ -124,12 +126,17 @@ def parse_instant(value: str | int, tz: tzinfo | None = None, what: str = "time"
     return wall_ms - offset_s * 1000
 
 
-def _no_offset(what: str, local: datetime, wall: str, tz: tzinfo | None, text: str) -> str:
-    """The refusal of a time without an offset, with both readings spelled out."""
+def _no_offset(what: str, local: datetime, wall: str, tz: tzinfo | Iterable[tzinfo] | None, text: str) -> str:
+    """The refusal of a time without an offset, with every reading spelled out (UTC first, once each)."""
     msg = f"{what} {text[:60]} has no UTC offset: write {wall}Z (UTC)"
-    name = getattr(tz, "key", None) or str(tz)
-    if tz is not None and tz is not timezone.utc and name != "UTC":
-        off = local.replace(tzinfo=tz).utcoffset() or timedelta(0)
+    zones = [] if tz is None else [tz] if isinstance(tz, tzinfo) else list(tz)
+    seen = {"UTC"}
+    for zone in zones:
+        name = getattr(zone, "key", None) or str(zone)
+        if zone is timezone.utc or name in seen:
+            continue
+        seen.add(name)
+        off = local.replace(tzinfo=zone).utcoffset() or timedelta(0)
         mins = int(off.total_seconds()) // 60
         sign = "-" if mins < 0 else "+"
         msg += f" or {wall}{sign}{abs(mins) // 60:02d}:{abs(mins) % 60:02d} ({name})"

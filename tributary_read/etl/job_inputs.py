@@ -56,7 +56,6 @@ class _InputParser:
                       lookback_ms=self.duration(d, "lookback", section),
                       min_age_ms=self.duration(d, "min_age", section, positive=False),
                       full_scan_every_ms=self.duration(d, "full_scan_every", section, positive=False))
-            kw.update(self.first_run(d, section))
             changed = d.get("allow_changed", False)
             if not isinstance(changed, bool):
                 raise self.fail(f"{section}.allow_changed must be true or false, not {changed!r}")
@@ -75,6 +74,8 @@ class _InputParser:
                                             self.string(d, "timezone", section) or "UTC")
             except InvalidInputError as e:
                 raise self.fail(f"{section}.layout: {e}") from None
+        if mode is InputMode.CONSUMER:  # after the layout: a refused initial position names its zone
+            kw.update(self.first_run(d, section, root, options, kw.get("layout")))
         fmt = self.string(d, "format", section)
         if fmt is not None:  # compressed text files are read by their extension (.gz, .zst)
             if fmt not in FORMATS:
@@ -89,16 +90,29 @@ class _InputParser:
         kw["allow_untracked"] = allow
         return InputSpec(table, root, view, mode, storage_options=options, **kw)
 
-    def first_run(self, d: Mapping, section: str) -> dict[str, Any]:
-        """``initial_position`` and ``allow_beyond_horizon`` of a consumer input, checked as the job loads."""
+    def first_run(self, d: Mapping, section: str, root: str, options: Mapping[str, str], layout) -> dict[str, Any]:
+        """``initial_position`` and ``allow_beyond_horizon`` of a consumer input, checked as the job loads.
+
+        An unquoted TOML date-time (``initial_position = 2024-01-01T06:00:00``) is the one instant
+        parser's text, so it is read as a quoted one would be: with an offset, taken; without one,
+        refused like every other time without an offset, never read as some zone.
+        """
+        from datetime import date, time
+
         from tributary_read.read.consumer_state import InitialPosition
 
         pos = d.get("initial_position")
+        if isinstance(pos, (date, time)):
+            pos = pos.isoformat()
         if pos is not None:
+            given = pos if isinstance(pos, (str, int)) and not isinstance(pos, bool) else repr(pos)
             try:
-                InitialPosition.of(pos if isinstance(pos, (str, int)) and not isinstance(pos, bool) else repr(pos))
-            except InvalidInputError as e:
-                raise self.fail(f"{section}.initial_position: {e}") from None
+                InitialPosition.of(given)
+            except InvalidInputError:
+                try:
+                    InitialPosition.of(given, zone_of(root, options, layout))
+                except InvalidInputError as e:
+                    raise self.fail(f"{section}.initial_position: {e}") from None
         allow = d.get("allow_beyond_horizon", False)
         if not isinstance(allow, bool):
             raise self.fail(f"{section}.allow_beyond_horizon must be true or false, not {allow!r}")
@@ -145,3 +159,15 @@ class _InputParser:
             raise self.fail(f"{section}.window: the aligned form reads exactly one period (job.period); "
                             "drop window, or say window_form = \"sliding\"")
         return {"window_form": form, "window_ms": window, "lag_ms": lag}
+
+
+def zone_of(root: str, options: Mapping[str, str], layout):
+    """A table's zone (its stored layout's, or the plain directory's), or None when it cannot be read."""
+    from tributary_read.errors import TributaryError
+    from tributary_read.read.resolve import Source
+
+    try:
+        src = Source.open(root, options, layout)
+    except (TributaryError, OSError):
+        return None  # the run reports an unreadable input; this only words a refusal
+    return src.layout.tz if src.layout is not None else None

@@ -41,7 +41,7 @@ from tributary_read.faults import crash_point
 from tributary_read.read.window import Schedule, TimeWindow
 from tributary_read.table.manifest import Transaction
 
-__all__ = ["SCHEDULE_KEY", "check_not_ahead", "find_commit", "iso_z", "recorded_inputs", "run_job",
+__all__ = ["SCHEDULE_KEY", "check_not_ahead", "find_commit", "iso_z", "job_zones", "recorded_inputs", "run_job",
            "schedule_time_ms", "transaction_for", "window_for"]
 
 Progress = Callable[[str], None]
@@ -65,8 +65,23 @@ def schedule_time_ms(value: str | int | datetime, job: Job) -> tuple[int, int]:
     else:
         from tributary_read.read.window import _instant
 
-        given = _instant(value, job.tz, "schedule_time", "schedule time")
+        try:
+            given = _instant(value, job.tz, "schedule_time", "schedule time")
+        except InvalidInputError:
+            # The same refusal, naming the zones of the job's tables too: a table created in Asia/Shanghai
+            # under a job left in UTC is the case where "06:00" means two things. Looked up on refusal only.
+            _instant(value, job_zones(job), "schedule_time", "schedule time")
+            raise
     return Schedule(job.period_ms, tz=job.tz).run_time(given), given
+
+
+def job_zones(job: Job) -> list:
+    """The job's zone, then each input's and the output's (those that can be read; the run reports the rest)."""
+    from tributary_read.etl.job_inputs import zone_of
+
+    tables = [(i.root, i.storage_options, i.layout) for i in job.inputs]
+    tables.append((job.output.root, job.output.storage_options, None))
+    return [job.tz, *(z for z in (zone_of(*t) for t in tables) if z is not None)]
 
 
 def window_for(job: Job, spec: InputSpec, schedule_ms: int) -> TimeWindow:

@@ -278,7 +278,7 @@ class Consumer(Moves):
             raise InvalidInputError("the full-scan interval must not be negative (0 = off)",
                                     full_scan_every="the full-scan interval")
         opts = PlanOptions(mode, lookback_ms, min_age_ms, full_scan, full_scan_every_ms, progress, parallel,
-                           allow_untracked, InitialPosition.of(initial_position), allow_beyond_horizon,
+                           allow_untracked, InitialPosition.of(initial_position, self._zone()), allow_beyond_horizon,
                            allow_changed, max_files_of(max_files))
         state = self.current()
         base = state.version if state else 0
@@ -323,6 +323,10 @@ class Consumer(Moves):
                 "look at it, then rerun with the changed-file opt-out to acknowledge the change (it is reported "
                 "in conflicts and not delivered again)", allow_changed="the changed-file opt-out")
         return p
+
+    def _zone(self):
+        """The table's zone, which a time without an offset (an initial position) may have meant."""
+        return self.source.layout.tz if self.source.layout is not None else None
 
     def _check_owner(self, recorded: Mapping[str, str] | None, owner: Mapping[str, str] | None) -> None:
         """Refuse a job writing another output than the one this consumer serves (they would split the input)."""

@@ -118,8 +118,11 @@ class InitialPosition:
     time_ms: int | None = None
 
     @classmethod
-    def of(cls, value: InitialPosition | str | int | None) -> InitialPosition | None:
-        """``earliest``, ``latest`` or an instant (:func:`tributary_read.timespec.parse_instant`); None stays None."""
+    def of(cls, value: InitialPosition | str | int | None, tz=None) -> InitialPosition | None:
+        """``earliest``, ``latest`` or an instant (:func:`tributary_read.timespec.parse_instant`); None stays None.
+
+        ``tz``: the table's zone (or zones), named in the refusal of a time without an offset.
+        """
         if value is None or isinstance(value, InitialPosition):
             return value
         text = str(value).strip().lower() if isinstance(value, str) else None
@@ -128,7 +131,7 @@ class InitialPosition:
         from tributary_read.timespec import parse_instant
 
         try:
-            return cls(Start.TIME, parse_instant(value, what="initial position"))
+            return cls(Start.TIME, parse_instant(value, tz, what="initial position"))
         except InvalidInputError as e:
             raise InvalidInputError(f"{e} (or earliest, latest)", initial_position="initial position") from None
 

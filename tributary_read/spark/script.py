@@ -19,7 +19,8 @@ import datetime as _dt
 import decimal
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from itertools import chain
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from tributary_read.errors import InvalidInputError, SqlStatementError
 
@@ -33,16 +34,20 @@ class Statement:
 
 @dataclass(frozen=True)
 class Result:
-    """The last statement's rows; ``truncated`` when more existed than the limit."""
+    """The last statement's rows; ``truncated`` when a limit was given and more existed.
+
+    Without a limit, ``rows`` is an iterator that fetches a partition at a time as it is read
+    (read it once): a script that prints every row never holds the whole result in the driver.
+    """
 
     columns: list[str]
-    rows: list[list[Any]]
+    rows: Iterable[list[Any]]
     truncated: bool = False
     statements: int = 0
     timings_ms: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        out = {"columns": self.columns, "rows": self.rows}
+        out = {"columns": self.columns, "rows": list(self.rows)}
         if self.truncated:
             out["truncated"] = True
         return out
@@ -166,31 +171,67 @@ def _jsonable(v: Any) -> Any:
 
 
 def error_line(e: BaseException) -> str:
-    """The engine's own one-line reason, dug out of py4j's wrapping when needed."""
+    """The engine's own one-line reason, dug out of py4j's wrapping when needed.
+
+    Spark reports a UDF that refuses its arguments while the query is analysed as "Cannot
+    instantiate the Hive UDF ..."; the reason (trib's own refusal, e.g. a time without an
+    offset) is only in the cause, so the root cause is added when the line does not hold it.
+    """
     first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-    java = getattr(e, "java_exception", None)
-    if java is not None and first.startswith("An error occurred while calling"):
-        root = java
-        while root.getCause() is not None and root.getCause() != root:
-            root = root.getCause()
-        first = str(root.toString()).splitlines()[0]
+    java = getattr(e, "java_exception", None) or getattr(e, "_origin", None)
+    if java is not None:
+        try:
+            root = java
+            while root.getCause() is not None and root.getCause() != root:
+                root = root.getCause()
+            reason = str(root.toString()).splitlines()[0]
+            message = str(root.getMessage() or "").strip()
+        except Exception:  # noqa: BLE001 - a gone JVM: the line as it is
+            return first[:500]
+        if first.startswith("An error occurred while calling"):
+            first = reason
+        elif root != java and message and message.splitlines()[0] not in first:
+            return f"{first[:500]} (cause: {message.splitlines()[0][:300]})"
     return first[:500]
 
 
-def run_script(spark, statements: list[Statement], variables: Mapping[str, str], *, limit: int = 1000,
+def quiet_statement_logs() -> None:
+    """Leave a failed statement's report to :func:`error_line`'s one line.
+
+    pyspark logs every statement that fails with a query context (an analysis error,
+    a UDF's refusal) as a JSON record with its Java stack on stderr, before the
+    exception reaches trib: a second, long report of the same failure.
+    """
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def run_script(spark, statements: list[Statement], variables: Mapping[str, str], *, limit: int | None = None,
                progress: Callable[[Statement], None] | None = None) -> Result:
-    """Run every statement in order; return the last one's rows (at most ``limit``).
+    """Run every statement in order; return the last one's rows: all of them, or at most ``limit``.
 
     Commands (SET, DDL, INSERT) run as Spark executes them, eagerly. A query that is not the last
-    statement is analyzed, not run, since nothing would read its rows; the last one is collected.
+    statement is analyzed, not run, since nothing would read its rows. The last one's first
+    partition is fetched here, so a query that fails at once fails before anything is printed;
+    the rest stream as ``rows`` is read (``toLocalIterator``), as spark-sql and beeline print
+    every row, never the whole result in the driver's memory at once. A failure later in the
+    stream is the same one-line error, after the rows already read.
     """
     import time
 
     if not statements:
         raise InvalidInputError("the script has no statements")
+    if limit is not None and limit < 0:
+        raise InvalidInputError(f"the limit must not be negative, not {limit}", limit="the limit")
     rendered = [substitute(s, variables) for s in statements]  # every ${} checked before anything runs
     timings: list[int] = []
     df = None
+    rows: Iterable[list[Any]] = []
+    truncated = False
     for stmt in rendered:
         if progress:
             progress(stmt)
@@ -198,10 +239,37 @@ def run_script(spark, statements: list[Statement], variables: Mapping[str, str],
         try:
             df = spark.sql(stmt.text)
             if stmt is rendered[-1]:
-                rows = df.take(limit + 1)
+                if limit is None:
+                    rows = _stream(df, stmt)
+                else:
+                    taken = df.take(limit + 1)
+                    rows, truncated = [[_jsonable(v) for v in r] for r in taken[:limit]], len(taken) > limit
+        except SqlStatementError:
+            raise
         except Exception as e:  # noqa: BLE001 - every engine error becomes one line naming the statement
-            raise SqlStatementError(f"statement {stmt.number} (line {stmt.line}) failed: {error_line(e)}") from e
+            raise _failed(stmt, e) from e
         timings.append(int((time.monotonic() - t0) * 1000))
-    columns = list(df.columns)
-    return Result(columns, [[_jsonable(v) for v in r] for r in rows[:limit]], len(rows) > limit,
-                  len(rendered), timings)
+    return Result(list(df.columns), rows, truncated, len(rendered), timings)
+
+
+def _failed(stmt: Statement, e: BaseException) -> SqlStatementError:
+    return SqlStatementError(f"statement {stmt.number} (line {stmt.line}) failed: {error_line(e)}")
+
+
+def _stream(df, stmt: Statement) -> Iterator[list[Any]]:
+    """The rows of ``df`` a partition at a time; the first is fetched now, so an early failure is raised here."""
+    it = iter(df.toLocalIterator(prefetchPartitions=True))
+    try:
+        first = next(it, None)
+    except Exception as e:  # noqa: BLE001 - the engine's error, one line naming the statement
+        raise _failed(stmt, e) from e
+    if first is None:
+        return iter(())
+
+    def rest() -> Iterator[list[Any]]:
+        try:
+            for r in chain([first], it):
+                yield [_jsonable(v) for v in r]
+        except Exception as e:  # noqa: BLE001 - as above, after the rows already read
+            raise _failed(stmt, e) from e
+    return rest()

@@ -33,6 +33,14 @@ final class Args {
    * ISO-8601 with an offset ({@link TimeSpec}). Null for null.
    */
   static Long millis(String fn, Object value, PrimitiveObjectInspector oi) {
+    return millis(fn, value, oi, null);
+  }
+
+  /**
+   * As {@link #millis(String, Object, PrimitiveObjectInspector)}; {@code zone} (the call's own zone
+   * argument) is named in the refusal of a string without an offset, as trib's CLI names the table's.
+   */
+  static Long millis(String fn, Object value, PrimitiveObjectInspector oi, ZoneId zone) {
     if (value == null) {
       return null;
     }
@@ -43,7 +51,7 @@ final class Args {
         return PrimitiveObjectInspectorUtils.getTimestamp(value, oi).getTime();
       case STRING: case VARCHAR: case CHAR:
         String s = PrimitiveObjectInspectorUtils.getString(value, oi);
-        return TimeSpec.instantMs(fn, s, null);
+        return TimeSpec.instantMs(fn, s, zone);
       default:
         throw new IllegalArgumentException(fn + ": cannot read an instant from "
             + oi.getTypeName() + " (use BIGINT epoch ms, TIMESTAMP or an ISO-8601 string)");

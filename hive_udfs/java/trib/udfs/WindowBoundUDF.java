@@ -1,5 +1,6 @@
 package trib.udfs;
 
+import java.time.ZoneId;
 import org.apache.hadoop.hive.ql.exec.UDFArgumentException;
 import org.apache.hadoop.hive.ql.udf.generic.GenericUDF;
 import org.apache.hadoop.hive.serde2.objectinspector.ObjectInspector;
@@ -35,19 +36,22 @@ abstract class WindowBoundUDF extends GenericUDF {
 
   @Override
   public Object evaluate(DeferredObject[] args) throws org.apache.hadoop.hive.ql.metadata.HiveException {
-    Long schedule = Args.millis(name(), args[0].get(), in[0]);
     String period = Args.string(args[1].get(), in[1]);
     String lag = args.length > 2 ? Args.string(args[2].get(), in[2]) : "0ms";
     String tz = args.length > 3 ? Args.string(args[3].get(), in[3]) : "UTC";
-    if (schedule == null || period == null || lag == null || tz == null) {
+    if (period == null || lag == null || tz == null) {
+      return null;
+    }
+    ZoneId zone = Args.zone(name(), tz);
+    Long schedule = Args.millis(name(), args[0].get(), in[0], zone);
+    if (schedule == null) {
       return null;
     }
     long p = Args.duration(name(), "period", period);
     if (p <= 0) {
       throw new IllegalArgumentException(name() + ": the period must be positive, not " + period);
     }
-    long[] window = new PeriodClock(Args.zone(name(), tz))
-        .scheduleWindow(schedule, p, Args.duration(name(), "lag", lag));
+    long[] window = new PeriodClock(zone).scheduleWindow(schedule, p, Args.duration(name(), "lag", lag));
     out.set(window[bound()]);
     return out;
   }
