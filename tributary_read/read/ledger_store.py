@@ -33,6 +33,8 @@ from tributary_read.read.ledger import check_ledger, present_count
 SEGMENTS_DIR = "ledger"
 #: An unreferenced segment younger than this may belong to an ack still in flight.
 SEGMENT_GRACE_MS = 24 * 3_600_000
+#: Segments a ledger keeps read (SegmentedLedger._cache).
+SEGMENT_CACHE = 16
 
 
 class SegmentedLedger(Mapping[str, Mapping]):
@@ -48,15 +50,20 @@ class SegmentedLedger(Mapping[str, Mapping]):
         self.index = dict(index)
         self.overlay = dict(overlay or {})
         self._load = load
+        #: The last few segments read: a plan looks at a directory more than once, one directory after
+        #: another, so a few suffice, and a full scan of ten million files never holds them all.
         self._cache: dict[str, Mapping] = {}
 
     def __getitem__(self, d: str) -> Mapping:
         if d in self.overlay:
             return self.overlay[d]
         meta = self.index[d]
-        body = self._cache.get(d)
+        body = self._cache.pop(d, None)
         if body is None:
-            body = self._cache[d] = self._load(d, meta["seg"])
+            body = self._load(d, meta["seg"])
+            if len(self._cache) >= SEGMENT_CACHE:
+                del self._cache[next(iter(self._cache))]  # the least recently used (dicts keep order)
+        self._cache[d] = body
         return {"mtime_ms": meta.get("mtime_ms"), "listed_ms": meta.get("listed_ms"), **body}
 
     def __iter__(self) -> Iterator[str]:
