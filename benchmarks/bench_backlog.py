@@ -74,8 +74,8 @@ def case(root: Path, name: str, extra: list[str], label: str | None = None) -> d
     took, rss, out = run(["files", str(root), "--layout", LAYOUT, "--consumer", name, "--min-age", "0s", "--json",
                           "-q", *extra])
     doc = json.loads(out)
-    plans = list((root / "_tributary" / "consumers" / name).glob("plan-*.json"))
-    size = sum(p.stat().st_size for p in plans)
+    plans = sorted((root / "_tributary" / "consumers" / name).glob("plan-*.json"))
+    size = plans[-1].stat().st_size  # this run's plan (earlier ones are kept a while)
     ack_took, ack_rss, _ = run(["consumer", "ack", str(root), name, doc["plan_id"]])
     return {"case": label or " ".join(extra) or "default cap", "files": doc["count"], "plan_s": round(took, 1),
             "plan_rss_mb": round(rss), "plan_file_mb": round(size / 1e6, 1), "ack_s": round(ack_took, 1),

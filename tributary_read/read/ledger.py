@@ -257,11 +257,12 @@ class LedgerPlanner:
         self.done.add(d)
         r = _Dir()
         in_horizon = part.end_ms > self.horizon
-        entry, sl = self.ledger.get(d), self.sealed.get(d)
-        if unchanged:
-            if entry is not None and not in_horizon:
+        if unchanged:  # its files are read (a segment) only to seal it as it leaves the horizon
+            if not in_horizon and d in self.ledger:
+                entry = self.ledger[d]
                 self.seal[d] = _seal(_present(entry), entry.get("mtime_ms"), entry.get("listed_ms"))
             return
+        entry, sl = self.ledger.get(d), self.sealed.get(d)
         cur = foreign(listed_files) if self.foreign_only else listed_files
         young: set[str] = set()
         if self.settle is not None:
