@@ -9,15 +9,86 @@ import sys
 import click
 
 from tributary_read.hive.commit import committer_for
-from tributary_read.write.ingest import Interrupted, OnBadRecord, TimeSpec, stop_on_signals
+from tributary_read.write.ingest import FROM_TABLE, Interrupted, OnBadRecord, TimeSpec, stop_on_signals
 from tributary_read.write.ingest import ingest as run_ingest
-from tributary_read.table.config import Protocol, RollPolicy, parse_size
+from tributary_read.table.config import Protocol, RollPolicy, parse_fraction, parse_size
 from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 
 from .context import Duration, TribState, emit, json_option, pass_state
 
 #: How an integer-time refusal names the settings here (see IntegerTimes.spelling).
 FLAG_SPELLING = ("--time-unit {}", "--allow-any-time")
+
+
+def time_options(f):
+    """The options that say where a record's time comes from (ingest and dead-letter replay)."""
+    for opt in reversed([
+        click.option("--time-field", help="JSON field (dotted path) holding the event time."),
+        click.option("--time-regex", help="Regex whose first group (or group 'ts') is the event time."),
+        click.option("--arrival-time", is_flag=True,
+                     help="File each record under the time it is ingested (a live feed). One of --time-field, "
+                          "--time-regex and --arrival-time is required."),
+        click.option("--time-format",
+                     help="strptime pattern for the time (default: ISO-8601, or an integer of --time-unit)."),
+        click.option("--time-unit", type=click.Choice(TimeUnit.values()),
+                     help="Unit of integer times (epoch s, ms, us, ns). Default: ms, and an integer time that is "
+                          "not plausible as ms stops the run (exit 3) naming the unit that fits."),
+        click.option("--allow-any-time", is_flag=True,
+                     help="Accept integer times before 2000-01-01 or more than a day ahead (historical data); "
+                          "needs --time-unit. Otherwise such a record is a bad record (--on-bad-record)."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def write_options(f):
+    """How records are written and what happens to bad ones (ingest and dead-letter replay)."""
+    for opt in reversed([
+        click.option("--commit-every", type=int, default=10_000, show_default=True, help="Records per commit."),
+        click.option("--protocol", type=click.Choice(Protocol.values()), help="Override the table's commit protocol."),
+        click.option("--on-bad-record", type=click.Choice(OnBadRecord.values()),
+                     help="Records that cannot be placed (not valid JSON, no usable time, a time out of range). "
+                          "Default: keep them in _tributary/dead_letter, but fail the run (exit 3, that batch "
+                          "uncommitted) when over --max-bad-fraction. 'dead-letter' given explicitly (without "
+                          "--max-bad-fraction): keep every one, no limit. 'fail': fail at the first (exit 3)."),
+        click.option("--max-bad-fraction",
+                     help="Fail the run (exit 3) before a commit once more than this share of its records are "
+                          "bad (0.01 or 1%; default: the table's setting, 1%). A run where every record is bad "
+                          "always fails."),
+        click.option("--roll-size", help="Override the table's roll size."),
+        click.option("--roll-records", type=int, help="Override the table's roll record count."),
+        click.option("--roll-inactivity", type=Duration(), help="Override the table's roll inactivity."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def time_spec(time_field, time_regex, arrival_time, time_format, time_unit, allow_any_time) -> TimeSpec:
+    integers = IntegerTimes(time_unit, allow_any_time, FLAG_SPELLING)
+    spec = TimeSpec(time_field, time_regex, time_format, integers, arrival=arrival_time)
+    spec.check()  # before the table is opened: a missing time source is the caller's first thing to fix
+    return spec
+
+
+def bad_record_policy(on_bad_record, max_bad_fraction):
+    """(policy, limit) from the two flags: the default is the table's limit; an explicit
+    ``--on-bad-record dead-letter`` without ``--max-bad-fraction`` is the opt-out (no limit)."""
+    if max_bad_fraction is not None:
+        if on_bad_record == OnBadRecord.FAIL.value:
+            raise click.UsageError("--max-bad-fraction limits dead letters; --on-bad-record fail keeps none")
+        return OnBadRecord.DEAD_LETTER, parse_fraction(max_bad_fraction, "--max-bad-fraction")
+    if on_bad_record is None:
+        return OnBadRecord.DEAD_LETTER, FROM_TABLE
+    return OnBadRecord.parse(on_bad_record, "on_bad_record"), None
+
+
+def roll_policy(t, roll_size, roll_records, roll_inactivity) -> RollPolicy:
+    base = t.config.roll
+    return RollPolicy(
+        parse_size(roll_size) if roll_size else base.max_bytes,
+        roll_records if roll_records is not None else base.max_records,
+        roll_inactivity / 1000 if roll_inactivity is not None else base.inactivity_s,
+    )
 
 
 @click.command()
@@ -27,36 +98,23 @@ FLAG_SPELLING = ("--time-unit {}", "--allow-any-time")
 @click.option("--source-name",
               help="Key of the source in the offsets (default: file base name). A different file "
                    "under a name already committed is refused (exit 3): give it a new name.")
-@click.option("--time-field", help="JSON field (dotted path) holding the event time.")
-@click.option("--time-regex", help="Regex whose first group (or group 'ts') is the event time.")
-@click.option("--time-format",
-              help="strptime pattern for the time (default: ISO-8601, or an integer of --time-unit).")
-@click.option("--time-unit", type=click.Choice(TimeUnit.values()),
-              help="Unit of integer times (epoch s, ms, us, ns). Default: ms, and an integer time that is not "
-                   "plausible as ms stops the run (exit 3) naming the unit that fits.")
-@click.option("--allow-any-time", is_flag=True,
-              help="Accept integer times before 2000-01-01 or more than a day ahead (historical data); "
-                   "needs --time-unit. Otherwise such a record is a bad record (--on-bad-record).")
-@click.option("--commit-every", type=int, default=10_000, show_default=True, help="Records per commit.")
-@click.option("--protocol", type=click.Choice(Protocol.values()), help="Override the table's commit protocol.")
-@click.option("--on-bad-record", type=click.Choice(OnBadRecord.values()), default=OnBadRecord.DEAD_LETTER.value,
-              show_default=True,
-              help="Records that cannot be placed (not valid JSON, no usable time, a time out of range): "
-                   "keep them in _tributary/dead_letter, or fail the run (exit 3).")
-@click.option("--roll-size", help="Override the table's roll size.")
-@click.option("--roll-records", type=int, help="Override the table's roll record count.")
-@click.option("--roll-inactivity", type=Duration(), help="Override the table's roll inactivity.")
+@time_options
+@write_options
 @click.option("--final", is_flag=True,
-              help="The source is complete: also ingest a last line that has no trailing newline "
-                   "(by default it is taken as still being written and left for the next run).")
+              help="The source is complete now: also ingest a last line that has no trailing newline.")
+@click.option("--final-after", type=Duration(),
+              help="Take a last line without a newline once the file has not changed for this long "
+                   "(default: the table's setting, 5m). Until then it is left for the next run "
+                   "(pending_bytes in --json), as a line still being written.")
 @json_option
 @pass_state
-def ingest(state: TribState, root, source, app_id, source_name, time_field, time_regex, time_format,
-           time_unit, allow_any_time, commit_every, protocol, on_bad_record, roll_size, roll_records,
-           roll_inactivity, final, as_json) -> None:
+def ingest(state: TribState, root, source, app_id, source_name, time_field, time_regex, arrival_time,
+           time_format, time_unit, allow_any_time, commit_every, protocol, on_bad_record, max_bad_fraction,
+           roll_size, roll_records, roll_inactivity, final, final_after, as_json) -> None:
     """Append SOURCE's uncommitted records to ROOT, exactly once per app id.
 
-    Without --time-field/--time-regex records go to the partition of their arrival time.
+    Each record's time comes from --time-field or --time-regex; --arrival-time
+    files records under the time they are ingested, and must be said.
 
     SIGINT/SIGTERM stop at the next record boundary: the records read so far are
     committed and the run exits 130/143. A second signal stops it at once. Either
@@ -64,11 +122,11 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
     """
     with stop_on_signals(restore=False) as stop:
         try:
-            integers = IntegerTimes(time_unit, allow_any_time, FLAG_SPELLING)
-            spec = TimeSpec(time_field, time_regex, time_format, integers)
+            spec = time_spec(time_field, time_regex, arrival_time, time_format, time_unit, allow_any_time)
+            policy, limit = bad_record_policy(on_bad_record, max_bad_fraction)
             _ingest(state, stop, root, source, app_id, source_name, spec,
-                    commit_every, protocol, on_bad_record, roll_size, roll_records, roll_inactivity, as_json,
-                    final=final)
+                    commit_every, protocol, policy, limit, roll_size, roll_records, roll_inactivity, as_json,
+                    final=final, final_after=final_after)
         except Interrupted as e:
             click.echo(f"trib: stopped at once by a second {e.args[0]}; whatever was committed is kept, "
                        f"run again to resume", err=True)
@@ -76,19 +134,15 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
 
 
 def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: TimeSpec,
-            commit_every, protocol, on_bad_record, roll_size, roll_records, roll_inactivity, as_json,
-            final=False) -> None:
+            commit_every, protocol, on_bad_record, max_bad_fraction, roll_size, roll_records, roll_inactivity,
+            as_json, final=False, final_after=None) -> None:
     t = state.table(root)
-    base = t.config.roll
-    roll = RollPolicy(
-        parse_size(roll_size) if roll_size else base.max_bytes,
-        roll_records if roll_records is not None else base.max_records,
-        roll_inactivity / 1000 if roll_inactivity is not None else base.inactivity_s,
-    )
+    roll = roll_policy(t, roll_size, roll_records, roll_inactivity)
     size = os.path.getsize(source) if os.path.isfile(source) else 0
     committer = committer_for(t)  # the table's partition-commit policy, if any
     kwargs = dict(time_spec=spec, commit_every=commit_every, protocol=protocol, roll=roll,
-                  on_bad_record=on_bad_record, source_name=source_name, final=final,
+                  on_bad_record=on_bad_record, max_bad_fraction=max_bad_fraction, source_name=source_name,
+                  final=final, final_after_ms=final_after,
                   on_commit=committer.on_commit if committer else None, stop=stop)
     try:
         if state.progress_enabled():
@@ -101,10 +155,15 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
     msg = (f"{result.records} records from {result.source} (offsets {result.start_offset}..{result.last_offset}) "
            f"in {result.commits} commits" + (f", {result.dead_letters} dead letters" if result.dead_letters else ""))
     if result.dead_letters and not as_json:
-        click.echo(f"trib: warning: {result.dead_letters} records went to {t.uri}/_tributary/dead_letter", err=True)
-    if result.partial_line_bytes:  # a note, not a warning: a live log's last line is often mid-write
-        click.echo(f"trib: note: left the last {result.partial_line_bytes} bytes of {source}, a line without a "
-                   f"newline yet, for the next run; pass --final if the producer is done", err=True)
+        click.echo(f"trib: warning: {result.dead_letters} records went to {t.uri}/_tributary/dead_letter; "
+                   f"see them with: trib dead-letters list {root}", err=True)
+    if result.pending_bytes:  # a note, not a warning: a live log's last line is often mid-write
+        click.echo(f"trib: note: left the last {result.pending_bytes} bytes of {source}, a line without a "
+                   f"newline, for a later run: the file changed less than --final-after ago (taken from "
+                   f"{result.pending_until} if it stays unchanged; --final takes it now)", err=True)
+    if result.took_unterminated_line and not final:
+        click.echo(f"trib: note: took the last line of {source}, which has no newline, as complete: the file "
+                   f"was unchanged for --final-after", err=True)
     emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, msg)
     if committer and committer.error:  # the records are committed; only the partition commit is behind
         raise type(committer.error)(f"records committed, but the partition commit failed: {committer.error}; "

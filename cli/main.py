@@ -53,6 +53,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "Delete orphans and expired files older than the grace period; trim the log."),
     "consumer": ("tributary_read.cli.consumer:consumer",
                  "Durable consumers: exactly-once delivery across scheduled runs."),
+    "dead-letters": ("tributary_read.cli.dead_letters:dead_letters",
+                     "List the records ingest could not place, and replay them exactly once."),
     "demo": ("tributary_read.cli.demo:demo",
              "Replay a day of late-arriving logs; run the hourly job naive and trib's way; compare; report lateness."),
     "etl": ("tributary_read.cli.etl:etl",

@@ -9,7 +9,11 @@ import click
 from tributary_read.io.formats import COMPRESSIONS, FORMATS
 from tributary_read.table.layout import Layout
 from tributary_read.io.storage import open_storage
-from tributary_read.table.config import Protocol, RollPolicy, Table, TableConfig, Tracking, parse_size
+from tributary_read.table.config import (
+    DEFAULT_FINAL_AFTER_MS, DEFAULT_MAX_BAD_FRACTION, Protocol, RollPolicy, Table, TableConfig, Tracking,
+    parse_fraction, parse_size,
+)
+from tributary_read.timespec import format_duration_ms
 from tributary_read.read.tracking import find_foreign
 
 from .context import Duration, TribState, emit, json_option, pass_state
@@ -39,11 +43,17 @@ def table() -> None:
 @click.option("--checkpoint-interval", type=int, default=100, show_default=True)
 @click.option("--log-retention", type=Duration(), default="30d", show_default=True,
               help="Keep commit files this long (older ones below a checkpoint: removed by `trib clean`).")
+@click.option("--max-bad-fraction", default=str(DEFAULT_MAX_BAD_FRACTION), show_default=True,
+              help="trib ingest's default limit on records it cannot place (0.01 or 1%): over it, a run fails "
+                   "(exit 3) before committing them.")
+@click.option("--final-after", type=Duration(), default=format_duration_ms(DEFAULT_FINAL_AFTER_MS),
+              show_default=True,
+              help="trib ingest's default wait before a source's unterminated last line counts as complete.")
 @json_option
 @pass_state
 def create(state: TribState, root, layout, partition, fmt, compression, timezone, protocol,
            roll_size, roll_records, roll_inactivity, checkpoint_interval, log_retention, tracking,
-           as_json) -> None:
+           max_bad_fraction, final_after, as_json) -> None:
     """Create a table at ROOT (which may already hold data written by other tools)."""
     config = TableConfig(
         layout=Layout(layout, partition, timezone),
@@ -53,6 +63,8 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
         roll=RollPolicy(parse_size(roll_size), roll_records, roll_inactivity / 1000),
         checkpoint_interval=checkpoint_interval,
         log_retention_ms=log_retention,
+        max_bad_fraction=parse_fraction(max_bad_fraction, "--max-bad-fraction"),
+        final_after_ms=final_after,
     )
     if tracking is not None:  # else the table layer's default (TableConfig.tracking)
         config = replace(config, tracking=tracking)
@@ -77,17 +89,30 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
 
 @table.command("set")
 @click.argument("root")
-@click.option("--tracking", type=click.Choice(Tracking.values()), required=True,
+@click.option("--tracking", type=click.Choice(Tracking.values()),
               help="manifest: trib-written files only; listing: files other tools write only; both.")
+@click.option("--max-bad-fraction", help="trib ingest's default limit on records it cannot place (0.01 or 1%).")
+@click.option("--final-after", type=Duration(),
+              help="trib ingest's default wait before an unterminated last line counts as complete.")
 @json_option
 @pass_state
-def set_(state: TribState, root, tracking, as_json) -> None:
-    """Change how ROOT's files are tracked (e.g. after a warning about untracked files)."""
+def set_(state: TribState, root, tracking, max_bad_fraction, final_after, as_json) -> None:
+    """Change how ROOT's files are tracked, or trib ingest's defaults for ROOT."""
+    if tracking is None and max_bad_fraction is None and final_after is None:
+        raise click.UsageError("give --tracking, --max-bad-fraction or --final-after")
     t = state.table(root)
-    old = t.config.tracking
-    t = t.set_tracking(tracking)
-    emit(as_json, {"root": t.uri, "previous_tracking": old, **t.config.to_json()},
-         f"table {t.uri}: tracking {old} -> {tracking}")
+    old = t.config
+    t = t.set(tracking=tracking,
+              max_bad_fraction=parse_fraction(max_bad_fraction, "--max-bad-fraction")
+              if max_bad_fraction is not None else None,
+              final_after_ms=final_after)
+    changed = [f"{k} {a} -> {b}" for k, a, b in (
+        ("tracking", old.tracking, t.config.tracking),
+        ("max-bad-fraction", old.max_bad_fraction, t.config.max_bad_fraction),
+        ("final-after", format_duration_ms(old.final_after_ms), format_duration_ms(t.config.final_after_ms)),
+    ) if a != b]
+    emit(as_json, {"root": t.uri, "previous_tracking": old.tracking, **t.config.to_json()},
+         f"table {t.uri}: " + (", ".join(changed) or "unchanged"))
 
 
 @table.command("show")
@@ -106,5 +131,7 @@ def show(state: TribState, root, as_json) -> None:
         click.echo(f"layout    {c.layout.directory}  ->  {c.layout.partition}  ({c.layout.timezone})")
         click.echo(f"format    {c.format} / {c.compression}, protocol {c.protocol}")
         click.echo(f"tracking  {c.tracking}")
+        click.echo(f"ingest    max bad fraction {c.max_bad_fraction:g}, final after "
+                   f"{format_duration_ms(c.final_after_ms)}")
         click.echo(f"version   {latest}")
     emit(as_json, data, human)

@@ -109,7 +109,9 @@ def test_malformed_layout(tmp_path, layout, partition, needle):
 def test_record_without_time_field_goes_to_dead_letter(tmp_path, table):
     src = tmp_path / "bad.jsonl"
     src.write_text('{"id": 1, "ts": 1592960400000}\n{"id": 2}\nnot json\n{"id": 3, "ts": "yesterday"}\n')
-    p = invoke_trib("ingest", str(table), "--source", str(src), "--app-id", "b", "--time-field", "ts", "--json")
+    # 3 of 4 bad is far over the default limit: keeping them all is the explicit opt-out
+    p = invoke_trib("ingest", str(table), "--source", str(src), "--app-id", "b", "--time-field", "ts", "--json",
+                    "--on-bad-record", "dead-letter")
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)
     assert res["records"] == 4 and res["dead_letters"] == 3
@@ -153,8 +155,17 @@ def test_unwritable_table_during_ingest(tmp_path, table):
 
 @pytest.mark.parametrize("args,code,needle", [
     (["log", "{missing}"], 4, "no trib table"),
-    (["ingest", "{table}", "--source", "/nonexistent", "--app-id", "a"], 3, "not a readable file"),
-    (["ingest", "{table}", "--source", "{src}", "--app-id", "a", "--commit-every", "0"], 3, "commit-every"),
+    (["ingest", "{table}", "--source", "/nonexistent", "--app-id", "a", "--time-field", "ts"], 3,
+     "not a readable file"),
+    (["ingest", "{table}", "--source", "{src}", "--app-id", "a", "--time-field", "ts", "--commit-every", "0"], 3,
+     "commit-every"),
+    (["ingest", "{table}", "--source", "{src}", "--app-id", "a"], 3, "--time-field"),
+    (["ingest", "{table}", "--source", "{src}", "--app-id", "a", "--time-field", "ts", "--max-bad-fraction",
+      "150%"], 3, "from 0 to 1"),
+    (["ingest", "{table}", "--source", "{src}", "--app-id", "a", "--time-field", "ts", "--final-after", "300"], 3,
+     "has no unit"),
+    (["table", "set", "{table}", "--max-bad-fraction", "nan"], 3, "from 0 to 1"),
+    (["table", "set", "{table}"], 2, "--max-bad-fraction"),
     (["ingest", "{table}", "--source", "{src}", "--app-id", "a", "--time-regex", "("], 3, "time-regex"),
     (["clean", "{table}", "--older-than", "soon"], 3, "is not a duration"),
     (["table", "create", "{table}", "--layout", LAYOUT, "--partition", PARTITION], 4, "already exists"),

@@ -38,7 +38,7 @@ def test_arrival_time_without_time_field(tmp_path):
     run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
     src = make_source(tmp_path / "s.jsonl", 50)
     before = time.time()
-    run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", check=True)
+    run_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--arrival-time", check=True)
     from tributary_read.table.layout import Layout
 
     lay = Layout(LAYOUT, PARTITION)

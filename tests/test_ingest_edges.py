@@ -30,9 +30,9 @@ def _table(tmp_path, fmt="jsonl", tz="UTC", name="t") -> Path:
 
 
 def _ingest(root, src, *extra, app="a", time_field="ts"):
+    """``time_field=None``: file records by arrival time, which must be said (--arrival-time)."""
     args = ["ingest", str(root), "--source", str(src), "--app-id", app, "--json", *extra]
-    if time_field:
-        args += ["--time-field", time_field]
+    args += ["--time-field", time_field] if time_field else ["--arrival-time"]
     return run_trib(*args)
 
 
@@ -66,7 +66,7 @@ def test_partial_last_line_waits_for_its_newline(tmp_path):
     src.write_bytes(b"rec-1 whole\nrec-2 parti")  # the producer is mid-write
     p = _ingest(root, src, time_field=None)
     res = _ok(p)
-    assert (res["records"], res["last_offset"], res["partial_line_bytes"]) == (1, 0, 11)
+    assert (res["records"], res["last_offset"], res["pending_bytes"]) == (1, 0, 11)
     note = [x for x in p.stderr.splitlines() if "without a newline" in x]
     assert len(note) == 1 and "--final" in note[0], p.stderr
     assert _data_lines(root) == [b"rec-1 whole"]
@@ -76,7 +76,7 @@ def test_partial_last_line_waits_for_its_newline(tmp_path):
     with open(src, "ab") as f:  # the producer finishes the line
         f.write(b"al-tail\n")
     res = _ok(_ingest(root, src, time_field=None))
-    assert (res["records"], res["start_offset"], res["last_offset"], res["partial_line_bytes"]) == (1, 1, 1, 0)
+    assert (res["records"], res["start_offset"], res["last_offset"], res["pending_bytes"]) == (1, 1, 1, 0)
     assert sorted(_data_lines(root)) == [b"rec-1 whole", b"rec-2 partial-tail"]
     assert _commits(root)[-1]["transaction"]["meta"]["positions"] == {"app.log": src.stat().st_size}
 
@@ -87,7 +87,7 @@ def test_partial_line_alone_commits_nothing(tmp_path):
     src.write_bytes(b'{"id": 0, "ts": 15929604')
     before = snapshot(root)
     res = _ok(_ingest(root, src))
-    assert (res["records"], res["commits"], res["partial_line_bytes"]) == (0, 0, len(src.read_bytes()))
+    assert (res["records"], res["commits"], res["pending_bytes"]) == (0, 0, len(src.read_bytes()))
     assert snapshot(root) == before
 
 
@@ -97,7 +97,7 @@ def test_final_consumes_an_unterminated_last_line(tmp_path):
     src.write_bytes(b'{"id": 0, "ts": 1592960400000}\r\n{"id": 1, "ts": 1592960400001}')
     p = _ingest(root, src, "--final")
     res = _ok(p)
-    assert (res["records"], res["last_offset"], res["partial_line_bytes"]) == (2, 1, 0)
+    assert (res["records"], res["last_offset"], res["pending_bytes"]) == (2, 1, 0)
     assert "without a newline" not in p.stderr
     assert _ids(root) == [0, 1]
     assert _commits(root)[-1]["transaction"]["meta"]["positions"] == {"s.jsonl": src.stat().st_size}
@@ -121,8 +121,9 @@ def test_out_of_range_times_go_to_dead_letter(tmp_path):
     src = tmp_path / "s.jsonl"
     good = '{"id": 0, "ts": 1592960400000}'
     src.write_text(good + "\n" + "".join(f'{{"id": {i + 1}, "ts": {v}}}\n' for i, v in enumerate(OUT_OF_RANGE)))
-    # the plausibility check off, so the integers reach the layout's own range check
-    res = _ok(_ingest(root, src, *ANY_MS))
+    # the plausibility check off, so the integers reach the layout's own range check; every bad record
+    # kept (the explicit opt-out of the bad-record limit: 9 of 10 is far over it)
+    res = _ok(_ingest(root, src, *ANY_MS, "--on-bad-record", "dead-letter"))
     assert (res["records"], res["dead_letters"]) == (len(OUT_OF_RANGE) + 1, len(OUT_OF_RANGE))
     assert _ids(root) == [0]
     dead = _dead_letters(root)
@@ -155,7 +156,7 @@ def test_last_placeable_hour_in_utc(tmp_path):
     src = tmp_path / "s.jsonl"
     src.write_text('{"id": 0, "ts": "9999-12-31T22:59:59.999Z"}\n{"id": 1, "ts": "0001-01-01T00:00Z"}\n'
                    '{"id": 2, "ts": "9999-12-31T23:00Z"}\n')
-    res = _ok(_ingest(root, src))
+    res = _ok(_ingest(root, src, "--on-bad-record", "dead-letter"))
     assert res["dead_letters"] == 1 and _dead_letters(root)[0]["offset"] == 2
     files = json.loads(run_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]
     assert sorted(f["path"].rsplit("/", 1)[0] for f in files) == ["0001_01_01/00", "9999_12_31/22"]
@@ -171,7 +172,7 @@ def test_the_range_is_the_table_zones(tmp_path, tz, value, placed):
     root = _table(tmp_path, tz=tz)
     src = tmp_path / "s.jsonl"
     src.write_text(f'{{"id": 0, "ts": "{value}"}}\n')
-    res = _ok(_ingest(root, src))
+    res = _ok(_ingest(root, src, "--on-bad-record", "dead-letter"))
     files = json.loads(run_trib("files", str(root), "--all", "--json", check=True).stdout)["files"]
     assert [f["path"].rsplit("/", 1)[0] for f in files] == ([placed] if placed else [])
     assert res["dead_letters"] == (0 if placed else 1)
@@ -300,7 +301,7 @@ def test_dead_letters_keep_the_exact_bytes(tmp_path):
     utf8 = '{"id": 2, "ts": "morgen", "city": "M\u00fcnchen \u2603"}'.encode()
     binary = b"\x00\xff\xfe garbage \x80"
     src.write_bytes(b'{"id": 0, "ts": 1592960400000}\n' + latin1 + b"\n" + utf8 + b"\n" + binary + b"\n")
-    res = _ok(_ingest(root, src))
+    res = _ok(_ingest(root, src, "--on-bad-record", "dead-letter"))
     assert res["dead_letters"] == 3
     dead = _dead_letters(root)
     assert [d["offset"] for d in dead] == [1, 2, 3]

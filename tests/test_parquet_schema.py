@@ -107,7 +107,7 @@ def test_a_type_conflict_is_dead_lettered_with_its_offset_and_the_rest_is_kept(t
         {"ts": T0 + 5 * 3_600_000, "id": 6, "v": [1, "a"]},  # alone in its hour, and fits nothing
     ]
     src = _source(tmp_path / "s.jsonl", records)
-    r = json.loads(_ingest(root, src).stdout)
+    r = json.loads(_ingest(root, src, "--on-bad-record", "dead-letter").stdout)  # keep every bad one
     assert (r["records"], r["dead_letters"], r["last_offset"]) == (7, 4, 6)
     assert [row["id"] for row in _rows(root)] == [0, 2, 5]
     dead = _dead_letters(root)
@@ -121,7 +121,7 @@ def test_a_type_conflict_is_dead_lettered_with_its_offset_and_the_rest_is_kept(t
     assert [f.path.rsplit("/", 1)[0] for f in _committed(root)] == ["2020_06_24/01"]
     assert not (root / "2020_06_24" / "06").exists() or not any((root / "2020_06_24" / "06").iterdir())
     assert invoke_trib("verify", str(root)).returncode == 0
-    again = json.loads(_ingest(root, src).stdout)  # a rerun: nothing left to read, no stall
+    again = json.loads(_ingest(root, src, "--on-bad-record", "dead-letter").stdout)  # a rerun: nothing left, no stall
     assert (again["records"], again["last_offset"]) == (0, 6)
 
 
@@ -177,10 +177,10 @@ def test_reruns_never_stall_on_a_conflict_and_keep_every_record_once(tmp_path):
 
     records = [record(i) for i in range(3000)]
     src.write_text("".join(json.dumps(r) + "\n" for r in records[:2000]))
-    r1 = json.loads(_ingest(root, str(src), "--commit-every", "300").stdout)
+    r1 = json.loads(_ingest(root, str(src), "--commit-every", "300", "--on-bad-record", "dead-letter").stdout)
     with open(src, "a") as f:  # the source grows; the next run resumes
         f.writelines(json.dumps(r) + "\n" for r in records[2000:])
-    r2 = json.loads(_ingest(root, str(src), "--commit-every", "300").stdout)
+    r2 = json.loads(_ingest(root, str(src), "--commit-every", "300", "--on-bad-record", "dead-letter").stdout)
     assert (r1["records"], r2["records"], r2["last_offset"]) == (2000, 1000, 2999)
     rows = _rows(root)
     dead = _dead_letters(root)

@@ -119,7 +119,8 @@ def test_ingest_places_each_unit_in_its_hour(tmp_path, unit):
 ])
 def test_ingest_refusals_name_the_unit_that_fits(tmp_path, unit, value, fits):
     """No unit: the run stops (the job is wrong). A declared unit: the record is bad, and follows
-    --on-bad-record (dead letter by default, exit 3 with fail); either way the message names the unit."""
+    --on-bad-record (by default a run over the bad-record limit fails, exit 3; kept as a dead letter
+    with an explicit dead-letter; exit 3 with fail); every way the message names the unit."""
     root = tmp_path / "t"
     _table(root)
     src = _source(tmp_path / "s.jsonl", [T0 if unit == "ms" else T0 // 1000, value])
@@ -128,7 +129,11 @@ def test_ingest_refusals_name_the_unit_that_fits(tmp_path, unit, value, fits):
         line = one_line_error(_ingest(root, src), 3, "s.jsonl line 1: time field ts:", "more than a day ahead", fits)
         assert "as ms is beyond year 9999" in line
         assert snapshot(root) == before
-    doc = json.loads(_ingest(root, src, "--time-unit", unit).stdout)
+    before = snapshot(root)
+    one_line_error(_ingest(root, src, "--time-unit", unit), 3, "1 of 2 records", "line 1:", fits,
+                   "--max-bad-fraction")
+    assert snapshot(root) == before
+    doc = json.loads(_ingest(root, src, "--time-unit", unit, "--on-bad-record", "dead-letter").stdout)
     assert (doc["records"], doc["dead_letters"]) == (2, 1) and list(_landed(root)) == [0]
     (dead,) = [json.loads(x) for f in (root / "_tributary/dead_letter").glob("*.jsonl")
                for x in f.read_text().splitlines()]
@@ -147,7 +152,7 @@ def test_ingest_plausibility_bounds_and_allow_any_time(tmp_path):
     now_s = int(time.time())
     values = [Y1990_S, 946_684_800 - 1, 946_684_800, now_s + 23 * 3600, now_s + 25 * 3600]
     src = _source(tmp_path / "s.jsonl", values)
-    doc = json.loads(_ingest(root, src, "--time-unit", "s").stdout)
+    doc = json.loads(_ingest(root, src, "--time-unit", "s", "--on-bad-record", "dead-letter").stdout)
     assert (doc["records"], doc["dead_letters"]) == (5, 3)
     assert sorted(_landed(root)) == [2, 3]  # 2000-01-01T00:00:00Z itself, and 23 h ahead
     reasons = [json.loads(x)["reason"] for f in (root / "_tributary/dead_letter").glob("*.jsonl")

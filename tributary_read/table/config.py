@@ -67,6 +67,32 @@ def parse_size(v: Any) -> int:
     return int(f)
 
 
+#: A run of ``trib ingest`` fails, committing nothing more, once more than this share of its
+#: records cannot be placed (1%): a typo in the time field dead-letters every record, and
+#: that must not exit 0 with the source's offsets committed past them.
+DEFAULT_MAX_BAD_FRACTION = 0.01
+#: A source whose last line has no newline is taken as complete once it has not changed
+#: for this long (5 minutes): a daily export's last record is never left behind, and a
+#: line a producer is still writing is never cut.
+DEFAULT_FINAL_AFTER_MS = 300_000
+
+
+def parse_fraction(v: Any, what: str = "fraction") -> float:
+    """A share from 0 to 1, written ``0.01`` or ``1%``: the one reader of bad-record limits."""
+    if isinstance(v, bool):
+        raise InvalidInputError(f"bad {what} {v!r}: a number from 0 to 1, or a percentage (e.g. 0.01, 1%)")
+    text = str(v).strip()
+    percent = text.endswith("%")
+    try:
+        f = float(text[:-1] if percent else text) / (100 if percent else 1)
+    except ValueError:
+        raise InvalidInputError(f"bad {what} {text!r}: a number from 0 to 1, or a percentage "
+                                f"(e.g. 0.01, 1%)") from None
+    if not 0 <= f <= 1:  # also refuses nan and inf
+        raise InvalidInputError(f"bad {what} {text!r}: it must be from 0 to 1 (0% to 100%)")
+    return f
+
+
 @dataclass(frozen=True)
 class RollPolicy:
     """When an open file is closed: whichever limit is reached first (0 = no limit)."""
@@ -101,6 +127,10 @@ class TableConfig:
     #: other tools drop in later are then delivered, never left behind. Absent in
     #: older table.json files, which only trib wrote to: ``manifest``.
     tracking: Tracking = DEFAULT_TRACKING
+    #: ``trib ingest``'s bad-record limit for this table (see DEFAULT_MAX_BAD_FRACTION).
+    max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION
+    #: ``trib ingest``'s wait before an unterminated last line is final (DEFAULT_FINAL_AFTER_MS).
+    final_after_ms: int = DEFAULT_FINAL_AFTER_MS
 
     def __post_init__(self):
         check_format(self.format, self.compression)
@@ -114,6 +144,10 @@ class TableConfig:
         if isinstance(self.log_retention_ms, bool) or not isinstance(self.log_retention_ms, int) \
                 or self.log_retention_ms < 0:
             raise InvalidInputError("log retention must be a whole number of milliseconds >= 0")
+        object.__setattr__(self, "max_bad_fraction", parse_fraction(self.max_bad_fraction, "max bad fraction"))
+        if isinstance(self.final_after_ms, bool) or not isinstance(self.final_after_ms, int) \
+                or self.final_after_ms < 0:
+            raise InvalidInputError("final-after must be a whole number of milliseconds >= 0")
 
     @property
     def data_format(self) -> DataFormat:
@@ -134,6 +168,8 @@ class TableConfig:
             "created_ms": self.created_ms,
             "tracking": self.tracking,
             "log_retention_ms": self.log_retention_ms,
+            "max_bad_fraction": self.max_bad_fraction,
+            "final_after_ms": self.final_after_ms,
         }
 
     @classmethod
@@ -152,6 +188,9 @@ class TableConfig:
                 created_ms=int(d.get("created_ms", 0)),
                 tracking=d.get("tracking", "manifest"),
                 log_retention_ms=d.get("log_retention_ms", DEFAULT_LOG_RETENTION_MS),
+                # Absent in tables made before ingest had limits: today's defaults apply.
+                max_bad_fraction=d.get("max_bad_fraction", DEFAULT_MAX_BAD_FRACTION),
+                final_after_ms=d.get("final_after_ms", DEFAULT_FINAL_AFTER_MS),
             )
         except (KeyError, TypeError, ValueError, InvalidInputError) as e:
             raise ManifestCorruptError(f"corrupt table properties {where}: {e}") from None
@@ -197,14 +236,26 @@ class Table:
         return cls(storage, TableConfig.from_json(data, storage.uri_for(PROPERTIES)))
 
     def set_tracking(self, tracking: str) -> Table:
-        """Change how the table's files are tracked (``trib table set --tracking``).
+        """Change how the table's files are tracked (``trib table set --tracking``)."""
+        return self.set(tracking=tracking)
 
-        The only property that may change after create: it decides how files are
-        found, never where they are or what a commit means. table.json is replaced
-        whole (:meth:`Storage.replace`), so a reader sees the old properties or
-        the new ones (or, on HDFS, none for a moment, and retries).
+    def set(self, *, tracking: str | None = None, max_bad_fraction: float | str | None = None,
+            final_after_ms: int | None = None) -> Table:
+        """Change the properties that may change after create (``trib table set``).
+
+        Only these: how files are found and ingest's defaults, never where files
+        are or what a commit means. table.json is replaced whole
+        (:meth:`Storage.replace`), so a reader sees the old properties or the new
+        ones (or, on HDFS, none for a moment, and retries).
         """
-        config = replace(self.config, tracking=Tracking.parse(tracking, "tracking"))
+        changes: dict[str, Any] = {}
+        if tracking is not None:
+            changes["tracking"] = Tracking.parse(tracking, "tracking")
+        if max_bad_fraction is not None:
+            changes["max_bad_fraction"] = parse_fraction(max_bad_fraction, "max bad fraction")
+        if final_after_ms is not None:
+            changes["final_after_ms"] = final_after_ms
+        config = replace(self.config, **changes)
         if config == self.config:
             return self
         self.storage.replace(PROPERTIES, json.dumps(config.to_json(), indent=2, sort_keys=True).encode())

@@ -29,6 +29,7 @@ from tributary_read.write.sources import SourceOffsets
 from tributary_read.table.config import RollPolicy, Table
 from tributary_read.table.renames import roll_forward
 from tributary_read.table.timeunit import IntegerTimes
+from tributary_read.timespec import iso
 from tributary_read.write.writer import TableWriter
 
 
@@ -39,10 +40,20 @@ class OnBadRecord(Choice):
     FAIL = "fail"
 
 
+#: The refusal of a run with no time source. Every table is partitioned by time, and
+#: arrival time used to be the silent default: a backlog stamped last year landed in
+#: today's partition and became "current" data for every hourly job downstream.
+NO_TIME_SOURCE = ("no time source: records are filed by time, so give a time field (the JSON field of "
+                  "the event time), a time regex, or arrival time (file each record under the time it "
+                  "is ingested)")
+
+
 @dataclass(frozen=True)
 class TimeSpec:
-    """Where a record's event time comes from; neither field set = arrival time.
+    """Where a record's event time comes from: exactly one of a field, a regex, or arrival.
 
+    ``arrival`` must be said: it files a record under the time it is ingested,
+    which is right for a live feed and silently wrong for a backlog.
     ``integers``: the unit of integer times and their plausibility check
     (:mod:`tributary_read.table.timeunit`); by default ms, refused when implausible.
     """
@@ -51,12 +62,25 @@ class TimeSpec:
     regex: str | None = None
     format: str | None = None  # strptime pattern; default: ISO-8601 or an integer of ``integers.unit``
     integers: IntegerTimes = IntegerTimes()
+    arrival: bool = False
+
+    def check(self) -> None:
+        """Refuse no time source, or two (InvalidInputError, before anything is read)."""
+        words = dict(time_field="a time field", time_regex="a time regex", arrival_time="arrival time")
+        given = [w for w, on in (("a time field", self.field), ("a time regex", self.regex),
+                                 ("arrival time", self.arrival)) if on]
+        if not given:
+            raise InvalidInputError(NO_TIME_SOURCE, **words)
+        if len(given) > 1:
+            raise InvalidInputError(f"give one time source, not {' and '.join(given)}",
+                                    **{k: v for k, v in words.items() if v in given})
+        if self.arrival and (self.format or self.integers.unit is not None or self.integers.allow_any):
+            raise InvalidInputError("arrival time parses no time: drop the time format and unit settings",
+                                    arrival_time="arrival time")
 
     def extractor(self, tz) -> Callable[[bytes, object], int]:
         """Return ``f(line, parsed_json_or_None) -> epoch ms``; raises ValueError."""
-        if self.field and self.regex:
-            raise InvalidInputError("give a time field or a time regex, not both", time_field="a time field",
-                                    time_regex="a time regex")
+        self.check()
         fmt = self.format
         if self.field:
             keys = self.field.split(".")
@@ -134,11 +158,80 @@ class IngestResult:
     commits: int
     rolled_forward: int
     stopped_by: str | None = None  # the signal that stopped the run early ("SIGINT"), if any
-    # Bytes of a last line with no newline yet, left for the next run (0 if none; see ``final``).
-    partial_line_bytes: int = 0
+    # Bytes of a last line with no newline, left for a later run because the file changed
+    # within ``final_after_ms`` (0 if none); ``pending_until``: when it counts as complete.
+    pending_bytes: int = 0
+    pending_until: str | None = None
+    #: The last line had no newline and was taken: the file was unchanged for ``final_after_ms`` (or ``final``).
+    took_unterminated_line: bool = False
+    #: The bad-record limit applied (None: none, every bad record is kept as a dead letter).
+    max_bad_fraction: float | None = None
 
     def to_json(self) -> dict:
         return self.__dict__.copy()
+
+
+class _FromTable:
+    """The default of a setting the table stores (``max_bad_fraction``): read it from table.json."""
+
+    def __repr__(self) -> str:
+        return "FROM_TABLE"
+
+
+FROM_TABLE = _FromTable()
+
+
+class BadRecordLimit:
+    """Counts a run's bad records and refuses a commit once their share is over the limit.
+
+    The share is the run's (every record read so far), checked before each commit:
+    a run's first commit is judged on its first batch, and a run that crosses the
+    limit later keeps its earlier commits (each under the limit when it was made).
+    A run where every record is bad fails whatever the limit: that is a wrong
+    option (a misspelt field), not bad data. ``limit`` None: no limit at all.
+    """
+
+    def __init__(self, limit: float | None, source: str):
+        self.limit = limit
+        self.source = source
+        self.bad = 0
+        self.first: tuple[int, str] | None = None  # (offset, reason) of the run's first bad record
+        self._first_kind = ""
+        self.alike = 0  # bad records with the first one's kind of reason
+
+    def add(self, offset: int, reason: str) -> None:
+        self.bad += 1
+        kind = reason_kind(reason)
+        if self.first is None:
+            self.first, self._first_kind = (offset, reason), kind
+        if kind == self._first_kind:
+            self.alike += 1
+
+    def check(self, read: int, commits: int, last_committed: int) -> None:
+        """Raise BadRecordError when ``read`` records hold too many bad ones (nothing of the batch is committed)."""
+        if self.limit is None or not self.bad or not read:
+            return
+        share = self.bad / read
+        if share <= self.limit and self.bad < read:
+            return
+        assert self.first is not None
+        offset, reason = self.first
+        kept = (f"this run's {commits} earlier commits (up to line {last_committed}) stand, nothing after"
+                if commits else "nothing was committed")
+        if self.bad == read:
+            over, out = "every record is bad", "keep them all as dead letters (on-bad-record dead-letter)"
+        else:
+            over, out = f"over the max bad fraction {self.limit:g}", "raise that limit"
+        raise BadRecordError(
+            f"{self.source}: {self.bad} of {read} records ({share:.1%}) cannot be placed, {over}; first: "
+            f"line {offset}: {reason} ({self.alike} records like it); {kept}. Fix the input or the time "
+            f"options and rerun, or {out}",
+            max_bad_fraction="the max bad fraction", on_bad_record="on-bad-record dead-letter")
+
+
+def reason_kind(reason: str) -> str:
+    """A reason without its values (quoted text, numbers): records failing the same way count as alike."""
+    return re.sub(r"'[^']*'|\"[^\"]*\"|[0-9]+", "_", reason)
 
 
 class StopRequest:
@@ -211,13 +304,16 @@ def ingest(
     source: str,
     app_id: str,
     *,
-    time_spec: TimeSpec = TimeSpec(),
+    time_spec: TimeSpec,
     commit_every: int = 10_000,
     protocol: str | None = None,
     roll: RollPolicy | None = None,
     on_bad_record: OnBadRecord | str = OnBadRecord.DEAD_LETTER,
+    max_bad_fraction: float | None | _FromTable = FROM_TABLE,
     source_name: str | None = None,
     final: bool = False,
+    final_after_ms: int | None = None,
+    unwrap: Callable[[bytes], bytes] | None = None,
     progress: Callable[[int], None] | None = None,
     on_commit: Callable[[object], None] | None = None,
     stop: StopRequest | None = None,
@@ -225,13 +321,22 @@ def ingest(
     """Append the records of ``source`` not yet committed for ``app_id``.
 
     Args:
+        time_spec: where each record's time comes from; required, as arrival time
+            (``TimeSpec(arrival=True)``) must be chosen, never fallen into.
+        max_bad_fraction: with ``dead-letter``, the share of bad records over which
+            the run fails before its next commit (:class:`BadRecordLimit`); None: no
+            limit. Default: the table's setting.
         source_name: the key of this source in the transaction's offsets;
             defaults to the file's base name so a moved file keeps its offsets.
             A different file under a known name is refused (SourceMismatchError):
             each commit records a fingerprint of the bytes read, checked on resume.
         final: the producer is done with ``source``: also take a last line that
-            has no newline. By default such a line is a record still being
-            written; it is left (``partial_line_bytes``) for the next run.
+            has no newline now.
+        final_after_ms: take such a line once the file has not changed for this
+            long (default: the table's setting). Until then it is a record still
+            being written and is left (``pending_bytes``) for the next run.
+        unwrap: turns a source line into the record (dead-letter replay); a
+            ValueError makes the line a bad record.
         progress: called with the number of source bytes consumed since the last call.
         on_commit: called with each Commit (partition-commit hooks).
         stop: polled after each record; once set, the run commits the records
@@ -248,6 +353,12 @@ def ingest(
     extract = time_spec.extractor(table.layout.tz)
     needs_json = bool(time_spec.field) or table.config.format == "parquet"
     as_rows = table.config.format == "parquet"
+    if isinstance(max_bad_fraction, _FromTable):
+        max_bad_fraction = table.config.max_bad_fraction
+    limit = BadRecordLimit(max_bad_fraction if on_bad_record is OnBadRecord.DEAD_LETTER else None, name)
+    settle_ms = table.config.final_after_ms if final_after_ms is None else final_after_ms
+    if settle_ms < 0:
+        raise InvalidInputError("final-after must be >= 0", final_after="final-after")
 
     # One consistent view: the app's last transaction and the version it was read at.
     state = table.log.state()
@@ -263,21 +374,37 @@ def ingest(
     writer = TableWriter(table, protocol=protocol, roll=roll)
     base = state.version
     offset = read = dead = commits = partial = 0
+    pending_until = None
+    took = False
     try:
         with open(source, "rb") as src:
             end = prior.seek(src, source, start)  # byte position after the last whole line read
             offset = start
             pending = unreported = 0
+            # The last run took an unterminated last line as complete, and its newline came later:
+            # that newline ends the committed record, it is not an empty record of its own.
+            newline_owed = end > 0 and os.pread(src.fileno(), 1, end - 1) != b"\n"
             for raw in src:
-                if not final and not raw.endswith(b"\n"):
-                    partial = len(raw)  # the producer is mid-line: read it whole next run
-                    break
+                if newline_owed:
+                    newline_owed = False
+                    if raw == b"\n":
+                        end += 1
+                        continue
+                if not raw.endswith(b"\n") and not final:
+                    wait = _unsettled_ms(src, end + len(raw), settle_ms)
+                    if wait:  # the producer may be mid-line: read it whole next run
+                        partial = len(raw)
+                        pending_until = iso(int(time.time() * 1000) + wait)
+                        break
+                    took = True
                 end += len(raw)
                 line = raw[:-1] if raw.endswith(b"\n") else raw
                 if line.endswith(b"\r"):
                     line = line[:-1]
                 reason = None
                 try:
+                    if unwrap is not None:
+                        line = unwrap(line)
                     doc = json.loads(line) if needs_json else None
                     ts = extract(line, doc)
                 except TimeUnitError as e:  # the job's unit is wrong, not this record: stop the run
@@ -293,6 +420,7 @@ def ingest(
                     if on_bad_record is OnBadRecord.FAIL:
                         raise BadRecordError(f"{name} line {offset}: {reason}") from None
                     writer.write_dead_letter(line, offset, reason, name)
+                    limit.add(offset, reason)
                     dead += 1
                 offset += 1
                 read += 1
@@ -303,12 +431,14 @@ def ingest(
                         progress(unreported)
                         unreported = 0
                 if pending >= commit_every:
+                    limit.check(read, commits, offset - 1 - pending)
                     base = _commit(writer, prior.transaction(src, offset - 1, end), base, on_commit)
                     commits += 1
                     pending = 0
                 if stop is not None and stop.signum is not None:
                     break  # after a whole record, so ``end`` is still its end
             if pending:
+                limit.check(read, commits, offset - 1 - pending)
                 base = _commit(writer, prior.transaction(src, offset - 1, end), base, on_commit)
                 commits += 1
             if progress and unreported:
@@ -318,7 +448,26 @@ def ingest(
         raise
     stopped_by = signal.Signals(stop.signum).name if stop is not None and stop.signum is not None else None
     return IngestResult(app_id, name, start, offset - 1 if read else last_offset, read, dead, commits, rolled,
-                        stopped_by, partial_line_bytes=partial)
+                        stopped_by, pending_bytes=partial, pending_until=pending_until,
+                        took_unterminated_line=took, max_bad_fraction=limit.limit)
+
+
+def _unsettled_ms(src, size: int, settle_ms: int) -> int:
+    """How much longer an unterminated last line must stay unchanged to count as complete (0: it is).
+
+    Asked after the line was read: a file that grew since, or changed within
+    ``settle_ms``, is still being written, and a line cut mid-write would be
+    committed as a wrong record for good. An mtime ahead of the clock counts
+    as just changed. Limit: a producer that pauses mid-line for longer than
+    ``settle_ms`` looks finished; set final-after above its longest pause.
+    """
+    st = os.fstat(src.fileno())
+    if st.st_size != size:
+        return max(settle_ms, 1)
+    if settle_ms == 0:
+        return 0
+    age_ms = time.time() * 1000 - st.st_mtime_ns / 1e6
+    return 0 if age_ms >= settle_ms else max(1, math.ceil(settle_ms - max(age_ms, 0)))
 
 
 def _reason(e: Exception) -> str:
