@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import click
 
+from tributary_read.errors import InvalidInputError
 from tributary_read.io.formats import COMPRESSIONS, FORMATS
 from tributary_read.table.layout import Layout
 from tributary_read.io.storage import open_storage
@@ -13,6 +14,14 @@ from tributary_read.table.config import Protocol, RollPolicy, Table, TableConfig
 from tributary_read.read.tracking import find_foreign
 
 from .context import Duration, TribState, emit, json_option, pass_state
+
+#: What ``trib table show`` says each protocol means for a reader of the directories.
+PROTOCOL_MEANS = {
+    Protocol.RENAME: "files stay hidden until their commit (directory readers never see uncommitted bytes)",
+    Protocol.DIRECT: "files appear under their final names before their commit: a killed writer's files are "
+                     "visible to directory readers (Hive, Spark) until `trib clean`; `trib table set --protocol "
+                     "rename` changes it",
+}
 
 
 @click.group()
@@ -27,8 +36,10 @@ def table() -> None:
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="jsonl", show_default=True)
 @click.option("--compression", type=click.Choice(list(COMPRESSIONS)), default="none", show_default=True)
 @click.option("--timezone", default="UTC", show_default=True, help="Zone of the directory times.")
-@click.option("--protocol", type=click.Choice(Protocol.values()), default=Protocol.DIRECT.value, show_default=True,
-              help="direct: final names, no rename (object stores). rename: hidden until committed.")
+@click.option("--protocol", type=click.Choice(Protocol.values()),
+              help="rename (default): files stay hidden until their commit, so Hive and Spark reading the "
+                   "directories never see a killed writer's bytes. direct: final names at once, no rename "
+                   "(faster; for tables only trib's readers read).")
 @click.option("--roll-size", default="128M", show_default=True, help="Roll a file at this size.")
 @click.option("--roll-records", type=int, default=0, show_default=True, help="Roll after N records (0 = off).")
 @click.option("--roll-inactivity", type=Duration(), default="60s", show_default=True,
@@ -49,7 +60,7 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
         layout=Layout(layout, partition, timezone),
         format=fmt,
         compression=compression,
-        protocol=protocol,
+        protocol=protocol,  # None: the table layer's default (DEFAULT_PROTOCOL)
         roll=RollPolicy(parse_size(roll_size), roll_records, roll_inactivity / 1000),
         checkpoint_interval=checkpoint_interval,
         log_retention_ms=log_retention,
@@ -60,7 +71,7 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
     found, outside = find_foreign(open_storage(root_uri, options), config.layout)
     t = Table.create(root_uri, config, options)
     chosen = t.config.tracking
-    msg = f"created table {t.uri}, tracking {chosen}"
+    msg = f"created table {t.uri}, tracking {chosen}, protocol {t.config.protocol}"
     if found and chosen == "both":
         msg += (f": it already holds {len(found)} files written by other tools (e.g. {found[0]}); consumers and "
                 "--mode auto read those by listing and trib-written files by the manifest")
@@ -77,17 +88,26 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
 
 @table.command("set")
 @click.argument("root")
-@click.option("--tracking", type=click.Choice(Tracking.values()), required=True,
+@click.option("--tracking", type=click.Choice(Tracking.values()),
               help="manifest: trib-written files only; listing: files other tools write only; both.")
+@click.option("--protocol", type=click.Choice(Protocol.values()),
+              help="How later writers make files visible: rename (hidden until committed) or direct.")
 @json_option
 @pass_state
-def set_(state: TribState, root, tracking, as_json) -> None:
-    """Change how ROOT's files are tracked (e.g. after a warning about untracked files)."""
+def set_(state: TribState, root, tracking, protocol, as_json) -> None:
+    """Change how ROOT's files are tracked, or the protocol its writers use (e.g. an old table to rename)."""
+    if tracking is None and protocol is None:
+        raise InvalidInputError("nothing to set: give --tracking and/or --protocol")
     t = state.table(root)
-    old = t.config.tracking
-    t = t.set_tracking(tracking)
-    emit(as_json, {"root": t.uri, "previous_tracking": old, **t.config.to_json()},
-         f"table {t.uri}: tracking {old} -> {tracking}")
+    old = t.config
+    if tracking is not None:
+        t = t.set_tracking(tracking)
+    if protocol is not None:
+        t = t.set_protocol(protocol)
+    changes = [f"{k} {getattr(old, k)} -> {getattr(t.config, k)}"
+               for k, v in (("tracking", tracking), ("protocol", protocol)) if v is not None]
+    emit(as_json, {"root": t.uri, "previous_tracking": old.tracking, "previous_protocol": old.protocol,
+                   **t.config.to_json()}, f"table {t.uri}: {', '.join(changes)}")
 
 
 @table.command("show")
@@ -104,7 +124,8 @@ def show(state: TribState, root, as_json) -> None:
         c = t.config
         click.echo(f"table     {t.uri}")
         click.echo(f"layout    {c.layout.directory}  ->  {c.layout.partition}  ({c.layout.timezone})")
-        click.echo(f"format    {c.format} / {c.compression}, protocol {c.protocol}")
+        click.echo(f"format    {c.format} / {c.compression}")
+        click.echo(f"protocol  {c.protocol}: {PROTOCOL_MEANS[c.protocol]}")
         click.echo(f"tracking  {c.tracking}")
         click.echo(f"version   {latest}")
     emit(as_json, data, human)

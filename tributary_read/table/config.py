@@ -32,6 +32,19 @@ class Protocol(Choice):
     RENAME = "rename"
 
 
+#: What a new table is created with unless told otherwise: ``rename``, on every store.
+#: A file written under its final name is visible to every directory reader (Hive,
+#: Spark on a mounted table, Trino, Athena) from its first byte, and a writer killed
+#: before its commit leaves it there, counted next to the rerun's copy, until ``trib
+#: clean``. Hidden names keep uncommitted bytes out of every such reader, whether or
+#: not it knows trib. On local disk and HDFS the rename is one metadata operation;
+#: on S3 it is a server-side copy per file at each commit (run concurrently), paid
+#: for the same guarantee. ``direct`` is the explicit, faster choice for a table
+#: only trib's own readers read. A table created before this default keeps what its
+#: table.json says (no key: ``direct``, see :meth:`TableConfig.from_json`).
+DEFAULT_PROTOCOL = Protocol.RENAME
+
+
 class Tracking(Choice):
     """How a table's files are found: its manifest log, a listing of its directory, or
     both (trib-written files by the manifest, files other tools write by listing)."""
@@ -87,7 +100,9 @@ class TableConfig:
     layout: Layout
     format: str = "jsonl"
     compression: str = "none"
-    protocol: Protocol = Protocol.DIRECT
+    #: How writers make files visible (:class:`Protocol`); None (a config not yet
+    #: stored) becomes :data:`DEFAULT_PROTOCOL` when the table is created.
+    protocol: Protocol | None = None
     roll: RollPolicy = field(default_factory=RollPolicy)
     checkpoint_interval: int = 100
     #: Hive partition-commit settings, consumed by tributary_read.hive.
@@ -105,7 +120,8 @@ class TableConfig:
     def __post_init__(self):
         check_format(self.format, self.compression)
         # Stored as members (a str subclass: table.json and comparisons are unchanged).
-        object.__setattr__(self, "protocol", Protocol.parse(self.protocol, "protocol"))
+        if self.protocol is not None:
+            object.__setattr__(self, "protocol", Protocol.parse(self.protocol, "protocol"))
         if self.checkpoint_interval < 1:
             raise InvalidInputError("checkpoint interval must be >= 1")
         if not isinstance(self.tracking, str):
@@ -145,7 +161,9 @@ class TableConfig:
                 layout=Layout(lay["directory"], lay["partition"], lay.get("timezone", "UTC")),
                 format=d["file_format"],
                 compression=d.get("compression", "none"),
-                protocol=d.get("protocol", "direct"),
+                # The key is always written; a table.json without it predates protocols,
+                # when every writer wrote final names: it keeps meaning ``direct``.
+                protocol=Protocol.parse(d.get("protocol", Protocol.DIRECT), "protocol"),
                 roll=RollPolicy(**d.get("roll", {})),
                 checkpoint_interval=int(d.get("checkpoint_interval", 100)),
                 partition_commit=d.get("partition_commit", {}),
@@ -177,7 +195,8 @@ class Table:
     def create(cls, root: str, config: TableConfig, options: Mapping[str, str] | None = None) -> Table:
         """Create the table's metadata; the directory may already hold foreign data."""
         storage = open_storage(root, options)
-        config = replace(config, created_ms=config.created_ms or int(time.time() * 1000))
+        config = replace(config, created_ms=config.created_ms or int(time.time() * 1000),
+                         protocol=config.protocol or DEFAULT_PROTOCOL)
         data = json.dumps(config.to_json(), indent=2, sort_keys=True).encode()
         if storage.exists(PROPERTIES):
             raise TableExistsError(f"a trib table already exists at {storage.uri}")
@@ -196,15 +215,42 @@ class Table:
             ) from None
         return cls(storage, TableConfig.from_json(data, storage.uri_for(PROPERTIES)))
 
+    def protocol_for(self, override: Protocol | str | None = None) -> Protocol:
+        """The protocol a writer of this table uses: ``override`` (``--protocol``), else the table's.
+
+        The one answer for ``trib ingest``, the Spark writer and the ETL's output:
+        a second copy of this rule would let one front end write final names into
+        a table whose readers rely on hidden ones. Each commit records the protocol
+        it was written with, so readers never depend on which one was chosen.
+        """
+        return Protocol.parse(override or self.config.protocol or DEFAULT_PROTOCOL, "protocol")
+
     def set_tracking(self, tracking: str) -> Table:
         """Change how the table's files are tracked (``trib table set --tracking``).
 
-        The only property that may change after create: it decides how files are
-        found, never where they are or what a commit means. table.json is replaced
-        whole (:meth:`Storage.replace`), so a reader sees the old properties or
-        the new ones (or, on HDFS, none for a moment, and retries).
+        It decides how files are found, never where they are or what a commit
+        means (see :meth:`_replace_config`).
         """
-        config = replace(self.config, tracking=Tracking.parse(tracking, "tracking"))
+        return self._replace_config(tracking=Tracking.parse(tracking, "tracking"))
+
+    def set_protocol(self, protocol: str) -> Table:
+        """Change the protocol later writers use (``trib table set --protocol``): the migration
+        of a table created before ``rename`` was the default.
+
+        Safe at any moment: each commit records its own protocol and, under
+        ``rename``, each file's staged name, so commits made before the change
+        (and a writer still running with the old protocol) read as they were written.
+        """
+        return self._replace_config(protocol=Protocol.parse(protocol, "protocol"))
+
+    def _replace_config(self, **changes) -> Table:
+        """Replace table.json whole with ``changes`` (:meth:`Storage.replace`), so a reader
+        sees the old properties or the new (or, on HDFS, none for a moment, and retries).
+
+        Only tracking and protocol may change after create: neither moves a file
+        nor changes what a committed version means.
+        """
+        config = replace(self.config, **changes)
         if config == self.config:
             return self
         self.storage.replace(PROPERTIES, json.dumps(config.to_json(), indent=2, sort_keys=True).encode())
