@@ -15,14 +15,6 @@ from tributary_read.read.tracking import find_foreign
 
 from .context import Duration, TribState, emit, json_option, pass_state
 
-#: What ``trib table show`` says each protocol means for a reader of the directories.
-PROTOCOL_MEANS = {
-    Protocol.RENAME: "files stay hidden until their commit (directory readers never see uncommitted bytes)",
-    Protocol.DIRECT: "files appear under their final names before their commit: a killed writer's files are "
-                     "visible to directory readers (Hive, Spark) until `trib clean`; `trib table set --protocol "
-                     "rename` changes it",
-}
-
 
 @click.group()
 def table() -> None:
@@ -60,7 +52,7 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
         layout=Layout(layout, partition, timezone),
         format=fmt,
         compression=compression,
-        protocol=protocol,  # None: the table layer's default (DEFAULT_PROTOCOL)
+        protocol=protocol,  # None: the table layer decides (a new table hides uncommitted files)
         roll=RollPolicy(parse_size(roll_size), roll_records, roll_inactivity / 1000),
         checkpoint_interval=checkpoint_interval,
         log_retention_ms=log_retention,
@@ -125,7 +117,7 @@ def show(state: TribState, root, as_json) -> None:
         click.echo(f"table     {t.uri}")
         click.echo(f"layout    {c.layout.directory}  ->  {c.layout.partition}  ({c.layout.timezone})")
         click.echo(f"format    {c.format} / {c.compression}")
-        click.echo(f"protocol  {c.protocol}: {PROTOCOL_MEANS[c.protocol]}")
+        click.echo(f"protocol  {c.protocol}: {c.protocol.meaning}")
         click.echo(f"tracking  {c.tracking}")
         click.echo(f"version   {latest}")
     emit(as_json, data, human)

@@ -31,6 +31,15 @@ class Protocol(Choice):
     DIRECT = "direct"
     RENAME = "rename"
 
+    @property
+    def meaning(self) -> str:
+        """What a reader of the directories (Hive, Spark) sees under this protocol: ``trib table show``."""
+        if self is Protocol.RENAME:
+            return "files stay hidden until their commit (directory readers never see uncommitted bytes)"
+        return ("files appear under their final names before their commit: a killed writer's files are visible "
+                "to directory readers (Hive, Spark) until `trib clean`; `trib table set --protocol rename` "
+                "hides them")
+
 
 #: What a new table is created with unless told otherwise: ``rename``, on every store.
 #: A file written under its final name is visible to every directory reader (Hive,
