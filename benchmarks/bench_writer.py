@@ -150,8 +150,9 @@ def raw_text(lines: list[bytes], path: Path, codec: str) -> dict:
     return {"total": total, "write": total, "commit": 0.0}
 
 
-def trib_text(recs: Records, root: Path, codec: str) -> dict:
-    table = Table.create(str(root), TableConfig(layout=LAYOUT, format="jsonl", compression=codec))
+def trib_text(recs: Records, root: Path, codec: str, protocol: str | None = None) -> dict:
+    table = Table.create(str(root), TableConfig(layout=LAYOUT, format="jsonl", compression=codec,
+                                                protocol=protocol))
     lines, ts = recs.lines, recs.ts
     t0 = time.perf_counter()
     w = TableWriter(table)
@@ -183,8 +184,9 @@ def raw_parquet_whole(table: pa.Table, path: Path, codec: str) -> dict:
     return {"total": total, "write": total, "commit": 0.0}
 
 
-def trib_parquet(batches: list[pa.Table], root: Path, codec: str) -> dict:
-    table = Table.create(str(root), TableConfig(layout=LAYOUT, format="parquet", compression=codec))
+def trib_parquet(batches: list[pa.Table], root: Path, codec: str, protocol: str | None = None) -> dict:
+    table = Table.create(str(root), TableConfig(layout=LAYOUT, format="parquet", compression=codec,
+                                                protocol=protocol))
     t0 = time.perf_counter()
     w = TableWriter(table)
     for b in batches:
@@ -315,6 +317,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--parquet-compression", choices=("snappy", "zstd", "gzip", "none"), default="snappy")
     ap.add_argument("--variants", default="text,parquet", help="comma list of text,parquet")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--protocol", choices=("rename", "direct"),
+                    help="the trib table's commit protocol (default: a new table's, rename since issue 33; "
+                         "its renames run inside the commit's timing)")
     ap.add_argument("--dir", help="scratch directory parent (default benchmarks/out, on the repo's disk)")
     ap.add_argument("--keep", action="store_true", help="keep the written files")
     ap.add_argument("--quick", action="store_true", help="small smoke run: 20,000 records, 3 runs")
@@ -333,6 +338,9 @@ def main(argv: list[str] | None = None) -> dict:
           f"{recs.arrow_bytes / 1e6:.1f} MB as Arrow, {len(recs.partitions)} partitions) "
           f"in {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
 
+    from tributary_read.table.config import DEFAULT_PROTOCOL
+
+    args.protocol = args.protocol or DEFAULT_PROTOCOL.value
     result: dict = {"args": vars(args), "machine": info, "records": recs.n,
                     "text_bytes": recs.text_bytes, "arrow_bytes": recs.arrow_bytes,
                     "partitions": len(recs.partitions), "variants": {}}
@@ -342,7 +350,7 @@ def main(argv: list[str] | None = None) -> dict:
             codec = args.text_compression
             runs = run_variant("text", {
                 "raw": lambda p: raw_text(recs.lines, p, codec),
-                "trib": lambda p: trib_text(recs, p, codec),
+                "trib": lambda p: trib_text(recs, p, codec, args.protocol),
             }, args.repeat, work)
             check = verify_text(recs, work / f"text-trib-{args.repeat - 1}", runs["trib"][-1]["_commit"], codec)
             result["variants"]["text"] = {
@@ -357,7 +365,7 @@ def main(argv: list[str] | None = None) -> dict:
             runs = run_variant("parquet", {
                 "raw": lambda p: raw_parquet(batches, p, codec),
                 "raw_whole": lambda p: raw_parquet_whole(recs.table, p, codec),
-                "trib": lambda p: trib_parquet(batches, p, codec),
+                "trib": lambda p: trib_parquet(batches, p, codec, args.protocol),
             }, args.repeat, work)
             check = verify_parquet(recs, work / f"parquet-trib-{args.repeat - 1}", runs["trib"][-1]["_commit"])
             result["variants"]["parquet"] = {
@@ -380,7 +388,8 @@ def main(argv: list[str] | None = None) -> dict:
 def render(r: dict, argv: list[str]) -> str:
     a = r["args"]
     lines = [
-        f"## Writer throughput, {a['order']} event times (`benchmarks/bench_writer.py`)",
+        f"## Writer throughput, {a['order']} event times, `{a.get('protocol', 'direct')}` protocol "
+        "(`benchmarks/bench_writer.py`)",
         "",
         f"{r['records']:,} records, event times spread over {a['hours']:g} h ({a['order']} order) -> "
         f"{r['partitions']} hourly partitions; {r['text_bytes'] / 1e6:.1f} MB as jsonl, "

@@ -31,8 +31,10 @@ def table() -> None:
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="jsonl", show_default=True)
 @click.option("--compression", type=click.Choice(list(COMPRESSIONS)), default="none", show_default=True)
 @click.option("--timezone", default="UTC", show_default=True, help="Zone of the directory times.")
-@click.option("--protocol", type=click.Choice(Protocol.values()), default=Protocol.DIRECT.value, show_default=True,
-              help="direct: final names, no rename (object stores). rename: hidden until committed.")
+@click.option("--protocol", type=click.Choice(Protocol.values()),
+              help="rename (default): files stay hidden until their commit, so Hive and Spark reading the "
+                   "directories never see a killed writer's bytes. direct: final names at once, no rename "
+                   "(faster; for tables only trib's readers read).")
 @click.option("--roll-size", default="128M", show_default=True, help="Roll a file at this size.")
 @click.option("--roll-records", type=int, default=0, show_default=True, help="Roll after N records (0 = off).")
 @click.option("--roll-inactivity", type=Duration(), default="60s", show_default=True,
@@ -59,7 +61,7 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
         layout=Layout(layout, partition, timezone),
         format=fmt,
         compression=compression,
-        protocol=protocol,
+        protocol=protocol,  # None: the table layer decides (a new table hides uncommitted files)
         roll=RollPolicy(parse_size(roll_size), roll_records, roll_inactivity / 1000),
         checkpoint_interval=checkpoint_interval,
         log_retention_ms=log_retention,
@@ -72,7 +74,7 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
     found, outside = find_foreign(open_storage(root_uri, options), config.layout)
     t = Table.create(root_uri, config, options)
     chosen = t.config.tracking
-    msg = f"created table {t.uri}, tracking {chosen}"
+    msg = f"created table {t.uri}, tracking {chosen}, protocol {t.config.protocol}"
     if found and chosen == "both":
         msg += (f": it already holds {len(found)} files written by other tools (e.g. {found[0]}); consumers and "
                 "--mode auto read those by listing and trib-written files by the manifest")
@@ -91,28 +93,31 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
 @click.argument("root")
 @click.option("--tracking", type=click.Choice(Tracking.values()),
               help="manifest: trib-written files only; listing: files other tools write only; both.")
+@click.option("--protocol", type=click.Choice(Protocol.values()),
+              help="How later writers make files visible: rename (hidden until committed) or direct.")
 @click.option("--max-bad-fraction", help="trib ingest's default limit on records it cannot place (0.01 or 1%).")
 @click.option("--final-after", type=Duration(),
               help="trib ingest's default wait before an unterminated last line counts as complete.")
 @json_option
 @pass_state
-def set_(state: TribState, root, tracking, max_bad_fraction, final_after, as_json) -> None:
-    """Change how ROOT's files are tracked, or trib ingest's defaults for ROOT."""
-    if tracking is None and max_bad_fraction is None and final_after is None:
-        raise click.UsageError("give --tracking, --max-bad-fraction or --final-after")
+def set_(state: TribState, root, tracking, protocol, max_bad_fraction, final_after, as_json) -> None:
+    """Change how ROOT's files are tracked, the protocol its writers use, or trib ingest's defaults for ROOT."""
+    if tracking is None and protocol is None and max_bad_fraction is None and final_after is None:
+        raise click.UsageError("give --tracking, --protocol, --max-bad-fraction or --final-after")
     t = state.table(root)
     old = t.config
-    t = t.set(tracking=tracking,
+    t = t.set(tracking=tracking, protocol=protocol,
               max_bad_fraction=parse_fraction(max_bad_fraction, "--max-bad-fraction")
               if max_bad_fraction is not None else None,
               final_after_ms=final_after)
     changed = [f"{k} {a} -> {b}" for k, a, b in (
         ("tracking", old.tracking, t.config.tracking),
+        ("protocol", old.protocol, t.config.protocol),
         ("max-bad-fraction", old.max_bad_fraction, t.config.max_bad_fraction),
         ("final-after", format_duration_ms(old.final_after_ms), format_duration_ms(t.config.final_after_ms)),
     ) if a != b]
-    emit(as_json, {"root": t.uri, "previous_tracking": old.tracking, **t.config.to_json()},
-         f"table {t.uri}: " + (", ".join(changed) or "unchanged"))
+    emit(as_json, {"root": t.uri, "previous_tracking": old.tracking, "previous_protocol": old.protocol,
+                   **t.config.to_json()}, f"table {t.uri}: " + (", ".join(changed) or "unchanged"))
 
 
 @table.command("show")
@@ -129,7 +134,8 @@ def show(state: TribState, root, as_json) -> None:
         c = t.config
         click.echo(f"table     {t.uri}")
         click.echo(f"layout    {c.layout.directory}  ->  {c.layout.partition}  ({c.layout.timezone})")
-        click.echo(f"format    {c.format} / {c.compression}, protocol {c.protocol}")
+        click.echo(f"format    {c.format} / {c.compression}")
+        click.echo(f"protocol  {c.protocol}: {c.protocol.meaning}")
         click.echo(f"tracking  {c.tracking}")
         click.echo(f"ingest    max bad fraction {c.max_bad_fraction:g}, final after "
                    f"{format_duration_ms(c.final_after_ms)}")

@@ -178,3 +178,73 @@ def test_one_owner_decides_the_refusal():
     # A new table's tracking is the table layer's default; no front end picks one.
     fronts = ("cli/", "tributary_read/etl/", "tributary_read/spark/", "tributary_read/write/")
     assert not {n for n in users(r"Tracking\.(MANIFEST|BOTH|LISTING)|DEFAULT_TRACKING") if n.startswith(fronts)}
+
+
+# -- issue 33: uncommitted bytes stay hidden; an old table keeps its protocol --------------------
+def _hidden_and_visible(root: Path) -> tuple[list[str], list[str]]:
+    files = [p for p in root.rglob("*") if p.is_file() and "_tributary" not in p.parts]
+    return ([p.name for p in files if p.name.startswith(".")], [p.name for p in files if not p.name.startswith(".")])
+
+
+def test_a_new_table_keeps_a_writers_uncommitted_bytes_hidden(tmp_path):
+    from conftest import invoke_trib
+    from tributary_read.write.writer import TableWriter
+
+    root = tmp_path / "t"
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    show = invoke_trib("table", "show", str(root), check=True).stdout
+    assert "protocol  rename: files stay hidden until their commit" in show, show
+    w = TableWriter(Table.load(str(root)))
+    w.write(b'{"id": 1}', T0)
+    w.flush()  # bytes on disk, durable, not committed: what a kill -9 here would leave
+    hidden, visible = _hidden_and_visible(root)
+    assert len(hidden) == 1 and hidden[0].endswith(".inprogress") and visible == []
+    w.commit()
+    hidden, visible = _hidden_and_visible(root)
+    assert hidden == [] and len(visible) == 1
+
+
+@pytest.mark.parametrize("stored", ["direct", None], ids=["direct", "no-key"])
+def test_a_table_created_before_keeps_its_protocol_until_set(tmp_path, stored):
+    from conftest import invoke_trib
+    from tributary_read.table.config import PROPERTIES
+    from tributary_read.write.writer import TableWriter
+
+    root = tmp_path / "t"
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    doc = json.loads((root / PROPERTIES).read_text())
+    if stored is None:
+        del doc["protocol"]  # a table.json from before protocols were stored
+    else:
+        doc["protocol"] = stored
+    (root / PROPERTIES).write_text(json.dumps(doc))
+    show = json.loads(invoke_trib("table", "show", str(root), "--json", check=True).stdout)
+    assert show["protocol"] == "direct"
+    assert "protocol  direct: files appear under their final names before their commit" in \
+        invoke_trib("table", "show", str(root), check=True).stdout
+    w = TableWriter(Table.load(str(root)))
+    w.write(b'{"id": 1}', T0)
+    w.flush()
+    assert _hidden_and_visible(root)[1]  # direct, as before: final names at once
+    w.commit()
+    # The migration: later writers hide their files; the direct commit reads as it was written.
+    out = invoke_trib("table", "set", str(root), "--protocol", "rename", check=True).stdout
+    assert "protocol direct -> rename" in out
+    w = TableWriter(Table.load(str(root)))
+    w.write(b'{"id": 2}', T0)
+    w.flush()
+    hidden, visible = _hidden_and_visible(root)
+    assert len(hidden) == 1 and len(visible) == 1
+    w.commit()
+    files = json.loads(invoke_trib("files", str(root), "--all", "--mode", "manifest", "--json", check=True).stdout)
+    assert sum(f["records"] for f in files["files"]) == 2
+    one_line_error(invoke_trib("table", "set", str(root)), 2, "give --tracking, --protocol")
+
+
+def test_one_owner_decides_a_writers_protocol():
+    """ingest, the Spark writer and the ETL ask the table (Table.protocol_for); no front end picks a default."""
+    assert source_users(r"\bDEFAULT_PROTOCOL\b") == {"tributary_read/table/config.py"}
+    assert source_users(r"config\.protocol\b") <= {"tributary_read/table/config.py", "cli/table.py"}
+    assert {"tributary_read/write/writer.py", "tributary_read/spark/write.py"} <= \
+        source_users(r"\.protocol_for\(")
+    assert not source_users(r"Protocol\.DIRECT") - {"tributary_read/table/config.py"}

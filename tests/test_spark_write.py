@@ -1,4 +1,4 @@
-"""write(): Spark tasks write at final names, the driver commits one manifest per transaction.
+"""write(): Spark tasks write hidden staged files, the driver commits one manifest per transaction.
 
 Real Spark (the shared ``local[2,2]`` session: a failed task is retried once),
 real tables on local disk and on the S3 server, the real ``trib`` CLI for
@@ -72,7 +72,8 @@ def test_rows_land_in_the_partition_of_their_event_time_one_manifest(spark, tmp_
 
     assert table.log.latest_version() == 1 and r.version == 1 and not r.already_committed
     commit = table.log.read_commit(1)
-    assert commit.transaction == txn and commit.protocol == "direct"
+    assert commit.transaction == txn and commit.protocol == "rename"  # the default: hidden until committed
+    assert not list((tmp_path / "out").rglob(".*.inprogress"))  # and renamed visible right after
     assert set(commit.files) == set(r.files) and len(r.files) >= 4  # 3 tasks x several hours
     assert r.records == len(rows) == commit.records
     expected = _expected(rows)
@@ -165,8 +166,9 @@ def test_concurrent_copy_commits_first_second_copy_files_are_orphans(spark, tmp_
     assert result is not None and result.already_committed, outcome
     assert result.version == 1 and result.files == () and table.log.latest_version() == 1
     assert table.log.state().files == {}  # the records are the first copy's: none
-    on_disk = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("part-*"))
-    assert len(on_disk) >= 2  # the refused copy wrote, and its files were kept (a commit was attempted)
+    # The refused copy wrote, and its files were kept (a commit was attempted), hidden (rename protocol).
+    on_disk = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*part-*"))
+    assert len(on_disk) >= 2 and all(p.rsplit("/", 1)[1].startswith(".") for p in on_disk), on_disk
 
     verify = invoke_trib("verify", str(tmp_path / "out"), "--json")
     assert verify.returncode == 0, verify.stderr

@@ -265,7 +265,15 @@ class _Run:
                          self.job.sql_path, self.job.sql)
 
     def _committed(self, commit, record: RunRecord) -> None:
-        """The report's inputs and output for a commit found in the log (a rerun, or a duplicate's)."""
+        """The report's inputs and output for a commit found in the log (a rerun, or a duplicate's).
+
+        Its writer may have died between the commit and its renames (``rename``
+        protocol): they are finished here, before the sync mounts the partitions,
+        so Hive counts every committed row.
+        """
+        from tributary_read.table.renames import roll_forward
+
+        roll_forward(self.output, commit.files)
         by_view = {i.view: i for i in self.inputs}
         self.inputs = [by_view.get(r.view) or _input_report(r) for r in record.inputs]
         from tributary_read.spark.write import partitions_of

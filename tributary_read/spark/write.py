@@ -1,14 +1,16 @@
 """Write a Spark DataFrame into a trib table: files by the executors, one commit by the driver.
 
-Each task writes its rows at their final names (the ``direct`` protocol; under
-a ``rename`` table, hidden names renamed after the commit) into the partitions
+Each task writes its rows under hidden staged names (the ``rename`` protocol, the
+default; final names at once under a ``direct`` table) into the partitions
 of their event time, through trib's own
 :class:`~tributary_read.write.writer.TableWriter`, and returns the entries of the
 files it wrote. Spark keeps the result of one successful attempt per task, so a
 failed attempt, or the loser of a speculative pair, never reaches the driver;
 the driver then commits ONE manifest listing every file, carrying the
-transaction. Nothing is visible to readers before that commit, and a file no
-commit lists is an orphan that ``trib clean`` removes.
+transaction, and renames them visible. Nothing is visible to readers before that
+commit: a killed driver, a killed executor or a speculative loser leaves only
+hidden files (under ``direct``, visible ones to directory readers), orphans that
+``trib clean`` removes.
 
 Exactly once per transaction (same app id and offsets): a transaction already in
 the log is found before any Spark job runs, and a concurrent copy that committed
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping
 
 from tributary_read.errors import AlreadyCommittedError, BadRecordError, InvalidInputError, TimeOutOfRangeError
-from tributary_read.table.config import Protocol, Table, load_config, resolve_table
+from tributary_read.table.config import Table, load_config, resolve_table
 from tributary_read.table.manifest import KIND_DATA, Commit, FileEntry, Transaction
 from tributary_read.table.log import ManifestLog
 from tributary_read.table.timeunit import IntegerTimes, TimeUnit
@@ -172,9 +174,10 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
         base = log.latest_version()
         done = log.find_transaction(transaction) if transaction is not None else None
         if done is not None:
+            roll_forward(tbl, done.files)  # a run killed between its commit and its renames
             return WriteResult.of_commit(done, already_committed=True)
     run_id = new_writer_id()
-    protocol = Protocol.parse(tbl.config.protocol, "protocol")
+    protocol = tbl.protocol_for()
     task = _WriteTask(tbl.uri, opts, run_id, time_col, tbl.config.format != "parquet", protocol.value, times,
                       latest)
     try:
@@ -205,9 +208,9 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     # A concurrent copy of this very transaction that committed while the tasks ran
     # comes back as already_committed; our files stay (a commit was attempted).
     result = commit_files(log, files, transaction, base_version=base, protocol=protocol.value, writer=run_id)
-    if protocol is Protocol.RENAME and not result.already_committed:
-        # After the commit point: a crash before this is finished by `trib recover`.
-        roll_forward(tbl, result.commit.files)
+    # After the commit point: ours, or a concurrent copy's (whose writer may have died before
+    # its renames). A crash before this is finished by the rerun, `trib recover` or a reader.
+    roll_forward(tbl, result.commit.files)
     return result
 
 

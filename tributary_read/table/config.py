@@ -31,6 +31,28 @@ class Protocol(Choice):
     DIRECT = "direct"
     RENAME = "rename"
 
+    @property
+    def meaning(self) -> str:
+        """What a reader of the directories (Hive, Spark) sees under this protocol: ``trib table show``."""
+        if self is Protocol.RENAME:
+            return "files stay hidden until their commit (directory readers never see uncommitted bytes)"
+        return ("files appear under their final names before their commit: a killed writer's files are visible "
+                "to directory readers (Hive, Spark) until `trib clean`; `trib table set --protocol rename` "
+                "hides them")
+
+
+#: What a new table is created with unless told otherwise: ``rename``, on every store.
+#: A file written under its final name is visible to every directory reader (Hive,
+#: Spark on a mounted table, Trino, Athena) from its first byte, and a writer killed
+#: before its commit leaves it there, counted next to the rerun's copy, until ``trib
+#: clean``. Hidden names keep uncommitted bytes out of every such reader, whether or
+#: not it knows trib. On local disk and HDFS the rename is one metadata operation;
+#: on S3 it is a server-side copy per file at each commit (run concurrently), paid
+#: for the same guarantee. ``direct`` is the explicit, faster choice for a table
+#: only trib's own readers read. A table created before this default keeps what its
+#: table.json says (no key: ``direct``, see :meth:`TableConfig.from_json`).
+DEFAULT_PROTOCOL = Protocol.RENAME
+
 
 class Tracking(Choice):
     """How a table's files are found: its manifest log, a listing of its directory, or
@@ -113,7 +135,9 @@ class TableConfig:
     layout: Layout
     format: str = "jsonl"
     compression: str = "none"
-    protocol: Protocol = Protocol.DIRECT
+    #: How writers make files visible (:class:`Protocol`); None (a config not yet
+    #: stored) becomes :data:`DEFAULT_PROTOCOL` when the table is created.
+    protocol: Protocol | None = None
     roll: RollPolicy = field(default_factory=RollPolicy)
     checkpoint_interval: int = 100
     #: Hive partition-commit settings, consumed by tributary_read.hive.
@@ -135,7 +159,8 @@ class TableConfig:
     def __post_init__(self):
         check_format(self.format, self.compression)
         # Stored as members (a str subclass: table.json and comparisons are unchanged).
-        object.__setattr__(self, "protocol", Protocol.parse(self.protocol, "protocol"))
+        if self.protocol is not None:
+            object.__setattr__(self, "protocol", Protocol.parse(self.protocol, "protocol"))
         if self.checkpoint_interval < 1:
             raise InvalidInputError("checkpoint interval must be >= 1")
         if not isinstance(self.tracking, str):
@@ -181,7 +206,9 @@ class TableConfig:
                 layout=Layout(lay["directory"], lay["partition"], lay.get("timezone", "UTC")),
                 format=d["file_format"],
                 compression=d.get("compression", "none"),
-                protocol=d.get("protocol", "direct"),
+                # The key is always written; a table.json without it predates protocols,
+                # when every writer wrote final names: it keeps meaning ``direct``.
+                protocol=Protocol.parse(d.get("protocol", Protocol.DIRECT), "protocol"),
                 roll=RollPolicy(**d.get("roll", {})),
                 checkpoint_interval=int(d.get("checkpoint_interval", 100)),
                 partition_commit=d.get("partition_commit", {}),
@@ -216,7 +243,8 @@ class Table:
     def create(cls, root: str, config: TableConfig, options: Mapping[str, str] | None = None) -> Table:
         """Create the table's metadata; the directory may already hold foreign data."""
         storage = open_storage(root, options)
-        config = replace(config, created_ms=config.created_ms or int(time.time() * 1000))
+        config = replace(config, created_ms=config.created_ms or int(time.time() * 1000),
+                         protocol=config.protocol or DEFAULT_PROTOCOL)
         data = json.dumps(config.to_json(), indent=2, sort_keys=True).encode()
         if storage.exists(PROPERTIES):
             raise TableExistsError(f"a trib table already exists at {storage.uri}")
@@ -235,18 +263,39 @@ class Table:
             ) from None
         return cls(storage, TableConfig.from_json(data, storage.uri_for(PROPERTIES)))
 
+    def protocol_for(self, override: Protocol | str | None = None) -> Protocol:
+        """The protocol a writer of this table uses: ``override`` (``--protocol``), else the table's.
+
+        The one answer for ``trib ingest``, the Spark writer and the ETL's output:
+        a second copy of this rule would let one front end write final names into
+        a table whose readers rely on hidden ones. Each commit records the protocol
+        it was written with, so readers never depend on which one was chosen.
+        """
+        return Protocol.parse(override or self.config.protocol or DEFAULT_PROTOCOL, "protocol")
+
     def set_tracking(self, tracking: str) -> Table:
         """Change how the table's files are tracked (``trib table set --tracking``)."""
         return self.set(tracking=tracking)
 
+    def set_protocol(self, protocol: str) -> Table:
+        """Change the protocol later writers use (``trib table set --protocol``): the migration
+        of a table created before ``rename`` was the default.
+
+        Safe at any moment: each commit records its own protocol and, under
+        ``rename``, each file's staged name, so commits made before the change
+        (and a writer still running with the old protocol) read as they were written.
+        """
+        return self.set(protocol=protocol)
+
     def set(self, *, tracking: str | None = None, max_bad_fraction: float | str | None = None,
-            final_after_ms: int | None = None) -> Table:
+            final_after_ms: int | None = None, protocol: str | None = None) -> Table:
         """Change the properties that may change after create (``trib table set``).
 
-        Only these: how files are found and ingest's defaults, never where files
-        are or what a commit means. table.json is replaced whole
-        (:meth:`Storage.replace`), so a reader sees the old properties or the new
-        ones (or, on HDFS, none for a moment, and retries).
+        Only these: how files are found, how later writers make them visible and
+        ingest's defaults, never where files are or what a committed version
+        means. table.json is replaced whole (:meth:`Storage.replace`), so a
+        reader sees the old properties or the new ones (or, on HDFS, none for a
+        moment, and retries).
         """
         changes: dict[str, Any] = {}
         if tracking is not None:
@@ -255,6 +304,8 @@ class Table:
             changes["max_bad_fraction"] = parse_fraction(max_bad_fraction, "max bad fraction")
         if final_after_ms is not None:
             changes["final_after_ms"] = final_after_ms
+        if protocol is not None:
+            changes["protocol"] = Protocol.parse(protocol, "protocol")
         config = replace(self.config, **changes)
         if config == self.config:
             return self

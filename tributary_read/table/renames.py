@@ -16,17 +16,33 @@ from tributary_read.table.config import Table
 from tributary_read.table.manifest import FileEntry
 
 
+#: Renames run at once on a remote store: there a rename is a round trip (on S3 a
+#: server-side copy), and a commit of 24 hourly files would otherwise wait for 24.
+REMOTE_RENAMES = 16
+
+
 def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
     """Rename committed-but-still-hidden files to their visible names; idempotent."""
-    done = []
-    for f in files:
-        if f.staged and table.storage.exists(f.staged):
-            if not table.storage.exists(f.path):
-                table.storage.rename(f.staged, f.path)
-            else:  # renamed before a crash, staged copy left behind by a copying store
-                table.storage.delete(f.staged)
-            done.append(f.path)
-    return done
+    st = table.storage
+
+    def one(f: FileEntry) -> str | None:
+        if not (f.staged and st.exists(f.staged)):
+            return None
+        if not st.exists(f.path):
+            st.rename(f.staged, f.path)
+        else:  # renamed before a crash, staged copy left behind by a copying store
+            st.delete(f.staged)
+        return f.path
+
+    staged = [f for f in files if f.staged]
+    if len(staged) > 1 and st.capabilities.remote:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(len(staged), REMOTE_RENAMES), "trib-rename") as pool:
+            done = list(pool.map(one, staged))
+    else:
+        done = [one(f) for f in staged]
+    return [p for p in done if p is not None]
 
 
 def finish_renames(table: Table, entries) -> dict[str, str]:

@@ -58,7 +58,7 @@ class TableWriter:
 
     Args:
         table: the target table.
-        protocol: ``direct`` or ``rename``; defaults to the table's.
+        protocol: ``direct`` or ``rename``; defaults to the table's (:meth:`Table.protocol_for`).
         roll: overrides the table's roll policy.
         writer_id: part of every file name; unique per writer instance.
         close_threads: files closed concurrently at a commit (encode, fsync, upload).
@@ -69,7 +69,7 @@ class TableWriter:
                  close_threads: int = 8):
         self.table = table
         self.storage = table.storage
-        self.protocol = Protocol.parse(protocol or table.config.protocol, "protocol")
+        self.protocol = table.protocol_for(protocol)
         self.roll = roll or table.config.roll
         self.writer_id = writer_id or new_writer_id()
         self.clock = clock
