@@ -27,8 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, emit, machine_info, md_table  # noqa: E402
 
-#: This session's starting point: before issue 32's reader changes.
-BEFORE = "20bd7da"
+#: The comparison point: the segmented ledger as it first landed, before the planner streamed the
+#: listing and stopped reading unchanged directories' segments (issue 32's last step). 20bd7da is the
+#: point before issue 32's reader changes, for the state-size comparison at 2,184 partitions.
+BEFORE = "a7329b4"
 
 
 def child(code: str, work: str, days: int, per_hour: int, runs: int) -> None:
