@@ -477,6 +477,22 @@ def test_open_storage_schemes(tmp_path):
 # -- S3 specifics ----------------------------------------------------------------
 
 
+def test_s3_rename_copies_a_source_over_the_part_size_in_parts(s3_root, monkeypatch):
+    """One CopyObject refuses a source over 5 GiB; a staged file of any size must reach its final name.
+
+    The part size is lowered so a 12 MiB object takes the multipart copy path the server really serves.
+    """
+    from tributary_read.io import s3
+
+    monkeypatch.setattr(s3, "COPY_PART", 5 * 1024**2)
+    store = open_storage(s3_root)
+    data = os.urandom(12 * 1024**2 + 17)
+    store.write("p/.staged-big", data)
+    store.rename("p/.staged-big", "p/part-big")
+    assert not store.exists("p/.staged-big")
+    assert store.read("p/part-big") == data
+
+
 def test_s3_conditional_put_is_enforced_by_the_server(s3_server, s3_root):
     import boto3
     from botocore.exceptions import ClientError

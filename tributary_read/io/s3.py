@@ -17,6 +17,10 @@ from tributary_read.io.arrow import ArrowStorage
 from tributary_read.io.storage import Capabilities
 
 
+#: A copy of a larger source goes in parts of this size (CopyObject takes at most 5 GiB in one request).
+COPY_PART = 5 * 1024**3
+
+
 class S3Storage(ArrowStorage):
     """S3 and S3-protocol stores: commits are ``PUT`` with ``If-None-Match: *``."""
 
@@ -87,6 +91,25 @@ class S3Storage(ArrowStorage):
             return False
         self.client().delete_object(Bucket=self.bucket, Key=self._key(rel) + "/")
         return True
+
+    def rename(self, src: str, dst: str) -> None:
+        """A server-side copy, then the source's delete: the ``rename`` protocol's step after a commit.
+
+        Through boto3's managed copy, which copies a source larger than
+        :data:`COPY_PART` in parts: one CopyObject refuses a source over 5 GiB,
+        and a staged file a commit names must always reach its final name (a
+        roll size of 0 puts no bound on a file).
+        """
+        from boto3.s3.transfer import TransferConfig
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        part = TransferConfig(multipart_threshold=COPY_PART, multipart_chunksize=COPY_PART)
+        try:
+            self.client().copy({"Bucket": self.bucket, "Key": self._key(src)}, self.bucket, self._key(dst),
+                               Config=part)
+        except (ClientError, BotoCoreError) as e:  # a missing source too, as every store says it
+            raise self._wrap("cannot rename", src, e) from e
+        self.delete(src)
 
     def create_if_absent(self, rel: str, data: bytes) -> bool:
         from botocore.exceptions import BotoCoreError, ClientError
