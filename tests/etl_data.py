@@ -352,6 +352,33 @@ class Hs2:
     def execute(self, sql: str) -> None:
         self.query(sql, fetch=False)
 
+    def beeline(self, sql: str) -> list[list[str]]:
+        """The rows of ``sql`` as Hive's own JDBC shell prints them: the pyspark wheel's ``bin/beeline``.
+
+        A JVM per call (seconds): the kill trials count through it once per test,
+        and through :meth:`query` every trial.
+        """
+        import csv
+        import io
+        import subprocess
+        import tempfile
+        from pathlib import Path
+
+        import pyspark
+
+        home = Path(pyspark.__file__).parent
+        env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONF_DIR", "HIVE_CONF_DIR")}
+        with tempfile.NamedTemporaryFile("w", suffix=".sql") as script:  # -e would echo its prompt into the rows
+            script.write(sql + ";\n")
+            script.flush()
+            p = subprocess.run([str(home / "bin" / "beeline"), "-u",
+                                f"jdbc:hive2://127.0.0.1:{self.services.hs2_port}", "-n", "trib", "--silent=true",
+                                "--showHeader=false", "--outputformat=csv2", "-f", script.name],
+                               capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                               env={**env, "SPARK_HOME": str(home)})
+        assert p.returncode == 0, f"beeline exit {p.returncode}: {p.stderr[-2000:]}"
+        return [row for row in csv.reader(io.StringIO(p.stdout)) if row]
+
     def rows(self, name: str, fmt: str = "parquet") -> list[tuple[int, str]]:
         """(id, dt) of every row Hive reads."""
         col = "id" if fmt == "parquet" else "CAST(get_json_object(line, '$.id') AS BIGINT)"

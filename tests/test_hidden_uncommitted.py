@@ -3,7 +3,8 @@
 kill -9 at random moments of real writers, then the rerun; after every trial a
 Hive count through HiveServer2 (the table mounted by ``trib partitions sync``, or
 by the ETL's own sync) and a Spark read of the directories must both equal the
-records the log holds, every record once:
+records the log holds, every record once, and after the last one the same count
+through the real ``beeline`` client:
 
 * ``trib ingest``, a real process, killed while it writes and commits;
 * ``trib etl run``'s executor side: a Python worker of the write stage, found by
@@ -60,6 +61,12 @@ def _spark_count(spark, root: Path) -> tuple[int, int]:
 
 def _hive_count(hs2: Hs2, name: str) -> tuple[int, int]:
     ((rows, ids),) = hs2.query(f"SELECT count(*), count(DISTINCT get_json_object(line, '$.id')) FROM {name}")
+    return int(rows), int(ids)
+
+
+def _beeline_count(hs2: Hs2, name: str) -> tuple[int, int]:
+    """The final count through the real beeline client, as an operator checks it."""
+    ((rows, ids),) = hs2.beeline(f"SELECT count(*), count(DISTINCT get_json_object(line, '$.id')) FROM {name}")
     return int(rows), int(ids)
 
 
@@ -135,6 +142,7 @@ def test_ingest_killed_at_random_moments_hive_and_spark_count_the_committed_reco
             assert committed == n
             assert hive_rows == (n, n), f"trial {trial}: Hive counted {hive_rows} for {n} committed records"
             assert spark_rows == (n, n), f"trial {trial}: Spark counted {spark_rows} for {n} committed records"
+        assert _beeline_count(hs2, hive) == (n, n)
     finally:
         hs2.execute(f"DROP TABLE IF EXISTS {hive}")
     assert hits >= TRIALS, f"only {hits} kills landed while the ingest ran"
@@ -279,6 +287,8 @@ def test_etl_executor_killed_at_random_moments_hive_and_spark_count_the_committe
         _check_etl(spark, src, out, hs2, hive, k,
                    f"executor trial {k}: kill {delay:.2f} s into the write stage ({'hit' if killed else 'missed'})")
     assert hits >= EXECUTOR_TRIALS * 3 // 4, f"only {hits} of {EXECUTOR_TRIALS} kills found a writing task"
+    n = len(src.expected_rows(EXECUTOR_TRIALS - 1))
+    assert _beeline_count(hs2, hive) == (n, n)
     assert _hidden(out) > 0  # the killed attempts' files: hidden, never counted
 
 
@@ -308,3 +318,5 @@ def test_etl_driver_killed_at_random_moments_hive_and_spark_count_the_committed_
                    f"driver trial {k}: kill {delay:.2f} s after the SQL started (exit {rc}, rerun "
                    f"already_committed={doc['already_committed']})")
     assert hits >= DRIVER_TRIALS // 2, f"only {hits} of {DRIVER_TRIALS} kills landed while the driver ran"
+    n = len(src.expected_rows(EXECUTOR_TRIALS + DRIVER_TRIALS - 1))
+    assert _beeline_count(hs2, hive) == (n, n)
