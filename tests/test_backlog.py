@@ -219,3 +219,43 @@ def test_read_incremental_takes_max_files(spark, tmp_path):
     b.ack()
     df, b = batch()
     assert [r["value"] for r in df.collect()] == ["3"] and b.fileset.plan["backlog"]["files"] == 0
+
+
+@pytest.mark.s3
+@pytest.mark.integration
+def test_on_an_object_store_listed_out_of_time_order_capped_runs_still_take_the_oldest_first(s3_root):
+    """An object store is listed a parent directory at a time; with hours above days, name order is not time order.
+
+    Each capped plan must still be the oldest partitions that fit, and the drain deliver every file once.
+    """
+    from tributary_read.io.storage import open_storage
+
+    st = open_storage(s3_root)
+    days, hours = 4, 6
+    starts = {}
+    for dd in range(days):
+        for hh in range(hours):
+            t = Y2023 + dd * 24 * H + hh * H
+            d = f"{hh:02d}/{datetime.fromtimestamp(t / 1000, timezone.utc):%Y_%m_%d}"
+            starts[d] = t
+            for j in range(1 + (dd + hh) % 3):
+                st.write(f"{d}/f{j}.log", b"x\n")
+    total = sum(1 + (dd + hh) % 3 for dd in range(days) for hh in range(hours))
+    by_time = sorted(starts, key=starts.get)
+    delivered: list[str] = []
+    for _ in range(30):
+        doc = json.loads(cli("files", s3_root, "--layout", "{HH}/{yyyy}_{MM}_{dd}", "--consumer", "c", "--json",
+                             "--min-age", "0s", "--max-files", "7").stdout)
+        got_dirs = sorted({f["path"].rsplit("/", 1)[0] for f in doc["files"]}, key=starts.get)
+        if got_dirs:  # the oldest directories not yet delivered, in time order, and nothing older left behind
+            done = {p.rsplit("/", 1)[0] for p in delivered}
+            assert got_dirs == [d for d in by_time if d not in done][:len(got_dirs)]
+            assert len(doc["files"]) <= 7 or len(got_dirs) == 1
+        left = doc["backlog"]
+        if left["files"]:
+            assert starts[left["oldest_partition"]] > starts[got_dirs[-1]]
+        delivered += [f["path"] for f in doc["files"]]
+        cli("consumer", "ack", s3_root, "c", doc["plan_id"])
+        if not left["files"]:
+            break
+    assert len(delivered) == len(set(delivered)) == total

@@ -53,10 +53,12 @@ def test_a_streamed_scan_is_the_whole_scan_one_directory_at_a_time_oldest_first(
     assert streamed == sorted(whole.files)
     assert sorted(s.path for s in listing.skipped) == sorted(s.path for s in whole.skipped)
     assert listing.leaves == whole.leaves and listing.partitions == whole.partitions
-    # Every partition directory is handed on once, in partition time order; each file with its own directory.
-    parts = [(start, rel) for rel, start, _, _, _ in got if start is not None]
+    # Every partition directory with files is handed on once, in partition time order (local disks list
+    # each leaf on its own, oldest first); one without files is only in the leaves.
+    parts = [(start, rel) for rel, start, _, _, _ in got]
     assert parts == sorted(parts) and len({r for _, r in parts}) == len(parts)
-    assert {r for _, r in parts} == set(whole.leaves)
+    assert {r for _, r in parts} == {f.directory for f in whole.files}
+    assert {"2023_11_13/05", "2023_11_16/00"} <= set(listing.leaves) - {r for _, r in parts}
     for rel, _, mtime, files, _ in got:
         assert all(f.directory == rel for f in files)
         if rel in whole.leaves:
@@ -75,7 +77,7 @@ def test_a_streamed_scan_skips_unchanged_directories_as_the_whole_one_does(tmp_p
     listing, got = _streamed(storage, layout, known_dirs=known)
     assert listing.unchanged == whole.unchanged and "2023_11_15/01" not in listing.unchanged
     assert sorted(f for *_, files, _ in got for f in files) == sorted(whole.files)
-    assert {rel for rel, start, *_ in got if start is not None} == set(whole.leaves) - whole.unchanged
+    assert {rel for rel, *_ in got} == {f.directory for f in whole.files}
 
 
 @pytest.mark.s3
@@ -93,5 +95,44 @@ def test_a_streamed_scan_on_s3_is_the_whole_scan(s3_root, tmp_path):
     listing, got = _streamed(storage, layout, parallel=4)
     assert sorted(f[:2] + f[3:] for *_, files, _ in got for f in files) == sorted(f[:2] + f[3:] for f in whole.files)
     assert sorted(s.path for s in listing.skipped) == sorted(s.path for s in whole.skipped)
-    starts = [start for _, start, *_ in got if start is not None]
-    assert starts == sorted(starts)
+    assert listing.leaves == whole.leaves  # an object store lists a day at a time: any order, every directory
+    assert len({rel for rel, *_ in got}) == len(got)
+
+
+def test_the_cap_takes_the_oldest_directories_that_fit_whatever_order_they_come_in():
+    """ListingCap against its definition: sort by partition time, take while they fit (the first always)."""
+    import random
+
+    from tributary_read.read.backlog import ListingCap
+    from tributary_read.read.fileset import ResolvedFile
+
+    rng = random.Random(32)
+    for trial in range(300):
+        dirs = [(rng.randrange(50) * 3_600_000, f"d{i:03d}", rng.choice([0, 1, 2, 5, 9, 30]))
+                for i in range(rng.randrange(1, 40))]
+        cap = rng.choice([0, 1, 5, 10, 25, 100])
+        want_taken, taken, stop = set(), 0, False
+        for start, d, n in sorted(dirs):
+            if not n:
+                continue
+            if stop or (cap and taken and taken + n > cap):
+                stop = True
+                continue
+            taken += n
+            want_taken.add(d)
+        order = dirs[:]
+        rng.shuffle(order)
+        c, kept = ListingCap(cap), set()
+        for start, d, n in order:
+            files = [ResolvedFile(f"{d}/f{j}", 10, {}) for j in range(n)]
+            left = c.admit(d, start, files)
+            if n and d not in left:
+                kept.add(d)
+            kept -= set(left)
+        assert kept == want_taken, (trial, cap, dirs)
+        left_dirs = [(s, d) for s, d, n in dirs if n and d not in want_taken]
+        b = c.backlog()
+        assert b["partitions"] == len(left_dirs)
+        assert b["files"] == sum(n for s, d, n in dirs if n and d not in want_taken)
+        assert b["bytes"] == 10 * b["files"]
+        assert b["oldest_partition"] == (min(left_dirs)[1] if left_dirs else None)

@@ -12,7 +12,8 @@ consumer's state can record exactly:
   next run). A partition left out is left exactly as the state had it, except
   that its directory is marked to be listed again, so the next plan sees what
   this one saw and delivers it. The planner decides as the scan streams
-  (:class:`ListingCap`), so what it holds is bounded by the cap.
+  (:class:`ListingCap`), in whatever order it lists, so what it holds is
+  bounded by the cap.
 * a manifest plan takes a prefix of the commits (a version range), at least
   one commit, so the state's version moves only to the last commit taken.
 
@@ -22,6 +23,7 @@ listing or the log showed beyond the cap: no file is read to count it.
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tributary_read.errors import LogRetentionError
@@ -67,40 +69,73 @@ def merged(a: Mapping | None, b: Mapping | None, layout: Layout | None) -> Mappi
             "oldest_partition": min(firsts, key=start) if firsts else None}
 
 
-class ListingCap:
-    """A listing plan's cap, decided directory by directory, oldest partition first.
+class _Newest:
+    """A heap entry ordering ``(start, directory)`` keys newest first (heapq is a min-heap)."""
 
-    A streaming scan (tributary_read.read.listing.scan's ``sink``) hands the
-    planner one directory at a time in partition order; each one with files is
-    admitted while the plan has room (and the first always), and once one is
-    not, every later one with files is left too: the plan is a prefix in
-    partition time, as the docs promise. A directory left costs its counts
-    only, so a first plan over millions of files holds the cap's worth.
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple[int, str]):
+        self.key = key
+
+    def __lt__(self, other: _Newest) -> bool:
+        return self.key > other.key
+
+
+class ListingCap:
+    """A listing plan's cap, decided as a streaming scan hands over one directory at a time.
+
+    The plan must be what sorting every directory with new files by partition
+    time and taking them while they fit (the first always) gives; the scan may
+    hand them over in any order (an object store lists a day at a time). So the
+    cap keeps the directories admitted so far, and when one older than some of
+    them overflows the cap, pushes out the newest until it fits again; a
+    directory newer than the oldest one pushed out is left at once. A directory
+    left costs its counts only, so a first plan over millions of files holds
+    the cap's worth. Where the scan is oldest first (local disks, HDFS),
+    nothing admitted is ever pushed out.
     """
 
     def __init__(self, max_files: int):
         self.max_files = max_files  # 0: no cap
         self.taken = 0
-        self.full = False
+        self.kept: dict[str, tuple[int, int]] = {}  # admitted directory -> (files, bytes)
+        self._heap: list[_Newest] = []
+        #: The oldest directory left out: every directory newer than it is left too.
+        self.boundary: tuple[int, str] | None = None
         self.left_files = self.left_bytes = self.left_partitions = 0
-        self.oldest_left: str | None = None
 
-    def admit(self, d: str, files: list[ResolvedFile]) -> bool:
-        """Whether directory ``d`` (the next in partition order) and its new ``files`` go into the plan."""
+    def admit(self, d: str, start_ms: int, files: list[ResolvedFile]) -> list[str]:
+        """Admit directory ``d`` and its new ``files``; return the directories left out by it (``d`` or others)."""
         n = len(files)
-        if n and self.max_files > 0 and (self.full or (self.taken and self.taken + n > self.max_files)):
-            self.full = True
-            self.left_files += n
-            self.left_bytes += sum(f.readable_bytes for f in files)
-            self.left_partitions += 1
-            self.oldest_left = self.oldest_left or d
-            return False
+        if not n or self.max_files <= 0:
+            self.taken += n
+            return []
+        key, size = (start_ms, d), sum(f.readable_bytes for f in files)
+        if self.boundary is not None and key > self.boundary:
+            self._leave(key, n, size)
+            return [d]
+        self.kept[d] = (n, size)
         self.taken += n
-        return True
+        heapq.heappush(self._heap, _Newest(key))
+        out = []
+        while self.taken > self.max_files and len(self.kept) > 1:
+            newest = heapq.heappop(self._heap).key
+            m, b = self.kept.pop(newest[1])
+            self.taken -= m
+            self._leave(newest, m, b)
+            out.append(newest[1])
+        return out
+
+    def _leave(self, key: tuple[int, str], n: int, size: int) -> None:
+        self.left_files += n
+        self.left_bytes += size
+        self.left_partitions += 1
+        if self.boundary is None or key < self.boundary:
+            self.boundary = key
 
     def backlog(self) -> dict[str, Any]:
         return {"files": self.left_files, "bytes": self.left_bytes, "partitions": self.left_partitions,
-                "oldest_partition": self.oldest_left}
+                "oldest_partition": self.boundary[1] if self.boundary else None}
 
 
 def cap_manifest(table: Table, since: int, fs: FileSet, max_files: int) -> tuple[FileSet, dict[str, Any]]:

@@ -183,11 +183,11 @@ class _Dir:
 class LedgerPlanner:
     """Compares a listing with the ledger, partition by partition, as the listing streams in.
 
-    The scan hands over one directory at a time, oldest partition first
-    (tributary_read.read.listing.scan's ``sink``); each is compared, then taken
-    whole or left whole by the cap (tributary_read.read.backlog.ListingCap), so
-    a plan holds at most the cap's files however large the table: a first plan
-    over ten million files of history stays within one directory plus the cap.
+    The scan hands over one directory at a time (tributary_read.read.listing.scan's
+    ``sink``); each is compared, then taken whole or left whole by the cap
+    (tributary_read.read.backlog.ListingCap), so a plan holds at most the cap's
+    files however large the table: a first plan over ten million files of
+    history stays within one listing chunk plus the cap.
     """
 
     def __init__(self, storage: Storage, ledger: Mapping, sealed: Mapping, layout: Layout,
@@ -219,6 +219,8 @@ class LedgerPlanner:
         self.deferred = 0
         self.baseline = {"directories": 0, "files": 0, "bytes": 0}
         self.done: set[str] = set()
+        #: Admitted directories with new files, merged into the plan once the scan ends (ListingCap).
+        self.kept: dict[str, _Dir] = {}
         self.listed = 0
 
     def plan(self, full_scan: bool, progress: Progress | None, parallel: int | None) -> LedgerDiff:
@@ -233,9 +235,11 @@ class LedgerPlanner:
         self.listed = int(time.time() * 1000)
         listing = scan(storage, self.layout, known_dirs=known, progress=progress, parallel=parallel,
                        sink=self._directory)
-        for d, mtime in listing.leaves.items():  # directories not listed: unchanged since the ledger's listing
+        for d, mtime in listing.leaves.items():  # unchanged since the ledger's listing, or empty
             if d not in self.done:
                 self._directory(d, listing.partitions[d], mtime, [], [], d in listing.unchanged)
+        for d, r in self.kept.items():
+            self._merge(d, r)
         drop = [d for d in (*self.ledger, *self.sealed) if d not in listing.leaves]
         self.files.sort(key=lambda f: f.path)
         delta = {"put": self.put, "seal": self.seal, "drop": drop, "layout": self.layout.to_dict()}
@@ -249,11 +253,9 @@ class LedgerPlanner:
                           self.baseline if self.takes is not None and self.baseline["directories"] else None,
                           stats, delta)
 
-    def _directory(self, d: str, part: PartitionDir | None, dir_mtime: int | None, listed_files: list[ListedFile],
+    def _directory(self, d: str, part: PartitionDir, dir_mtime: int | None, listed_files: list[ListedFile],
                    skipped: list[Skipped], unchanged: bool = False) -> None:
         """Compare one partition directory with the ledger, then let the cap take or leave it."""
-        if part is None:
-            return  # a directory that does not match the layout: its files are in the listing's skipped
         self.done.add(d)
         r = _Dir()
         in_horizon = part.end_ms > self.horizon
@@ -291,18 +293,30 @@ class LedgerPlanner:
             # A partition never seen is delivered whatever its age (and sealed at once when beyond the
             # horizon, so the ledger stays bounded); its new files are exactly what it holds.
             self._compare(r, d, part, cur, fps, entry, young, in_horizon, mtime, listed, taken)
-        self._take(d, r)
+        self._take(d, part, r)
 
-    def _take(self, d: str, r: _Dir) -> None:
-        """Put directory ``d``'s result into the plan, or leave it whole, as the state had it, for a later run."""
-        if not self.cap.admit(d, r.files):
+    def _take(self, d: str, part: PartitionDir, r: _Dir) -> None:
+        """Admit directory ``d``'s result to the plan, or leave it whole, as the state had it, for a later run.
+
+        A result with files waits in ``kept`` until the scan ends: a directory
+        older than it, listed later, may still push it out of the cap.
+        """
+        for x in self.cap.admit(d, part.start_ms, r.files):
+            self.kept.pop(x, None)
             # Left out: only its directory is marked to be listed again (a file that grew leaves
             # its directory's mtime alone), so the next plan sees what this one saw.
-            if d in self.ledger:
-                self.put[d] = {**self.ledger[d], "mtime_ms": None, "listed_ms": None}
-            elif d in self.sealed:
-                self.seal[d] = {**self.sealed[d], "mtime_ms": None, "listed_ms": None}
-            return
+            if x in self.ledger:
+                self.put[x] = {**self.ledger[x], "mtime_ms": None, "listed_ms": None}
+            elif x in self.sealed:
+                self.seal[x] = {**self.sealed[x], "mtime_ms": None, "listed_ms": None}
+            if x == d:
+                return
+        if r.files:
+            self.kept[d] = r
+        else:
+            self._merge(d, r)
+
+    def _merge(self, d: str, r: _Dir) -> None:
         self.files.extend(r.files)
         self.conflicts.extend(r.conflicts)
         self.beyond.extend(r.beyond)

@@ -23,15 +23,14 @@ through the same collector, so the answer is the one a local scan gives.
 
 from __future__ import annotations
 
-import gc
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Iterable, Mapping, NamedTuple, Protocol
 
 from tributary_read.errors import InvalidLayoutError
 from tributary_read.table.layout import Layout, PartitionDir
 from tributary_read.io.storage import ENTRY_DIR, ENTRY_FILE, LINK_REASON, Entry, Storage, Unlisted
+from tributary_read.read.fanout import Progress, fan_out as _map, gc_paused
 from tributary_read.read.partition_filter import PartitionFilter
 from tributary_read.read.visibility import (
     VALID_LENGTH_PREFIX,
@@ -57,11 +56,9 @@ SIDECAR_PROBE_LIMIT = 2_000
 #: pass ``parallel`` (``--parallel``).
 LOCAL_PARALLELISM = 1
 
-Progress = Callable[[int, "int | None"], None]
-#: Takes one listed partition directory at a time (a streaming scan): its path, its partition (None for a
-#: directory that does not match the layout), its mtime (None without real directories), its visible files
-#: and what its listing left out.
-LeafSink = Callable[[str, "PartitionDir | None", "int | None", "list[ListedFile]", "list[Skipped]"], None]
+#: Takes one listed partition directory with files at a time (a streaming scan): its path, its partition,
+#: its mtime (None without real directories), its visible files and what its listing left out.
+LeafSink = Callable[[str, "PartitionDir", "int | None", "list[ListedFile]", "list[Skipped]"], None]
 #: ``Storage.list_infos`` results: the entries and what was left out.
 Listed = tuple[list[Entry], list[Unlisted]]
 
@@ -308,18 +305,23 @@ class _Collector:
             kept.append(f._replace(valid_length=min(vl, f.size)))
         self.listing.files = kept
 
-    def flush(self, rel: str, sink: LeafSink) -> None:
-        """Hand one listed directory's files to ``sink`` and forget them (a streaming scan).
+    def flush(self, sink: LeafSink) -> None:
+        """Hand what the listings so far found to ``sink``, one partition directory at a time, and forget it.
 
-        A directory's sidecars and links are named by its own listing, so
-        finishing it alone gives the answer finishing the whole scan would.
+        A directory's sidecars and links are named by the listing that holds
+        it, so finishing one listing alone gives the answer finishing the whole
+        scan would.
         """
         self.finish()
         files, self.listing.files, self.sidecars = self.listing.files, [], {}
         skipped = self.listing.skipped[self.flushed_skips:]
         self.flushed_skips = len(self.listing.skipped)
-        sink(rel, self.listing.partitions.get(rel), self.listing.leaves.get(rel), files, skipped)
-
+        by_dir: dict[str, list[ListedFile]] = {}
+        for f in files:
+            by_dir.setdefault(f.directory, []).append(f)
+        parts, leaves = self.listing.partitions, self.listing.leaves
+        for d in sorted(by_dir, key=lambda d: (parts[d].start_ms, d)):
+            sink(d, parts[d], leaves.get(d), by_dir[d], skipped)
 
     def _finish_window(self) -> None:
         cut = self.cut
@@ -382,49 +384,6 @@ def _noted(col: _Collector, infos: list[Entry], unlisted: list[Unlisted]) -> lis
     return infos
 
 
-def _map(fn, items: list, parallel: int, progress: Progress | None, done: list[Any]):
-    """Yield fn(item) for each item, in order, concurrently when parallel > 1 (listings release the GIL).
-
-    At most ``2 * parallel`` results run ahead: a streaming scan then holds a window of listings, not all.
-    """
-    for r in (map(fn, items) if parallel <= 1 or len(items) <= 1 else _ahead(fn, items, parallel)):
-        yield r
-        done[0] += 1
-        if progress:
-            progress(done[0], done[1])
-
-
-def _ahead(fn, items: list, parallel: int):
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor  # here: it imports logging, ~5 ms of every start
-
-    todo = iter(items)
-    with ThreadPoolExecutor(max_workers=min(parallel, len(items))) as pool:
-        ahead = deque(pool.submit(fn, it) for _, it in zip(range(2 * parallel), todo))
-        while ahead:
-            r = ahead.popleft().result()
-            ahead.extend(pool.submit(fn, it) for _, it in zip(range(1), todo))
-            yield r
-
-
-@contextmanager
-def gc_paused():
-    """No cyclic garbage collection while a listing makes its 10^5 entries.
-
-    They hold no cycles, but every 700 allocations the collector runs, and as
-    they pile up into the older generations it keeps re-walking all of them:
-    measured, 10-20% of a listing's CPU time. Collection resumes afterwards;
-    nested and concurrent pauses leave it to the outermost one.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def scan(
     storage: Storage,
     layout: Layout | None,
@@ -452,10 +411,11 @@ def scan(
         progress: called with (directories done, total or None).
         lister: runs the recursive directory listings (default: ``parallel``
             threads here); see :class:`DirectoryLister`.
-        sink: stream the answer (needs a layout): each partition directory is
-            listed on its own, oldest partition first, and its files go to
-            ``sink`` instead of ``Listing.files``, so memory holds one
-            directory's files, not the table's.
+        sink: stream the answer (needs a layout): each partition directory's
+            files go to ``sink`` as soon as a listing holds them, instead of
+            into ``Listing.files``, so memory holds one listing's files, not the
+            table's (see :func:`_walk` for the order). A directory without
+            files is only in ``leaves``.
     """
     listing = Listing(started_ms=int(time.time() * 1000))
     t0 = time.perf_counter()
@@ -543,8 +503,12 @@ def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str,
           parallel: int, many, done: list, sink: LeafSink | None = None) -> None:
     """List intermediate levels, then only the leaves that need it, concurrently.
 
-    With a ``sink``, the leaves are listed oldest partition first and each is
-    handed to it once listed (:meth:`_Collector.flush`).
+    With a ``sink``, each listing's files are handed to it as soon as it is
+    fed. Where directories are real (local disks, HDFS) each leaf is listed on
+    its own, oldest partition first; on an object store, where every listing
+    is a request, each parent of leaves (a day of hours) is listed whole, and
+    a one-level layout's leaves one by one, in name order
+    (:class:`~tributary_read.read.backlog.ListingCap` takes any order).
     """
     listing = col.listing
     cut = col.cut
@@ -554,6 +518,7 @@ def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str,
         return _get(storage, rel, False, col)
 
     level = [""]
+    by_parent = sink is not None and not col.real_dirs and layout.depth > 1
     for _ in range(layout.depth - 1):
         nxt: list[str] = []
         for infos in _map(flat, level, parallel, None, [0, None]):
@@ -566,6 +531,13 @@ def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str,
                 else:
                     col.feed([i])  # a file above partition depth: reported as skipped
         level = nxt
+    if sink is not None and by_parent:
+        done[1] = len(level)
+        for infos in many(level):
+            listing.listed_dirs += 1
+            col.feed(infos)
+            col.flush(sink)
+        return
     to_list: list[str] = []
     for infos in _map(flat, level, parallel, None, [0, None]):
         listing.listed_dirs += 1
@@ -592,8 +564,8 @@ def _walk(storage: Storage, layout: Layout, col: _Collector, known: Mapping[str,
     if sink is not None:
         parts = listing.partitions
         to_list.sort(key=lambda r: (parts[r].start_ms, r) if r in parts else (-(1 << 62), r))
-    for rel, infos in zip(to_list, many(to_list)):
+    for infos in many(to_list):
         listing.listed_dirs += 1
         col.feed(infos)
         if sink is not None:
-            col.flush(rel, sink)
+            col.flush(sink)
