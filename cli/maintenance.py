@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 import click
 
 from tributary_read.table.maintenance import clean as run_clean
+from tributary_read.table.maintenance import require_consistent
 from tributary_read.table.maintenance import verify as run_verify
 from tributary_read.table.retention import clean_log, delete_removed
 from tributary_read.table.retention import expire as run_expire
@@ -86,9 +87,7 @@ def verify(state: TribState, root, as_json) -> None:
     report = run_verify(t)
 
     def human():
-        echo_capped([f"{p.problem}: {p.path}: {p.detail}" if p.detail else
-                     f"{p.problem}: {p.path} (expected {p.expected_size} bytes, found {p.actual_size})"
-                     for p in report.problems])
+        echo_capped([p.describe() for p in report.problems])
         echo_capped([f"orphan: {o.path} ({o.size} bytes)" for o in report.orphans])
         if report.untracked:
             click.echo(f"untracked (not written by trib, left alone): {len(report.untracked)} files")
@@ -119,12 +118,14 @@ def clean(state: TribState, root, older_than, dry_run, log_retention, as_json) -
 
     Orphans: trib-written files no commit references. Expired: files a
     `trib expire` commit removed at least the grace period ago. Log: commit files
-    older than the log retention and below the newest checkpoint.
+    older than the log retention and below the newest checkpoint. Refused (exit 9,
+    nothing deleted) on any problem `trib verify` reports.
     """
     t = state.table(root)
-    victims = run_clean(t, older_than, dry_run)
-    expired = delete_removed(t, older_than, dry_run=dry_run)
-    trimmed = clean_log(t, log_retention, dry_run=dry_run)
+    checked = require_consistent(t, "clean")  # one walk for the three kinds of deletion
+    victims = run_clean(t, older_than, dry_run, checked=checked)
+    expired = delete_removed(t, older_than, dry_run=dry_run, checked=checked)
+    trimmed = clean_log(t, log_retention, dry_run=dry_run, checked=checked)
     verb = "would delete" if dry_run else "deleted"
     data = {"dry_run": dry_run, "deleted": [{"path": v.path, "size": v.size} for v in victims],
             "expired_deleted": [{"path": v.path, "size": v.size} for v in expired],
@@ -159,7 +160,8 @@ def expire(state: TribState, root, older_than, grace, dry_run, as_json) -> None:
     files. The files are deleted once the removal is older than --grace, by this
     run (--grace 0s) or a later `trib expire` / `trib clean`. Only files trib
     committed are removed: files other tools put into an expired partition are
-    reported and left alone.
+    reported and left alone. Refused (exit 9, nothing committed or deleted) on
+    any problem `trib verify` reports.
     """
     t = state.table(root)
     r = run_expire(t, older_than, grace, dry_run=dry_run)

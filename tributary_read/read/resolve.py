@@ -34,8 +34,9 @@ from tributary_read.read.tracking import check_untracked, foreign, refuse_untrac
 from tributary_read.read.window import TimeWindow
 from tributary_read.read.fileset import FileSet, ReadMode, ResolvedFile, origin
 
-#: Commit timestamps come from writers' clocks; a commit-time window reads this
-#: far past its bounds so commits from writers this far out of step are not missed.
+#: How far out of step with each other the writers of a log written before
+#: commit times rose (``monotonic_since``) are assumed to be, where commits that
+#: log retention removed cannot be read to find out.
 MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
 
 
@@ -293,16 +294,17 @@ def manifest_files(table: Table, since_version: int = 0, until_version: int | No
 def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilter | None = None) -> FileSet:
     """Files of commits whose commit time lies in ``window`` (both ends inclusive).
 
-    Commit times rise with versions up to writers' clock skew, so a binary
-    search finds the first version that can qualify and the scan stops once
-    times pass the window by :data:`MAX_CLOCK_SKEW_MS`: O(log n) + the window's
-    own commits, however long the log, plus the latest state (to leave out files
-    ``trib expire`` removed) when the window has files.
+    Commit times rise strictly over the run the newest commit names
+    (``monotonic_since``, :func:`tributary_read.table.log.commit_time`), so
+    there a binary search finds the first version in the window and the scan
+    stops at the first past it, whatever the writers' clocks: O(log n) + the
+    window's own commits. Commits older than that run were stamped by a trib
+    that did not make times rise, and a writer's skewed clock may have put
+    any of them anywhere: they are all read. The latest state is read too (to
+    leave out files ``trib expire`` removed) when the window has files.
     """
     log = table.log
     latest = log.latest_version()
-    lo_ts = window.start_ms - MAX_CLOCK_SKEW_MS
-    hi_ts = window.end_ms + MAX_CLOCK_SKEW_MS
 
     def commit(v: int) -> Commit:
         c = log.read_commit(v)
@@ -312,27 +314,29 @@ def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilte
             raise ManifestCorruptError(f"commit {v} is missing from {table.uri} (log has a gap)")
         return c
 
-    oldest = log.oldest_version() if latest else 1
-    if oldest > 1 and commit(oldest).timestamp_ms >= lo_ts:
-        raise LogRetentionError(
-            f"log retention removed the commits of {table.uri} before version {oldest}, which may fall in "
-            "the window; use a later window or read the whole state")
-    lo, hi = max(oldest, 1), latest + 1
+    oldest = max(log.oldest_version(), 1) if latest else 1
+    since = (commit(latest).monotonic_since or latest) if latest else 1
+    if oldest > 1:
+        _check_retained(table, commit(oldest), oldest, since, window)
+    lo, hi = max(since, oldest), latest + 1
     while lo < hi:
         mid = (lo + hi) // 2
-        if commit(mid).timestamp_ms < lo_ts:
+        if commit(mid).timestamp_ms < window.start_ms:
             lo = mid + 1
         else:
             hi = mid
     versions: list[int] = []
 
     def in_window():
-        for c in log.commits(lo - 1, latest) if lo <= latest else ():
-            if c.timestamp_ms > hi_ts:
-                return
-            if c.timestamp_ms in window:
+        for c in log.commits(oldest - 1, since - 1) if oldest < since else ():
+            if c.timestamp_ms in window:  # stamped by an older trib: anywhere
                 versions.append(c.version)
                 yield c
+        for c in log.commits(lo - 1, latest) if lo <= latest else ():
+            if c.timestamp_ms > window.end_ms:
+                return
+            versions.append(c.version)
+            yield c
 
     # Expire commits outside the window count too: the latest state decides.
     entries, skipped = _range_entries(log, in_window(), False, partitions)
@@ -343,6 +347,24 @@ def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilte
         plan["partitions"] = str(partitions)
     return FileSet("manifest", tuple(_entry_files(entries, partitions, table)), plan, skipped=skipped,
                    **origin(table.storage, table))
+
+
+def _check_retained(table: Table, first: Commit, oldest: int, since: int, window: TimeWindow) -> None:
+    """Refuse a window that commits removed by log retention may fall in.
+
+    Where times rise from version 1 on, every removed commit is older than the
+    oldest retained one. Where an older trib stamped the first commits, their
+    times are not known; they are assumed within :data:`MAX_CLOCK_SKEW_MS` of
+    the oldest retained one, as before times rose (docs/manifest.md).
+    """
+    if since <= 1:
+        doubt = window.start_ms < first.timestamp_ms
+    else:
+        doubt = first.timestamp_ms >= window.start_ms - MAX_CLOCK_SKEW_MS
+    if doubt:
+        raise LogRetentionError(
+            f"log retention removed the commits of {table.uri} before version {oldest}, which may fall in "
+            "the window; use a later window or read the whole state")
 
 
 def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,

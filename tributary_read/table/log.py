@@ -18,7 +18,9 @@ from typing import Callable, Iterator, Mapping, Sequence, Union
 from tributary_read.errors import AlreadyCommittedError, CommitConflictError, CommitStateUnknownError, LogRetentionError, ManifestCorruptError, StorageError
 from tributary_read.faults import wall_ms
 from tributary_read.table.docstore import DocumentSeries, DocumentStore, header
-from tributary_read.table.manifest import OP_APPEND, OP_EXPIRE, Commit, FileEntry, Transaction, load_document
+from tributary_read.table.manifest import (
+    MAX_TIMESTAMP_MS, OP_APPEND, OP_EXPIRE, Commit, FileEntry, Transaction, load_document,
+)
 from tributary_read.io.storage import Storage
 
 META_DIR = "_tributary"
@@ -65,6 +67,24 @@ def backoff(attempt: int, *, base: float, cap: float, floor: float = 0.0) -> Non
 #: What a commit removes: fixed entries, or a function of the state the commit would land on
 #: (``expire`` decides its removals on that state, so a lost race never removes a file twice).
 Removals = Union[Sequence[FileEntry], Callable[["TableState"], Sequence[FileEntry]]]
+
+
+def commit_time(version: int, previous: Commit | None, wall: int) -> tuple[int, int]:
+    """The time commit ``version`` is stamped with, and where its run of rising times starts.
+
+    A writer's clock may be hours off; a time at least the previous commit's
+    + 1 ms keeps times rising with versions whatever the clocks say (Delta's
+    in-commit timestamps), so a reader may binary-search them. The run is
+    inherited from the previous commit: it starts at that commit when it was
+    stamped by an older trib (its own time is still below ours), and here when
+    the previous commit cannot be read (nothing is known about it).
+    """
+    if version <= 1:
+        return wall, 1
+    if previous is None or previous.timestamp_ms >= MAX_TIMESTAMP_MS:
+        return wall, version
+    since = previous.monotonic_since if previous.monotonic_since is not None else version - 1
+    return max(wall, previous.timestamp_ms + 1), since
 
 
 def _check_other_app(transaction: Transaction | None, c: Commit) -> None:
@@ -459,9 +479,12 @@ class ManifestLog:
         v, losses = base + 1, 0
         while True:
             gone = tuple(removed(self.state(v - 1)) if callable(removed) else removed)
+            # Against the commit this slot follows, read afresh on every try: a lost race moves the slot.
+            stamp, since = commit_time(v, self._previous(v), wall_ms())
             commit = Commit(
                 version=v,
-                timestamp_ms=wall_ms(),
+                timestamp_ms=stamp,
+                monotonic_since=since,
                 files=tuple(files),
                 transaction=transaction,
                 operation=OP_EXPIRE if gone or callable(removed) else OP_APPEND,
@@ -486,6 +509,19 @@ class ManifestLog:
                     f"gave up after {losses} lost commit races in {timeout_s:.0f} s (newest version {latest})"
                 )
             backoff(min(losses, 8), base=0.001, cap=0.25)
+
+    def _previous(self, v: int) -> Commit | None:
+        """Commit ``v - 1``, or None when it is missing or unreadable (the new commit then starts a new run).
+
+        Only a gap or a corrupt file makes it so (log retention keeps the newest
+        checkpoint's commit and every later one); ``verify`` reports those.
+        """
+        if v <= 1:
+            return None
+        try:
+            return self.read_commit(v - 1)
+        except (ManifestCorruptError, StorageError):
+            return None
 
     def _claim(self, commit: Commit) -> Commit | None:
         """Create ``commit``'s slot; None when our commit is there, else the winner.

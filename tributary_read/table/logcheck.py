@@ -7,7 +7,8 @@ and reports what the shortcuts would hide: commit files past the first missing
 version (probing stops at the gap and never sees them), gaps that no checkpoint
 covers, and checkpoints that disagree with the commits they fold. It also
 collects every path that *any* commit file on storage adds (and no later expire
-commit removes), so ``clean`` never deletes a file a commit names, reachable or not.
+commit removes), whatever the file's name, so ``clean`` never deletes a file a
+commit names, reachable or not.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tributary_read.table.manifest import Commit
 @dataclass(frozen=True)
 class LogProblem:
     path: str  # the log file concerned, relative to ROOT
-    problem: str  # log_gap | unreachable_commits | checkpoint_mismatch | corrupt_log_file
+    problem: str  # log_gap | unreachable_commits | checkpoint_mismatch | corrupt_log_file | misnamed_commit
     detail: str
 
 
@@ -70,6 +71,11 @@ def check_log(log: ManifestLog) -> LogCheck:
     latest = log.latest_version()
     problems: list[LogProblem] = []
     referenced: set[str] = set()
+    # Files of commits readers cannot place: kept whatever an expire commit says.
+    stray: set[str] = set()
+    for name in names:
+        if COMMITS.number(name) is None and CHECKPOINTS.number(name) is None:
+            _misnamed(log, f"{LOG_DIR}/{name}", problems, stray)
 
     # Gaps: a missing version is fine only below a checkpoint (log retention
     # removes commits a checkpoint has folded); anywhere else it loses commits.
@@ -99,7 +105,7 @@ def check_log(log: ManifestLog) -> LogCheck:
     for v in commits:
         if st is None or st.version != v - 1:
             st = _read_checkpoint(log, v - 1, problems, referenced) if v - 1 in cps else None
-        commit = _read_commit(log, v, problems)
+        commit = _read_commit(log, v, problems, stray)
         if commit is None:
             st = None
             continue
@@ -118,15 +124,46 @@ def check_log(log: ManifestLog) -> LogCheck:
             if st is not None and cp is not None and _canonical(cp.to_json()) != _canonical(_as_known_to(st, cp)):
                 problems.append(LogProblem(checkpoint_path(v), "checkpoint_mismatch",
                                            f"checkpoint {v} disagrees with the commits it folds"))
-    return LogCheck(latest, tuple(commits), tuple(checkpoints), tuple(problems), frozenset(referenced))
+    return LogCheck(latest, tuple(commits), tuple(checkpoints), tuple(problems), frozenset(referenced | stray))
 
 
-def _read_commit(log: ManifestLog, v: int, problems: list[LogProblem]) -> Commit | None:
+def _read_commit(log: ManifestLog, v: int, problems: list[LogProblem], referenced: set[str]) -> Commit | None:
     try:
         return log.read_commit(v)
     except (ManifestCorruptError, StorageError) as e:
         problems.append(LogProblem(commit_path(v), "corrupt_log_file", str(e)))
+        # A commit under another version's name (a rename, a copy) still names its files.
+        _reference(_decode(log, commit_path(v)), referenced)
         return None
+
+
+def _misnamed(log: ManifestLog, path: str, problems: list[LogProblem], referenced: set[str]) -> None:
+    """A file in the log directory named like no commit: a commit under it is reported, its files kept.
+
+    Readers never see it (they find commits by name), so it is a problem, and
+    a renamed commit's files must not become orphans. Anything else there (a
+    temp file of a create in flight) is not trib's to judge.
+    """
+    commit = _decode(log, path)
+    if commit is not None:
+        _reference(commit, referenced)
+        problems.append(LogProblem(path, "misnamed_commit",
+                                   f"holds commit {commit.version}, but only {commit_path(commit.version)} "
+                                   "is read as one"))
+
+
+def _decode(log: ManifestLog, path: str) -> Commit | None:
+    try:
+        return Commit.decode(log.storage.read(path), log.storage.uri_for(path))
+    except (ManifestCorruptError, StorageError, OSError):
+        return None
+
+
+def _reference(commit: Commit | None, referenced: set[str]) -> None:
+    for f in commit.files if commit is not None else ():
+        referenced.add(f.path)
+        if f.staged:
+            referenced.add(f.staged)
 
 
 def _read_checkpoint(log: ManifestLog, v: int, problems: list[LogProblem], referenced: set[str]) -> TableState | None:

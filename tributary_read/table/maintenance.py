@@ -1,5 +1,10 @@
 """Verify a table against its log, and clean up what no commit references.
 
+:func:`require_consistent` is the one gate of every command that deletes
+(``clean``, ``expire``, log retention): it runs ``verify``'s checks and
+refuses on any problem, because what a delete may take is judged from the log,
+and a log that is not whole may be hiding the commit that names a file.
+
 Only files whose names trib's writers produce are ever called orphans or
 deleted: a table created over a directory that other tools also write to must
 never lose their data to ``clean``. Everything else unreferenced is reported
@@ -12,6 +17,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from tributary_read.errors import VerificationError
 from tributary_read.table.log import META_DIR
 from tributary_read.table.logcheck import check_log
 from tributary_read.io.storage import FileInfo, Unlisted
@@ -42,6 +48,11 @@ class Problem:
 
     def to_json(self) -> dict:
         return self.__dict__.copy()
+
+    def describe(self) -> str:
+        if self.detail:
+            return f"{self.problem}: {self.path}: {self.detail}"
+        return f"{self.problem}: {self.path} (expected {self.expected_size} bytes, found {self.actual_size})"
 
 
 @dataclass(frozen=True)
@@ -86,7 +97,7 @@ def verify(table: Table) -> VerifyReport:
     """
     files, unlisted = table.storage.walk()
     listed = {f.path: f for f in files}
-    state = table.log.state()
+    state = table.log.state()  # a corrupt commit readers reach raises (exit 6), for every caller alike
     logcheck = check_log(table.log)  # listed after the files: it sees every commit they can belong to
     problems = [Problem(p.path, p.problem, 0, None, p.detail) for p in logcheck.problems]
     referenced: set[str] = set(logcheck.referenced)
@@ -117,16 +128,35 @@ def verify(table: Table) -> VerifyReport:
     return VerifyReport(state.version, len(state.files), problems, orphans, untracked, unlisted, removed)
 
 
-def clean(table: Table, older_than_ms: int, dry_run: bool = False) -> list[FileInfo]:
+def require_consistent(table: Table, command: str) -> VerifyReport:
+    """``verify``'s report, or VerificationError (exit 9) naming the first problem; nothing is deleted then.
+
+    Every command that deletes data or log files calls this first (or is
+    handed the report its caller got from it): a gap, a misnamed commit or a
+    checkpoint that disagrees means the log may not say what it references.
+    """
+    report = verify(table)
+    if not report.ok:
+        first = report.problems[0]
+        more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
+        hint = (f"run `trib recover {table.uri} --app-id ID` to finish the renames"
+                if first.problem == "pending_roll_forward" else f"see `trib verify {table.uri}`")
+        raise VerificationError(f"{command} refused, nothing deleted: {first.describe()}{more}; {hint}")
+    return report
+
+
+def clean(table: Table, older_than_ms: int, dry_run: bool = False, *,
+          checked: VerifyReport | None = None) -> list[FileInfo]:
     """Delete orphans older than the grace period; never a committed or foreign file.
 
     The grace period protects writers that are still running: their files are
-    orphans only until their next commit lands.
+    orphans only until their next commit lands. ``checked``: the report of
+    :func:`require_consistent` this run already has (else it is made here).
     """
     if older_than_ms < 0:
         raise ValueError("grace period must be >= 0")
     cutoff = int(time.time() * 1000) - older_than_ms
-    report = verify(table)
+    report = checked if checked is not None else require_consistent(table, "clean")
     victims = [o for o in report.orphans if o.mtime_ms <= cutoff]
     if not dry_run:
         # Re-read the state just before deleting: a commit may have landed since.

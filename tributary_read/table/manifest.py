@@ -132,6 +132,11 @@ class Commit:
     commit_id: str | None = None
     #: ``expire`` only: the files this commit removes from the state.
     removed: tuple[FileEntry, ...] = ()
+    #: Commit times strictly rise over versions ``monotonic_since .. version``:
+    #: the writer stamped this commit after the previous one and inherited its
+    #: run (docs/manifest.md, *Commit time*). None: a writer from before that
+    #: rule, whose time may be anywhere.
+    monotonic_since: int | None = None
 
     @property
     def records(self) -> int:
@@ -155,6 +160,8 @@ class Commit:
             d["commit_id"] = self.commit_id
         if self.operation == OP_EXPIRE:
             d["removed"] = [f.to_json() for f in self.removed]
+        if self.monotonic_since is not None:
+            d["monotonic_since"] = self.monotonic_since
         return d
 
     def encode(self) -> bytes:
@@ -178,11 +185,15 @@ class Commit:
                 writer=d.get("writer"),
                 commit_id=d.get("commit_id"),
                 removed=tuple(FileEntry.from_json(f) for f in _objects(d.get("removed", []), "removed")),
+                monotonic_since=d.get("monotonic_since"),
             )
             if not _is_count(commit.version) or not _is_count(commit.timestamp_ms):
                 raise ValueError("version and timestamp_ms must be non-negative integers")
             if commit.timestamp_ms > MAX_TIMESTAMP_MS:  # every reader prints or compares it as a date
                 raise ValueError(f"timestamp_ms {commit.timestamp_ms} is past the year 9999")
+            since = commit.monotonic_since
+            if since is not None and not (_is_count(since) and 1 <= since <= commit.version):
+                raise ValueError("monotonic_since must be a version from 1 to the commit's own")
             if commit.commit_id is not None and not isinstance(commit.commit_id, str):
                 raise ValueError("commit_id must be a string")
             if commit.operation not in OPERATIONS:

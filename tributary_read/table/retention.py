@@ -32,6 +32,7 @@ from tributary_read.table.log import (
 from tributary_read.table.manifest import KIND_DATA, FileEntry
 from tributary_read.io.storage import FileInfo, Storage
 from tributary_read.table.config import Table
+from tributary_read.table.maintenance import VerifyReport, require_consistent
 
 #: A table-wide ``expire`` racing appends retries this long before giving up.
 EXPIRE_TIMEOUT_S = 120.0
@@ -119,9 +120,13 @@ def expire(table: Table, older_than_ms: int, grace_ms: int, *, dry_run: bool = F
     removed some already. An unknown commit outcome raises
     CommitStateUnknownError; nothing has been deleted then, and rerunning is safe
     because an already-removed file is not removed twice.
+
+    A table that ``verify`` finds inconsistent is refused before anything is
+    committed or deleted: the state a removal is planned on may be missing commits.
     """
     check_grace(grace_ms)
     now = int(time.time() * 1000) if now_ms is None else now_ms
+    checked = require_consistent(table, "expire")
     log = table.log
     listed = table.storage.list()
     state = log.state()
@@ -140,7 +145,7 @@ def expire(table: Table, older_than_ms: int, grace_ms: int, *, dry_run: bool = F
             raise CommitConflictError(f"expire {e}; run it again") from None
     plan = plans[-1]
     # The clock is read again: with --grace 0s the commit just made is past its grace.
-    deleted = delete_removed(table, grace_ms, dry_run=dry_run, now_ms=now_ms)
+    deleted = delete_removed(table, grace_ms, dry_run=dry_run, now_ms=now_ms, checked=checked)
     return ExpireResult(plan, version, tuple(deleted), dry_run)
 
 
@@ -154,14 +159,17 @@ def check_grace(grace_ms: int) -> None:
 
 
 def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
-                   now_ms: int | None = None) -> list[FileInfo]:
+                   now_ms: int | None = None, checked: VerifyReport | None = None) -> list[FileInfo]:
     """Delete the files of removals recorded at least ``grace_ms`` ago (both names under rename).
 
     The state is read right here, so a path committed again after its removal
-    (it is live again) is never deleted.
+    (it is live again) is never deleted. ``checked``: the report of
+    :func:`require_consistent` this run already has (else it is made here).
     """
     if grace_ms < 0:
         raise InvalidInputError("grace period must be >= 0")
+    if checked is None:
+        require_consistent(table, "delete")
     now = int(time.time() * 1000) if now_ms is None else now_ms
     storage = table.storage
     state = table.log.state()
@@ -199,16 +207,19 @@ def _remove_empty_dirs(storage: Storage, d: str) -> None:
 
 
 def clean_log(table: Table, retention_ms: int | None = None, *, dry_run: bool = False,
-              now_ms: int | None = None) -> LogCleanup:
+              now_ms: int | None = None, checked: VerifyReport | None = None) -> LogCleanup:
     """Delete commit files older than the retention and below the newest checkpoint.
 
     The checkpoint hint is first made to name that checkpoint (or a newer one),
     so no reader starts below the commits that remain. Superseded checkpoints
-    go too once no retained commit follows them.
+    go too once no retained commit follows them. ``checked``: the report of
+    :func:`require_consistent` this run already has (else it is made here).
     """
     retention = table.config.log_retention_ms if retention_ms is None else retention_ms
     if retention < 0:
         raise InvalidInputError("log retention must be >= 0")
+    if checked is None:
+        require_consistent(table, "log retention")
     now = int(time.time() * 1000) if now_ms is None else now_ms
     storage, log = table.storage, table.log
     commits: dict[int, FileInfo] = {}
