@@ -153,11 +153,23 @@ class _InputParser:
                 form = WindowForm.parse(form_s, f"{section}.window_form")
             except InvalidInputError as e:
                 raise self.fail(str(e)) from None
-        if form is WindowForm.ALIGNED and window == self.period_ms:
-            window = None  # the same thing said twice
+        if window == self.period_ms:
+            window = None  # the same thing said twice (and the calendar's period, 23 or 25 h on a DST day)
         if form is WindowForm.ALIGNED and window is not None:
             raise self.fail(f"{section}.window: the aligned form reads exactly one period (job.period); "
                             "drop window, or say window_form = \"sliding\"")
+        if window is not None:  # consecutive runs are one period apart: any other length cannot tile
+            from tributary_read.timespec import format_duration_ms
+
+            w, p = format_duration_ms(window), format_duration_ms(self.period_ms)
+            if window < self.period_ms:
+                raise self.fail(f"{section}.window {w} is shorter than job.period {p}: runs are one period "
+                                f"apart, so the rest of every period would never be read; drop window (it "
+                                f"defaults to the period) or make job.period {w}")
+            raise self.fail(f"{section}.window {w} is longer than job.period {p}: runs are one period apart, so "
+                            "files would be read by more than one run, and an mtime or manifest input keeps no "
+                            "record to drop them; drop window (it defaults to the period), or read late files "
+                            "exactly once with mode = \"consumer\"")
         return {"window_form": form, "window_ms": window, "lag_ms": lag}
 
 
