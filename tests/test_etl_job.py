@@ -121,7 +121,7 @@ def test_every_input_mode_with_its_options(tmp_path):
         view = "logs"
         mode = "mtime"
         window_form = "sliding"
-        window = "2h"
+        window = "1h"
         lag = "10m"
         layout = "{yyyy}/{MM}/{dd}/{HH}"
         format = "text"
@@ -136,7 +136,8 @@ def test_every_input_mode_with_its_options(tmp_path):
     assert (c.consumer, c.lookback_ms, c.min_age_ms, c.state_dir) == ("mine", 2 * 86_400_000, 30_000,
                                                                        str(tmp_path / "state"))
     assert m.root == "s3://bucket/logs" and m.mode is InputMode.MTIME
-    assert (m.window_form, m.window_ms, m.lag_ms) == (WindowForm.SLIDING, 2 * HOUR_MS, 600_000)
+    # window = period is the calendar's period (None), so runs tile on DST days (issue 25)
+    assert (m.window_form, m.window_ms, m.lag_ms) == (WindowForm.SLIDING, None, 600_000)
     assert m.layout == Layout("{yyyy}/{MM}/{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
     assert m.format == "text"
     assert dict(m.read_options) == {"lineSep": "\n", "header": "true"}

@@ -186,3 +186,21 @@ def test_both_charts_draw_their_marks_in_headless_chromium(demo_table, tmp_path)
     n = len(demo_table.mix.drops)
     assert p.points.get("trib-delay-chart", 0) == n, (p.points, dom[:500])  # one marker per file
     assert p.lines.get("trib-missed-chart", 0) >= 1 and p.points.get("trib-missed-chart", 0) >= 6, (p.lines, p.points)
+
+
+def test_a_hostile_file_name_shows_as_text_in_the_report(tmp_path):
+    """Issue 25, Why 11: file names went unescaped into plotly's hover text, which plotly renders as HTML."""
+    import os
+
+    d = tmp_path / "land" / "2024_01_01" / "05"
+    d.mkdir(parents=True)
+    hostile = d / "<script>alert(1)<\\script><img src=x onerror=alert(2)>.log"
+    hostile.write_text("x\n")
+    os.utime(hostile, ns=(1_704_088_800_000 * 1_000_000,) * 2)
+    out = tmp_path / "r.html"
+    p = invoke_trib("report", "lateness", str(tmp_path / "land"), "--layout", "{yyyy}_{MM}_{dd}/{HH}",
+                    "--out", str(out), "--json")
+    assert p.returncode == 0, p.stderr
+    page = out.read_text()
+    assert "&lt;script&gt;alert(1)" in page  # shown as text
+    assert "<script>alert(1)" not in page and "<img src=x" not in page

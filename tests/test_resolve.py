@@ -81,7 +81,10 @@ def test_parse_instant_forms():
         with pytest.raises(InvalidInputError):
             parse_instant(bad)
     with pytest.raises(InvalidInputError, match="before its start"):
-        TimeWindow(10, 9)
+        TimeWindow(10, 8)
+    assert 9 not in TimeWindow(10, 9) and 10 not in TimeWindow(10, 9)  # the empty window a run may get (issue 25)
+    with pytest.raises(InvalidInputError, match="before its start"):  # but never from a user's bounds
+        TimeWindow.parse("2020-06-23T16:00:00.001Z", "2020-06-23T16:00:00Z")
 
 
 # -- mtime mode ---------------------------------------------------------------------

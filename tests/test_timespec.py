@@ -67,6 +67,11 @@ WINDOWS = [
     ("2020-03-29T22:00:00Z", "1d", "0", "Europe/Berlin"),
     ("9999-12-31T23:30:00Z", "2h", "0", "UTC"),
     ("0001-01-01T00:30:00Z", "1h", "0", "UTC"),
+    # issue 25: run times with a lag where periods differ in length read what reached its lag since the last run
+    ("2021-10-31T01:00:00Z", "1h", "2h", "Europe/Berlin"), ("2021-10-31T02:00:00Z", "1h", "2h", "Europe/Berlin"),
+    ("2021-10-31T02:00:00Z", "5m", "10m", "Europe/Berlin"), ("2021-10-31T02:05:00Z", "5m", "10m", "Europe/Berlin"),
+    ("2021-04-03T15:00:00Z", "1h", "1h", "Australia/Lord_Howe"),
+    ("2021-04-03T15:30:00Z", "1h", "1h", "Australia/Lord_Howe"),
 ]
 
 
@@ -154,9 +159,27 @@ def java_timespec():
     return run
 
 
+#: issue 25, items 9 and 10: a UDF's BIGINT instant (seconds were taken as ms) and the partition value
+#: of a time whose local year is past 9999 (the jar printed "+10000010100")
+EPOCHS = ["1592931599999", "1592931599", "0", "-1", "253402300799999", "253402300800000", "9223372036854775807"]
+PARTITIONS = [("1592931599999", "yyyyMMddHH", "Asia/Shanghai"), ("253402300800000", "yyyyMMddHH", "UTC"),
+              ("253402297200000", "yyyyMMddHH", "Pacific/Kiritimati"), ("253402293600000", "yyyyMMddHH", "UTC"),
+              ("1592931599", "yyyyMMddHH", "UTC")]
+#: issue 25, item 9: the jar returned a wrapped long for a huge period
+WINDOWS_REFUSED = [("2024-01-01T05:00:00Z", "99999999999999d", "0", "UTC"),
+                   ("2024-01-01T05:00:00Z", "1h", "99999999999999d", "UTC")]
+
+
+def _partition_py(ms: str, pattern: str, zone: str):
+    assert pattern == "yyyyMMddHH"
+    return Layout("{yyyy}{MM}{dd}{HH}", "dt={yyyy}{MM}{dd}{HH}", zone).for_time(
+        parse_instant(int(ms), None, "time")).values["dt"]
+
+
 def test_the_jar_reads_every_spelling_as_python_does(java_timespec):
     lines = [f"D\t{t}" for t, _ in DURATIONS] + [f"I\t{t}\t{z}" for t, z, _ in INSTANTS]
-    lines += [f"W\t{t}\t{p}\t{lag}\t{z}" for t, p, lag, z in WINDOWS]
+    lines += [f"W\t{t}\t{p}\t{lag}\t{z}" for t, p, lag, z in WINDOWS + WINDOWS_REFUSED]
+    lines += [f"E\t{v}" for v in EPOCHS] + [f"P\t{v}\t{p}\t{z}" for v, p, z in PARTITIONS]
     got = java_timespec(lines)
     assert len(got) == len(lines)
     want = [_py(parse_duration_ms, t, "duration") for t, _ in DURATIONS]
@@ -167,7 +190,18 @@ def test_the_jar_reads_every_spelling_as_python_does(java_timespec):
         w = Schedule(parse_duration_ms(p, "period"), parse_duration_ms(lag, "lag"), tz=tz).window(
             parse_instant(t, tz, "schedule time"))
         return f"{w.start_ms},{w.end_ms}"
-    want += [_py(window, *c) for c in WINDOWS]
+    want += [_py(window, *c) for c in WINDOWS + WINDOWS_REFUSED]
+    want += [_py(parse_instant, int(v), None, "time") for v in EPOCHS]
+    for line, (status, value), w in zip(lines[-len(PARTITIONS):], got[-len(PARTITIONS):], PARTITIONS):
+        try:
+            py = _partition_py(*w)
+        except InvalidInputError as e:  # both refuse: the instant's refusal word for word, the range's alike
+            assert status == "err", (line, value)
+            assert str(e) == value or ("out of range" in str(e) and "out of range" in value
+                                       and value.endswith("(years 0001..9999)")), (line, value, str(e))
+        else:
+            assert (status, value) == ("ok", py), line
+    lines, got = lines[:-len(PARTITIONS)], got[:-len(PARTITIONS)]
     for line, (status, value), w in zip(lines, got, want):
         if isinstance(w, str) and status == "err":
             assert value == w, line  # the same message, word for word
@@ -229,8 +263,9 @@ CASES = [
     ("UTC", "1h", "2024-01-01T05:14:00Z", 'window_form = "aligned"\nlag = "10m"\n', ["--lag", "10m"]),
     ("UTC", "1h", "2024-01-01T05:00:00Z", 'window_form = "sliding"\nlag = "10m"\n',
      ["--lag", "10m", "--window-form", "sliding"]),
-    ("UTC", "1h", "2024-01-01T05:00:00Z", 'window_form = "sliding"\nwindow = "90m"\n',
-     ["--window-form", "sliding", "--window", "90m"]),
+    ("Europe/Berlin", "1d", "2020-10-25T23:00:00Z", 'window_form = "sliding"\nwindow = "1d"\n',
+     ["--window-form", "sliding", "--window", "1d"]),  # issue 25: the 25-hour day, whole
+    ("Europe/Berlin", "1h", "2021-10-31T02:00:00Z", 'window_form = "aligned"\nlag = "2h"\n', ["--lag", "2h"]),
     ("Europe/Berlin", "1d", "2020-10-25T23:00:00Z", "", []),
     ("Asia/Shanghai", "1h", "2024-01-01T13:00:00+08:00", 'window_form = "aligned"\nlag = "1h"\n', ["--lag", "1h"]),
 ]

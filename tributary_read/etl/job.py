@@ -208,6 +208,12 @@ class _Parser(_InputParser):
         output = self.output(data["output"])
         hive = self.hive(data["hive"]) if "hive" in data else None
         spark = self.spark(data["spark"]) if "spark" in data else SparkSpec()
+        from tributary_read.io.location import same_location
+
+        own = next((i for i in inputs if same_location(i.root, output.root)), None)
+        if own is not None:  # each run would read what the run before it wrote, every hour, forever
+            raise self.fail(f"input {own.view} reads the job's own [output] table {output.root}: a job cannot "
+                            "read its output; write to another table")
         return Job(name, self.path, sql_path, sql, inputs, output, hive, spark, period, tz, count,
                    self.path_of(lock_dir) if lock_dir else None)
 

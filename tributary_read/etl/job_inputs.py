@@ -17,6 +17,15 @@ from tributary_read.read.window import WindowForm
 
 #: Spark temp view names: SQL identifiers.
 _VIEW = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+#: Keywords Spark SQL (ANSI mode) and HiveQL reserve: an unquoted view name cannot be one of them.
+_RESERVED = frozenset("""
+ALL ALTER AND ANTI ANY ARRAY AS AUTHORIZATION BETWEEN BOTH BY CASE CAST CHECK COLLATE COLUMN CONSTRAINT CREATE
+CROSS CUBE CURRENT CURRENT_DATE CURRENT_TIME CURRENT_TIMESTAMP CURRENT_USER DELETE DESCRIBE DISTINCT DROP ELSE END
+ESCAPE EXCEPT EXISTS FALSE FETCH FILTER FOR FOREIGN FROM FULL FUNCTION GRANT GROUP GROUPING HAVING IN INNER INSERT
+INTERSECT INTERVAL INTO IS JOIN LATERAL LEADING LEFT LIKE LIMIT MINUS NATURAL NOT NULL OF ON ONLY OR ORDER OUTER
+OVERLAPS PARTITION PRIMARY REFERENCES RIGHT ROLLUP ROW ROWS SELECT SEMI SESSION_USER SET SOME TABLE TABLESAMPLE
+THEN TIME TO TRAILING TRUE UNION UNIQUE UNKNOWN UPDATE USER USING VALUES WHEN WHERE WINDOW WITH
+""".split())
 
 
 class _InputParser:
@@ -28,6 +37,8 @@ class _InputParser:
         view = self.string(d, "view", section, required=True)
         if not _VIEW.match(view):
             raise self.fail(f"{section}.view {view!r} must be a SQL identifier (letters, digits, '_')")
+        if view.upper() in _RESERVED:  # `FROM select` does not parse: the job would fail only at its first run
+            raise self.fail(f"{section}.view {view!r} is a SQL keyword: choose another name")
         mode_s = self.string(d, "mode", section) or "consumer"
         try:
             mode = InputMode.parse(mode_s, f"{section}.mode")
@@ -153,11 +164,23 @@ class _InputParser:
                 form = WindowForm.parse(form_s, f"{section}.window_form")
             except InvalidInputError as e:
                 raise self.fail(str(e)) from None
-        if form is WindowForm.ALIGNED and window == self.period_ms:
-            window = None  # the same thing said twice
+        if window == self.period_ms:
+            window = None  # the same thing said twice (and the calendar's period, 23 or 25 h on a DST day)
         if form is WindowForm.ALIGNED and window is not None:
             raise self.fail(f"{section}.window: the aligned form reads exactly one period (job.period); "
                             "drop window, or say window_form = \"sliding\"")
+        if window is not None:  # consecutive runs are one period apart: any other length cannot tile
+            from tributary_read.timespec import format_duration_ms
+
+            w, p = format_duration_ms(window), format_duration_ms(self.period_ms)
+            if window < self.period_ms:
+                raise self.fail(f"{section}.window {w} is shorter than job.period {p}: runs are one period "
+                                f"apart, so the rest of every period would never be read; drop window (it "
+                                f"defaults to the period) or make job.period {w}")
+            raise self.fail(f"{section}.window {w} is longer than job.period {p}: runs are one period apart, so "
+                            "files would be read by more than one run, and an mtime or manifest input keeps no "
+                            "record to drop them; drop window (it defaults to the period), or read late files "
+                            "exactly once with mode = \"consumer\"")
         return {"window_form": form, "window_ms": window, "lag_ms": lag}
 
 

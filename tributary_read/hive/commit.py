@@ -98,12 +98,14 @@ class CommitPolicy:
 
     @classmethod
     def from_json(cls, d: Mapping | None) -> CommitPolicy:
-        d = dict(d or {})
         try:
+            if d is not None and not isinstance(d, Mapping):
+                raise TypeError(f"an object, not {d!r:.40}")
+            d = dict(d or {})
             return cls(tuple(d.get("policies", ())), d.get("hive_table"), d.get("metastore"),
                        int(d.get("delay_ms", 0)), d.get("clock", "processing"), d.get("success_file", "_SUCCESS"),
                        d.get("batch_size"), d.get("location_base"))
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError) as e:  # InvalidInputError too: table.json is not the user's argument here
             raise ManifestCorruptError(f"corrupt partition_commit settings in table.json: {e}") from None
 
 

@@ -49,8 +49,9 @@ class WindowForm(Choice):
     #: the last whole period ending by T - lag (seed 002's "previous hour"): windows tile on the calendar,
     #: a DST day included, whatever minute a run starts. The default everywhere.
     ALIGNED = "aligned"
-    #: [T - lag - window, T - lag): a fixed length ending at the lag. ``trib etl run`` read this before
-    #: the forms had names; a job file keeps it by saying ``window_form = "sliding"``.
+    #: [T - lag - window, T - lag): ending at the lag. ``trib etl run`` read this before the forms had
+    #: names; a job file keeps it by saying ``window_form = "sliding"``. Its default length is the real
+    #: length of the calendar period before T's (23 or 25 hours on a DST day), so consecutive runs tile.
     SLIDING = "sliding"
 
 
@@ -72,7 +73,8 @@ class Schedule:
     period_ms: int
     lag_ms: int = 0
     form: WindowForm = WindowForm.ALIGNED
-    #: the sliding form's length (default: the period); the aligned form reads exactly one period
+    #: the sliding form's fixed length; None (or the period itself): the length of the calendar period
+    #: before T's, so that consecutive runs tile on a DST day too. The aligned form reads exactly one period.
     window_ms: int | None = None
     tz: tzinfo = timezone.utc
 
@@ -82,6 +84,8 @@ class Schedule:
         if self.lag_ms < 0:
             raise InvalidInputError("the lag must not be negative", lag="the lag")
         object.__setattr__(self, "form", WindowForm.parse(self.form, "window form"))
+        if self.window_ms == self.period_ms:
+            object.__setattr__(self, "window_ms", None)  # "one period" means the calendar's, as in the aligned form
         if self.form is WindowForm.ALIGNED:
             if self.window_ms is not None and self.window_ms != self.period_ms:
                 raise InvalidInputError(
@@ -92,19 +96,46 @@ class Schedule:
 
     @property
     def length_ms(self) -> int:
+        """The sliding form's fixed length (the nominal period when it follows the calendar)."""
         return self.window_ms if self.window_ms is not None else self.period_ms
+
+    def _sliding_length(self, t_ms: int) -> int:
+        """A fixed ``window``, else the real length of the period before the one holding ``t_ms``.
+
+        A fixed 24 h after a 25 h day leaves an hour unread (and after a 23 h day reads one twice);
+        the previous period's own length makes run N's start run N-1's end, in every zone.
+        """
+        if self.window_ms is not None:
+            return self.window_ms
+        b = floor_to_period(t_ms, self.period_ms, self.tz)
+        return b - shift_periods(b, -1, self.period_ms, self.tz)
 
     def run_time(self, t_ms: int) -> int:
         """The start of the period holding ``t_ms``: an ETL run's identity (one run per period)."""
         return self._guard(t_ms, lambda: floor_to_period(t_ms, self.period_ms, self.tz))
 
     def window(self, t_ms: int) -> TimeWindow:
-        """The closed window a run at ``t_ms`` reads."""
+        """The closed window a run at ``t_ms`` reads (possibly empty: see :meth:`_run_window`)."""
         t = t_ms
         if self.form is WindowForm.ALIGNED:
+            if self.lag_ms and self.run_time(t) == t:
+                return self._guard(t_ms, lambda: self._run_window(t))
             return self._guard(t_ms, lambda: TimeWindow.previous_period(t, self.period_ms, self.lag_ms, self.tz))
         end = t - self.lag_ms
-        return self._guard(t_ms, lambda: TimeWindow(end - self.length_ms, end - 1))
+        return self._guard(t_ms, lambda: TimeWindow(end - self._sliding_length(t), end - 1))
+
+    def _run_window(self, t: int) -> TimeWindow:
+        """The aligned window of a run time ``t`` (a period boundary, as ``trib etl run`` passes) with a lag:
+        the whole periods that reached their lag since the previous run time, [floor(prev - lag), floor(t - lag)).
+
+        Where every period has one length this is the last whole period ending by ``t - lag``. Where they
+        differ (a 65-minute "5m" period in a fall-back hour, Lord Howe's 30-minute jump) "the last whole
+        period" skips a period between two runs, or reads one twice; this reads zero, one or two periods,
+        and consecutive runs always tile.
+        """
+        prev = shift_periods(t, -1, self.period_ms, self.tz)
+        end = floor_to_period(t - self.lag_ms, self.period_ms, self.tz)
+        return TimeWindow(floor_to_period(prev - self.lag_ms, self.period_ms, self.tz), end - 1)
 
     def _guard(self, t_ms: int, fn):
         """Windows stay within years 1..9999 (the jar's PeriodClock.scheduleWindow says the same)."""
@@ -121,13 +152,17 @@ class Schedule:
 
 @dataclass(frozen=True)
 class TimeWindow:
-    """A closed interval of epoch ms; a file is in it iff start <= mtime <= end."""
+    """A closed interval of epoch ms; a file is in it iff start <= mtime <= end.
+
+    ``end == start - 1`` is the empty window: a scheduled run whose periods all went to its
+    neighbours (:meth:`Schedule._run_window`). A user's bounds are never read as one (:meth:`parse`).
+    """
 
     start_ms: int = MIN_MS
     end_ms: int = MAX_MS
 
     def __post_init__(self):
-        if self.end_ms < self.start_ms:
+        if self.end_ms < self.start_ms - 1:
             raise InvalidInputError(
                 f"window end {iso(self.end_ms) or self.end_ms} is before its start "
                 f"{iso(self.start_ms) or self.start_ms}"
@@ -145,6 +180,8 @@ class TimeWindow:
         """From a start and an end (either may be omitted: that side is open)."""
         lo = MIN_MS if start is None else _instant(start, tz, "start", "window start")
         hi = MAX_MS if end is None else _instant(end, tz, "end", "window end")
+        if hi < lo:
+            raise InvalidInputError(f"window end {iso(hi) or hi} is before its start {iso(lo) or lo}")
         return cls(lo, hi)
 
     @classmethod

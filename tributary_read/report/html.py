@@ -56,7 +56,8 @@ def delay_figure(report: LatenessReport):
         fig.add_trace(go.Scatter(
             x=[_when(a.partition_start_ms) for a in arr], y=[a.delay_ms / 3_600_000 for a in arr],
             mode="markers", name=label, marker={"color": color, "size": 7, "opacity": 0.75},
-            text=[f"{a.path}<br>delay {format_duration(a.delay_ms)}" for a in arr], hoverinfo="text+x"))
+            # a file name is data, not markup: plotly renders hover text as HTML (issue 25, Why 11)
+            text=[f"{html.escape(a.path)}<br>delay {format_duration(a.delay_ms)}" for a in arr], hoverinfo="text+x"))
     fig.add_hline(y=0, line={"color": "#9fb3c8", "dash": "dot"})
     fig.update_layout(title="Arrival delay by partition (above 0: landed after its hour ended)",
                       xaxis_title="partition (UTC)", yaxis_title="delay after the partition's end (hours)",

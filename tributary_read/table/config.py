@@ -161,8 +161,11 @@ class TableConfig:
         # Stored as members (a str subclass: table.json and comparisons are unchanged).
         if self.protocol is not None:
             object.__setattr__(self, "protocol", Protocol.parse(self.protocol, "protocol"))
-        if self.checkpoint_interval < 1:
-            raise InvalidInputError("checkpoint interval must be >= 1")
+        if isinstance(self.checkpoint_interval, bool) or not isinstance(self.checkpoint_interval, int) \
+                or self.checkpoint_interval < 1:
+            raise InvalidInputError("checkpoint interval must be a whole number >= 1")
+        if not isinstance(self.partition_commit, Mapping):  # read by hive/commit.py; a string broke every sync
+            raise InvalidInputError(f"partition_commit must be an object, not {self.partition_commit!r:.40}")
         if not isinstance(self.tracking, str):
             raise InvalidInputError(f"unknown tracking {self.tracking!r}; choose {', '.join(Tracking.values())}")
         object.__setattr__(self, "tracking", Tracking.parse(self.tracking, "tracking"))
@@ -209,7 +212,7 @@ class TableConfig:
                 # The key is always written; a table.json without it predates protocols,
                 # when every writer wrote final names: it keeps meaning ``direct``.
                 protocol=Protocol.parse(d.get("protocol", Protocol.DIRECT), "protocol"),
-                roll=RollPolicy(**d.get("roll", {})),
+                roll=_roll(d.get("roll", {})),
                 checkpoint_interval=int(d.get("checkpoint_interval", 100)),
                 partition_commit=d.get("partition_commit", {}),
                 created_ms=int(d.get("created_ms", 0)),
@@ -221,6 +224,16 @@ class TableConfig:
             )
         except (KeyError, TypeError, ValueError, InvalidInputError) as e:
             raise ManifestCorruptError(f"corrupt table properties {where}: {e}") from None
+
+
+def _roll(d: Any) -> RollPolicy:
+    """table.json's ``roll``: its three keys, numbers, and nothing else (a typo is corruption, never a default)."""
+    if not isinstance(d, Mapping) or set(d) - {"max_bytes", "max_records", "inactivity_s"}:
+        raise InvalidInputError(f"roll must be an object of max_bytes, max_records, inactivity_s, not {d!r:.60}")
+    for k, v in d.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise InvalidInputError(f"roll.{k} must be a number, not {v!r:.40}")
+    return RollPolicy(**d)
 
 
 class Table:

@@ -45,10 +45,14 @@ final class Args {
       return null;
     }
     switch (oi.getPrimitiveCategory()) {
-      case BYTE: case SHORT: case INT: case LONG:
-        return PrimitiveObjectInspectorUtils.getLong(value, oi);
+      case BYTE: case SHORT: case INT: case LONG: // epoch ms, as Python reads an integer: never seconds
+        return TimeSpec.epochMs(fn, PrimitiveObjectInspectorUtils.getLong(value, oi));
       case TIMESTAMP:
-        return PrimitiveObjectInspectorUtils.getTimestamp(value, oi).getTime();
+        long ts = PrimitiveObjectInspectorUtils.getTimestamp(value, oi).getTime();
+        if (ts < PeriodClock.MIN_INSTANT_MS || ts > TimeSpec.MAX_INSTANT_MS) {
+          throw new IllegalArgumentException(fn + " " + ts + " is outside years 1..9999 (epoch ms)");
+        }
+        return ts;
       case STRING: case VARCHAR: case CHAR:
         String s = PrimitiveObjectInspectorUtils.getString(value, oi);
         return TimeSpec.instantMs(fn, s, zone);

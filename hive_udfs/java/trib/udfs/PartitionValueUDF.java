@@ -1,6 +1,5 @@
 package trib.udfs;
 
-import java.time.Instant;
 import java.time.ZoneId;
 import java.time.format.DateTimeFormatter;
 import org.apache.hadoop.hive.ql.exec.Description;
@@ -53,7 +52,11 @@ public final class PartitionValueUDF extends GenericUDF {
       lastPattern = pattern;
       lastZone = tz;
     }
-    out.set(formatter.format(Instant.ofEpochMilli(ms)));
+    try {
+      out.set(TimeSpec.partitionValue(formatter, ms, formatter.getZone(), pattern));
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(FN + ": " + e.getMessage());
+    }
     return out;
   }
 

@@ -87,9 +87,17 @@ final class PeriodClock {
 
   static final long MIN_INSTANT_MS = -62_135_596_800_000L;
 
-  /** [start, end] of the last whole period before {@code schedule - lag}; end = next start - 1. */
+  /**
+   * [start, end] of the last whole period before {@code schedule - lag}; end = next start - 1. A
+   * schedule on a period boundary with a lag (a run time) reads the periods that reached their lag
+   * since the previous boundary, [floor(prev - lag), floor(schedule - lag)): zero, one or two
+   * periods where periods differ in length, so consecutive runs tile (Python's Schedule._run_window).
+   */
   long[] previousPeriod(long schedule, long period, long lag) {
     long b = floor(schedule - lag, period);
+    if (lag != 0 && floor(schedule, period) == schedule) {
+      return new long[] {floor(previous(schedule, period) - lag, period), b - 1};
+    }
     return new long[] {previous(b, period), b - 1};
   }
 }

@@ -148,6 +148,26 @@ public final class TimeSpec {
     return v.longValueExact();
   }
 
+  /** {@link #epochMs(String, String)} of a BIGINT argument: seconds and years past 9999 refused alike. */
+  public static long epochMs(String what, long v) {
+    return epochMs(what, Long.toString(v));
+  }
+
+  /**
+   * The partition value of {@code ms} under a {@link java.time.format.DateTimeFormatter} pattern in
+   * {@code zone}; refused, as Python's Layout.for_time refuses, when its local time is outside years
+   * 1..9999 (java.time would print year 10000 as "+10000").
+   */
+  public static String partitionValue(java.time.format.DateTimeFormatter formatter, long ms, ZoneId zone,
+      String pattern) {
+    java.time.ZonedDateTime local = java.time.Instant.ofEpochMilli(ms).atZone(zone);
+    if (local.getYear() < 1 || local.getYear() > 9999) {
+      throw new IllegalArgumentException("event time " + ms + " ms is out of range: no partition of pattern "
+          + quote(pattern) + " holds it in zone " + zone.getId() + " (years 0001..9999)");
+    }
+    return formatter.format(local);
+  }
+
   private static String wall(LocalDateTime local, String frac) {
     return String.format("%04d-%02d-%02dT%02d:%02d:%02d", local.getYear(), local.getMonthValue(),
         local.getDayOfMonth(), local.getHour(), local.getMinute(), local.getSecond())
@@ -166,7 +186,8 @@ public final class TimeSpec {
   }
 
   /**
-   * The parity harness: each stdin line is {@code D<TAB>text}, {@code I<TAB>text<TAB>zone} or
+   * The parity harness: each stdin line is {@code D<TAB>text}, {@code I<TAB>text<TAB>zone},
+   * {@code E<TAB>long}, {@code P<TAB>long<TAB>pattern<TAB>zone} or
    * {@code W<TAB>schedule<TAB>period<TAB>lag<TAB>zone}; each output line is {@code ok<TAB>value} or
    * {@code err<TAB>message}, in order.
    */
@@ -183,6 +204,14 @@ public final class TimeSpec {
             break;
           case "I":
             value = String.valueOf(instantMs("time", f[1], f[2].isEmpty() ? null : ZoneId.of(f[2])));
+            break;
+          case "E": // a BIGINT instant argument of a UDF (Args.millis)
+            value = String.valueOf(epochMs("time", Long.parseLong(f[1])));
+            break;
+          case "P": // trib_partition_value(BIGINT ms, pattern, zone)
+            ZoneId pz = ZoneId.of(f[3]);
+            value = partitionValue(java.time.format.DateTimeFormatter.ofPattern(f[2]).withZone(pz),
+                epochMs("time", Long.parseLong(f[1])), pz, f[2]);
             break;
           default:
             ZoneId z = ZoneId.of(f[4]);
