@@ -86,7 +86,8 @@ def commit(run: _Run, txn: Transaction, base_version: int, empty: bool) -> Write
         crash_point("etl.before_commit")
         run.say(f"{run.job.name}: running the SQL and committing to {run.output.uri}")
         result = write(df, run.output, time_column=run.job.output.time_column, transaction=txn,
-                       time_unit=run.job.output.times, base_version=base_version)
+                       time_unit=run.job.output.times, base_version=base_version,
+                       schema_change=run.job.output.schema_change)
     if result.already_committed:
         run.say(f"{run.job.name}: another run committed {iso_z(run.t)} first (version {result.version}); "
                 "its commit stands" + ("" if empty else ", this copy's files are orphans for `trib clean`"))
