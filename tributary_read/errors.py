@@ -166,6 +166,12 @@ class StorageError(TributaryError):
     exit_code = 7
 
 
+class UnreadableInputError(StorageError):
+    """A file a run planned to read is missing or cannot be read (deleted, truncated, corrupt). A consumer's
+    plan stays pending, so every rerun would fail the same way: restore the file, or leave it unread with
+    ``trib consumer skip ROOT NAME FILE --execute`` (the message names the exact line). Exit 7."""
+
+
 class MetastoreError(TributaryError):
     """The Hive metastore or HiveServer2 failed or is unreachable."""
 
