@@ -1,4 +1,4 @@
-"""``trib consumer``: list, show, ack and reset durable consumers."""
+"""``trib consumer``: list, show, ack, skip, replay and reset durable consumers."""
 
 from __future__ import annotations
 
@@ -99,7 +99,43 @@ def show(state: TribState, root, name, state_dir, as_json) -> None:
         p = info["pending"]
         click.echo("pending    " + (f"{p['plan_id']}: {p['files']} files, {p['bytes']} bytes, made "
                                     f"{_iso(p['created_ms'])}" if p else "-"))
+        for f in (p or {}).get("skipped") or ():
+            click.echo(f"skipped    {f} (of the pending plan: the next run leaves it unread)")
+        for f in info.get("skipped") or ():
+            click.echo(f"skipped    {f} (of the last acked plan: delivered, never read)")
     emit(as_json, info, human)
+
+
+@consumer.command("skip")
+@click.argument("root")
+@click.argument("name")
+@click.argument("file")
+@click.option("--execute", is_flag=True, help="Apply it. Without it, only show what would change.")
+@_state_dir
+@json_option
+@pass_state
+def skip(state: TribState, root, name, file, execute, state_dir, as_json) -> None:
+    """Leave FILE of the pending plan unread: the way past a planned file that is missing or corrupt (exit 7).
+
+    \b
+    The plan stays pending and keeps its id; the next run reads its other files,
+    records the skip in its commit, and acks the plan, so FILE counts as
+    delivered and is never read. Applied only with --execute.
+    """
+    src, options = open_source(state, root, None, None, None)
+    r = Consumer(src, name, state_dir, options).skip(file, execute=execute)
+    what = f"skip {r['path']} of plan {r['plan_id']}"
+    if r["already_skipped"]:
+        emit(as_json, r, f"consumer {name}: {r['path']} of plan {r['plan_id']} is already skipped")
+        return
+
+    def human():
+        click.echo(f"consumer {name}: {what}: {r['effect']}")
+        if r["applied"]:
+            click.echo(f"applied: the skip is recorded; plan {r['plan_id']} stays pending until a run acks it")
+        else:
+            click.echo("nothing changed: add --execute to apply", err=True)
+    emit(as_json, r, human)
 
 
 def _first_run(pos) -> str:

@@ -57,7 +57,8 @@ def run(state: TribState, job_file, schedule_time, dry_run, full_sync, quiet, as
         if not (quiet or state.quiet):
             click.echo(f"trib etl: {msg}", err=True)
 
-    report = run_job(job, schedule_time, dry_run=dry_run, progress=progress, full_sync=full_sync)
+    report = run_job(job, schedule_time, dry_run=dry_run, progress=progress, full_sync=full_sync,
+                     verbose=state.verbose)
     emit(as_json, report.to_json(), lambda: _print_report(report))
 
 

@@ -111,3 +111,44 @@ class _Relay(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay
+
+
+class SilentServer:
+    """A TCP server on 127.0.0.1 that accepts every connection and never sends a byte.
+
+    A metastore or HiveServer2 that hangs (a full GC, a deadlocked handler, a
+    half-dead load balancer) looks exactly like this to a client: the connect
+    succeeds, every read waits. ``with SilentServer() as s: … s.port``.
+    """
+
+    def __init__(self):
+        import socket
+
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self.port = self._sock.getsockname()[1]
+        self.accepted: list = []  # held open, unread, until the server closes
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        self._sock.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                continue
+            self.accepted.append(conn)
+
+    def __enter__(self) -> SilentServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for c in self.accepted:
+            c.close()
+        self._sock.close()

@@ -72,7 +72,12 @@ def test_rows_land_in_the_partition_of_their_event_time_one_manifest(spark, tmp_
 
     assert table.log.latest_version() == 1 and r.version == 1 and not r.already_committed
     commit = table.log.read_commit(1)
-    assert commit.transaction == txn and commit.protocol == "rename"  # the default: hidden until committed
+    # the transaction, and the table's columns after it (the output schema is part of the table)
+    assert commit.transaction.meta == {"note": "t", "schema": [
+        {"name": "id", "type": "bigint", "nullable": True}, {"name": "ms", "type": "bigint", "nullable": True},
+        {"name": "ts", "type": "timestamp", "nullable": True}]}
+    assert (commit.transaction.app_id, commit.transaction.offsets) == (txn.app_id, txn.offsets)
+    assert commit.protocol == "rename"  # the default: hidden until committed
     assert not list((tmp_path / "out").rglob(".*.inprogress"))  # and renamed visible right after
     assert set(commit.files) == set(r.files) and len(r.files) >= 4  # 3 tasks x several hours
     assert r.records == len(rows) == commit.records

@@ -83,6 +83,12 @@ class SchemaConflictError(BadRecordError):
     """
 
 
+class SchemaChangeError(InvalidInputError):
+    """A run's output columns differ from the table's recorded schema in a way no reader of the whole
+    table can merge (a changed type, a dropped column, a new column that is not nullable): refused
+    before anything is written. Fix the SQL, or say ``schema_change = "allow"`` in the job's [output]."""
+
+
 class SourceMismatchError(InvalidInputError):
     """The source file is not the one its committed offsets were read from (a
     different file under the same name, or one truncated, rotated or replaced):
@@ -158,6 +164,12 @@ class StorageError(TributaryError):
     """The file system refused or failed an operation: check permissions and retry."""
 
     exit_code = 7
+
+
+class UnreadableInputError(StorageError):
+    """A file a run planned to read is missing or cannot be read (deleted, truncated, corrupt). A consumer's
+    plan stays pending, so every rerun would fail the same way: restore the file, or leave it unread with
+    ``trib consumer skip ROOT NAME FILE --execute`` (the message names the exact line). Exit 7."""
 
 
 class MetastoreError(TributaryError):

@@ -68,6 +68,26 @@ def parse_duration_ms(value: str | int, what: str = "duration") -> int:
     return int(ms)
 
 
+def parse_timeout_ms(value: str | int, what: str = "timeout") -> int:
+    """A timeout: a duration with its unit, or a bare number of seconds (> 0).
+
+    Metastore URIs took ``?timeout=SECONDS`` before durations carried units, and a
+    URI in a job file or a table's settings must keep its meaning: a timeout is
+    never milliseconds by accident, so the bare form stays seconds here only.
+    """
+    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    if text is not None and re.match(r"^[0-9]+(?:\.[0-9]+)?$", text):
+        exact = Decimal(text) * 1000
+        if exact != exact.to_integral_value() or exact > MAX_INSTANT_MS:
+            raise InvalidInputError(f"{what} {text} is not a whole number of milliseconds up to 9999 years")
+        ms = int(exact)
+    else:
+        ms = parse_duration_ms(value, what)
+    if ms <= 0:
+        raise InvalidInputError(f"{what} {value!r} must be positive ({DURATION_EXAMPLES})")
+    return ms
+
+
 def format_duration_ms(ms: int) -> str:
     """A duration as :func:`parse_duration_ms` reads it back: the largest unit that divides it (``90s``, ``1m``)."""
     if ms == 0:

@@ -10,9 +10,10 @@ commit, exactly like a rerun.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
-from tributary_read.errors import InvalidInputError
+from tributary_read.errors import InvalidInputError, StorageError, TributaryError, UnreadableInputError
 from tributary_read.etl.report import iso_z
 from tributary_read.faults import crash_point
 
@@ -30,14 +31,31 @@ def session(run: _Run):
         run.say(f"{run.job.name}: starting Spark ({run.job.spark.master or 'from the environment'})")
         run.spark = sql_session(run.job.spark.master, run.job.spark.conf, f"trib-etl-{run.job.name}",
                                 catalog=run.job.catalog, udfs=False)
+        if not run.verbose:  # a planned file that cannot be read ends in one line (unreadable), not a JVM trace
+            from tributary_read.spark.session import quiet_task_failures
+
+            quiet_task_failures(run.spark)
     return run.spark
 
 
 def read(run: _Run, filesets) -> list[int | None]:
-    """Register each input as its view; returns the records per input (None: not counted)."""
+    """Register each input as its view; returns the records per input (None: not counted).
+
+    A planned file that is gone or unreadable is :class:`UnreadableInputError` (exit 7), naming it
+    and the ways forward (:func:`unreadable`), here and in :func:`commit`, where Spark reads lazily.
+    """
+    spark = session(run)
+    try:
+        return _read(run, spark, filesets)
+    except Exception as e:  # noqa: BLE001 - Spark's own errors: only a planned file's becomes exit 7
+        if isinstance(e, TributaryError) and not isinstance(e, StorageError):
+            raise
+        raise unreadable(run, filesets, e) or e
+
+
+def _read(run: _Run, spark, filesets) -> list[int | None]:
     from tributary_read.spark.read import read_files
 
-    spark = session(run)
     counts = []
     for spec, (fs, _plan), rep in zip(run.job.inputs, filesets, run.inputs):
         run.say(f"{run.job.name}: input {spec.view}: {len(fs.files)} files, {fs.bytes} bytes")
@@ -67,7 +85,7 @@ def read(run: _Run, filesets) -> list[int | None]:
     return counts
 
 
-def commit(run: _Run, txn: Transaction, base_version: int, empty: bool) -> WriteResult:
+def commit(run: _Run, txn: Transaction, base_version: int, empty: bool, filesets=()) -> WriteResult:
     """Run the SQL and commit its rows (``empty``: commit no files, no Spark), on top of ``base_version``."""
     from tributary_read.spark.write import commit_files, write
 
@@ -85,9 +103,66 @@ def commit(run: _Run, txn: Transaction, base_version: int, empty: bool) -> Write
             raise InvalidInputError(f"{run.job.sql_path}: {first}") from None
         crash_point("etl.before_commit")
         run.say(f"{run.job.name}: running the SQL and committing to {run.output.uri}")
-        result = write(df, run.output, time_column=run.job.output.time_column, transaction=txn,
-                       time_unit=run.job.output.times, base_version=base_version)
+        try:
+            result = write(df, run.output, time_column=run.job.output.time_column, transaction=txn,
+                           time_unit=run.job.output.times, base_version=base_version,
+                           schema_change=run.job.output.schema_change)
+        except Exception as e:  # noqa: BLE001 - Spark's own errors: only a planned file's becomes exit 7
+            if isinstance(e, TributaryError) and not isinstance(e, StorageError):
+                raise
+            raise unreadable(run, filesets, e) or e
     if result.already_committed:
         run.say(f"{run.job.name}: another run committed {iso_z(run.t)} first (version {result.version}); "
                 "its commit stands" + ("" if empty else ", this copy's files are orphans for `trib clean`"))
     return result
+
+
+_ERROR_CLASS = re.compile(r"\[([A-Z][A-Z_]+(?:\.[A-Z_]+)?)\]")
+_CAUSE = re.compile(r"(?:Caused by: )?((?:java|org|com)\.[\w.$]+(?:Exception|Error)): ([^\n]{0,160})")
+
+
+def unreadable(run: _Run, filesets, e: BaseException) -> UnreadableInputError | None:
+    """The one line for a Spark failure that a planned input file caused (gone, truncated, corrupt), or None.
+
+    Spark names the file in its message (``[PATH_NOT_FOUND]``, ``[FAILED_READ_FILE]``); without
+    this a consumer's plan stays pending and every rerun fails with a JVM stack trace and exit 1,
+    naming no way forward. The line names the file, whether it is missing, and both ways forward.
+    """
+    from tributary_read.etl.resolve_step import _source
+    from tributary_read.etl.spec import InputMode
+
+    text = str(e)
+    for spec, (fs, plan) in zip(run.job.inputs, filesets):
+        if not fs.files:
+            continue
+        hits = [f for f in fs.files if f.path in text]
+        src = _source(spec)
+        if hits:
+            hit = max(hits, key=lambda f: len(f.path))  # a.jsonl.gz, not a.jsonl
+        elif "PATH_NOT_FOUND" in text or "FileNotFound" in text:
+            hit = next((f for f in fs.files if not src.storage.exists(f.path)), None)
+            if hit is None:
+                continue
+        else:
+            continue
+        if not src.storage.exists(hit.path):
+            how = "is missing"
+        else:
+            cls = _ERROR_CLASS.search(text)
+            causes = _CAUSE.findall(text)
+            why = ", ".join(x for x in (cls.group(1) if cls else None,
+                                         f"{causes[-1][0].rsplit('.', 1)[-1]}: {causes[-1][1].strip()}"
+                                         if causes else None) if x)
+            how = f"cannot be read ({why or type(e).__name__})"
+        if spec.mode is InputMode.CONSUMER and plan is not None:
+            from tributary_read.read.consumer import Consumer
+
+            c = Consumer(src, spec.consumer, spec.state_dir, spec.storage_options)
+            return UnreadableInputError(
+                f"input {spec.view}: planned file {hit.path} {how}; plan {plan.plan_id} of consumer "
+                f"{spec.consumer} stays pending, so every run reads it again: restore the file and rerun, or leave "
+                f"it unread: {c.skip_command(hit.path)} (or drop the whole plan: "
+                f"{c.reset_command('discard-plan')})")
+        return UnreadableInputError(f"input {spec.view}: file {hit.path} of {fs.root} {how}; restore it and rerun "
+                                    "(the rerun resolves its window again)")
+    return None

@@ -267,8 +267,13 @@ class _Parser(_InputParser):
             times = IntegerTimes(unit, allow_any, JOB_FILE)
         except InvalidInputError as e:
             raise self.fail(f"output.{'allow_any_time' if unit is None else 'time_unit'}: {e}") from None
+        from tributary_read.etl.spec import SCHEMA_CHANGES
+
+        change = self.string(d, "schema_change", "output") or "refuse"
+        if change not in SCHEMA_CHANGES:
+            raise self.fail(f"output.schema_change {change!r}: choose {' or '.join(SCHEMA_CHANGES)}")
         root, options = self.root_of(table)
-        return OutputSpec(table, root, col, options, times)
+        return OutputSpec(table, root, col, options, times, change)
 
     def hive(self, x: Any) -> HiveSpec:
         d = self.table_of(x, "hive")

@@ -32,6 +32,8 @@ class InputRecord:
     plan_id: str | None = None
     state_dir: str | None = None
     window: tuple[int, int] | None = None  # [start_ms, end_ms] of a window input
+    #: files of the plan left unread by ``trib consumer skip`` (acked with the plan: delivered, never read)
+    skipped: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"table": self.table, "mode": self.mode, "files": self.files}
@@ -39,6 +41,8 @@ class InputRecord:
             d.update(consumer=self.consumer, plan_id=self.plan_id)
             if self.state_dir:
                 d["state_dir"] = self.state_dir
+            if self.skipped:
+                d["skipped"] = list(self.skipped)
         if self.window is not None:
             d["window"] = list(self.window)
         return d
@@ -48,9 +52,11 @@ class InputRecord:
         w = d.get("window")
         window = (int(w[0]), int(w[1])) if isinstance(w, (list, tuple)) and len(w) == 2 else None
         files = d.get("files")
+        skipped = d.get("skipped")
+        skipped = tuple(str(p) for p in skipped) if isinstance(skipped, list) else ()
         return cls(str(view), str(d.get("table") or ""), str(d.get("mode") or ""),
                    files if isinstance(files, int) else 0, _opt(d.get("consumer")), _opt(d.get("plan_id")),
-                   _opt(d.get("state_dir")), window)
+                   _opt(d.get("state_dir")), window, skipped)
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,8 @@ class InputReport:
     #: a consumer input: what its capped plan left for the next runs (files, bytes, oldest partition;
     #: tributary_read.read.backlog), delivered by them
     backlog: Mapping | None = field(default=None, hash=False)
+    #: a consumer input: files of its plan left unread by ``trib consumer skip`` (the commit records them)
+    skips: tuple[str, ...] = ()
 
     def to_json(self, with_paths: bool = False) -> dict:
         d: dict[str, Any] = {"view": self.view, "table": self.table, "mode": self.mode, "files": self.files,
@@ -105,6 +107,8 @@ class InputReport:
         d["left"] = [x.to_json() for x in self.left]
         if self.backlog is not None:
             d["backlog"] = dict(self.backlog)
+        if self.skips:
+            d["skips"] = list(self.skips)
         if with_paths:
             d["paths"] = list(self.paths)
         return d

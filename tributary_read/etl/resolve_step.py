@@ -66,6 +66,15 @@ def _resolve_one(run: _Run, spec: InputSpec):
         request = ReadRequest(mode=str(spec.mode), window=window, allow_untracked=spec.allow_untracked)
     chosen = select(src, request, options=spec.storage_options)
     fs, plan = chosen.fileset, chosen.plan
+    skips: tuple[str, ...] = ()
+    if plan is not None:  # files `trib consumer skip` left out of the plan: read the rest, ack it whole
+        from tributary_read.read.consumer import Consumer
+
+        skips = Consumer(src, spec.consumer, spec.state_dir, spec.storage_options).skipped(plan)
+        if skips:
+            fs = replace(fs, files=tuple(f for f in fs.files if f.path not in skips))
+            run.say(f"input {spec.view}: {len(skips)} planned file(s) skipped by `trib consumer skip` "
+                    f"(e.g. {skips[0]}): not read, acked with plan {plan.plan_id}")
     if spec.layout is not None and hasattr(fs, "layout") and getattr(fs, "layout", None) is None:
         fs = replace(fs, layout=spec.layout)
     run.inputs.append(InputReport(
@@ -76,8 +85,8 @@ def _resolve_one(run: _Run, spec: InputSpec):
         late_files=tuple(_late(run, src.layout, fs.files)),
         beyond_horizon=tuple(b.path for b in plan.beyond_horizon) if plan is not None else (),
         skipped=len(fs.skipped), paths=tuple(f.path for f in fs.files),
-        untracked=fs.untracked.to_json() if fs.untracked is not None else None, left=left_of(fs, plan),
-        backlog=plan.stats.get("backlog") if plan is not None else None))
+        untracked=fs.untracked.to_json() if fs.untracked is not None else None, left=left_of(fs, plan, skips),
+        backlog=plan.stats.get("backlog") if plan is not None else None, skips=skips))
     if fs.untracked is not None:
         run.say(f"input {spec.view}: {fs.untracked.message()}")
     if plan is not None and plan.conflicts:
@@ -90,11 +99,14 @@ def _resolve_one(run: _Run, spec: InputSpec):
     return fs, plan
 
 
-def left_of(fs, plan) -> tuple[Left, ...]:
+def left_of(fs, plan, skips: tuple[str, ...] = ()) -> tuple[Left, ...]:
     """What an input saw and did not read this run, and why: the report names it, never silence."""
     from tributary_read.timespec import format_duration_ms
 
     out = []
+    if skips:
+        out.append(Left(len(skips), "of the plan were skipped with `trib consumer skip` (missing or unreadable)",
+                        False, skips[0]))
     if plan is not None:
         if plan.deferred:
             out.append(Left(plan.deferred, f"modified within the last {format_duration_ms(plan.min_age_ms)} "
@@ -139,8 +151,9 @@ def _late(run: _Run, layout, files) -> list[str]:
 def record(run: _Run, spec: InputSpec, fs, plan) -> InputRecord:
     """What the commit's transaction meta keeps of an input (what a rerun needs to ack it)."""
     if plan is not None:
+        skips = next((r.skips for r in run.inputs if r.view == spec.view), ())
         return InputRecord(spec.view, fs.root, str(spec.mode), len(fs.files), spec.consumer, plan.plan_id,
-                           spec.state_dir or None)
+                           spec.state_dir or None, skipped=skips)
     window = None
     if spec.mode is not InputMode.CONSUMER:
         w = run.window(spec)

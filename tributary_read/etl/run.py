@@ -143,13 +143,14 @@ def recorded_inputs(t: Transaction | None) -> dict[str, dict]:
 
 # -- the run -----------------------------------------------------------------------------
 def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_run: bool = False,
-            progress: Progress | None = None, full_sync: bool = False) -> RunReport:
+            progress: Progress | None = None, full_sync: bool = False, verbose: bool = False) -> RunReport:
     """Run ``job`` for ``schedule_time`` (see the module docstring); ``dry_run`` resolves and reports only.
 
     ``spark``: an existing SparkSession (else one is built from the job's
     ``[spark]`` section when the run needs one). Runs of one job never
     overlap: a second concurrent run raises ConcurrentRunError. ``full_sync``:
-    sync the whole Hive table, not only the commit's partitions (docs/etl.md).
+    sync the whole Hive table, not only the commit's partitions (docs/etl.md). ``verbose``: keep
+    Spark's task-failure traces on the console (``-v``); else a failed task ends in trib's one line.
     """
     aligned, given = schedule_time_ms(schedule_time, job)
     if not dry_run:
@@ -158,6 +159,7 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
 
     output = Table.load(job.output.root, job.output.storage_options)
     run = _Run(job, aligned, given, output, spark, dry_run, progress or (lambda _msg: None), full_sync)
+    run.verbose = verbose
     if dry_run:  # reads only: it may watch a run in progress
         return run.execute()
     with JobLock(lock_path(job.name, output, job.lock_dir), job.name):
@@ -177,6 +179,7 @@ class _Run:
         self.acked: list = []
         self.out = OutputReport(output.uri, job.output.time_column)
         self.hive = None
+        self.verbose = False
 
     def window(self, spec: InputSpec) -> TimeWindow:
         """A window input's window for this run (:func:`window_for`)."""
@@ -226,7 +229,7 @@ class _Run:
             else:
                 records = self._step("read", lambda: commit_step.read(self, filesets))
                 self.inputs = [replace(r, records=n) for r, n in zip(self.inputs, records)]
-            result = self._step("commit", lambda: commit_step.commit(self, txn, base, empty))
+            result = self._step("commit", lambda: commit_step.commit(self, txn, base, empty, filesets))
             committed, already = result.commit, result.already_committed
             if already:  # a concurrent duplicate committed first: go on with its commit and its record
                 record = RunRecord.of(committed.transaction)

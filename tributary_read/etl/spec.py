@@ -17,6 +17,8 @@ from tributary_read.table.layout import Layout
 from tributary_read.table.timeunit import JOB_FILE, IntegerTimes
 
 HOUR_MS = 3_600_000
+#: ``[output] schema_change``: refuse a run that breaks the output's recorded schema (the default), or allow it.
+SCHEMA_CHANGES = ("refuse", "allow")
 
 
 class InputMode(Choice):
@@ -110,11 +112,14 @@ class OutputSpec:
     storage_options: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False)
     #: ``time_unit`` / ``allow_any_time``: how an integer time column becomes epoch ms, and its check
     times: IntegerTimes = IntegerTimes(spelling=JOB_FILE)
+    #: ``refuse`` (default): a run whose columns break the table's recorded schema fails with exit 3
+    #: before writing; ``allow``: it commits, and the new columns become the recorded ones
+    schema_change: str = "refuse"
 
     def to_json(self) -> dict:
         return {"table": self.table, "root": self.root, "time_column": self.time_column,
                 "time_unit": None if self.times.unit is None else str(self.times.unit),
-                "allow_any_time": self.times.allow_any}
+                "allow_any_time": self.times.allow_any, "schema_change": self.schema_change}
 
 
 @dataclass(frozen=True)
@@ -167,7 +172,7 @@ _INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lo
 _CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every", "initial_position",
                   "allow_beyond_horizon", "allow_changed", "max_files"}
 _WINDOW_ONLY = {"window", "window_form", "lag"}
-_OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time"}
+_OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time", "schema_change"}
 _HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir", "full_sync_every"}
 _SPARK_KEYS = {"master", "conf", "deploy_mode", "archives"}
 

@@ -20,16 +20,17 @@ import os
 
 from tributary_read.errors import InvalidInputError, MetastoreError, missing_extra
 from tributary_read.hive.dialect import DIALECTS
-from tributary_read.hive.metastore import thrift_transport
+from tributary_read.hive.metastore import thrift_transport, timed_out
 from tributary_read.hive.sql import render
 from tributary_read.hive.sql_metastore import SqlMetastore
-from tributary_read.hive.uri import KINDS, PASSWORD_ENV, MetastoreKind, MetastoreURI
+from tributary_read.hive.uri import DEFAULT_TIMEOUT_S, KINDS, PASSWORD_ENV, MetastoreKind, MetastoreURI
 
 AUTH_MODES = ("NONE", "NOSASL", "LDAP", "KERBEROS")
 DEFAULT_PORT = KINDS[MetastoreKind.HS2].default_port
-CONNECT_TIMEOUT_S = 30.0
-#: A whole statement may take long (ANALYZE scans data); only a dead server should hit this.
-STATEMENT_TIMEOUT_S = 3600.0
+#: The connect, the handshake and every statement: one bound, ``?timeout=`` (hive/uri.py
+#: DEFAULT_TIMEOUT_S). A statement that really takes longer (ANALYZE over a large partition)
+#: needs a larger ``?timeout=``; a server that stopped answering no longer holds a run for an hour.
+CONNECT_TIMEOUT_S = DEFAULT_TIMEOUT_S
 
 
 class Hs2Metastore(SqlMetastore):
@@ -51,7 +52,7 @@ class Hs2Metastore(SqlMetastore):
             raise InvalidInputError(f"auth=LDAP needs a password in ${PASSWORD_ENV}")
         if engine is not None and engine not in DIALECTS:
             raise InvalidInputError(f"unknown engine {engine!r}; choose {', '.join(DIALECTS)}")
-        self.host, self.port = host, int(port)
+        self.host, self.port, self.timeout = host, int(port), float(timeout)
         self._conn = self._connect(database, auth, user or getpass.getuser(), password,
                                    kerberos_service_name, timeout)
         self._cursor = self._conn.cursor()
@@ -91,12 +92,15 @@ class Hs2Metastore(SqlMetastore):
         try:
             conn = hive.Connection(thrift_transport=transport, username=user, database=database)
         except Exception as e:  # noqa: BLE001 - thrift, SASL and HS2 errors all end here
+            if timed_out(e):
+                raise MetastoreError(f"{self._where()} accepted the connection but did not answer the handshake "
+                                     f"within {float(timeout):g}s (?timeout=)") from None
             msg = self._error(e)
             if "read 0 bytes" in msg or "TSocket" in msg or "closed" in msg.lower():
                 msg = (f"the server closed the connection during the handshake; check auth={auth} "
                        "against its hive.server2.authentication")
             raise MetastoreError(f"cannot open a session on {self._where()}: {msg}") from None
-        sock.setTimeout(STATEMENT_TIMEOUT_S * 1000)
+        # The socket keeps ``timeout`` as its read timeout: every statement is bounded, not only the connect.
         return conn
 
     def _probe_engine(self) -> str:
@@ -107,11 +111,17 @@ class Hs2Metastore(SqlMetastore):
     def _execute(self, sql: str) -> list[tuple]:
         try:
             self._cursor.execute(sql)
-        except OSError as e:
-            raise MetastoreError(f"lost {self._where()}: {e}") from None
-        if self._cursor.description is None:
-            return []
-        return [tuple(r) for r in self._cursor.fetchall()]
+            if self._cursor.description is None:
+                return []
+            return [tuple(r) for r in self._cursor.fetchall()]
+        except Exception as e:  # noqa: BLE001 - a socket or thrift transport error; pyhive's own go on
+            if timed_out(e):
+                raise MetastoreError(f"{self._where()} did not answer within {self.timeout:g}s (?timeout=); "
+                                     "the statement's outcome is unknown: rerun (adds and drops are "
+                                     "idempotent)") from None
+            if isinstance(e, OSError) or type(e).__module__.startswith("thrift"):
+                raise MetastoreError(f"lost {self._where()}: {e}") from None
+            raise
 
     def _error(self, e: Exception) -> str:
         # pyhive's OperationalError carries the whole Thrift response; keep its message.

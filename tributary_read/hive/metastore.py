@@ -102,13 +102,31 @@ def reach(host: str, port: int, timeout: float, where: str) -> None:
         raise MetastoreError(f"cannot reach {where}: {(e.strerror or str(e)).lower()}") from None
 
 
+def timed_out(e: BaseException) -> bool:
+    """``e`` (or what it wraps) is a socket read that hit ``?timeout=``: the server did not answer in time.
+
+    Thrift raises its own exception around the socket's; SASL and pyhive may wrap it again.
+    """
+    seen = 0
+    while e is not None and seen < 5:
+        if isinstance(e, TimeoutError) or getattr(e, "type", None) == 3 and type(e).__name__ == "TTransportException":
+            return True
+        if "timed out" in str(e).lower() or "read timeout" in str(e).lower():
+            return True
+        e = getattr(e, "inner", None) or e.__cause__ or e.__context__
+        seen += 1
+    return False
+
+
 def thrift_transport(host: str, port: int, *, auth: str, timeout: float, where: str, extra: str,
                      service: str | None = None, user: str | None = None, password: str | None = None):
     """The socket and Thrift transport (not yet open) that HiveServer2 and the metastore's API share.
 
     ``auth``: ``NOSASL`` (raw Thrift), ``KERBEROS`` (SASL GSSAPI for ``service`` on ``host``) or anything
     else as SASL PLAIN with ``user``/``password``. ``extra``: the pip extra that brings the client.
-    Returns ``(socket, transport)``: callers widen the socket's timeout once the session is open.
+    Returns ``(socket, transport)``. ``timeout`` stays the socket's read timeout after the connect, so
+    every call is bounded by it (a server that accepts and never answers ends the call with a
+    timeout, never holds it for the OS's idea of a dead peer).
     """
     import importlib.util
 

@@ -26,15 +26,15 @@ from typing import Sequence
 from tributary_read.errors import InvalidInputError, MetastoreError, NoSuchHiveTableError, missing_extra
 from tributary_read.hive.describe import stats_from, table_type
 from tributary_read.hive.dialect import DIALECTS
-from tributary_read.hive.metastore import Metastore, thrift_transport
+from tributary_read.hive.metastore import Metastore, thrift_transport, timed_out
 from tributary_read.hive.model import STALE_STATS_PARAMS, HivePartition, HiveTable, PartitionSpec, TableName
 from tributary_read.hive.sql import check_values
-from tributary_read.hive.uri import KINDS, MetastoreKind, MetastoreURI
+from tributary_read.hive.uri import DEFAULT_TIMEOUT_S, KINDS, MetastoreKind, MetastoreURI
 
 DEFAULT_PORT = KINDS[MetastoreKind.THRIFT].default_port
 AUTH_MODES = ("NOSASL", "KERBEROS")
-CONNECT_TIMEOUT_S = 10.0
-CALL_TIMEOUT_S = 600.0
+#: The connect and every call: one bound, ``?timeout=`` (see hive/uri.py DEFAULT_TIMEOUT_S).
+CONNECT_TIMEOUT_S = DEFAULT_TIMEOUT_S
 
 
 class ThriftMetastore(Metastore):
@@ -51,6 +51,7 @@ class ThriftMetastore(Metastore):
         self.dialect = DIALECTS["metastore"]
         self.statements = 0  # Thrift calls made, as SQL backends count statements
         self._tables: dict[TableName, object] = {}
+        self.timeout = float(timeout)
         self._transport, self._client = self._connect(auth, kerberos_service_name or "hive", timeout)
 
     @classmethod
@@ -79,7 +80,7 @@ class ThriftMetastore(Metastore):
             transport.open()
         except Exception as e:  # noqa: BLE001 - thrift and SASL errors alike
             raise MetastoreError(f"cannot open {where} (auth={auth}): {e}") from None
-        sock.setTimeout(CALL_TIMEOUT_S * 1000)
+        # The socket keeps ``timeout`` as its read timeout: each call is bounded, not only the connect.
         return transport, ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport))
 
     def _call(self, what: str, table: TableName | None, fn):
@@ -97,14 +98,16 @@ class ThriftMetastore(Metastore):
                 ttypes.InvalidOperationException) as e:
             msg = (getattr(e, "message", None) or type(e).__name__).strip().splitlines()[0][:300]
             raise MetastoreError(f"{self.address}: {what} {table or ''}: {msg}".replace("  ", " ")) from None
-        except (OSError, EOFError, ConnectionError) as e:
+        except Exception as e:  # noqa: BLE001 - thrift transport errors and OSError alike
+            if timed_out(e):
+                raise MetastoreError(f"{self.address} did not answer within {self.timeout:g}s (?timeout=) "
+                                     f"during {what} {table or ''}; the call's outcome is unknown: rerun "
+                                     "(adds and drops are idempotent)".replace(" ;", ";")) from None
+            if not isinstance(e, (OSError, EOFError, ConnectionError)) and \
+                    not type(e).__module__.startswith("thrift"):
+                raise
             raise MetastoreError(f"lost {self.address} during {what} {table or ''}: {e}; the call's outcome "
                                  "is unknown: rerun (adds and drops are idempotent)") from None
-        except Exception as e:  # noqa: BLE001 - thrift transport errors
-            if type(e).__module__.startswith("thrift"):
-                raise MetastoreError(f"lost {self.address} during {what} {table or ''}: {e}; the call's "
-                                     "outcome is unknown: rerun (adds and drops are idempotent)") from None
-            raise
 
     def _table(self, table: TableName, fresh: bool = False):
         if fresh or table not in self._tables:

@@ -20,6 +20,10 @@ from urllib.parse import parse_qsl, urlsplit
 from tributary_read.errors import InvalidInputError
 
 PASSWORD_ENV = "TRIB_HS2_PASSWORD"
+#: What ``?timeout=`` is when not given: the bound of the connect and of every call. A metastore that
+#: accepts and never answers would otherwise hold a sync (and an ETL run's lock) for as long as the
+#: OS keeps the socket; a minute is far above any healthy call and far below a scheduler's next hour.
+DEFAULT_TIMEOUT_S = 60.0
 
 
 class MetastoreKind(enum.Enum):
@@ -110,10 +114,12 @@ class MetastoreURI:
         if unknown:
             raise InvalidInputError(f"unknown option(s) {', '.join(sorted(unknown))} in {text!r}")
         if "timeout" in params:
+            from tributary_read.timespec import parse_timeout_ms
+
             try:
-                float(params["timeout"])
-            except ValueError:
-                raise InvalidInputError(f"bad timeout in {text!r}") from None
+                parse_timeout_ms(params["timeout"], "timeout")
+            except InvalidInputError as e:
+                raise InvalidInputError(f"bad timeout in {text!r}: {e}") from None
         return cls(kind, text, u.hostname, port, u.path.strip("/") or None, u.username,
                    MappingProxyType(params))
 
@@ -126,8 +132,13 @@ class MetastoreURI:
     def backend(self) -> str:
         return KINDS[self.kind].backend
 
-    def timeout(self, default: float) -> float:
-        return float(self.params.get("timeout", default))
+    def timeout(self, default: float = DEFAULT_TIMEOUT_S) -> float:
+        """Seconds that bound the connect and each call (``?timeout=``: ``2s``, ``5m``, or bare seconds)."""
+        if "timeout" not in self.params:
+            return default
+        from tributary_read.timespec import parse_timeout_ms
+
+        return parse_timeout_ms(self.params["timeout"], "timeout") / 1000
 
     def spark_conf(self) -> Mapping[str, str]:
         """``conf.KEY=VALUE`` options of a ``spark`` URI, as Spark confs."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from tributary_read.errors import SchemaConflictError
+from tributary_read.errors import SchemaChangeError, SchemaConflictError
 
 NULL, BOOL, INT, BIGINT, DOUBLE, STRING = "null", "bool", "int", "bigint", "double", "string"
 #: Integers a double holds exactly; larger ones keep an integer column from becoming double.
@@ -226,3 +226,61 @@ class RowColumns:
             table = pa.table([empty_structs_to_null(c.combine_chunks()) for c in table.columns],
                              names=table.column_names)
         return table
+
+
+# -- a table's schema across commits ------------------------------------------------------
+#: Where a commit records the table's columns after it (its transaction's meta), so the next
+#: writer can tell a compatible change from one that breaks every reader of the whole table.
+SCHEMA_KEY = "schema"
+
+
+def columns_json(columns) -> list[dict]:
+    """``columns`` ((name, type, nullable) triples) as a commit records them."""
+    return [{"name": n, "type": t, "nullable": bool(null)} for n, t, null in columns]
+
+
+def recorded_columns(meta) -> list[tuple[str, str, bool]] | None:
+    """The columns a transaction's meta records, or None (none recorded, or not in the shape written)."""
+    cols = (meta or {}).get(SCHEMA_KEY) if hasattr(meta, "get") else None
+    if not isinstance(cols, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
+                                             and isinstance(c.get("type"), str) for c in cols):
+        return None
+    return [(c["name"], c["type"], c.get("nullable") is not False) for c in cols]
+
+
+def evolve_columns(recorded, new, allow: bool = False, where: str = "the output") -> list[tuple[str, str, bool]]:
+    """The table's columns after a write of ``new`` onto a table whose commits recorded ``recorded``.
+
+    The rule Parquet readers merging a whole table impose (Spark's ``mergeSchema``,
+    pyarrow's ``unify_schemas``, Hive, DuckDB): a column keeps its type, and a
+    column is never dropped (older files still have it, newer ones would not);
+    a new column must be nullable, since every row written before has no value
+    for it. Nullability of an existing column may change (readers take the
+    wider). ``allow``: commit a breaking change anyway; the result is then
+    ``new`` as written, and readers of the whole table see both versions.
+    Types are compared as spelled (Spark's ``simpleString``), so a widening
+    (``int`` to ``bigint``) is a change too: not every reader widens.
+    """
+    new = [(n, t, bool(null)) for n, t, null in new]
+    if recorded is None:
+        return new
+    old = {n: (t, null) for n, t, null in recorded}
+    now = {n: (t, null) for n, t, null in new}
+    problems = []
+    for n, (t, _null) in old.items():
+        if n not in now:
+            problems.append(f"column {n!r} ({t}) is dropped")
+        elif now[n][0] != t:
+            problems.append(f"column {n!r} changes type from {t} to {now[n][0]}")
+    for n, (t, null) in now.items():
+        if n not in old and not null:
+            problems.append(f"new column {n!r} ({t}) is not nullable (rows written before have no value for it; "
+                            "make the expression nullable, e.g. CASE WHEN ... THEN ... END)")
+    if problems and not allow:
+        raise SchemaChangeError(
+            f"{where}: {'; '.join(problems)}: refused before anything was written (every reader of the whole "
+            "table would fail to merge the schemas); fix the SQL, or say schema_change = \"allow\" in [output]")
+    if problems:
+        return new
+    out = [(n, t, null or now[n][1]) for n, t, null in recorded]  # recorded order; nullability widens
+    return out + [(n, t, null) for n, t, null in new if n not in old]

@@ -203,6 +203,9 @@ class Consumer(Moves):
         try:
             self._states.prune(KEEP_STATES, current, names)
             self._plans.prune(KEEP_STATES, current, names)
+            for name in names:  # skips of plans as old as the pruned states (skip-<base>-<n>.json)
+                if name.startswith("skip-") and name[5:25].isdigit() and int(name[5:25]) <= current - KEEP_STATES:
+                    self.storage.delete(f"{self.prefix}/{name}")
             used: set[str] = set()
             for n in self._states.numbers():
                 doc = self._states.read(n) or {}
@@ -454,7 +457,10 @@ class Consumer(Moves):
             out["state_bytes"] = info.size if info else None
         out["pending"] = None if pend is None else {
             "plan_id": pend.plan_id, "created_ms": pend.created_ms, "files": len(pend.files),
-            "bytes": pend.bytes, "conflicts": len(pend.conflicts), "beyond_horizon": len(pend.beyond_horizon)}
+            "bytes": pend.bytes, "conflicts": len(pend.conflicts), "beyond_horizon": len(pend.beyond_horizon),
+            "skipped": list(self.skipped(pend))}
+        # the files ``trib consumer skip`` left out of the last acked plan: delivered, never read
+        out["skipped"] = list(self.skipped(base=base - 1, plan_id=state.plan_id)) if state is not None else []
         return out
 
 

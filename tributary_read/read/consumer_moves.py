@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from tributary_read.choice import Choice
 from tributary_read.errors import (CommitConflictError, ConsumerStateCorruptError, InvalidInputError,
                                    LogRetentionError)
-from tributary_read.read.consumer_state import ConsumerState, Plan
+from tributary_read.read.consumer_state import ConsumerState, Plan, skip_command
 from tributary_read.read.consumer_tracking import PlanOptions, tracking_for
 from tributary_read.read.ledger import apply_delta, present_count
 from tributary_read.read.listing import Progress
@@ -62,6 +62,11 @@ class Moves:
     external: bool
 
     if TYPE_CHECKING:  # the consumer's own storage of states and plans (Consumer defines them)
+        from tributary_read.io.storage import Storage
+
+        storage: Storage
+        prefix: str
+
         def exists(self) -> bool: ...
         def _no_such(self) -> NoSuchConsumerError: ...
         def _versions(self) -> tuple[list[int], list[int]]: ...
@@ -186,6 +191,86 @@ class Moves:
         return {"consumer": self.name, "partition": d, "applied": execute, "version": new.version,
                 "effect": f"forgets the {_files(n)} it delivered of {d}: the next plan delivers every file the "
                           f"partition holds then, and seals it again if it is past the lookback{dropped}"}
+
+
+    # -- skip: one planned file that cannot be read -----------------------------------------
+    def _skips(self, base: int):
+        """The skip documents of the plan made at state ``base``: ``skip-<base>-<n>.json``, one per skip."""
+        from tributary_read.table.docstore import DocumentSeries, DocumentStore
+
+        return DocumentStore(self.storage, DocumentSeries(self.prefix, f"skip-{base:020d}-"))
+
+    def skipped(self, plan: Plan | None = None, *, base: int | None = None, plan_id: str | None = None
+                ) -> tuple[str, ...]:
+        """The files of ``plan`` (or of the plan ``plan_id`` made at state ``base``) skipped with :meth:`skip`."""
+        if plan is not None:
+            base, plan_id = plan.base_version, plan.plan_id
+        if base is None or base < 0 or plan_id is None:
+            return ()
+        store = self._skips(base)
+        out: list[str] = []
+        for n in store.numbers():
+            d = store.read(n) or {}
+            if d.get("plan_id") == plan_id and isinstance(d.get("path"), str) and d["path"] not in out:
+                out.append(d["path"])
+        return tuple(out)
+
+    def skip(self, path: str, *, execute: bool, now_ms: int | None = None) -> dict:
+        """Leave one file of the pending plan unread: the way past a planned file that is gone or corrupt.
+
+        The plan stays the same plan (its id, its files): a run reads its files
+        but the skipped ones, commits, and acks it, so the skipped file counts as
+        delivered, exactly once, like every file of an acked plan, and no later
+        plan offers it again. A skip is a document of its own, created once
+        (create-if-absent, the commit primitive of every store), named by the
+        plan's base version, so it is durable and a second skip of the same file
+        changes nothing. Applied only with ``execute``; the run that reads the
+        plan records the skip in its commit (the ETL run record).
+        """
+        state = self.current()
+        base = state.version if state else 0
+        plan = self._read_plan(base)
+        st = self.source.storage
+        rel = _relative(path, (st.uri, getattr(st, "root", "")))
+        if plan is None:
+            raise InvalidInputError(f"consumer {self.name!r} has no pending plan: there is nothing to skip "
+                                    f"(a file not planned yet is planned, and read, as usual)", skip_file="the file")
+        if rel not in {f.path for f in plan.files}:
+            eg = ", ".join(f.path for f in plan.files[:3]) + (", ..." if len(plan.files) > 3 else "")
+            raise InvalidInputError(f"{rel!r} is not a file of consumer {self.name!r}'s pending plan {plan.plan_id} "
+                                    f"(give the path the error named, relative to the table: {eg or 'no files'})",
+                                    skip_file="the file")
+        done = rel in self.skipped(plan)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        store = self._skips(base)
+        if execute and not done:
+            from tributary_read.table.docstore import header
+
+            doc = {**header("consumer_skip"), "consumer": self.name, "plan_id": plan.plan_id, "path": rel,
+                   "at_ms": now}
+            for _ in range(20):
+                if store.create(store.latest() + 1, doc):
+                    break
+                if rel in self.skipped(plan):  # a concurrent skip of the same file landed first
+                    break
+            else:
+                raise CommitConflictError(f"consumer {self.name!r}: cannot record the skip of {rel}; retry")
+        effect = (f"the next run reads plan {plan.plan_id} without {rel} ({_files(len(plan.files) - 1)} left) and "
+                  "acks it: the file counts as delivered and is never read")
+        return {"consumer": self.name, "plan_id": plan.plan_id, "path": rel, "applied": execute and not done,
+                "already_skipped": done, "effect": effect, "version": base}
+
+    def skip_command(self, path: str) -> str:
+        return skip_command(self.source.uri, self.name, path, self.storage.uri if self.external else None)
+
+
+def _relative(path: str, roots: tuple[str, ...]) -> str:
+    """``path`` relative to the table root (a path as an error names it, or a full path or URI under the root)."""
+    p = (path or "").strip()
+    for base in roots:
+        if base and p.startswith(base.rstrip("/") + "/"):
+            return p[len(base.rstrip("/")) + 1:]
+    return p.strip("/") if not p.startswith("/") else p
 
 
 def _files(n: int) -> str:

@@ -95,6 +95,14 @@ def replay_command(table: str, name: str, partition: str, state_dir: str | None 
     return f"trib consumer replay {t} {n} --partition {p} --execute"
 
 
+def skip_command(table: str, name: str, path: str, state_dir: str | None = None) -> str:
+    """The exact ``trib consumer skip`` line a message suggests."""
+    t, n, p = shlex.quote(table), shlex.quote(name), shlex.quote(path)
+    if state_dir:
+        return f"trib consumer skip {t} {n} {p} --state-dir {shlex.quote(state_dir)} --execute"
+    return f"trib consumer skip {t} {n} {p} --execute"
+
+
 # -- value objects --------------------------------------------------------------
 class Start(Choice):
     """Where a consumer's first plan starts (:class:`InitialPosition`)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator, Mapping
 
 from tributary_read.errors import AlreadyCommittedError, BadRecordError, InvalidInputError, TimeOutOfRangeError
@@ -88,15 +88,59 @@ def partitions_of(files) -> tuple[str, ...]:
     return tuple(sorted({posixpath.dirname(f.path) for f in files if f.kind == KIND_DATA}))
 
 
+def table_columns(log: ManifestLog, version: int | None = None) -> list[tuple[str, str, bool]] | None:
+    """The table's columns as its newest schema-recording commit (up to ``version``) left them, or None.
+
+    Read from the table state's last transaction per app (kept in checkpoints, so
+    log retention never loses it): no scan of the log.
+    """
+    from tributary_read.io.parquet_schema import recorded_columns
+
+    best = None
+    for app in log.state(version).apps.values():
+        cols = recorded_columns(app.transaction.meta)
+        if cols is not None and (best is None or app.version > best[0]):
+            best = (app.version, cols)
+    return best[1] if best else None
+
+
+def with_columns(log: ManifestLog, transaction: Transaction, base_version: int, columns=None,
+                 schema_change: str = "refuse") -> Transaction:
+    """``transaction`` carrying the table's columns after its commit (``columns``: what it writes; None:
+    it writes no files, and the recorded columns carry forward). A change no reader of the whole table
+    can merge raises SchemaChangeError (exit 3) unless ``schema_change`` is ``allow``: before any task."""
+    from tributary_read.io.parquet_schema import SCHEMA_KEY, columns_json, evolve_columns
+
+    recorded = table_columns(log, base_version)
+    cols = recorded if columns is None else evolve_columns(recorded, columns, schema_change == "allow",
+                                                           f"the output {log.storage.uri}")
+    if cols is None:
+        return transaction
+    return replace(transaction, meta={**transaction.meta, SCHEMA_KEY: columns_json(cols)})
+
+
+def spark_columns(df) -> list[tuple[str, str, bool]]:
+    """A DataFrame's columns as a commit records them: (name, Spark SQL type, nullable)."""
+    return [(f.name, f.dataType.simpleString(), f.nullable) for f in df.schema.fields]
+
+
 def commit_files(log: ManifestLog, files, transaction: Transaction | None, *, base_version: int,
                  protocol: str = "direct", writer: str | None = None) -> WriteResult:
     """Commit ``files`` with ``transaction`` on top of ``base_version``: the one commit path of a writer
     of transactions (:func:`write`, and the ETL's empty hour).
 
+    A transaction that does not say the table's columns carries the recorded ones
+    forward (an empty hour writes none), so the last transaction of every app
+    still holds them (:func:`table_columns`).
+
     A concurrent copy of the same transaction that committed after ``base_version``
     is reported as ``already_committed`` (its commit, not ours; our files are
     orphans for ``trib clean``), never as a conflict: it did the same work.
     """
+    from tributary_read.io.parquet_schema import SCHEMA_KEY
+
+    if transaction is not None and SCHEMA_KEY not in (transaction.meta or {}):
+        transaction = with_columns(log, transaction, base_version)
     try:
         commit = log.commit(files, transaction, base_version=base_version, protocol=protocol, writer=writer)
     except AlreadyCommittedError as e:
@@ -109,7 +153,8 @@ def commit_files(log: ManifestLog, files, transaction: Transaction | None, *, ba
 
 def write(df, table: Table | str, *, time_column: str, transaction: Transaction | None = None,
           options: Mapping[str, str] | None = None, time_unit: TimeUnit | str | IntegerTimes | None = None,
-          allow_any_time: bool = False, base_version: int | None = None) -> WriteResult:
+          allow_any_time: bool = False, base_version: int | None = None,
+          schema_change: str = "refuse") -> WriteResult:
     """Write ``df`` into ``table`` (a Table, or a root URI / trib.toml alias with
     storage ``options``), routing each row by ``time_column``, and commit once.
 
@@ -142,6 +187,12 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     that the run is done); without one it commits nothing.
     CommitStateUnknownError propagates as is: the commit may have landed, so
     its files are kept.
+
+    With a transaction, the commit records the table's columns, and a DataFrame
+    whose columns no reader of the whole table could merge with the recorded
+    ones (a changed type, a dropped column, a new column that is not nullable) is
+    refused before any task runs (SchemaChangeError, exit 3), unless
+    ``schema_change="allow"`` (:func:`tributary_read.io.parquet_schema.evolve_columns`).
     """
     from tributary_read.spark import require_pyspark
 
@@ -176,6 +227,8 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
         if done is not None:
             roll_forward(tbl, done.files)  # a run killed between its commit and its renames
             return WriteResult.of_commit(done, already_committed=True)
+    if transaction is not None:
+        transaction = with_columns(log, transaction, base, spark_columns(df), schema_change)
     run_id = new_writer_id()
     protocol = tbl.protocol_for()
     task = _WriteTask(tbl.uri, opts, run_id, time_col, tbl.config.format != "parquet", protocol.value, times,
