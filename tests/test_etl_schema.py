@@ -146,7 +146,7 @@ def test_schema_change_is_a_checked_output_key(tmp_path):
     from tributary_read.etl.job import Job
 
     base = {"job": {"name": "j", "sql": str(tmp_path / "q.sql")}, "inputs": [{"table": str(tmp_path), "view": "v"}],
-            "output": {"table": str(tmp_path), "time_column": "ts"}}
+            "output": {"table": str(tmp_path / "out"), "time_column": "ts"}}
     (tmp_path / "q.sql").write_text("SELECT 1")
     assert Job.from_dict(base).output.schema_change == "refuse"
     base["output"]["schema_change"] = "allow"
