@@ -457,6 +457,25 @@ def assert_exactly_once(rows: list[tuple[int, str, str]], expected: set[tuple[in
     assert {(i, dt) for i, dt, _ in rows} == expected
 
 
+def table_job_text(name: str, output_extra: str = "", tail: str = "") -> str:
+    """A job file reading the trib table ``raw`` as a consumer with ``q.sql`` into ``events``.
+
+    ``output_extra`` goes into ``[output]``; ``tail`` (more tables) after it.
+    """
+    return textwrap.dedent(f"""\
+        [job]
+        name = "{name}"
+        sql = "q.sql"
+        [[inputs]]
+        table = "raw"
+        view = "raw"
+        mode = "consumer"
+        [output]
+        table = "events"
+        time_column = "ts"
+        """) + output_extra + textwrap.dedent(tail)
+
+
 def consumer_job_text(name: str, extra: str = "", *, spark: bool = False) -> str:
     """A job file reading jsonl ``raw`` (a plain hourly directory) as a consumer into ``events``.
 

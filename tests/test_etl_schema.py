@@ -13,10 +13,10 @@ this process (``invoke_trib``) and reuses it, so no run starts a JVM of its own.
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 from conftest import invoke_trib
+from etl_data import table_job_text
 from helpers import one_line_error
 from test_etl_cli import LAYOUT, snapshot
 
@@ -53,18 +53,7 @@ class _Job:
     def run(self, sql: str, schema_change: str | None = None):
         (self.base / "q.sql").write_text(sql)
         extra = f'schema_change = "{schema_change}"\n' if schema_change else ""
-        (self.base / "job.toml").write_text(textwrap.dedent("""\
-            [job]
-            name = "schema"
-            sql = "q.sql"
-            [[inputs]]
-            table = "raw"
-            view = "raw"
-            mode = "consumer"
-            [output]
-            table = "events"
-            time_column = "ts"
-            """) + extra)
+        (self.base / "job.toml").write_text(table_job_text("schema", extra))
         p = invoke_trib("etl", "run", str(self.base / "job.toml"), "--schedule-time", _iso(T0 + self.hour * H),
                         "-q", "--json")
         if p.returncode == 0:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 
 from conftest import invoke_trib
+from etl_data import table_job_text
 from helpers import one_line_error
 from test_etl_cli import LAYOUT
 
@@ -39,18 +39,7 @@ def _setup(base):
                     check=True)
         n += 5
     (base / "q.sql").write_text("SELECT id, ts, msg FROM raw")
-    (base / "job.toml").write_text(textwrap.dedent("""\
-        [job]
-        name = "unread"
-        sql = "q.sql"
-        [[inputs]]
-        table = "raw"
-        view = "raw"
-        mode = "consumer"
-        [output]
-        table = "events"
-        time_column = "ts"
-        """))
+    (base / "job.toml").write_text(table_job_text("unread"))
     files = sorted(Table.load(str(raw)).log.state().files)
     return raw, out, base / "job.toml", files
 

@@ -11,11 +11,11 @@ No JVM: the ETL's hour is empty, so it commits without Spark.
 from __future__ import annotations
 
 import json
-import textwrap
 import time
 
 import pytest
 from conftest import invoke_trib
+from etl_data import table_job_text
 from faultproxy import SilentServer
 from helpers import one_line_error
 
@@ -70,17 +70,7 @@ def test_an_etl_run_that_times_out_exits_8_releases_its_lock_and_its_commit_stan
     (tmp_path / "q.sql").write_text("SELECT * FROM raw")
     job = tmp_path / "job.toml"
     with SilentServer() as server:
-        text = textwrap.dedent(f"""\
-            [job]
-            name = "hourly"
-            sql = "q.sql"
-            [[inputs]]
-            table = "raw"
-            view = "raw"
-            mode = "consumer"
-            [output]
-            table = "events"
-            time_column = "ts"
+        text = table_job_text("hourly", tail=f"""\
             [hive]
             table = "default.events"
             metastore = "thrift://127.0.0.1:{server.port}?timeout=2s"
