@@ -48,6 +48,11 @@ INSTANTS = [
      "has no UTC offset: write 2024-01-01T05:00:00Z (UTC) or 2024-01-01T05:00:00+08:00 (Asia/Shanghai)"),
     ("2024-07-01T05:00:00.5", "Europe/Berlin",
      "has no UTC offset: write 2024-07-01T05:00:00.5Z (UTC) or 2024-07-01T05:00:00.5+02:00 (Europe/Berlin)"),
+    # issue 25: a wall time the zone skips has no offset to suggest; one it repeats has two.
+    ("2020-03-29T02:30:00", "Europe/Berlin", "has no UTC offset: write 2020-03-29T02:30:00Z (UTC) "
+     "(2020-03-29T02:30:00 does not exist in Europe/Berlin: its clocks skip it)"),
+    ("2020-10-25T02:30:00", "Europe/Berlin", "has no UTC offset: write 2020-10-25T02:30:00Z (UTC) or "
+     "2020-10-25T02:30:00+02:00 or 2020-10-25T02:30:00+01:00 (Europe/Berlin: that wall time happens twice)"),
     ("2024-01-01", "", "is a date, not an instant: write 2024-01-01T00:00:00Z (UTC)"),
     ("2024-02-30T00:00:00Z", "", "not a valid date and time"), ("0000-01-01T00:00:00Z", "", "not a valid date"),
     ("2024-01-01T05:00:00+19:00", "", "is outside -18:00..+18:00"),

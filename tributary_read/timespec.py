@@ -156,11 +156,35 @@ def _no_offset(what: str, local: datetime, wall: str, tz: tzinfo | Iterable[tzin
         if zone is timezone.utc or name in seen:
             continue
         seen.add(name)
-        off = local.replace(tzinfo=zone).utcoffset() or timedelta(0)
-        mins = int(off.total_seconds()) // 60
-        sign = "-" if mins < 0 else "+"
-        msg += f" or {wall}{sign}{abs(mins) // 60:02d}:{abs(mins) % 60:02d} ({name})"
+        offs = [_spelled(o) for o in _wall_offsets(local, zone)]
+        if not offs:
+            msg += f" ({wall} does not exist in {name}: its clocks skip it)"
+        elif len(offs) == 1:
+            msg += f" or {wall}{offs[0]} ({name})"
+        else:
+            msg += f" or {wall}{offs[0]} or {wall}{offs[1]} ({name}: that wall time happens twice)"
     return msg
+
+
+def _wall_offsets(local: datetime, zone: tzinfo) -> list[timedelta]:
+    """The offsets a wall time has in a zone: none in a gap (its clocks skip it), two in an overlap, earlier first.
+
+    Suggesting the one offset ``utcoffset`` guesses would name an instant the
+    user never meant: a skipped time read with the offset before the change,
+    or one of two readings of a repeated hour.
+    """
+    out: list[timedelta] = []
+    for fold in (0, 1):
+        aware = local.replace(tzinfo=zone, fold=fold)
+        off = aware.utcoffset() or timedelta(0)
+        if aware.astimezone(timezone.utc).astimezone(zone).replace(tzinfo=None) == local and off not in out:
+            out.append(off)
+    return out
+
+
+def _spelled(off: timedelta) -> str:
+    mins = int(off.total_seconds()) // 60
+    return f"{'-' if mins < 0 else '+'}{abs(mins) // 60:02d}:{abs(mins) % 60:02d}"
 
 
 def iso(ms: int, tz: tzinfo = timezone.utc) -> str:

@@ -177,12 +177,24 @@ public final class TimeSpec {
   private static String noOffset(String what, LocalDateTime local, String wall, ZoneId zone, String t) {
     String msg = what + " " + head(t, 60) + " has no UTC offset: write " + wall + "Z (UTC)";
     if (zone != null && !zone.equals(ZoneOffset.UTC) && !zone.getId().equals("UTC")) {
-      int mins = zone.getRules().getOffset(local).getTotalSeconds() / 60;
-      String sign = mins < 0 ? "-" : "+";
-      int a = Math.abs(mins);
-      msg += String.format(" or %s%s%02d:%02d (%s)", wall, sign, a / 60, a % 60, zone.getId());
+      // A gap has no offset (its clocks skip it), an overlap two, earlier first: as Python's _wall_offsets.
+      java.util.List<ZoneOffset> offs = zone.getRules().getValidOffsets(local);
+      if (offs.isEmpty()) {
+        msg += " (" + wall + " does not exist in " + zone.getId() + ": its clocks skip it)";
+      } else if (offs.size() == 1) {
+        msg += " or " + wall + spelled(offs.get(0)) + " (" + zone.getId() + ")";
+      } else {
+        msg += " or " + wall + spelled(offs.get(0)) + " or " + wall + spelled(offs.get(1)) + " ("
+            + zone.getId() + ": that wall time happens twice)";
+      }
     }
     return msg;
+  }
+
+  private static String spelled(ZoneOffset off) {
+    int mins = off.getTotalSeconds() / 60;
+    int a = Math.abs(mins);
+    return String.format("%s%02d:%02d", mins < 0 ? "-" : "+", a / 60, a % 60);
   }
 
   /**
