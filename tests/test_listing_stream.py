@@ -136,3 +136,24 @@ def test_the_cap_takes_the_oldest_directories_that_fit_whatever_order_they_come_
         assert b["files"] == sum(n for s, d, n in dirs if n and d not in want_taken)
         assert b["bytes"] == 10 * b["files"]
         assert b["oldest_partition"] == (min(left_dirs)[1] if left_dirs else None)
+
+
+def test_a_directory_whose_only_file_is_a_link_is_still_reported_every_run(tmp_path):
+    """A withheld file keeps its directory from being skipped by its mtime: every plan reports it again."""
+    import json
+    import time
+
+    from conftest import invoke_trib
+
+    root = tmp_path / "t"
+    old = int(time.time() * 1000) - 3 * 3_600_000
+    put(root, "2023_11_14/22/c.log", old)
+    (root / "2023_11_15" / "01").mkdir(parents=True)
+    os.symlink(root / "2023_11_14/22/c.log", root / "2023_11_15/01/link.log")
+    os.utime(root / "2023_11_15" / "01", ns=(old * 1_000_000,) * 2)
+    for run in range(3):
+        p = invoke_trib("files", str(root), "--layout", LAYOUT, "--consumer", "c", "--json")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert [s["path"] for s in doc["skipped"]] == ["2023_11_15/01/link.log"], (run, doc["skipped"])
+        assert invoke_trib("consumer", "ack", str(root), "c", doc["plan_id"]).returncode == 0

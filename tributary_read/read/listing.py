@@ -56,8 +56,9 @@ SIDECAR_PROBE_LIMIT = 2_000
 #: pass ``parallel`` (``--parallel``).
 LOCAL_PARALLELISM = 1
 
-#: Takes one listed partition directory with files at a time (a streaming scan): its path, its partition,
-#: its mtime (None without real directories), its visible files and what its listing left out.
+#: Takes one listed partition directory with files (visible or left out) at a time (a streaming scan): its
+#: path, its partition, its mtime (None without real directories), its visible files and what its listing
+#: left out.
 LeafSink = Callable[[str, "PartitionDir", "int | None", "list[ListedFile]", "list[Skipped]"], None]
 #: ``Storage.list_infos`` results: the entries and what was left out.
 Listed = tuple[list[Entry], list[Unlisted]]
@@ -320,6 +321,10 @@ class _Collector:
         for f in files:
             by_dir.setdefault(f.directory, []).append(f)
         parts, leaves = self.listing.partitions, self.listing.leaves
+        for sk in skipped:  # a directory whose only files were left out (links, bad sidecars) is handed on too
+            d = sk.path.rpartition("/")[0]
+            if d in parts:
+                by_dir.setdefault(d, [])
         for d in sorted(by_dir, key=lambda d: (parts[d].start_ms, d)):
             sink(d, parts[d], leaves.get(d), by_dir[d], skipped)
 
