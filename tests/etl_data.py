@@ -377,7 +377,8 @@ class Hs2:
                                capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
                                env={**env, "SPARK_HOME": str(home)})
         assert p.returncode == 0, f"beeline exit {p.returncode}: {p.stderr[-2000:]}"
-        return [row for row in csv.reader(io.StringIO(p.stdout)) if row]
+        # beeline -f also prints a bare "null" line per empty operation log it polls (padded or not): not rows.
+        return [row for row in csv.reader(io.StringIO(p.stdout)) if row and [c.strip() for c in row] != ["null"]]
 
     def rows(self, name: str, fmt: str = "parquet") -> list[tuple[int, str]]:
         """(id, dt) of every row Hive reads."""
