@@ -214,7 +214,8 @@ def test_functions_through_hiveserver2_with_add_jar(hive_services):
         for stmt in udfs.register_sql():
             cur.execute(stmt)
         cur.execute("SELECT trib_partition_value(1592931599999, 'yyyyMMddHH', 'Asia/Shanghai'), "
-                    "trib_window_end_ms('2020-06-24T01:05:00+08:00', '1h'), trib_lateness_ms(10, 4)")
+                    "trib_window_end_ms('2020-06-24T01:05:00+08:00', '1h'), "
+                    "trib_lateness_ms(1592931600010, 1592931600004)")  # epoch ms: a bare 10 reads as seconds
         assert cur.fetchall() == [("2020062400", 1592931599999, 6)]
     finally:
         conn.close()
@@ -259,7 +260,7 @@ def test_udfs_register_permanent_through_hs2(hive_services, hs2_cursor):
         r = run_trib("udfs", "register", "--metastore", uri, "--json")
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["executed"] is True
-    hs2_cursor.execute("SELECT default.trib_lateness_ms(10, 3)")
+    hs2_cursor.execute("SELECT default.trib_lateness_ms(1592931600010, 1592931600003)")  # epoch ms: 10 reads as seconds
     assert hs2_cursor.fetchall() == [(7,)]
     printed = run_trib("udfs", "register", check=True).stdout
     assert printed.count("CREATE TEMPORARY FUNCTION") == len(udfs.FUNCTIONS)
