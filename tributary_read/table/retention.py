@@ -132,6 +132,7 @@ def expire(table: Table, older_than_ms: int, grace_ms: int, *, dry_run: bool = F
     state = log.state()
     plans = [plan_expire(table, state, older_than_ms, now, listed)]
     version = None
+    stamped = 0  # the removal commit's time
     if not dry_run and plans[0].removed:
         def replan(st: TableState) -> tuple[FileEntry, ...]:
             # A lost race re-plans on the winner's state: it may have added late files or removed some.
@@ -139,13 +140,17 @@ def expire(table: Table, older_than_ms: int, grace_ms: int, *, dry_run: bool = F
                 plans.append(plan_expire(table, st, older_than_ms, now, listed))
             return plans[-1].removed
         try:
-            version = log.commit((), base_version=state.version, writer="expire", timeout_s=EXPIRE_TIMEOUT_S,
-                                 removed=replan).version
+            made = log.commit((), base_version=state.version, writer="expire", timeout_s=EXPIRE_TIMEOUT_S,
+                              removed=replan)
+            version, stamped = made.version, made.timestamp_ms
         except CommitConflictError as e:
             raise CommitConflictError(f"expire {e}; run it again") from None
     plan = plans[-1]
-    # The clock is read again: with --grace 0s the commit just made is past its grace.
-    deleted = delete_removed(table, grace_ms, dry_run=dry_run, now_ms=now_ms, checked=checked)
+    # The clock is read again: with --grace 0s the commit just made is past its grace. Commit times only
+    # rise (the previous one's + 1 ms at least), so a removal made in the previous commit's millisecond is
+    # stamped a moment ahead of this clock: its own time counts as now.
+    at = now_ms if now_ms is not None else max(int(time.time() * 1000), stamped)
+    deleted = delete_removed(table, grace_ms, dry_run=dry_run, now_ms=at, checked=checked)
     return ExpireResult(plan, version, tuple(deleted), dry_run)
 
 
