@@ -204,8 +204,6 @@ class LedgerPlanner:
         #: A trib table's listing part: trib-named files are the manifest's (tributary_read.tracking).
         self.foreign_only = foreign_only
         self.layout = layout
-        self.min_age_ms = min_age_ms
-        self.now = now_ms
         self.horizon = now_ms - lookback_ms
         self.settle = now_ms - min_age_ms if min_age_ms else None
         self.ledger = ledger
