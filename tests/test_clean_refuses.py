@@ -199,3 +199,24 @@ def test_files_of_a_misnamed_commit_are_referenced(tmp_path):
     v = json.loads(invoke_trib("verify", str(root), "--json").stdout)
     orphans = {o["path"] for o in v["orphans"]}
     assert orphans == {ORPHAN} and not {f.path for f in four.files} & orphans
+
+
+def test_a_staged_copy_left_by_a_killed_writer_is_an_orphan_not_a_problem(tmp_path):
+    """A writer killed between publishing a commit and discarding its staged copy (CI: a second SIGINT).
+
+    The copy holds commit 4, which its version also holds: verify passes, lists
+    the copy as an orphan, and clean removes it and nothing its commit names.
+    """
+    from tributary_read.io.storage import staged_name
+
+    root = _table(tmp_path)
+    copy = f"{commit_path(4).rsplit('/', 1)[0]}/{staged_name()}"
+    shutil.copy(root / commit_path(4), root / copy)
+    os.utime(root / copy, (WEEK_AGO, WEEK_AGO))
+    committed = _committed(root)
+    v = invoke_trib("verify", str(root), "--json")
+    assert v.returncode == 0, v.stdout
+    assert {o["path"] for o in json.loads(v.stdout)["orphans"]} == {ORPHAN, copy}
+    invoke_trib("clean", str(root), check=True)
+    assert not (root / copy).exists() and all((root / p).exists() for p in committed)
+    assert invoke_trib("verify", str(root)).returncode == 0

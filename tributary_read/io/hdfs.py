@@ -7,7 +7,6 @@ Kept in its own module because its commit point needs its own client
 from __future__ import annotations
 
 import posixpath
-import uuid
 from typing import Mapping
 from urllib.parse import ParseResult
 
@@ -16,7 +15,7 @@ import pyarrow.fs as pafs
 
 from tributary_read.errors import StorageError, missing_extra
 from tributary_read.io.arrow import ArrowStorage
-from tributary_read.io.storage import Capabilities, publish_exclusive
+from tributary_read.io.storage import Capabilities, publish_exclusive, staged_name
 
 
 class HdfsStorage(ArrowStorage):
@@ -80,7 +79,7 @@ class HdfsStorage(ArrowStorage):
         parent = posixpath.dirname(target)
 
         def stage(payload: bytes) -> str:
-            tmp = posixpath.join(parent, f".tmp-{uuid.uuid4().hex}")
+            tmp = posixpath.join(parent, staged_name())
             client.write(tmp, data=payload, overwrite=False)
             return tmp
 

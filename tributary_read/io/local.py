@@ -13,12 +13,11 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-import uuid
 from typing import Mapping
 from urllib.parse import ParseResult
 
 from tributary_read.errors import StorageError
-from tributary_read.io.storage import Capabilities, Entry, FileInfo, Storage, Unlisted, publish_exclusive, safe_relpath
+from tributary_read.io.storage import Capabilities, Entry, FileInfo, Storage, Unlisted, publish_exclusive, staged_name, safe_relpath
 
 
 class LocalStorage(Storage):
@@ -172,7 +171,7 @@ class LocalStorage(Storage):
         parent = os.path.dirname(target)
 
         def stage(payload: bytes) -> str:
-            tmp = os.path.join(parent, f".tmp-{uuid.uuid4().hex}")
+            tmp = os.path.join(parent, staged_name())
             os.makedirs(parent, exist_ok=True)
             with open(tmp, "wb") as f:
                 f.write(payload)

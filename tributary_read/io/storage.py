@@ -22,6 +22,7 @@ import builtins
 import importlib
 import os
 import posixpath
+import re
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -134,6 +135,17 @@ def safe_relpath(path: str) -> str:
     if not parts or any(p == ".." for p in parts):
         raise InvalidInputError(f"path escapes the table root: {path!r}")
     return "/".join(parts)
+
+
+#: The staged copy of a create-if-absent (``publish_exclusive``): a process
+#: killed between publishing and discarding it leaves one behind, holding the
+#: bytes it published (a commit). ``verify`` and ``clean`` recognise it by
+#: this name, so it is spelt here only.
+STAGED_NAME = re.compile(r"^\.tmp-[0-9a-f]{32}$")
+
+
+def staged_name() -> str:
+    return f".tmp-{uuid.uuid4().hex}"
 
 
 def publish_exclusive(

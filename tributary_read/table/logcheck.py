@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 
 from tributary_read.errors import ManifestCorruptError, StorageError
+from tributary_read.io.storage import STAGED_NAME
 from tributary_read.table.log import (
     CHECKPOINTS, COMMITS, LOG_DIR, ManifestLog, TableState, checkpoint_path, commit_path,
 )
@@ -141,12 +142,17 @@ def _misnamed(log: ManifestLog, path: str, problems: list[LogProblem], reference
     """A file in the log directory named like no commit: a commit under it is reported, its files kept.
 
     Readers never see it (they find commits by name), so it is a problem, and
-    a renamed commit's files must not become orphans. Anything else there (a
-    temp file of a create in flight) is not trib's to judge.
+    a renamed commit's files must not become orphans. The staged copy of a
+    create (``STAGED_NAME``) is not one: a writer killed between publishing
+    and discarding it leaves it behind, and its version then holds it or
+    another writer's commit. Its files are kept all the same (a writer may
+    still be publishing it); the copy itself is an orphan for ``clean``.
     """
     commit = _decode(log, path)
-    if commit is not None:
-        _reference(commit, referenced)
+    if commit is None:
+        return
+    _reference(commit, referenced)
+    if not STAGED_NAME.match(path.rsplit("/", 1)[-1]):
         problems.append(LogProblem(path, "misnamed_commit",
                                    f"holds commit {commit.version}, but only {commit_path(commit.version)} "
                                    "is read as one"))

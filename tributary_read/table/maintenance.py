@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 from tributary_read.errors import VerificationError
 from tributary_read.table.log import META_DIR
 from tributary_read.table.logcheck import check_log
-from tributary_read.io.storage import FileInfo, Unlisted
+from tributary_read.io.storage import STAGED_NAME, FileInfo, Unlisted
 from tributary_read.table.config import Table
 from tributary_read.table.manifest import DEAD_LETTER_DIR
 from tributary_read.table.names import WRITTEN_NAME
 
-_TMP = re.compile(r"^\.tmp-[0-9a-f]{32}$")
 #: ``_tributary/`` is trib's namespace: the table's own files (table.json, the
 #: log, its checkpoint pointer) and one directory per kind of state the layers
 #: above keep there (consumers, Hive sync state, ETL locks: their names are
@@ -86,7 +85,7 @@ class VerifyReport:
 
 def _is_trib_written(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
-    return bool(WRITTEN_NAME.match(name) or _TMP.match(name))
+    return bool(WRITTEN_NAME.match(name) or STAGED_NAME.match(name))
 
 
 def verify(table: Table) -> VerifyReport:
