@@ -352,14 +352,16 @@ class Hs2:
     def execute(self, sql: str) -> None:
         self.query(sql, fetch=False)
 
-    def beeline(self, sql: str) -> list[list[str]]:
-        """The rows of ``sql`` as Hive's own JDBC shell prints them: the pyspark wheel's ``bin/beeline``.
+    def beeline(self, sql: str, columns: int) -> list[list[str]]:
+        """The rows of ``sql`` (``columns`` wide) as Hive's own JDBC shell prints them: the pyspark
+        wheel's ``bin/beeline``.
 
         A JVM per call (seconds): the kill trials count through it once per test,
-        and through :meth:`query` every trial.
+        and through :meth:`query` every trial. beeline -f also prints a bare "null"
+        per empty operation log it polls, at times with no line break before the
+        next row ("null500001"), so each row is wrapped in markers and read by them.
         """
-        import csv
-        import io
+        import re
         import subprocess
         import tempfile
         from pathlib import Path
@@ -369,7 +371,9 @@ class Hs2:
         home = Path(pyspark.__file__).parent
         env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONF_DIR", "HIVE_CONF_DIR")}
         with tempfile.NamedTemporaryFile("w", suffix=".sql") as script:  # -e would echo its prompt into the rows
-            script.write(sql + ";\n")
+            cols = ", ".join(f"CAST(`c{i}` AS STRING)" for i in range(columns))
+            script.write(f"SELECT concat_ws('|', '<<', {cols}, '>>') FROM ({sql}) AS q(" +
+                         ", ".join(f"c{i}" for i in range(columns)) + ");\n")
             script.flush()
             p = subprocess.run([str(home / "bin" / "beeline"), "-u",
                                 f"jdbc:hive2://127.0.0.1:{self.services.hs2_port}", "-n", "trib", "--silent=true",
@@ -377,8 +381,7 @@ class Hs2:
                                capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
                                env={**env, "SPARK_HOME": str(home)})
         assert p.returncode == 0, f"beeline exit {p.returncode}: {p.stderr[-2000:]}"
-        # beeline -f also prints a bare "null" line per empty operation log it polls (padded or not): not rows.
-        return [row for row in csv.reader(io.StringIO(p.stdout)) if row and [c.strip() for c in row] != ["null"]]
+        return [m.split("|")[1:-1] for m in re.findall(r"<<\|.*?\|>>", p.stdout)]
 
     def rows(self, name: str, fmt: str = "parquet") -> list[tuple[int, str]]:
         """(id, dt) of every row Hive reads."""

@@ -80,9 +80,10 @@ def test_closed_interval_on_mtime_and_off_means_unchanged(session, text_table):
     assert _keys(session, f"SELECT k FROM {text_table}") == everything
 
 
-def test_tributary_namespace_takes_iso_and_wins(session, text_table):
+def test_tributary_namespace_takes_iso(session, text_table):
+    """(When both namespaces set a key they must agree: tests/test_window_paths.py.)"""
     start = datetime.fromtimestamp(W0 / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
-    session.sql("SET dip.mapreduce.input.fileinputformat.sync=false")  # tributary.* wins
+    session.sql("SET dip.mapreduce.input.fileinputformat.starttime=")  # empty: unset
     session.sql("SET tributary.input.sync=true")
     session.sql(f"SET tributary.input.starttime={start}")
     session.sql(f"SET tributary.input.endtime={W0 + 1}")

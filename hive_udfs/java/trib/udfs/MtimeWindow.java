@@ -7,9 +7,14 @@ import java.util.function.Function;
  *
  * <p>{@code dip.mapreduce.input.fileinputformat.sync/starttime/endtime} keep exactly the seed's
  * meaning: epoch milliseconds, both bounds inclusive, Long.MIN_VALUE / Long.MAX_VALUE when absent.
- * {@code tributary.input.sync/starttime/endtime} say the same and also take ISO-8601 with an offset;
- * each tributary key wins over its dip key. Unlike Hadoop's {@code getBoolean}/{@code getLong},
- * a value that does not parse fails the query: a typo must never silently read every file.
+ * {@code tributary.input.sync/starttime/endtime} say the same and also take ISO-8601 with an offset.
+ * Unlike Hadoop's {@code getBoolean}/{@code getLong}, a value that does not parse fails the query: a
+ * typo must never silently read every file. An empty value is an unset key.
+ *
+ * <p>When a key is set in both namespaces, the two must mean the same (the same instant, the same
+ * switch) or the query fails naming both. A long-lived session (the Thrift Server, beeline) keeps a
+ * {@code tributary.input.*} key from an earlier script; letting it silently win over the seed's
+ * {@code dip.*} line would read another window's files.
  */
 public final class MtimeWindow {
   public static final String DIP = "dip.mapreduce.input.fileinputformat.";
@@ -42,36 +47,45 @@ public final class MtimeWindow {
   }
 
   public static boolean syncOn(Function<String, String> get) {
-    String key = TRIB + "sync";
-    String v = get.apply(key);
-    if (v == null) {
-      key = DIP + "sync";
-      v = get.apply(key);
+    Boolean trib = flag(get, TRIB + "sync");
+    Boolean dip = flag(get, DIP + "sync");
+    if (trib != null && dip != null && !trib.equals(dip)) {
+      throw disagree("sync", get);
     }
-    if (v == null) {
-      return false;
+    return Boolean.TRUE.equals(trib != null ? trib : dip);
+  }
+
+  private static Boolean flag(Function<String, String> get, String key) {
+    String v = get.apply(key);
+    if (v == null || v.trim().isEmpty()) {
+      return null;
     }
     String t = v.trim();
     if (t.equalsIgnoreCase("true")) {
-      return true;
+      return Boolean.TRUE;
     }
-    if (t.equalsIgnoreCase("false") || t.isEmpty()) {
-      return false;
+    if (t.equalsIgnoreCase("false")) {
+      return Boolean.FALSE;
     }
     throw new IllegalArgumentException("trib mtime window: " + key + "=" + v
         + " is not true or false");
   }
 
   private static long bound(Function<String, String> get, String name, long dflt) {
-    String v = get.apply(TRIB + name);
-    if (v != null && !v.trim().isEmpty()) {
-      return parseInstant(TRIB + name, v, true);
+    String t = get.apply(TRIB + name);
+    String d = get.apply(DIP + name);
+    Long trib = t == null || t.trim().isEmpty() ? null : parseInstant(TRIB + name, t, true);
+    Long dip = d == null || d.trim().isEmpty() ? null : parseInstant(DIP + name, d, false);
+    if (trib != null && dip != null && !trib.equals(dip)) {
+      throw disagree(name, get);
     }
-    v = get.apply(DIP + name);
-    if (v != null && !v.trim().isEmpty()) {
-      return parseInstant(DIP + name, v, false);
-    }
-    return dflt;
+    return trib != null ? trib : dip != null ? dip : dflt;
+  }
+
+  private static IllegalArgumentException disagree(String name, Function<String, String> get) {
+    return new IllegalArgumentException("trib mtime window: " + TRIB + name + "=" + get.apply(TRIB + name)
+        + " and " + DIP + name + "=" + get.apply(DIP + name) + " disagree; RESET the one this "
+        + "script does not mean (a session keeps every SET until it ends)");
   }
 
   /**

@@ -6,6 +6,7 @@ import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.catalog.HiveTableRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.columnar.InMemoryRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.internal.SQLConf;
 import scala.Function1;
@@ -22,7 +23,14 @@ import scala.runtime.BoxedUnit;
  * off for the session (Hive's SerDe path lists per query through the filter) and restores what it
  * changed once sync is off again. It runs in the Resolution batch, before Spark's post-hoc
  * RelationConversions, so the very query that follows the SET lines is planned without conversion.
- * The check rule is the safety net: a converted Hive table in a plan with sync on fails the query.
+ * The check rule is the safety net: a converted Hive table in a plan with sync on fails the query,
+ * and so does a window whose keys conflict, before anything is listed.
+ *
+ * <p>Cached data ({@code CACHE TABLE}, a cached DataFrame) was read when it was cached, under
+ * whatever window was then in force; Spark swaps it in for the table after analysis. The optimizer
+ * rule, which sees the plan with the cache substituted, fails a query that would read it while
+ * sync is on. Views need nothing: a SQL view is re-analyzed at each use, so it reads through the
+ * filter, and a DataFrame view stored with a converted relation meets the check rule.
  */
 public final class TribSparkExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
   static final String[] CONVERSIONS = {
@@ -34,6 +42,12 @@ public final class TribSparkExtensions extends AbstractFunction1<SparkSessionExt
       @Override
       public Rule<LogicalPlan> apply(SparkSession session) {
         return new ConversionSwitch(session);
+      }
+    });
+    ext.injectOptimizerRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+      @Override
+      public Rule<LogicalPlan> apply(SparkSession session) {
+        return new CachedDataCheck(session);
       }
     });
     ext.injectCheckRule(new AbstractFunction1<SparkSession, Function1<LogicalPlan, BoxedUnit>>() {
@@ -140,7 +154,11 @@ public final class TribSparkExtensions extends AbstractFunction1<SparkSessionExt
     MtimeWindow.syncOn(key -> null);
   }
 
-  /** Fails a plan that reads a Hive table through the native file source while sync is on. */
+  /**
+   * Fails a plan that reads a Hive table through the native file source while sync is on, and one
+   * that reads any table while the window's keys do not parse or conflict. SETs pass: they read no
+   * table, and the SET that fixes a conflict must run.
+   */
   static final class ConvertedTableCheck extends AbstractFunction1<LogicalPlan, BoxedUnit> {
     private final SparkSession session;
 
@@ -153,8 +171,61 @@ public final class TribSparkExtensions extends AbstractFunction1<SparkSessionExt
       if (!syncOn(session)) {
         return BoxedUnit.UNIT;
       }
-      plan.foreach(VISITOR);
+      plan.foreachWithSubqueries(VISITOR);
+      if (!plan.collectWithSubqueries(READS).isEmpty()) {
+        SQLConf conf = session.sessionState().conf();
+        MtimeWindow.from(key -> conf.getConfString(key, null));
+      }
       return BoxedUnit.UNIT;
+    }
+  }
+
+  /** Matches the relations a query reads files through. */
+  static final scala.PartialFunction<LogicalPlan, Boolean> READS =
+      new scala.runtime.AbstractPartialFunction<LogicalPlan, Boolean>() {
+        @Override
+        public boolean isDefinedAt(LogicalPlan node) {
+          return node instanceof HiveTableRelation || node instanceof LogicalRelation;
+        }
+
+        @Override
+        public Boolean apply(LogicalPlan node) {
+          return Boolean.TRUE;
+        }
+      };
+
+  /** Throws at cached data in a plan: it holds what a read under some earlier window returned. */
+  static final class CachedRelationVisitor extends AbstractFunction1<LogicalPlan, BoxedUnit> {
+    @Override
+    public BoxedUnit apply(LogicalPlan node) {
+      if (node instanceof InMemoryRelation) {
+        scala.Option<String> name = ((InMemoryRelation) node).cacheBuilder().tableName();
+        String what = name.isDefined() ? "cached table " + name.get() : "a cached DataFrame";
+        String undo = name.isDefined() ? "UNCACHE TABLE " + name.get() : "unpersist() it";
+        throw new IllegalStateException("trib mtime window: the query reads " + what + ", whose rows "
+            + "were read when it was cached, not through this window; " + undo + " (or CLEAR CACHE) "
+            + "before reading it with sync on");
+      }
+      return BoxedUnit.UNIT;
+    }
+  }
+
+  static final CachedRelationVisitor CACHED = new CachedRelationVisitor();
+
+  /** The optimizer's input has cached data substituted: the one place it can be seen. */
+  static final class CachedDataCheck extends Rule<LogicalPlan> {
+    private final SparkSession session;
+
+    CachedDataCheck(SparkSession session) {
+      this.session = session;
+    }
+
+    @Override
+    public LogicalPlan apply(LogicalPlan plan) {
+      if (syncOn(session)) {
+        plan.foreachWithSubqueries(CACHED);
+      }
+      return plan;
     }
   }
 }
