@@ -127,3 +127,24 @@ def test_a_real_trib_process_prints_no_jvm_stack_trace(tmp_path):
     assert "EOFException" in lines[-1] and "trib consumer skip" in lines[-1]
     assert not any(ln.startswith("\tat ") or "Exception in task" in ln for ln in lines), p.stderr
     assert sum("trib: error" in ln for ln in lines) == 1
+
+
+def test_a_file_the_sql_reads_itself_is_exit_7_and_a_bad_query_exit_3(tmp_path, spark):
+    """Spark read errors map to 7 even for a file no input planned (a lookup the SQL names);
+    an analysis error in the SQL maps to 3. Neither commits, moves the consumer or exits 1."""
+    import gzip
+
+    raw, out, job, _ = _setup(tmp_path)
+    lookup = tmp_path / "lookup.json.gz"
+    lookup.write_bytes(gzip.compress(b"".join(b'{"id": %d, "name": "n%d"}\n' % (i, i) for i in range(200)))[:60])
+    (tmp_path / "q.sql").write_text(f"SELECT r.id, r.ts, r.msg FROM raw r LEFT JOIN json.`{lookup}` l ON r.id = l.id")
+    p = invoke_trib("etl", "run", str(job), "--schedule-time", T, "-q")
+    line = one_line_error(p, 7, "q.sql: Spark cannot read", "lookup.json.gz", "which no input of the job planned",
+                          "restore or fix it and rerun")
+    assert "\tat " not in p.stderr and "FAILED_READ_FILE" in line, line
+    assert Table.load(str(out)).log.latest_version() == 0
+    (tmp_path / "q.sql").write_text("SELECT id, ts, no_such_column FROM raw")
+    one_line_error(invoke_trib("etl", "run", str(job), "--schedule-time", T, "-q"), 3, "q.sql", "no_such_column")
+    show = json.loads(invoke_trib("consumer", "show", str(raw), NAME, "--json", check=True).stdout)
+    assert show["pending"] is not None  # the plan waits for a run that can read; nothing acked
+    assert Table.load(str(out)).log.latest_version() == 0

@@ -96,11 +96,16 @@ def commit(run: _Run, txn: Transaction, base_version: int, empty: bool, filesets
         spark = session(run)
         from pyspark.errors import AnalysisException
 
+        if not run.verbose:  # an error in the SQL is one line below, not also pyspark's JSON record of it
+            from tributary_read.spark.script import quiet_statement_logs
+
+            quiet_statement_logs()
         try:
             df = spark.sql(run.job.sql)
         except AnalysisException as e:  # a parse error too: the SQL file is the input to fix
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise InvalidInputError(f"{run.job.sql_path}: {first}") from None
+            # ... unless analysis read a file to infer its schema (json.`path`) and could not.
+            raise read_failure(run, e) or InvalidInputError(f"{run.job.sql_path}: {first}") from None
         crash_point("etl.before_commit")
         run.say(f"{run.job.name}: running the SQL and committing to {run.output.uri}")
         try:
@@ -110,7 +115,7 @@ def commit(run: _Run, txn: Transaction, base_version: int, empty: bool, filesets
         except Exception as e:  # noqa: BLE001 - Spark's own errors: only a planned file's becomes exit 7
             if isinstance(e, TributaryError) and not isinstance(e, StorageError):
                 raise
-            raise unreadable(run, filesets, e) or e
+            raise unreadable(run, filesets, e) or read_failure(run, e) or e
     if result.already_committed:
         run.say(f"{run.job.name}: another run committed {iso_z(run.t)} first (version {result.version}); "
                 "its commit stands" + ("" if empty else ", this copy's files are orphans for `trib clean`"))
@@ -166,3 +171,42 @@ def unreadable(run: _Run, filesets, e: BaseException) -> UnreadableInputError | 
         return UnreadableInputError(f"input {spec.view}: file {hit.path} of {fs.root} {how}; restore it and rerun "
                                     "(the rerun resolves its window again)")
     return None
+
+
+#: Spark's error classes for a file it could not read (Spark 4: docs/sql-error-conditions).
+_READ_CLASSES = ("FAILED_READ_FILE", "PATH_NOT_FOUND", "CANNOT_READ_FILE_FOOTER", "FILE_NOT_EXIST")
+_READ_PATH = re.compile(r"(?:reading file|Path does not exist:|File does not exist:?|footer for file:?)\s+(\S+?)\.?(?:\s|$)")
+
+
+def read_failure(run: _Run, e: BaseException) -> UnreadableInputError | None:
+    """The one line for a file the job's SQL reads itself (a lookup, another table) and Spark cannot.
+
+    Not the user's SQL to fix (exit 3) nor trib's fault (exit 1): the data needs restoring, and a
+    rerun then reads it, like any unreadable input (exit 7).
+    """
+    text = _with_causes(e)
+    cls = next((m for m in _ERROR_CLASS.finditer(text) if m.group(1).split(".")[0] in _READ_CLASSES), None)
+    if cls is None:
+        return None
+    path = _READ_PATH.search(text)
+    causes = _CAUSE.findall(text)
+    why = cls.group(1) + (f", {causes[-1][0].rsplit('.', 1)[-1]}: {causes[-1][1].strip()}" if causes else "")
+    return UnreadableInputError(f"{run.job.sql_path}: Spark cannot read {path.group(1) if path else 'an input'} "
+                                f"({why}), which no input of the job planned; restore or fix it and rerun")
+
+
+def _with_causes(e: BaseException) -> str:
+    """The message and those of its JVM causes: an AnalysisException hides the read error in its cause."""
+    parts = [str(e)]
+    java = getattr(e, "_origin", None) or getattr(e, "java_exception", None)
+    try:
+        cause = java.getCause() if java is not None else None
+        for _ in range(8):
+            if cause is None:
+                break
+            parts.append(str(cause.toString()))
+            cause = cause.getCause()
+    except Exception:  # noqa: BLE001 - a gone JVM: the message alone
+        pass
+    return "\n".join(parts)
+
