@@ -152,3 +152,70 @@ class SilentServer:
         for c in self.accepted:
             c.close()
         self._sock.close()
+
+
+class StallingRelay:
+    """A TCP relay to ``127.0.0.1:upstream`` that relays faithfully until :meth:`stall`, then
+    swallows every reply: a metastore that hangs in the middle of a session, after the connect,
+    the handshake and the first calls went through (``SilentServer`` hangs from the first byte).
+    """
+
+    def __init__(self, upstream: int):
+        import socket
+
+        self.upstream = upstream
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self.port = self._sock.getsockname()[1]
+        self._stalled = threading.Event()
+        self._stop = threading.Event()
+        self._conns: list = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def stall(self) -> None:
+        self._stalled.set()
+
+    def _accept(self) -> None:
+        import socket
+
+        self._sock.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                continue
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            self._conns += [client, server]
+            threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
+
+    def _pump(self, src, dst, reply: bool) -> None:
+        while not self._stop.is_set():
+            try:
+                data = src.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            if reply and self._stalled.is_set():
+                continue  # read and dropped: the client waits for an answer that never comes
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def __enter__(self) -> StallingRelay:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for c in self._conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+        self._sock.close()

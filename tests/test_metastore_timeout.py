@@ -91,3 +91,4 @@ def test_an_etl_run_that_times_out_exits_8_releases_its_lock_and_its_commit_stan
     doc = json.loads(invoke_trib("etl", "run", str(job), "--schedule-time", T, "--json", check=True).stdout)
     assert doc["already_committed"] is True and doc["version"] == 1
     assert out.log.latest_version() == 1
+
