@@ -93,6 +93,29 @@ def test_same_app_racing_itself_is_a_conflict(any_root):
     assert c.version == 2 and t.log.latest_version() == 2
 
 
+def test_writers_of_one_app_that_claim_disjoint_keys_all_land_and_overlapping_ones_are_fenced(any_root):
+    """Kafka workers: one app id, each owning some partitions (offset keys)."""
+    from tributary_read.errors import FencedError
+
+    t = _table(any_root)
+    base = t.log.latest_version()  # every worker read the log here
+    a, b = frozenset({"kafka:t/0", "kafka:t/1"}), frozenset({"kafka:t/2"})
+    t.log.commit([_entry(1)], Transaction("feed", {"kafka:t/0": 9}), base_version=base, claims=a)
+    c = t.log.commit([_entry(2)], Transaction("feed", {"kafka:t/2": 4}), base_version=base, claims=b)
+    assert c.version == 2
+    # Worker a's next commit carries a key it did not commit before: what matters is what it claims.
+    c = t.log.commit([_entry(3)], Transaction("feed", {"kafka:t/1": 7}), base_version=1, claims=a)
+    assert c.version == 3
+    # A rogue copy that read partitions 1 and 2 before version 2: fenced by the first commit after
+    # its view that carries one of them (version 2, partition 2), whatever its own commit carries.
+    with pytest.raises(FencedError, match="version 2 of app 'feed' committed kafka:t/2,") as e:
+        t.log.commit([_entry(4)], Transaction("feed", {"kafka:t/1": 20}), base_version=1,
+                     claims=frozenset({"kafka:t/1", "kafka:t/2"}))
+    assert e.value.exit_code == 16 and t.log.latest_version() == 3
+    st = t.log.state().apps["feed"]
+    assert st.high == {"kafka:t/0": 9, "kafka:t/2": 4, "kafka:t/1": 7}
+
+
 def test_a_commit_never_overwrites(any_root):
     t = _table(any_root)
     first = t.log.commit([_entry(1)])

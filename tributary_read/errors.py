@@ -125,6 +125,18 @@ class AlreadyCommittedError(CommitConflictError):
         self.version = version
 
 
+class FencedError(CommitConflictError):
+    """Another process committed offsets of partitions this writer also read (two Kafka workers
+    claim the same partition): this writer's batch is not committed. Stop one of them; a rerun
+    resumes from the table. ``version``: the other process's commit."""
+
+    exit_code = 16
+
+    def __init__(self, *args, version: int | None = None, **params: str):
+        super().__init__(*args, **params)
+        self.version = version
+
+
 class ConcurrentRunError(TributaryError):
     """Another run of the same job holds its lock: wait for it to end (or check it is not stuck), then rerun."""
 

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Sequence, Union
 
-from tributary_read.errors import AlreadyCommittedError, CommitConflictError, CommitStateUnknownError, LogRetentionError, ManifestCorruptError, StorageError
+from tributary_read.errors import AlreadyCommittedError, CommitConflictError, CommitStateUnknownError, FencedError, LogRetentionError, ManifestCorruptError, StorageError
 from tributary_read.faults import wall_ms
 from tributary_read.table.docstore import DocumentSeries, DocumentStore, header
 from tributary_read.table.manifest import (
@@ -87,9 +87,24 @@ def commit_time(version: int, previous: Commit | None, wall: int) -> tuple[int, 
     return max(wall, previous.timestamp_ms + 1), since
 
 
-def _check_other_app(transaction: Transaction | None, c: Commit) -> None:
+def _check_other_app(transaction: Transaction | None, c: Commit, claims: frozenset[str] | None = None) -> None:
     """A commit of our app after our view: this very transaction (a concurrent copy finished
-    first: AlreadyCommittedError, nothing to redo) or another one (a conflict)."""
+    first: AlreadyCommittedError, nothing to redo) or another one (a conflict).
+
+    With ``claims`` (the offset keys this writer owns: a Kafka worker's partitions), a commit of
+    the app conflicts only when it carries one of them, and then as :class:`FencedError`: another
+    process read the same partitions, and whichever commits second would duplicate its records.
+    """
+    if claims is not None and transaction is not None and c.transaction is not None \
+            and c.transaction.app_id == transaction.app_id:
+        taken = sorted(claims & set(c.transaction.offsets))
+        if taken:
+            raise FencedError(
+                f"version {c.version} of app {transaction.app_id!r} committed {', '.join(taken[:5])}"
+                f"{' …' if len(taken) > 5 else ''}, which this writer also read: another process claims "
+                "them. This writer's records are not committed; stop the other one (or give each worker "
+                "its own partitions) and run again: it resumes from the table", version=c.version)
+        return
     if transaction is not None and c.transaction is not None and c.transaction.app_id == transaction.app_id:
         if same_transaction(c.transaction, transaction):
             raise AlreadyCommittedError(
@@ -450,6 +465,7 @@ class ManifestLog:
         writer: str | None = None,
         timeout_s: float = COMMIT_TIMEOUT_S,
         removed: Removals = (),
+        claims: frozenset[str] | None = None,
     ) -> Commit:
         """Append one commit, retrying on lost races.
 
@@ -472,6 +488,9 @@ class ManifestLog:
         ``removed`` makes the commit an ``expire``: files leaving the state. A
         function is asked again on the state under each slot tried, so what is
         removed is decided on the state the commit lands on.
+
+        ``claims``: the offset keys this writer owns (see :func:`_check_other_app`); commits of the
+        same app on other keys are then skipped over like other apps' (several Kafka workers).
         """
         base = self.latest_version() if base_version is None else base_version
         commit_id = new_commit_id(writer)
@@ -500,9 +519,9 @@ class ManifestLog:
             # Lost at v. Every commit after our view, up to the newest, must not
             # be our app's: those records would be committed twice.
             latest = max(v, self.latest_version(start=v))
-            _check_other_app(transaction, winner)
+            _check_other_app(transaction, winner, claims)
             for c in self.commits(v, latest):
-                _check_other_app(transaction, c)
+                _check_other_app(transaction, c, claims)
             v, losses = latest + 1, losses + 1
             if time.monotonic() >= deadline:
                 raise CommitConflictError(

@@ -335,7 +335,8 @@ class TableWriter:
         self._finish_all(files)
         return [e for e, _ in self._closed]
 
-    def commit(self, transaction: Transaction | None = None, base_version: int | None = None) -> Commit | None:
+    def commit(self, transaction: Transaction | None = None, base_version: int | None = None,
+               claims: frozenset[str] | None = None) -> Commit | None:
         """Close files and commit them with ``transaction`` as one atomic step.
 
         Under ``rename`` the staged files are renamed to visible right after the
@@ -350,7 +351,7 @@ class TableWriter:
         # If it never lands they are orphans, which `trib clean` removes later.
         self._closed = []
         commit = self.table.log.commit(files, transaction, base_version=base_version,
-                                       protocol=self.protocol, writer=self.writer_id)
+                                       protocol=self.protocol, writer=self.writer_id, claims=claims)
         if self.protocol is Protocol.RENAME:
             roll_forward(self.table, commit.files)
         return commit
