@@ -15,6 +15,7 @@ from tributary_read.table.config import Protocol, RollPolicy, parse_fraction, pa
 from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 
 from .context import Duration, TribState, emit, json_option, pass_state
+from .kafka_ingest import file_only_kafka_flags, kafka_only_file_flags, kafka_options, run_kafka
 
 #: How an integer-time refusal names the settings here (see IntegerTimes.spelling).
 FLAG_SPELLING = ("--time-unit {}", "--allow-any-time")
@@ -93,7 +94,8 @@ def roll_policy(t, roll_size, roll_records, roll_inactivity) -> RollPolicy:
 
 @click.command()
 @click.argument("root")
-@click.option("--source", required=True, type=click.Path(dir_okay=False), help="Newline-delimited input file.")
+@click.option("--source", type=click.Path(dir_okay=False),
+              help="Newline-delimited input file (or --kafka for Kafka topics).")
 @click.option("--app-id", required=True, help="Identifies this pipeline's offsets in the log.")
 @click.option("--source-name",
               help="Key of the source in the offsets (default: file base name). A different file "
@@ -106,11 +108,12 @@ def roll_policy(t, roll_size, roll_records, roll_inactivity) -> RollPolicy:
               help="Take a last line without a newline once the file has not changed for this long "
                    "(default: the table's setting, 5m). Until then it is left for the next run "
                    "(pending_bytes in --json), as a line still being written.")
+@kafka_options
 @json_option
 @pass_state
 def ingest(state: TribState, root, source, app_id, source_name, time_field, time_regex, arrival_time,
            time_format, time_unit, allow_any_time, commit_every, protocol, on_bad_record, max_bad_fraction,
-           roll_size, roll_records, roll_inactivity, final, final_after, as_json) -> None:
+           roll_size, roll_records, roll_inactivity, final, final_after, as_json, **kafka) -> None:
     """Append SOURCE's uncommitted records to ROOT, exactly once per app id.
 
     Each record's time comes from --time-field or --time-regex; --arrival-time
@@ -120,8 +123,23 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
     committed and the run exits 130/143. A second signal stops it at once. Either
     way no committed record is lost, and running again resumes.
     """
+    if (source is None) == (kafka["kafka"] is None):
+        raise click.UsageError("give --source FILE or --kafka HOST:PORT (with --topic)")
+    if source is None:
+        kafka_only_file_flags(source_name, final, final_after)
+    else:
+        file_only_kafka_flags(kafka)
     with stop_on_signals(restore=False) as stop:
         try:
+            if kafka["kafka"] is not None:
+                times = (time_field, time_regex, arrival_time, time_format, time_unit, allow_any_time)
+                if kafka["time_source"] == "kafka" and any(times):
+                    raise click.UsageError("--time-source kafka takes the record timestamp: drop the other "
+                                           "time options")
+                spec = None if kafka["time_source"] == "kafka" else time_spec(*times)
+                policy, limit = bad_record_policy(on_bad_record, max_bad_fraction)
+                return run_kafka(state, stop, root, app_id, kafka, spec, commit_every, protocol, policy, limit,
+                                 lambda t: roll_policy(t, roll_size, roll_records, roll_inactivity), as_json)
             spec = time_spec(time_field, time_regex, arrival_time, time_format, time_unit, allow_any_time)
             policy, limit = bad_record_policy(on_bad_record, max_bad_fraction)
             _ingest(state, stop, root, source, app_id, source_name, spec,

@@ -409,7 +409,7 @@ LAYERS: list[set[str]] = [
     {"io"},
     {"table"},
     {"write", "read"},
-    {"hive", "report"},
+    {"hive", "report", "kafka"},
     {"hive_udfs"},  # everything JVM; its registry renders SQL through hive/sql.py
     {"spark"},
     {"etl"},

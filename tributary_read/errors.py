@@ -245,6 +245,12 @@ class UndeliveredDataError(TributaryError):
     exit_code = 13
 
 
+class SourceGapError(UndeliveredDataError):
+    """Records the run was to read next are gone from the source (a Kafka topic's retention deleted
+    them before they were read). The message names the partitions and offsets; going on past them
+    is an explicit choice (``--on-gap skip``), recorded in the commit."""
+
+
 class UntrackedDataError(UndeliveredDataError):
     """A manifest-tracked table holds files no commit lists (other tools wrote them): track ``both``
     (``trib table set ROOT --tracking both``), or say ``--allow-untracked`` to read the manifest only."""

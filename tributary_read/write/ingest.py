@@ -191,9 +191,10 @@ class BadRecordLimit:
     option (a misspelt field), not bad data. ``limit`` None: no limit at all.
     """
 
-    def __init__(self, limit: float | None, source: str):
+    def __init__(self, limit: float | None, source: str, unit: str = "line"):
         self.limit = limit
         self.source = source
+        self.unit = unit  # what an offset counts: a file's lines, a Kafka partition's offsets
         self.bad = 0
         self.first: tuple[int, str] | None = None  # (offset, reason) of the run's first bad record
         self._first_kind = ""
@@ -216,15 +217,15 @@ class BadRecordLimit:
             return
         assert self.first is not None
         offset, reason = self.first
-        kept = (f"this run's {commits} earlier commits (up to line {last_committed}) stand, nothing after"
-                if commits else "nothing was committed")
+        upto = f" (up to {self.unit} {last_committed})" if last_committed >= 0 else ""
+        kept = f"this run's {commits} earlier commits{upto} stand, nothing after" if commits else "nothing was committed"
         if self.bad == read:
             over, out = "every record is bad", "keep them all as dead letters (on-bad-record dead-letter)"
         else:
             over, out = f"over the max bad fraction {self.limit:g}", "raise that limit"
         raise BadRecordError(
             f"{self.source}: {self.bad} of {read} records ({share:.1%}) cannot be placed, {over}; first: "
-            f"line {offset}: {reason} ({self.alike} records like it); {kept}. Fix the input or the time "
+            f"{self.unit} {offset}: {reason} ({self.alike} records like it); {kept}. Fix the input or the time "
             f"options and rerun, or {out}",
             max_bad_fraction="the max bad fraction", on_bad_record="on-bad-record dead-letter")
 

@@ -247,7 +247,8 @@ class TableWriter:
             ):
                 self._close(path)
 
-    def write_dead_letter(self, line: bytes, offset: int, reason: str, source: str | None = None) -> None:
+    def write_dead_letter(self, line: bytes, offset: int, reason: str, source: str | None = None,
+                          extra: dict | None = None) -> None:
         """Keep an unplaceable record, with why, in a file committed like data.
 
         The record's exact bytes must be recoverable (to fix and replay it): a
@@ -263,7 +264,8 @@ class TableWriter:
             path = f"{DEAD_LETTER_DIR}/dl-{self.writer_id}-{self._seq:06d}.jsonl"
             self._dead = _OpenFile(path, path, open_sink(self.storage.open_output(path), "jsonl", "none"),
                                    {}, KIND_DEAD_LETTER)
-        doc = {**({"source": source} if source is not None else {}), "offset": offset, "reason": reason, **kept}
+        doc = {**({"source": source} if source is not None else {}), **(extra or {}), "offset": offset,
+               "reason": reason, **kept}
         self._dead.sink.write_line(json.dumps(doc).encode())
         self._dead.records += 1
 

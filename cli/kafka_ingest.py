@@ -1,0 +1,107 @@
+"""``trib ingest ROOT --kafka HOST:PORT --topic T``: Kafka topics into a table, exactly once (docs/kafka.md)."""
+
+from __future__ import annotations
+
+import signal
+
+import click
+
+from .context import Duration, TribState, emit
+
+START_HELP = ("Where a partition the table has never seen starts: earliest (default), latest, or an ISO-8601 "
+              "instant with an offset (the first record at or after it). Recorded in its first commit.")
+
+
+def kafka_options(f):
+    for opt in reversed([
+        click.option("--kafka", envvar="TRIB_KAFKA", metavar="HOST:PORT",
+                     help="Read Kafka topics from this broker (bootstrap servers) instead of --source."),
+        click.option("--topic", "topics", multiple=True, help="A topic to read (repeatable)."),
+        click.option("--kafka-option", "kafka_option", multiple=True, metavar="KEY=VALUE",
+                     help="A librdkafka client setting (SASL, TLS, fetch sizes; repeatable); over trib.toml's [kafka]."),
+        click.option("--start", default="earliest", show_default=True, help=START_HELP),
+        click.option("--time-source", type=click.Choice(["value", "kafka"]), default="value", show_default=True,
+                     help="kafka: the event time is the record's Kafka timestamp (no --time-field needed)."),
+        click.option("--follow", is_flag=True,
+                     help="Keep reading until SIGTERM/SIGINT (then one last commit, exit 0); default: read to the "
+                          "ends found at the start, commit, exit."),
+        click.option("--commit-interval", type=Duration(), default="60s", show_default=True,
+                     help="With --follow: commit at least this often (or every --commit-every records)."),
+        click.option("--partitions", help="Read only these partitions of each topic (0,1,2)."),
+        click.option("--worker", metavar="i/N", help="Read every N-th partition from the i-th: a deterministic split "
+                                                     "of the topics' partitions over N workers."),
+        click.option("--kafka-columns", help="Add record metadata as columns: key,topic,partition,offset,timestamp,"
+                                             "headers (as kafka_key, …; jsonl and parquet tables)."),
+        click.option("--on-gap", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
+                     help="Offsets the topic's retention deleted before they were read: stop (exit 13, naming "
+                          "them), or skip them and record how many in the commit."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def kafka_only_file_flags(source_name, final, final_after) -> None:
+    used = [n for n, v in (("--source-name", source_name), ("--final", final), ("--final-after", final_after)) if v]
+    if used:
+        raise click.UsageError(f"{', '.join(used)} apply to --source files, not to --kafka")
+
+
+def file_only_kafka_flags(kafka: dict) -> None:
+    defaults = {"start": "earliest", "time_source": "value", "commit_interval": 60_000, "on_gap": "fail"}
+    used = [f"--{k.replace('_', '-')}" for k, v in kafka.items()
+            if k != "kafka" and v and v != defaults.get(k) and v != ()]
+    if used:
+        raise click.UsageError(f"{', '.join(sorted(used))} apply to --kafka, not to --source files")
+
+
+def run_kafka(state: TribState, stop, root, app_id, kafka: dict, spec, commit_every, protocol, on_bad_record,
+              max_bad_fraction, roll_for, as_json) -> None:
+    from tributary_read.hive.commit import committer_for
+    from tributary_read.kafka.client import parse_options
+    from tributary_read.kafka.ingest import KafkaSource, ingest_kafka, parse_columns
+    from tributary_read.kafka.offsets import parse_partitions, parse_worker
+
+    if not kafka["topics"]:
+        raise click.UsageError("--kafka needs at least one --topic")
+    source = KafkaSource(
+        kafka["kafka"], tuple(dict.fromkeys(kafka["topics"])),
+        {**state.config.get("kafka", {}), **parse_options(kafka["kafka_option"])},
+        kafka["start"],
+        tuple(parse_partitions(kafka["partitions"])) if kafka["partitions"] else None,
+        parse_worker(kafka["worker"]) if kafka["worker"] else None)
+    columns = parse_columns(kafka["kafka_columns"])
+    t = state.table(root)
+    committer = committer_for(t)
+
+    def note(line: str) -> None:
+        if not state.quiet:
+            click.echo(f"trib: {line}", err=True)
+
+    try:
+        result = ingest_kafka(
+            t, source, app_id, time_spec=spec, follow=kafka["follow"], commit_every=commit_every,
+            commit_interval_s=kafka["commit_interval"] / 1000, columns=columns, on_gap=kafka["on_gap"],
+            protocol=protocol, roll=roll_for(t), on_bad_record=on_bad_record, max_bad_fraction=max_bad_fraction,
+            on_commit=committer.on_commit if committer else None, stop=stop,
+            progress=note if kafka["follow"] else None)
+    finally:
+        committed = committer.close() if committer else None
+    extra = [f"{result.tombstones} tombstones skipped"] if result.tombstones else []
+    if result.dead_letters:
+        extra.append(f"{result.dead_letters} dead letters")
+    if result.skipped:
+        extra.append("skipped " + ", ".join(f"{n} offsets of {tp}" for tp, n in result.skipped.items()))
+    msg = (f"{result.records} records from {', '.join(result.topics)} in {result.commits} commits"
+           + (f" ({'; '.join(extra)})" if extra else "") + "; next offsets "
+           + ", ".join(f"{tp}@{p['next']}" for tp, p in result.partitions.items()))
+    if result.dead_letters and not as_json:
+        click.echo(f"trib: warning: {result.dead_letters} records went to {t.uri}/_tributary/dead_letter; "
+                   f"see them with: trib dead-letters list {root}", err=True)
+    emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, msg)
+    if committer and committer.error:
+        raise type(committer.error)(f"records committed, but the partition commit failed: {committer.error}; "
+                                    f"catch up with: trib partitions commit {root}")
+    if result.stopped_by and not kafka["follow"]:
+        click.echo(f"trib: interrupted by {result.stopped_by}: the records read so far are committed; run again "
+                   "to resume", err=True)
+        raise click.exceptions.Exit(128 + getattr(signal, result.stopped_by))

@@ -1,0 +1,1 @@
+"""Kafka topics as a trib source: exactly once, recoverable from the table alone (docs/kafka.md)."""

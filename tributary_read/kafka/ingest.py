@@ -1,0 +1,457 @@
+"""Exactly-once ingest of Kafka topics into a table (Tributary-Sink-HDFS, Kafka2Hive's Q1-Q3).
+
+Each commit holds the data files and, in the same atomic manifest, the next
+offset of every partition it covers (:mod:`tributary_read.kafka.offsets`). A
+run starts from the table alone: the app's committed offsets, or, for a
+partition the table has never seen, ``start`` (recorded in that partition's
+first commit). Whatever instant a run dies at, its uncommitted files are never
+referenced and the next run reads the same records again, so every record
+lands once. Partitions are assigned explicitly, never through group
+rebalancing; several workers split them (``partitions`` / ``worker``) and each
+commit fences the partitions its worker claims.
+
+Bounded (default): read every assigned partition up to its end as found when
+the run started, commit, return. A partition counts as done only at an
+end-of-partition event at or past that end, never from the watermark alone.
+``follow``: read until stopped, committing every ``commit_interval_s`` or
+``commit_every`` records, and notice new partitions within a minute.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from tributary_read.choice import Choice
+from tributary_read.errors import (
+    BadRecordError, InvalidInputError, SchemaConflictError, SourceGapError, StorageError, TimeOutOfRangeError,
+    TimeUnitError,
+)
+from tributary_read.kafka import client as kc
+from tributary_read.kafka.offsets import Positions, TopicPartition, claims, gap_summary, resume_offsets, select
+from tributary_read.table.config import RollPolicy, Table
+from tributary_read.table.renames import roll_forward
+from tributary_read.write.ingest import FROM_TABLE, BadRecordLimit, OnBadRecord, StopRequest, TimeSpec, _FromTable, _reason
+from tributary_read.write.writer import TableWriter
+
+COLUMNS = ("key", "topic", "partition", "offset", "timestamp", "headers")
+#: How often a follow run looks for partitions added to its topics.
+METADATA_REFRESH_S = 30.0
+
+
+class OnGap(Choice):
+    """A committed offset the broker no longer holds (retention deleted it): stop, or skip the gap."""
+
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class KafkaSource:
+    """Where and what to read. ``start``: earliest, latest, or an ISO-8601 instant."""
+
+    bootstrap: str
+    topics: tuple[str, ...]
+    config: dict = field(default_factory=dict)
+    start: str = "earliest"
+    partitions: tuple[int, ...] | None = None
+    worker: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class KafkaIngestResult:
+    app_id: str
+    topics: tuple[str, ...]
+    records: int
+    tombstones: int
+    dead_letters: int
+    commits: int
+    files: int
+    rolled_forward: int
+    #: per partition ("topic/p"): {"from": first offset read, "next": next offset to read, "records": n}
+    partitions: dict
+    skipped: dict
+    stopped_by: str | None = None
+
+    def to_json(self) -> dict:
+        d = dict(self.__dict__)
+        d["topics"] = list(self.topics)
+        return d
+
+
+class _Record:
+    """Turns a Kafka message into what the table stores, or says why it cannot."""
+
+    def __init__(self, table: Table, time_spec: TimeSpec | None, columns: Sequence[str]):
+        fmt = table.config.format
+        self.text = fmt == "text"
+        self.rows = fmt == "parquet"
+        self.columns = tuple(columns)
+        if self.text and self.columns:
+            raise InvalidInputError("a text table keeps each value as one line: it has no room for Kafka columns; "
+                                    "use a jsonl or parquet table", kafka_columns="--kafka-columns")
+        if self.text and time_spec is not None and time_spec.field:
+            raise InvalidInputError("a text table keeps values as text: take the time with --time-regex or "
+                                    "--time-source kafka", time_field="--time-field")
+        self.extract = time_spec.extractor(table.layout.tz) if time_spec is not None else None
+
+    def convert(self, msg) -> tuple[bytes | dict, int]:
+        value = msg.value()
+        if self.text:
+            if b"\n" in value or b"\r" in value:
+                raise ValueError("the value holds a line break: a text table keeps one line per record")
+            doc = None
+        else:
+            doc = json.loads(value)
+            if self.columns or self.rows:
+                if not isinstance(doc, dict):
+                    raise ValueError("the value is not a JSON object")
+        ts = self._time(msg, value, doc)
+        if self.columns:
+            doc = {**doc, **self._columns(msg)}
+        if self.rows:
+            return doc, ts
+        if self.text:
+            return value, ts
+        if self.columns or b"\n" in value or b"\r" in value:  # one line per record, whatever the producer sent
+            return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode(), ts
+        return value, ts
+
+    def _time(self, msg, value: bytes, doc) -> int:
+        if self.extract is not None:
+            return self.extract(value, doc)
+        kind, ts = msg.timestamp()
+        if kind == 0 or ts is None or ts < 0:  # TIMESTAMP_NOT_AVAILABLE
+            raise ValueError("the record has no Kafka timestamp")
+        return ts
+
+    def _columns(self, msg) -> dict:
+        out: dict = {}
+        for c in self.columns:
+            if c == "key":
+                out["kafka_key"] = _text(msg.key())
+            elif c == "topic":
+                out["kafka_topic"] = msg.topic()
+            elif c == "partition":
+                out["kafka_partition"] = msg.partition()
+            elif c == "offset":
+                out["kafka_offset"] = msg.offset()
+            elif c == "timestamp":
+                out["kafka_timestamp"] = msg.timestamp()[1]
+            elif c == "headers":
+                out["kafka_headers"] = {k: _text(v) for k, v in (msg.headers() or [])}
+        return out
+
+
+def _text(b: bytes | None) -> str | None:
+    if b is None:
+        return None
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(b).decode("ascii")
+
+
+def parse_columns(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return ()
+    cols = tuple(c.strip() for c in text.split(",") if c.strip())
+    bad = [c for c in cols if c not in COLUMNS]
+    if bad:
+        raise InvalidInputError(f"unknown Kafka column(s) {', '.join(bad)}; choose from {', '.join(COLUMNS)}",
+                                kafka_columns="--kafka-columns")
+    return cols
+
+
+def ingest_kafka(
+    table: Table,
+    source: KafkaSource,
+    app_id: str,
+    *,
+    time_spec: TimeSpec | None,
+    follow: bool = False,
+    commit_every: int = 100_000,
+    commit_interval_s: float = 60.0,
+    columns: Sequence[str] = (),
+    on_gap: OnGap | str = OnGap.FAIL,
+    protocol: str | None = None,
+    roll: RollPolicy | None = None,
+    on_bad_record: OnBadRecord | str = OnBadRecord.DEAD_LETTER,
+    max_bad_fraction: float | None | _FromTable = FROM_TABLE,
+    on_commit: Callable[[object], None] | None = None,
+    stop: StopRequest | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> KafkaIngestResult:
+    """Append the records of ``source``'s topics not yet committed for ``app_id``.
+
+    Args:
+        time_spec: where a record's event time comes from in its value; None: the Kafka
+            record timestamp (``--time-source kafka``).
+        follow: keep reading until ``stop`` is set; else stop at the ends found at the start.
+        commit_every / commit_interval_s: commit after this many records or seconds, whichever
+            comes first (the interval applies to follow runs).
+        on_gap: ``skip`` jumps over offsets the broker no longer holds and records how many in
+            the commit; the default stops with SourceGapError naming them.
+        progress: called with a one-line status (records/s, lag per partition) now and then.
+    """
+    if not app_id or any(c.isspace() for c in app_id):
+        raise InvalidInputError("the app id must be a non-empty word", app_id="the app id")
+    if commit_every < 1:
+        raise InvalidInputError("the records per commit must be >= 1", commit_every="the records per commit")
+    if commit_interval_s <= 0:
+        raise InvalidInputError("the commit interval must be > 0", commit_interval="the commit interval")
+    on_gap = OnGap.parse(on_gap, "on_gap")
+    on_bad_record = OnBadRecord.parse(on_bad_record, "on_bad_record")
+    if time_spec is not None:
+        time_spec.check()
+    record = _Record(table, time_spec, columns)
+    if isinstance(max_bad_fraction, _FromTable):
+        max_bad_fraction = table.config.max_bad_fraction
+    limit = BadRecordLimit(max_bad_fraction if on_bad_record is OnBadRecord.DEAD_LETTER else None,
+                           ",".join(source.topics), unit="offset")
+    conf = kc.client_config(source.bootstrap, app_id, source.config)
+    run = _Run(table, source, app_id, conf, record, limit, on_bad_record, on_gap, follow, commit_every,
+               commit_interval_s, protocol, roll, on_commit, stop, progress)
+    return run.go()
+
+
+class _Run:
+    def __init__(self, table, source, app_id, conf, record, limit, on_bad_record, on_gap, follow, commit_every,
+                 commit_interval_s, protocol, roll, on_commit, stop, progress):
+        self.table, self.source, self.app_id, self.conf = table, source, app_id, conf
+        self.record, self.limit, self.on_bad_record, self.on_gap = record, limit, on_bad_record, on_gap
+        self.follow, self.commit_every, self.commit_interval_s = follow, commit_every, commit_interval_s
+        self.protocol, self.roll, self.on_commit, self.stop, self.progress = protocol, roll, on_commit, stop, progress
+        self.read = self.tombstones = self.dead = self.commits = self.files = 0
+        self.first: dict[TopicPartition, int] = {}
+        self.counts: dict[TopicPartition, int] = {}
+        self._skipped_total: dict[TopicPartition, int] = {}
+
+    def go(self) -> KafkaIngestResult:
+        ck = kc.kafka()
+        self.errors = kc.Errors()
+        consumer = self._consumer_for_group = kc.open_consumer(self.conf, self.errors)
+        writer = None
+        try:
+            state = self.table.log.state()
+            app = state.apps.get(self.app_id)
+            rolled = 0
+            if app is not None:
+                last = self.table.log.read_commit(app.version)
+                rolled = len(roll_forward(self.table, last.files)) if last else 0
+            self.base = state.version
+            every = kc.partitions(consumer, self.source.topics, self.source.bootstrap, self.errors)
+            assigned = select(every, self.source.partitions, self.source.worker)
+            if not assigned:
+                raise InvalidInputError("this worker has no partitions: more workers than partitions",
+                                        worker="--worker")
+            self.pos = Positions(self.app_id, {})
+            self._start(consumer, assigned, resume_offsets(app))
+            self.claims = claims(assigned)
+            self.assigned = list(assigned)
+            # Bounded: the ends as the run finds them (hints: done only at an end-of-partition event past them).
+            self.ends = {} if self.follow else {tp: (kc.watermarks(consumer, tp) or (0, 0))[1] for tp in assigned}
+            self.done: set[TopicPartition] = set()
+            writer = TableWriter(self.table, protocol=self.protocol, roll=self.roll)
+            self._assign(consumer, ck, assigned)
+            self._loop(consumer, ck, writer)
+        except BaseException:
+            if writer is not None:
+                writer.abort()  # only a batch whose commit was never attempted
+            raise
+        finally:
+            consumer.close()
+        stopped = None
+        if self.stop is not None and self.stop.signum is not None:
+            import signal
+
+            stopped = signal.Signals(self.stop.signum).name
+        return KafkaIngestResult(
+            self.app_id, tuple(self.source.topics), self.read, self.tombstones, self.dead, self.commits, self.files,
+            rolled, {str(tp): {"from": self.first.get(tp, self.pos.next[tp]), "next": self.pos.next[tp],
+                               "records": self.counts.get(tp, 0)} for tp in sorted(self.pos.next)},
+            {str(tp): n for tp, n in sorted(self._skipped_total.items())}, stopped)
+
+    # -- positions ---------------------------------------------------------------------
+    def _start(self, consumer, assigned: list[TopicPartition], committed: dict[TopicPartition, int]) -> None:
+        new = [tp for tp in assigned if tp not in committed]
+        for tp in assigned:
+            if tp in committed:
+                self.pos.next[tp] = committed[tp]
+        if not new:
+            return
+        start = self.source.start
+        if start in ("earliest", "latest"):
+            for tp in new:
+                marks = kc.watermarks(consumer, tp)
+                if marks is None:
+                    raise kc.unavailable(self.source.bootstrap, self.errors, None, kc.METADATA_TIMEOUT_S)
+                self.pos.next[tp] = marks[0] if start == "earliest" else marks[1]
+                self.pos.started[tp] = start
+            return
+        from tributary_read.timespec import parse_instant
+
+        ms = parse_instant(start, None, "--start")
+        found = kc.offsets_for_time(consumer, new, ms)
+        for tp in new:
+            off = found[tp]
+            if off < 0:  # nothing that late yet: from the end
+                off = (kc.watermarks(consumer, tp) or (0, 0))[1]
+            self.pos.next[tp] = off
+            self.pos.started[tp] = kc.iso_ms(ms)
+
+    def _assign(self, consumer, ck, tps: list[TopicPartition]) -> None:
+        consumer.assign([ck.TopicPartition(tp.topic, tp.partition, self.pos.next[tp]) for tp in tps])
+
+    # -- the loop ----------------------------------------------------------------------
+    def _loop(self, consumer, ck, writer: TableWriter) -> None:
+        pending = 0
+        last_commit = last_meta = last_note = time.monotonic()
+        noted = 0
+        while True:
+            if self.stop is not None and self.stop.signum is not None:
+                break
+            if not self.follow and len(self.done) == len(self.assigned):
+                break
+            msgs = consumer.consume(num_messages=1000, timeout=0.5)
+            for msg in msgs:
+                err = msg.error()
+                tp = TopicPartition(msg.topic(), msg.partition())
+                if err is not None:
+                    self._error(consumer, ck, err, tp, msg)
+                    continue
+                if tp not in self.pos.next:
+                    continue  # a stray message after an unassign
+                off = msg.offset()
+                if off < self.pos.next[tp]:
+                    continue  # a resent message from before a seek
+                self.first.setdefault(tp, off)
+                self._take(writer, msg, tp, off)
+                pending += 1
+                if pending >= self.commit_every:
+                    self._commit(writer)
+                    pending, last_commit = 0, time.monotonic()
+            now = time.monotonic()
+            if self.follow:
+                writer.roll_idle()
+                if pending and now - last_commit >= self.commit_interval_s:
+                    self._commit(writer)
+                    pending, last_commit = 0, now
+                if now - last_meta >= METADATA_REFRESH_S:
+                    last_meta = now
+                    self._new_partitions(consumer, ck)
+            if self.progress and now - last_note >= 10:
+                rate = (self.read - noted) / (now - last_note)
+                self.progress(f"{self.read} records ({rate:,.0f}/s); " + self._lag(consumer))
+                last_note, noted = now, self.read
+        if self.pos.touched or pending:
+            self._commit(writer)
+
+    def _take(self, writer: TableWriter, msg, tp: TopicPartition, off: int) -> None:
+        self.read += 1
+        self.counts[tp] = self.counts.get(tp, 0) + 1
+        self.pos.advance(tp, off)
+        if msg.value() is None:  # a tombstone: nothing to store, its offset still advances
+            self.tombstones += 1
+            return
+        reason = None
+        try:
+            rec, ts = self.record.convert(msg)
+        except TimeUnitError as e:
+            raise TimeUnitError(f"{tp} offset {off}: {e}") from None
+        except (ValueError, TypeError, OverflowError, RecursionError) as e:
+            reason = _reason(e)
+        else:
+            try:
+                writer.write(rec, ts)
+            except (TimeOutOfRangeError, SchemaConflictError) as e:
+                reason = str(e)
+        if reason is not None:
+            if self.on_bad_record is OnBadRecord.FAIL:
+                raise BadRecordError(f"{tp} offset {off}: {reason}") from None
+            writer.write_dead_letter(msg.value(), off, reason, str(tp),
+                                     extra={"topic": tp.topic, "partition": tp.partition})
+            self.limit.add(off, reason)
+            self.dead += 1
+
+    def _commit(self, writer: TableWriter) -> None:
+        self.limit.check(self.read, self.commits, -1)
+        txn = self.pos.transaction()
+        commit = writer.commit(txn, base_version=self.base, claims=self.claims)
+        assert commit is not None
+        self.base = commit.version
+        self.commits += 1
+        self.files += len(commit.files)
+        self.pos.committed()
+        if self.on_commit:
+            self.on_commit(commit)
+        self._group_commit(txn)
+
+    def _group_commit(self, txn) -> None:
+        """Best effort, asynchronous: lets kafka-consumer-groups and Burrow see progress. Never read back."""
+        ck = kc.kafka()
+        tps = [ck.TopicPartition(t, int(p), n) for t, ps in txn.meta.get("kafka", {}).items() for p, n in ps.items()]
+        if tps:
+            try:
+                self._consumer_for_group.commit(offsets=tps, asynchronous=True)
+            except Exception:  # noqa: BLE001 - lag reporting must never fail a run whose commit landed
+                pass
+
+    def _error(self, consumer, ck, err, tp: TopicPartition, msg) -> None:
+        code = err.code()
+        if code == ck.KafkaError._PARTITION_EOF:
+            if not self.follow and tp in self.pos.next and tp not in self.done \
+                    and max(msg.offset(), self.pos.next[tp]) >= self.ends.get(tp, 0):
+                self.done.add(tp)
+            return
+        if code in (ck.KafkaError.OFFSET_OUT_OF_RANGE, ck.KafkaError._AUTO_OFFSET_RESET):
+            self._gap(consumer, ck, tp, err)
+            return
+        if code == ck.KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise InvalidInputError(f"topic partition {tp} does not exist (any more) on {self.source.bootstrap}",
+                                    topic="--topic")
+        if err.fatal() or not err.retriable():
+            raise StorageError(f"Kafka {self.source.bootstrap}: {tp}: {err.str()}")
+
+    def _gap(self, consumer, ck, tp: TopicPartition, err) -> None:
+        marks = kc.watermarks(consumer, tp)
+        nxt = self.pos.next.get(tp, 0)
+        if marks is None or not (marks[0] > nxt):
+            raise StorageError(f"Kafka {self.source.bootstrap}: {tp}: offset {nxt} is out of range "
+                               f"({err.str()}); the broker reports offsets {marks} for it")
+        low = marks[0]
+        if self.on_gap is OnGap.FAIL:
+            raise SourceGapError(
+                f"{gap_summary({tp: (nxt, low)})} were deleted by the topic's retention before this app read "
+                f"them; nothing after offset {nxt - 1} is committed for it. Those records are lost at the source: "
+                "run with --on-gap skip to go on from the oldest offset the broker holds (the commit records "
+                "how many were skipped)", on_gap="--on-gap skip")
+        n = self.pos.skip_gap(tp, low)
+        self._skipped_total[tp] = self._skipped_total.get(tp, 0) + n
+        if self.progress:
+            self.progress(f"skipped {n} offsets of {tp} deleted by retention ({nxt}..{low - 1})")
+        consumer.seek(ck.TopicPartition(tp.topic, tp.partition, low))
+
+    def _new_partitions(self, consumer, ck) -> None:
+        every = kc.partitions(consumer, self.source.topics, self.source.bootstrap, self.errors)
+        now = select(every, self.source.partitions, self.source.worker)
+        added = [tp for tp in now if tp not in self.pos.next]
+        if not added:
+            return
+        self._start(consumer, added, {})
+        self.claims = claims(now)
+        self.assigned = list(now)
+        consumer.incremental_assign([ck.TopicPartition(tp.topic, tp.partition, self.pos.next[tp]) for tp in added])
+        if self.progress:
+            self.progress(f"new partitions: {', '.join(map(str, added))}")
+
+    def _lag(self, consumer) -> str:
+        parts = []
+        for tp in self.assigned[:12]:
+            marks = kc.watermarks(consumer, tp, timeout_s=1.0)
+            if marks is not None:
+                parts.append(f"{tp} lag {max(0, marks[1] - self.pos.next.get(tp, 0))}")
+        return ", ".join(parts) + (" …" if len(self.assigned) > 12 else "")
