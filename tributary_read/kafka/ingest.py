@@ -284,24 +284,62 @@ class _Run:
         if not new:
             return
         start = self.source.start
+        # A partition's first commit records where it started, even when the run reads nothing
+        # from it: the next run must not resolve "latest" again and skip what came in between.
+        self.pos.touched.update(new)
         if start in ("earliest", "latest"):
             for tp in new:
                 marks = kc.watermarks(consumer, tp)
                 if marks is None:
                     raise kc.unavailable(self.source.bootstrap, self.errors, None, kc.METADATA_TIMEOUT_S)
-                self.pos.next[tp] = marks[0] if start == "earliest" else marks[1]
+                self.pos.next[tp] = marks[0]
                 self.pos.started[tp] = start
+            if start == "latest":
+                self.pos.next.update(self._ends(consumer, {tp: max(kc.watermarks(consumer, tp) or (0, 0))
+                                                           for tp in new}))
             return
         from tributary_read.timespec import parse_instant
 
         ms = parse_instant(start, None, "--start")
         found = kc.offsets_for_time(consumer, new, ms)
+        late = {tp: (kc.watermarks(consumer, tp) or (0, 0))[1] for tp in new if found[tp] < 0}
+        ends = self._ends(consumer, late)  # nothing that late yet: from the end
         for tp in new:
-            off = found[tp]
-            if off < 0:  # nothing that late yet: from the end
-                off = (kc.watermarks(consumer, tp) or (0, 0))[1]
-            self.pos.next[tp] = off
+            self.pos.next[tp] = found[tp] if found[tp] >= 0 else ends[tp]
             self.pos.started[tp] = kc.iso_ms(ms)
+
+    def _ends(self, consumer, hints: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Each partition's end: read from the broker's hint to an end-of-partition event.
+
+        A high watermark is only a hint (one broker reported 1 for a partition of 100
+        records), so the end is where a fetch comes back with nothing more.
+        """
+        if not hints:
+            return {}
+        ck = kc.kafka()
+        probe = kc.open_consumer({**self.conf, "group.id": f"{self.conf['group.id']}-trib-probe"}, self.errors)
+        ends = dict(hints)
+        try:
+            probe.assign([ck.TopicPartition(tp.topic, tp.partition, off) for tp, off in hints.items()])
+            left = set(hints)
+            deadline = time.monotonic() + 120
+            while left:
+                if time.monotonic() > deadline:
+                    raise StorageError(f"Kafka {self.source.bootstrap}: no end of partition for "
+                                       f"{', '.join(map(str, sorted(left)))} within 120 s")
+                for msg in probe.consume(num_messages=1000, timeout=0.5):
+                    tp = TopicPartition(msg.topic(), msg.partition())
+                    err = msg.error()
+                    if err is None:
+                        ends[tp] = max(ends[tp], msg.offset() + 1)
+                    elif err.code() == ck.KafkaError._PARTITION_EOF:
+                        ends[tp] = max(ends[tp], msg.offset())
+                        left.discard(tp)
+                    elif not err.retriable():
+                        raise StorageError(f"Kafka {self.source.bootstrap}: {tp}: {err.str()}")
+        finally:
+            probe.close()
+        return ends
 
     def _assign(self, consumer, ck, tps: list[TopicPartition]) -> None:
         consumer.assign([ck.TopicPartition(tp.topic, tp.partition, self.pos.next[tp]) for tp in tps])

@@ -1,0 +1,245 @@
+"""Issue 20: ``trib ingest --kafka`` against a real Kafka-protocol broker (Tansu), through the CLI.
+
+Every check counts records in the table's committed files (never broker
+watermarks): each produced record once, tombstones skipped and counted, poison
+records in the dead-letter file with topic, partition and offset. A run on a
+"new machine" (a copy of the table and nothing else) resumes exactly; workers
+split partitions; two processes that claim one partition never both commit it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import REPO, TRIB, invoke_trib, run_trib
+from helpers import LAYOUT, PARTITION
+
+pytestmark = pytest.mark.integration
+
+T0 = 1_764_000_000_000  # 2025-11-24T16:00:00Z
+
+
+def _topic(broker, partitions: int = 3) -> str:
+    name = f"ev-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(name, partitions)
+    return name
+
+
+def _records(start: int, n: int, parts: int = 3):
+    return [({"id": i, "ts": T0 + i * 1000, "msg": f"m{i}"}, i % parts) for i in range(start, start + n)]
+
+
+def _produce(broker, topic: str, records) -> None:
+    by_part: dict[int, list] = {}
+    for doc, p in records:
+        by_part.setdefault(p, []).append(doc)
+    for p, docs in by_part.items():
+        broker.produce(topic, docs, partition=p)
+
+
+def _table(tmp_path, name="t", fmt="jsonl"):
+    root = tmp_path / name
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, "--format", fmt,
+                check=True)
+    return root
+
+
+def _ids(root) -> list[int]:
+    """Every id in the table's committed files (what trib's readers return)."""
+    import pyarrow.parquet as pq
+
+    from tributary_read.table.config import Table
+    from tributary_read.table.manifest import KIND_DATA
+
+    t = Table.load(str(root))
+    out: list[int] = []
+    for f in t.log.state().files.values():
+        if f.kind != KIND_DATA:
+            continue
+        path = os.path.join(str(root), f.path)
+        if path.endswith(".parquet"):
+            out += pq.read_table(path).column("id").to_pylist()
+        else:
+            import gzip
+
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rb") as fh:
+                out += [json.loads(line)["id"] for line in fh if line.strip()]
+    return sorted(out)
+
+
+def _ingest(root, broker, topic, *extra, app="feed"):
+    return invoke_trib("ingest", str(root), "--kafka", broker.bootstrap, "--topic", topic, "--app-id", app,
+                       "--time-field", "ts", *extra)
+
+
+def test_a_bounded_run_takes_every_record_once_and_a_new_machine_resumes_from_the_table(kafka_broker, tmp_path):
+    topic = _topic(kafka_broker)
+    _produce(kafka_broker, topic, _records(0, 3000))
+    kafka_broker.produce(topic, [None], partition=0)  # a tombstone
+    kafka_broker.produce(topic, [b"not json {"], partition=1)  # poison
+    root = _table(tmp_path)
+    r = _ingest(root, kafka_broker, topic, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["records"] == 3002 and doc["tombstones"] == 1 and doc["dead_letters"] == 1 and doc["commits"] == 1
+    assert {tp: p["next"] for tp, p in doc["partitions"].items()} == {f"{topic}/0": 1001, f"{topic}/1": 1001,
+                                                                        f"{topic}/2": 1000}
+    assert _ids(root) == list(range(3000))
+    (f,) = json.loads(invoke_trib("dead-letters", "list", str(root), "--json", check=True).stdout)["files"]
+    assert f["sources"] == {f"{topic}/1": 1} and f["reasons"][0]["reason"] == "not valid JSON"
+    (d,) = [json.loads(line) for line in (root / f["path"]).read_text().splitlines()]
+    assert (d["topic"], d["partition"], d["offset"], d["line"]) == (topic, 1, 1000, "not json {")
+
+    # Nothing new: no commit. New records: exactly those.
+    assert json.loads(_ingest(root, kafka_broker, topic, "--json").stdout)["commits"] == 0
+    _produce(kafka_broker, topic, _records(3000, 600))
+    # "A new machine": a copy of the table and nothing else (no consumer group state is read).
+    moved = tmp_path / "moved"
+    shutil.copytree(root, moved)
+    r = _ingest(moved, kafka_broker, topic, "--json", app="feed")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["records"] == 600
+    assert _ids(moved) == list(range(3600))
+    assert invoke_trib("verify", str(moved)).returncode == 0
+    c = json.loads((moved / "_tributary" / "log" / "00000000000000000001.json").read_text())["transaction"]
+    assert c["meta"]["kafka"] == {topic: {"0": 1001, "1": 1001, "2": 1000}}
+    assert c["meta"]["kafka_start"] == {f"kafka:{topic}/{p}": "earliest" for p in range(3)}
+
+
+def test_start_latest_and_an_instant_are_recorded_and_time_source_kafka(kafka_broker, tmp_path):
+    topic = _topic(kafka_broker, 1)
+    _produce(kafka_broker, topic, _records(0, 100, parts=1))
+    latest = _table(tmp_path, "latest")
+    r = _ingest(latest, kafka_broker, topic, "--start", "latest", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["records"] == 0, r.stderr
+    _produce(kafka_broker, topic, _records(100, 50, parts=1))
+    doc = json.loads(_ingest(latest, kafka_broker, topic, "--start", "latest", "--json").stdout)
+    assert doc["records"] == 50 and _ids(latest) == list(range(100, 150))
+    c = json.loads((latest / "_tributary" / "log" / "00000000000000000001.json").read_text())["transaction"]
+    assert c["meta"]["kafka_start"] == {f"kafka:{topic}/0": "latest"}
+
+    # The record timestamps (set by the producer: now) file the records under the hour they were produced.
+    ktime = _table(tmp_path, "ktime")
+    r = invoke_trib("ingest", str(ktime), "--kafka", kafka_broker.bootstrap, "--topic", topic, "--app-id", "k",
+                    "--time-source", "kafka", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["records"] == 150, r.stderr
+    from tributary_read.table.config import Table
+
+    hours = {f.partition["dt"] for f in Table.load(str(ktime)).log.state().files.values()}
+    now = time.strftime("%Y%m%d%H", time.gmtime())
+    assert hours <= {now, time.strftime("%Y%m%d%H", time.gmtime(time.time() - 3600))}
+
+
+def test_kafka_columns_in_a_parquet_table(kafka_broker, tmp_path):
+    import pyarrow.parquet as pq
+
+    topic = _topic(kafka_broker, 2)
+    _produce(kafka_broker, topic, _records(0, 40, parts=2))
+    root = _table(tmp_path, fmt="parquet")
+    r = _ingest(root, kafka_broker, topic, "--kafka-columns", "partition,offset,topic", "--json")
+    assert r.returncode == 0, r.stderr
+    from tributary_read.table.config import Table
+
+    rows = []
+    for f in Table.load(str(root)).log.state().files.values():
+        rows += pq.read_table(str(root / f.path)).to_pylist()
+    assert sorted(r["id"] for r in rows) == list(range(40))
+    assert {(r["kafka_partition"], r["id"] % 2) for r in rows} == {(0, 0), (1, 1)}
+    assert all(r["kafka_topic"] == topic for r in rows)
+    assert sorted(r["kafka_offset"] for r in rows if r["kafka_partition"] == 0) == list(range(20))
+
+
+def test_workers_split_the_partitions_and_all_commits_land(kafka_broker, tmp_path):
+    topic = _topic(kafka_broker, 4)
+    _produce(kafka_broker, topic, _records(0, 4000, parts=4))
+    root = _table(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([*TRIB, "ingest", str(root), "--kafka", kafka_broker.bootstrap, "--topic", topic,
+                               "--app-id", "feed", "--time-field", "ts", "--worker", f"{i}/2", "--commit-every",
+                               "300", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for i in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    docs = [json.loads(o[0]) for o in outs]
+    assert sorted(docs[0]["partitions"]) == [f"{topic}/0", f"{topic}/2"]
+    assert sorted(docs[1]["partitions"]) == [f"{topic}/1", f"{topic}/3"]
+    assert _ids(root) == list(range(4000))
+    assert invoke_trib("verify", str(root)).returncode == 0
+
+
+def test_two_processes_claiming_one_partition_never_both_commit_it(kafka_broker, tmp_path):
+    """A follow run owns partition 0; a second run claims it too. Whichever commits second is fenced
+    (exit 16) with nothing of its batch visible; the table holds every record once."""
+    topic = _topic(kafka_broker, 1)
+    _produce(kafka_broker, topic, _records(0, 2000, parts=1))
+    root = _table(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    follow = subprocess.Popen([*TRIB, "ingest", str(root), "--kafka", kafka_broker.bootstrap, "--topic", topic,
+                               "--app-id", "feed", "--time-field", "ts", "--follow", "--commit-interval", "1s",
+                               "--commit-every", "500"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env)
+    time.sleep(0.3)
+    second = run_trib("ingest", str(root), "--kafka", kafka_broker.bootstrap, "--topic", topic, "--app-id", "feed",
+                      "--time-field", "ts", "--commit-every", "500")
+    _produce(kafka_broker, topic, _records(2000, 500, parts=1))
+    time.sleep(3)
+    if follow.poll() is None:
+        follow.send_signal(signal.SIGTERM)
+    out, err = follow.communicate(timeout=60)
+    codes = sorted([follow.returncode, second.returncode])
+    assert 16 in codes or codes == [0, 0], (follow.returncode, err, second.returncode, second.stderr)
+    fenced = err if follow.returncode == 16 else second.stderr
+    if 16 in codes:
+        assert "another process claims" in fenced and len(fenced.strip().splitlines()) == 1, fenced
+    # The survivor's records, and a rerun for whatever the fenced one had read: each record once.
+    assert run_trib("ingest", str(root), "--kafka", kafka_broker.bootstrap, "--topic", topic, "--app-id", "feed",
+                    "--time-field", "ts").returncode == 0
+    assert _ids(root) == list(range(2500))
+    assert invoke_trib("verify", str(root)).returncode == 0
+
+
+def test_sigterm_on_a_follow_run_makes_a_last_commit_and_exits_0(kafka_broker, tmp_path):
+    topic = _topic(kafka_broker, 3)
+    root = _table(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.Popen([*TRIB, "ingest", str(root), "--kafka", kafka_broker.bootstrap, "--topic", topic,
+                          "--app-id", "feed", "--time-field", "ts", "--follow", "--commit-interval", "1h", "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    _produce(kafka_broker, topic, _records(0, 900))
+    time.sleep(3)  # read, not committed (the interval is an hour)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    doc = json.loads(out)
+    assert doc["stopped_by"] == "SIGTERM" and doc["commits"] == 1 and doc["records"] == 900
+    assert _ids(root) == list(range(900))
+
+
+def test_a_missing_topic_and_an_unreachable_broker_are_one_line_within_a_bounded_time(kafka_broker, tmp_path):
+    from helpers import one_line_error
+
+    root = _table(tmp_path)
+    t0 = time.monotonic()
+    one_line_error(_ingest(root, kafka_broker, f"nope-{uuid.uuid4().hex[:6]}"), 3, "does not exist")
+    assert time.monotonic() - t0 < 30
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there
+    t0 = time.monotonic()
+    r = invoke_trib("ingest", str(root), "--kafka", f"127.0.0.1:{port}", "--topic", "t", "--app-id", "feed",
+                    "--time-field", "ts")
+    one_line_error(r, 7, f"127.0.0.1:{port} did not answer", "nothing was committed")
+    assert time.monotonic() - t0 < 40
+    assert invoke_trib("log", str(root), "--json").returncode == 0
