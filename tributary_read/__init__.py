@@ -31,6 +31,7 @@ _LAZY = {
     "RollPolicy": "table.config", "Table": "table.config", "TableConfig": "table.config",
     "Protocol": "table.config", "Tracking": "table.config", "DataFormat": "io.formats",
     "TableWriter": "write.writer",
+    "KafkaSource": "kafka.ingest", "KafkaIngestResult": "kafka.ingest", "ingest_kafka": "kafka.ingest",
 }
 
 __all__ = sorted([*_errors_all, *_LAZY, "__version__"])
@@ -58,3 +59,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from tributary_read.io.formats import DataFormat
     from tributary_read.read.window import TimeWindow
     from tributary_read.write.writer import TableWriter
+    from tributary_read.kafka.ingest import KafkaIngestResult, KafkaSource, ingest_kafka
