@@ -124,7 +124,7 @@ def partitions(consumer, topics: Iterable[str], bootstrap: str, errors: Errors |
 
 
 def unavailable(bootstrap: str, errors: Errors | None, e: BaseException | None, timeout_s: float) -> StorageError:
-    seen = errors or []
+    seen: list[str] = errors or []
     why = seen[-1] if seen else (str(e) if e is not None else "no answer")
     return StorageError(f"Kafka broker {bootstrap} did not answer within {timeout_s:g}s ({why}); check the "
                         "address and that the broker runs, then run again: nothing was committed")

@@ -23,7 +23,7 @@ import base64
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from tributary_read.choice import Choice
 from tributary_read.errors import (
@@ -99,16 +99,15 @@ class _Record:
         self.extract = time_spec.extractor(table.layout.tz) if time_spec is not None else None
 
     def convert(self, msg) -> tuple[bytes | dict, int]:
-        value = msg.value()
+        value: bytes = msg.value()
+        doc: Any = None
         if self.text:
             if b"\n" in value or b"\r" in value:
                 raise ValueError("the value holds a line break: a text table keeps one line per record")
-            doc = None
         else:
             doc = json.loads(value)
-            if self.columns or self.rows:
-                if not isinstance(doc, dict):
-                    raise ValueError("the value is not a JSON object")
+            if (self.columns or self.rows) and not isinstance(doc, dict):
+                raise ValueError("the value is not a JSON object")
         ts = self._time(msg, value, doc)
         if self.columns:
             doc = {**doc, **self._columns(msg)}
