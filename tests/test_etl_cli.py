@@ -355,7 +355,7 @@ def test_the_spark_submit_driver_runs_the_job_and_prints_its_report(tmp_path, sp
     assert "does not exist" in capsys.readouterr().err
 
 
-def test_epoch_seconds_need_time_unit_and_then_land_in_their_hours(tmp_path):
+def test_epoch_seconds_need_time_unit_and_then_land_in_their_hours(tmp_path, spark):
     """Issue 19, Why 3: an integer column of epoch seconds, no ``time_unit``. It used to be taken as ms and
     land in ``1970_01_20/17`` with exit 0; now the run is refused (exit 3, one line naming time_unit) before
     anything is committed, and with ``time_unit = "s"`` every record lands in its hour."""
@@ -389,7 +389,8 @@ def test_epoch_seconds_need_time_unit_and_then_land_in_their_hours(tmp_path):
         """)
     job.write_text(text)
     before = snapshot(out)
-    refused = run_trib("etl", "run", str(job), "--schedule-time", T, "-q", env=_env(), cwd=tmp_path)
+    # In this process, on the shared session: the refusal is trib's, not a property of a process.
+    refused = invoke_trib("etl", "run", str(job), "--schedule-time", T, "-q", cwd=tmp_path)
     assert refused.returncode == 3 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     errors = [x for x in refused.stderr.splitlines() if x.startswith("trib: error: ")]  # Spark logs the rest
     assert len(errors) == 1, refused.stderr[-3000:]
@@ -400,7 +401,7 @@ def test_epoch_seconds_need_time_unit_and_then_land_in_their_hours(tmp_path):
     assert {k for k in snapshot(out) if "/etl/" not in k} == {k for k in before if "/etl/" not in k}
 
     job.write_text(text.replace('time_column = "ts"', 'time_column = "ts"\ntime_unit = "s"'))
-    ok = run_trib("etl", "run", str(job), "--schedule-time", T, "--json", env=_env(), cwd=tmp_path)
+    ok = invoke_trib("etl", "run", str(job), "--schedule-time", T, "--json", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr[-3000:]
     assert json.loads(ok.stdout)["output"]["records"] == len(records)
     table = Table.load(str(out))

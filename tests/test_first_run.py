@@ -241,7 +241,7 @@ def _job(extra: str) -> str:
     return consumer_job_text("first", extra, spark=True)
 
 
-def test_an_etl_consumer_input_delivers_partitions_older_than_the_lookback_on_its_first_run(tmp_path):
+def test_an_etl_consumer_input_delivers_partitions_older_than_the_lookback_on_its_first_run(tmp_path, spark):
     """Issue 32, Why 2: it used to report "read: skipped, no input files" and commit an empty hour."""
     root, out = tmp_path / "raw", tmp_path / "events"
     put(root, f"{HISTORY}/a.jsonl", H2024 + 1, b'{"id": 1, "ts": 1704074400000}\n{"id": 2, "ts": 1704074460000}\n')
@@ -249,9 +249,9 @@ def test_an_etl_consumer_input_delivers_partitions_older_than_the_lookback_on_it
     cli("table", "create", str(out), "--layout", LAYOUT, "--partition", PARTITION, "--format", "parquet")
     (tmp_path / "etl.sql").write_text("SELECT id, ts FROM raw\n")
     (tmp_path / "job.toml").write_text(_job(""))
-    env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": __import__("sys").executable}
-    p = run_trib("etl", "run", str(tmp_path / "job.toml"), "--schedule-time", "2026-01-01T05:00:00Z", "--json",
-                 env=env, cwd=tmp_path)
+    # In this process, on the shared session (a Spark start per test costs ~10-40 s on CI).
+    p = invoke_trib("etl", "run", str(tmp_path / "job.toml"), "--schedule-time", "2026-01-01T05:00:00Z", "--json",
+                    cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(p.stdout)
     (inp,) = doc["inputs"]

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TRIB, run_trib
+from conftest import REPO, TRIB, invoke_trib, run_trib
 from etl_data import LAY, Hs2, RawSource, create_hive_table, output_rows, write_job
 from helpers import LAYOUT, PARTITION, grow_source, make_source
 
@@ -73,7 +73,7 @@ def _beeline_count(hs2: Hs2, name: str) -> tuple[int, int]:
 
 def _committed(root: Path) -> int:
     """The records the log holds (what trib's own readers return)."""
-    files = json.loads(run_trib("files", str(root), "--all", "--mode", "manifest", "--json", check=True).stdout)
+    files = json.loads(invoke_trib("files", str(root), "--all", "--mode", "manifest", "--json", check=True).stdout)
     return sum(f["records"] for f in files["files"])
 
 
@@ -121,9 +121,10 @@ def test_ingest_killed_at_random_moments_hive_and_spark_count_the_committed_reco
             if hits >= TRIALS:
                 break
             root = tmp_path / f"t{trial}"
-            run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+            # Only the killed ingest needs a process of its own: the rest runs the CLI in this one.
+            invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
             if trial == 0:
-                show = json.loads(run_trib("table", "show", str(root), "--json", check=True).stdout)
+                show = json.loads(invoke_trib("table", "show", str(root), "--json", check=True).stdout)
                 assert show["protocol"] == "rename"
             hive = f"default.hidden_ingest_{uuid.uuid4().hex[:8]}"
             create_hive_table(hs2, hive, root, fmt="jsonl")
@@ -133,9 +134,9 @@ def test_ingest_killed_at_random_moments_hive_and_spark_count_the_committed_reco
             hit = _kill_ingest_at(_ingest(root, src), delay, root)
             hits += hit
             killed_hidden = _hidden(root)  # before the rerun (committed-but-unrenamed ones too)
-            done = run_trib(*_ingest(root, src)[len(TRIB):], "--json")
+            done = invoke_trib(*_ingest(root, src)[len(TRIB):], "--json")
             assert done.returncode == 0, done.stderr
-            run_trib("partitions", "sync", str(root), "--hive-table", hive, "--metastore",
+            invoke_trib("partitions", "sync", str(root), "--hive-table", hive, "--metastore",
                      f"hs2://127.0.0.1:{hive_services.hs2_port}?user=trib", check=True)
             committed = _committed(root)
             hive_rows, spark_rows = _hive_count(hs2, hive), _spark_count(spark, root)
