@@ -57,6 +57,13 @@ FLAGS = {
     "allow_beyond_horizon": "--allow-beyond-horizon",
     "max_files": "--max-files",
     "replay_partition": "--partition",
+    "kafka": "--kafka",
+    "kafka_option": "--kafka-option",
+    "topic": "--topic",
+    "kafka_columns": "--kafka-columns",
+    "worker": "--worker",
+    "on_gap": "--on-gap skip",
+    "time_source": "--time-source kafka",
 }
 
 

@@ -46,7 +46,8 @@ def parse_options(pairs: Iterable[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise InvalidInputError(f"bad Kafka option {pair!r}: give key=value", kafka_option="--kafka-option")
+            raise InvalidInputError(f"bad Kafka client setting {pair!r}: give key=value",
+                                    kafka_option="Kafka client setting")
         out[key.strip()] = value
     return out
 
@@ -56,14 +57,14 @@ def client_config(bootstrap: str, app_id: str, config: Mapping[str, Any] | None 
     """The consumer's settings: defaults < trib.toml ``[kafka]`` < ``--kafka-option``."""
     host, sep, port = bootstrap.rpartition(":")
     if not bootstrap or (sep and not port.isdigit()):
-        raise InvalidInputError(f"bad Kafka address {bootstrap!r}: give HOST:PORT[,HOST:PORT...]", kafka="--kafka")
+        raise InvalidInputError(f"bad Kafka address {bootstrap!r}: give HOST:PORT[,HOST:PORT...]", kafka="Kafka address")
     conf = dict(DEFAULTS)
     conf.update({str(k): _text(v) for k, v in (config or {}).items()})
     conf.update(options or {})
     for key, value in FIXED.items():
         if key in conf and conf[key].lower() != value:
-            raise InvalidInputError(f"Kafka option {key}={conf[key]} is refused: trib keeps the offsets in the "
-                                    f"table and needs {key}={value}", kafka_option="--kafka-option")
+            raise InvalidInputError(f"Kafka client setting {key}={conf[key]} is refused: trib keeps the offsets "
+                                    f"in the table and needs {key}={value}", kafka_option="Kafka client setting")
     conf.update(FIXED)
     conf["bootstrap.servers"] = bootstrap
     conf.setdefault("group.id", app_id)  # only for lag tools: never read back
@@ -112,7 +113,7 @@ def partitions(consumer, topics: Iterable[str], bootstrap: str, errors: Errors |
                 if time.monotonic() < deadline and err is not None and err.retriable():
                     time.sleep(0.2)
                     continue
-                raise InvalidInputError(f"topic {topic!r} does not exist on {bootstrap}", topic="--topic")
+                raise InvalidInputError(f"topic {topic!r} does not exist on {bootstrap}", topic="topic")
             if err is not None:
                 if err.retriable() and time.monotonic() < deadline:
                     time.sleep(0.2)

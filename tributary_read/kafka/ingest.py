@@ -92,10 +92,11 @@ class _Record:
         self.columns = tuple(columns)
         if self.text and self.columns:
             raise InvalidInputError("a text table keeps each value as one line: it has no room for Kafka columns; "
-                                    "use a jsonl or parquet table", kafka_columns="--kafka-columns")
+                                    "use a jsonl or parquet table", kafka_columns="Kafka columns")
         if self.text and time_spec is not None and time_spec.field:
-            raise InvalidInputError("a text table keeps values as text: take the time with --time-regex or "
-                                    "--time-source kafka", time_field="--time-field")
+            raise InvalidInputError("a text table keeps values as text, so it has no time field: take the time "
+                                    "with a time regex or from the Kafka timestamp", time_field="time field",
+                                    time_regex="a time regex", time_source="the Kafka timestamp")
         self.extract = time_spec.extractor(table.layout.tz) if time_spec is not None else None
 
     def convert(self, msg) -> tuple[bytes | dict, int]:
@@ -161,7 +162,7 @@ def parse_columns(text: str | None) -> tuple[str, ...]:
     bad = [c for c in cols if c not in COLUMNS]
     if bad:
         raise InvalidInputError(f"unknown Kafka column(s) {', '.join(bad)}; choose from {', '.join(COLUMNS)}",
-                                kafka_columns="--kafka-columns")
+                                kafka_columns="Kafka column(s)")
     return cols
 
 
@@ -246,7 +247,7 @@ class _Run:
             assigned = select(every, self.source.partitions, self.source.worker)
             if not assigned:
                 raise InvalidInputError("this worker has no partitions: more workers than partitions",
-                                        worker="--worker")
+                                        worker="worker")
             self.pos = Positions(self.app_id, {})
             self._start(consumer, assigned, resume_offsets(app))
             self.claims = claims(assigned)
@@ -299,7 +300,7 @@ class _Run:
             return
         from tributary_read.timespec import parse_instant
 
-        ms = parse_instant(start, None, "--start")
+        ms = parse_instant(start, None, "start")
         found = kc.offsets_for_time(consumer, new, ms)
         late = {tp: (kc.watermarks(consumer, tp) or (0, 0))[1] for tp in new if found[tp] < 0}
         ends = self._ends(consumer, late)  # nothing that late yet: from the end
@@ -449,7 +450,7 @@ class _Run:
             return
         if code == ck.KafkaError.UNKNOWN_TOPIC_OR_PART:
             raise InvalidInputError(f"topic partition {tp} does not exist (any more) on {self.source.bootstrap}",
-                                    topic="--topic")
+                                    topic="topic")
         if err.fatal() or not err.retriable():
             raise StorageError(f"Kafka {self.source.bootstrap}: {tp}: {err.str()}")
 
@@ -464,8 +465,8 @@ class _Run:
             raise SourceGapError(
                 f"{gap_summary({tp: (nxt, low)})} were deleted by the topic's retention before this app read "
                 f"them; nothing after offset {nxt - 1} is committed for it. Those records are lost at the source: "
-                "run with --on-gap skip to go on from the oldest offset the broker holds (the commit records "
-                "how many were skipped)", on_gap="--on-gap skip")
+                "skip the gap to go on from the oldest offset the broker holds (the commit records "
+                "how many were skipped)", on_gap="skip the gap")
         n = self.pos.skip_gap(tp, low)
         self._skipped_total[tp] = self._skipped_total.get(tp, 0) + n
         if self.progress:

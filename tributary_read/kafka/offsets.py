@@ -126,7 +126,7 @@ def select(all_partitions: Iterable[TopicPartition], partitions: Iterable[int] |
         if missing:
             raise InvalidInputError(f"partitions {', '.join(map(str, missing))} do not exist "
                                     f"(the topics have {', '.join(map(str, sorted(known)))})",
-                                    partitions="--partitions")
+                                    partitions="partitions")
         tps = [tp for tp in tps if tp.partition in wanted]
     if worker is not None:
         i, n = worker
@@ -138,7 +138,7 @@ def parse_worker(text: str) -> tuple[int, int]:
     """``i/N`` with 0 <= i < N."""
     i, sep, n = text.partition("/")
     if not sep or not i.strip().isdigit() or not n.strip().isdigit() or int(n) < 1 or int(i) >= int(n):
-        raise InvalidInputError(f"bad worker {text!r}: give i/N with 0 <= i < N, e.g. 0/3", worker="--worker")
+        raise InvalidInputError(f"bad worker {text!r}: give i/N with 0 <= i < N, e.g. 0/3", worker="worker")
     return int(i), int(n)
 
 
@@ -148,7 +148,7 @@ def parse_partitions(text: str) -> list[int]:
     except ValueError:
         out = []
     if not out or any(p < 0 for p in out):
-        raise InvalidInputError(f"bad partitions {text!r}: give numbers such as 0,1,2", partitions="--partitions")
+        raise InvalidInputError(f"bad partitions {text!r}: give numbers such as 0,1,2", partitions="partitions")
     return out
 
 
