@@ -266,19 +266,33 @@ def _writing_workers(out: Path) -> list[int]:
     return found
 
 
-def _staged_since(out: Path, before: set[Path]) -> int:
-    """Staged output files that appeared since ``before`` was taken (the rename protocol keeps
-    each until its commit renames it, so during a write stage the count only grows)."""
-    return len(set(out.rglob(".part-*.inprogress")) - before)
+def _trial_dirs(src: RawSource, out: Path, k: int) -> list[Path]:
+    """The hour directories run ``k`` writes (LAYOUT's directory of each new dt): where its staged files appear."""
+    dts = {dt for _, dt in src.expected_rows(k) - (src.expected_rows(k - 1) if k else set())}
+    return [out / f"{dt[:4]}_{dt[4:6]}_{dt[6:8]}" / dt[8:10] for dt in sorted(dts)]
 
 
-def _wait_for_staged(out: Path, before: set[Path], n: int, running) -> bool:
+def _staged(dirs: list[Path]) -> set[str]:
+    """Staged output files in ``dirs`` (the rename protocol keeps each until its commit renames
+    it, so during a write stage the set only grows). One scandir per directory: polled every
+    few ms, a walk of the whole output (its log, every hour) took a core from Spark."""
+    found: set[str] = set()
+    for d in dirs:
+        try:
+            with os.scandir(d) as it:
+                found.update(f"{d}/{e.name}" for e in it if e.name.startswith(".part-") and e.name.endswith(".inprogress"))
+        except FileNotFoundError:
+            pass
+    return found
+
+
+def _wait_for_staged(dirs: list[Path], before: set[str], n: int, running) -> bool:
     """Until ``n`` new staged files exist: a moment measured in the write stage's own progress
     (a 4,000-record file each), not in seconds, which vary with the machine's load."""
     while running():
-        if _staged_since(out, before) >= n:
+        if len(_staged(dirs) - before) >= n:
             return True
-        time.sleep(0.005)
+        time.sleep(0.01)
     return False
 
 
@@ -298,10 +312,11 @@ def test_etl_executor_killed_at_random_moments_hive_and_spark_count_the_committe
         n, delay = rng.randint(1, 16), rng.uniform(0.0, 0.02)
         killed: list[int] = []
         stop = threading.Event()
-        before = set(out.rglob(".part-*.inprogress"))
+        dirs = _trial_dirs(src, out, k)
+        before = _staged(dirs)
 
         def killer():
-            if _wait_for_staged(out, before, n, lambda: not stop.is_set()):
+            if _wait_for_staged(dirs, before, n, lambda: not stop.is_set()):
                 time.sleep(delay)
                 for pid in _writing_workers(out)[:1]:
                     os.kill(pid, signal.SIGKILL)
@@ -333,12 +348,13 @@ def test_etl_driver_killed_at_random_moments_hive_and_spark_count_the_committed_
     hits = 0
     for k in range(EXECUTOR_TRIALS, EXECUTOR_TRIALS + DRIVER_TRIALS):
         src.advance(k)
-        before = set(out.rglob(".part-*.inprogress"))
+        dirs = _trial_dirs(src, out, k)
+        before = _staged(dirs)
         r = Run(job_path, src.schedule_iso(k), cwd=base)
         # Anywhere from the write stage's first file to just after its last (~25 files): the
         # commit, the sync and the ack follow within the next second.
         n, delay = rng.randint(1, 24), rng.uniform(0.0, 0.3)
-        started = _wait_for_staged(out, before, n, lambda: r.p.poll() is None)
+        started = _wait_for_staged(dirs, before, n, lambda: r.p.poll() is None)
         time.sleep(delay)
         hit = started and r.p.poll() is None
         if hit:
