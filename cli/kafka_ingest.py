@@ -47,9 +47,13 @@ def kafka_only_file_flags(source_name, final, final_after) -> None:
 
 
 def file_only_kafka_flags(kafka: dict) -> None:
-    defaults = {"start": "earliest", "time_source": "value", "commit_interval": 60_000, "on_gap": "fail"}
-    used = [f"--{k.replace('_', '-')}" for k, v in kafka.items()
-            if k != "kafka" and v and v != defaults.get(k) and v != ()]
+    """Refuse the Kafka flags a --source run was given (click knows which were given, defaults aside)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    flags = {o.name: o.opts[0] for o in ctx.command.params}
+    used = [flags[k] for k in kafka
+            if k != "kafka" and ctx.get_parameter_source(k) not in (None, ParameterSource.DEFAULT)]
     if used:
         raise click.UsageError(f"{', '.join(sorted(used))} apply to --kafka, not to --source files")
 

@@ -113,6 +113,17 @@ class _Relay(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay
 
 
+def _listener(backlog: int):
+    """A listening TCP socket on a free 127.0.0.1 port, and the port."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(backlog)
+    return sock, sock.getsockname()[1]
+
+
 class SilentServer:
     """A TCP server on 127.0.0.1 that accepts every connection and never sends a byte.
 
@@ -122,13 +133,7 @@ class SilentServer:
     """
 
     def __init__(self):
-        import socket
-
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(64)
-        self.port = self._sock.getsockname()[1]
+        self._sock, self.port = _listener(64)
         self.accepted: list = []  # held open, unread, until the server closes
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -161,14 +166,8 @@ class StallingRelay:
     """
 
     def __init__(self, upstream: int):
-        import socket
-
         self.upstream = upstream
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(16)
-        self.port = self._sock.getsockname()[1]
+        self._sock, self.port = _listener(16)
         self._stalled = threading.Event()
         self._stop = threading.Event()
         self._conns: list = []

@@ -214,14 +214,14 @@ def _check_etl(spark, src: RawSource, out: Path, hs2: Hs2, hive: str, k: int, wh
     from etl_data import assert_exactly_once
 
     assert_exactly_once(output_rows(out), src.expected_rows(k))  # the log: trib's readers
-    dts = sorted({dt for _, dt in src.expected_rows(k) - (src.expected_rows(k - 1) if k else set())})
+    dirs = _trial_dirs(src, out, k)
+    dts = [f"{d.parent.name.replace('_', '')}{d.name}" for d in dirs]
     want = src.expected_counts(k)
     n = sum(want[dt] for dt in dts)
     in_dts = ", ".join(f"'{dt}'" for dt in dts)
     ((rows, ids),) = hs2.query(f"SELECT count(*), count(DISTINCT get_json_object(line, '$.id')) FROM {hive} "
                                f"WHERE dt IN ({in_dts})")
     hive_rows = (int(rows), int(ids))
-    dirs = [out / f"{dt[:4]}_{dt[4:6]}_{dt[6:8]}" / dt[8:10] for dt in dts]  # LAYOUT's directory of a dt
     spark_rows = _spark_count(spark, *dirs)
     print(f"{what}: committed {n} in {dts}, Hive {hive_rows}, Spark {spark_rows}, {_hidden(out)} hidden orphans")
     assert hive_rows == (n, n), f"{what}: Hive counted {hive_rows} for {n} committed records"

@@ -34,7 +34,7 @@ from tributary_read.kafka import client as kc
 from tributary_read.kafka.offsets import Positions, TopicPartition, claims, gap_summary, resume_offsets, select
 from tributary_read.table.config import RollPolicy, Table
 from tributary_read.table.renames import roll_forward
-from tributary_read.write.ingest import FROM_TABLE, BadRecordLimit, OnBadRecord, StopRequest, TimeSpec, _FromTable, _reason
+from tributary_read.write.ingest import FROM_TABLE, BadRecordLimit, OnBadRecord, StopRequest, TimeSpec, FromTable, bad_record_reason
 from tributary_read.write.writer import TableWriter
 
 COLUMNS = ("key", "topic", "partition", "offset", "timestamp", "headers")
@@ -180,7 +180,7 @@ def ingest_kafka(
     protocol: str | None = None,
     roll: RollPolicy | None = None,
     on_bad_record: OnBadRecord | str = OnBadRecord.DEAD_LETTER,
-    max_bad_fraction: float | None | _FromTable = FROM_TABLE,
+    max_bad_fraction: float | None | FromTable = FROM_TABLE,
     on_commit: Callable[[object], None] | None = None,
     stop: StopRequest | None = None,
     progress: Callable[[str], None] | None = None,
@@ -208,7 +208,7 @@ def ingest_kafka(
     if time_spec is not None:
         time_spec.check()
     record = _Record(table, time_spec, columns)
-    if isinstance(max_bad_fraction, _FromTable):
+    if isinstance(max_bad_fraction, FromTable):
         max_bad_fraction = table.config.max_bad_fraction
     limit = BadRecordLimit(max_bad_fraction if on_bad_record is OnBadRecord.DEAD_LETTER else None,
                            ",".join(source.topics), unit="offset")
@@ -288,15 +288,16 @@ class _Run:
         # from it: the next run must not resolve "latest" again and skip what came in between.
         self.pos.touched.update(new)
         if start in ("earliest", "latest"):
+            marks = {}
             for tp in new:
-                marks = kc.watermarks(consumer, tp)
-                if marks is None:
+                m = kc.watermarks(consumer, tp)
+                if m is None:
                     raise kc.unavailable(self.source.bootstrap, self.errors, None, kc.METADATA_TIMEOUT_S)
-                self.pos.next[tp] = marks[0]
+                marks[tp] = m
+                self.pos.next[tp] = m[0]
                 self.pos.started[tp] = start
             if start == "latest":
-                self.pos.next.update(self._ends(consumer, {tp: max(kc.watermarks(consumer, tp) or (0, 0))
-                                                           for tp in new}))
+                self.pos.next.update(self._ends(consumer, {tp: max(m) for tp, m in marks.items()}))
             return
         from tributary_read.timespec import parse_instant
 
@@ -401,7 +402,7 @@ class _Run:
         except TimeUnitError as e:
             raise TimeUnitError(f"{tp} offset {off}: {e}") from None
         except (ValueError, TypeError, OverflowError, RecursionError) as e:
-            reason = _reason(e)
+            reason = bad_record_reason(e)
         else:
             try:
                 writer.write(rec, ts)

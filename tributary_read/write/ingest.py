@@ -171,14 +171,14 @@ class IngestResult:
         return self.__dict__.copy()
 
 
-class _FromTable:
+class FromTable:
     """The default of a setting the table stores (``max_bad_fraction``): read it from table.json."""
 
     def __repr__(self) -> str:
         return "FROM_TABLE"
 
 
-FROM_TABLE = _FromTable()
+FROM_TABLE = FromTable()
 
 
 class BadRecordLimit:
@@ -310,7 +310,7 @@ def ingest(
     protocol: str | None = None,
     roll: RollPolicy | None = None,
     on_bad_record: OnBadRecord | str = OnBadRecord.DEAD_LETTER,
-    max_bad_fraction: float | None | _FromTable = FROM_TABLE,
+    max_bad_fraction: float | None | FromTable = FROM_TABLE,
     source_name: str | None = None,
     final: bool = False,
     final_after_ms: int | None = None,
@@ -354,7 +354,7 @@ def ingest(
     extract = time_spec.extractor(table.layout.tz)
     needs_json = bool(time_spec.field) or table.config.format == "parquet"
     as_rows = table.config.format == "parquet"
-    if isinstance(max_bad_fraction, _FromTable):
+    if isinstance(max_bad_fraction, FromTable):
         max_bad_fraction = table.config.max_bad_fraction
     limit = BadRecordLimit(max_bad_fraction if on_bad_record is OnBadRecord.DEAD_LETTER else None, name)
     settle_ms = table.config.final_after_ms if final_after_ms is None else final_after_ms
@@ -411,7 +411,7 @@ def ingest(
                 except TimeUnitError as e:  # the job's unit is wrong, not this record: stop the run
                     raise TimeUnitError(f"{name} line {offset}: {e}") from None
                 except (ValueError, TypeError, OverflowError, RecursionError) as e:
-                    reason = _reason(e)
+                    reason = bad_record_reason(e)
                 else:
                     try:
                         writer.write(doc if as_rows and isinstance(doc, dict) else line, ts)
@@ -471,7 +471,7 @@ def _unsettled_ms(src, size: int, settle_ms: int) -> int:
     return 0 if age_ms >= settle_ms else max(1, math.ceil(settle_ms - max(age_ms, 0)))
 
 
-def _reason(e: Exception) -> str:
+def bad_record_reason(e: Exception) -> str:
     """Why a record is bad, in one short line (a decoder's message can be long and cryptic)."""
     if isinstance(e, json.JSONDecodeError):
         return "not valid JSON"
