@@ -41,13 +41,22 @@ def kafka():
     return confluent_kafka
 
 
+#: Setting names that hold a secret: never taken from a command line (argv is visible to every
+#: user of the machine, and lands in shell history and scheduler logs).
+SECRET = ("password", "secret", "key.pem", "keystore", "token")
+
+
 def parse_options(pairs: Iterable[str]) -> dict[str, str]:
+    """``key=value`` settings given on the command line; secrets are refused (trib.toml's [kafka] takes them)."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise InvalidInputError(f"bad Kafka client setting {pair!r}: give key=value",
                                     kafka_option="Kafka client setting")
+        if any(w in key.lower() for w in SECRET):
+            raise InvalidInputError(f"Kafka client setting {key.strip()} holds a secret: put it in the [kafka] "
+                                    "table of trib.toml, not on a command line", kafka_option="Kafka client setting")
         out[key.strip()] = value
     return out
 

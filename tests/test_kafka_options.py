@@ -1,0 +1,37 @@
+"""`trib ingest` Kafka flags that are refused before anything connects (issue 20): one line, exit 2 or 3."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import invoke_trib
+from helpers import LAYOUT, PARTITION, one_line_error
+
+pytestmark = pytest.mark.unit
+
+
+def _table(tmp_path):
+    root = tmp_path / "t"
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    return root
+
+
+def test_a_secret_on_the_command_line_is_refused(tmp_path):
+    root = _table(tmp_path)
+    for key in ("sasl.password", "ssl.key.password", "sasl.oauthbearer.client.secret"):
+        p = invoke_trib("ingest", str(root), "--kafka", "127.0.0.1:1", "--topic", "t", "--app-id", "a",
+                        "--time-field", "ts", "--kafka-option", f"{key}=hunter2")
+        line = one_line_error(p, 3, f"--kafka-option {key} holds a secret", "trib.toml")
+        assert "hunter2" not in line
+
+
+def test_kafka_flags_on_a_file_run_and_settings_trib_needs_are_refused(tmp_path):
+    root = _table(tmp_path)
+    src = tmp_path / "s.jsonl"
+    src.write_text('{"ts": 1764000000000}\n')
+    p = invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts",
+                    "--topic", "t", "--follow")
+    assert p.returncode == 2 and "--follow, --topic apply to --kafka" in p.stderr, p.stderr
+    p = invoke_trib("ingest", str(root), "--kafka", "127.0.0.1:1", "--topic", "t", "--app-id", "a",
+                    "--time-field", "ts", "--kafka-option", "enable.auto.commit=true")
+    one_line_error(p, 3, "enable.auto.commit=true is refused", "offsets in the table")
+    assert invoke_trib("log", str(root), "--json", check=True).stdout.count('"version"') == 0
