@@ -8,8 +8,17 @@ Per table, in ``table.json``'s ``partition_commit``, one or both policies:
   refreshed and are moved back to their directory if they point elsewhere.
 * ``success-file``: write an empty ``_SUCCESS`` into a partition once its end
   time plus a delay has passed on the chosen clock: ``processing`` (wall
-  clock) or ``event`` (a watermark: the start of the newest partition that
-  received data, a lower bound of the newest event time).
+  clock) or ``event`` (a watermark). A commit may carry its writer's event-time
+  watermark (``meta["event_watermark_ms"]``: the Kafka ingest's minimum over its
+  partitions, Flink's partition-time trigger); without one, the watermark is the
+  start of the newest partition that received data (a lower bound of the
+  newest event time).
+
+On the ``event`` clock the metastore policy waits for the watermark too: a
+partition is mounted once the watermark passes its end plus the delay (until
+then it is *pending*, remembered in the mark), and mounted or refreshed again
+at once whenever late records land in it. On the ``processing`` clock it mounts
+right after each commit.
 
 They run from ``trib ingest`` (through its ``on_commit`` hook) and from
 ``trib partitions commit``. Both are idempotent. Which partitions were already
@@ -38,7 +47,7 @@ from tributary_read.errors import (
 )
 from tributary_read.table.layout import PartitionDir
 from tributary_read.table.log import META_DIR
-from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, KIND_DATA, Commit, load_document
+from tributary_read.table.manifest import EVENT_WATERMARK, FORMAT, FORMAT_VERSION, KIND_DATA, Commit, load_document
 from tributary_read.table.config import PROPERTIES, Table
 from tributary_read.hive.metastore import Metastore, open_metastore
 from tributary_read.hive.model import TableName
@@ -141,8 +150,17 @@ def _forget_mounted(table: Table) -> None:
 class _Mark:
     through_ms: int = 0
     watermark_ms: int = 0
-    #: every commit up to this version had its partitions mounted (None: unknown, check the whole log)
+    #: every commit up to this version had its partitions mounted or made pending (None: unknown, check the whole log)
     mounted_version: int | None = None
+    #: partition directories committed but not due on the event clock: mounted once the watermark passes them
+    pending: tuple[str, ...] = ()
+
+
+def commit_watermark(commit: Commit | None) -> int | None:
+    """The event-time watermark a commit's writer recorded, if any."""
+    meta = commit.transaction.meta if commit is not None and commit.transaction is not None else {}
+    w = meta.get(EVENT_WATERMARK)
+    return w if isinstance(w, int) and not isinstance(w, bool) else None
 
 
 class PartitionCommitter:
@@ -163,6 +181,7 @@ class PartitionCommitter:
         self._factory = metastore_factory or open_metastore
         self._mounted: set[int] = set()  # versions whose partitions this run mounted
         self._pending: dict[str, PartitionDir] = {}
+        self._to_mount: dict[str, PartitionDir] | None = None  # event clock: pending mounts (loaded from the mark)
         self._watermark = 0
         self.added: list[str] = []
         self.refreshed: list[str] = []
@@ -184,20 +203,49 @@ class PartitionCommitter:
     def partitions_of(self, files) -> dict[str, PartitionDir]:
         return partitions_of_files(self.table, files)
 
+    @property
+    def _event(self) -> bool:
+        return self.policy.clock == "event"
+
     def on_commit(self, commit: Commit) -> None:
         touched = self.partitions_of(commit.files)
+        given = commit_watermark(commit)
+        if given is not None:
+            self._watermark = max(self._watermark, given)
+        elif touched:
+            self._watermark = max(self._watermark, max(p.start_ms for p in touched.values()))
         if "metastore" in self.policy.policies and self.error is None:
             try:
-                if touched:
+                if self._event:
+                    self._mount_due(touched)
+                elif touched:
                     self.mount(touched)
                 self._mounted.add(commit.version)
             except TributaryError as e:
                 self.error = e
         if touched and "success-file" in self.policy.policies:
-            self._watermark = max(self._watermark, max(p.start_ms for p in touched.values()))
             self._pending.update(touched)
             for d in self._mark_due(self._pending, self._clock(self._watermark)):
                 del self._pending[d]
+
+    def _due(self, p: PartitionDir, clock_ms: int) -> bool:
+        return p.end_ms + self.policy.delay_ms <= clock_ms
+
+    def _mount_due(self, touched: Mapping[str, PartitionDir], dry_run: bool = False) -> None:
+        """Event clock: mount what the watermark has passed (late data into an old partition at
+        once); keep the rest pending, with what earlier runs left pending."""
+        if self._to_mount is None:
+            self._to_mount = self.partitions_of_dirs(self._read_mark().pending)
+        self._to_mount.update(touched)
+        due = {d: p for d, p in self._to_mount.items() if self._due(p, self._watermark)}
+        self.mount(due, dry_run)
+        if not dry_run:
+            for d in due:
+                del self._to_mount[d]
+
+    def partitions_of_dirs(self, dirs) -> dict[str, PartitionDir]:
+        parsed = {d: self.table.layout.try_parse(d) for d in dirs}
+        return {d: p for d, p in parsed.items() if p is not None}
 
     def mount(self, parts: Mapping[str, PartitionDir], dry_run: bool = False) -> Mounted:
         """Mount ``parts`` through :func:`mount_commit`, the one owner of what a commit changes in Hive."""
@@ -244,7 +292,7 @@ class PartitionCommitter:
 
     def _mark_due(self, parts: Mapping[str, PartitionDir], clock_ms: int, dry_run: bool = False) -> list[str]:
         """Write the success file into each due partition; returns the due directories."""
-        due = sorted(d for d, p in parts.items() if p.end_ms + self.policy.delay_ms <= clock_ms)
+        due = sorted(d for d, p in parts.items() if self._due(p, clock_ms))
         for d in due:
             rel = f"{d}/{self.policy.success_file}"
             if dry_run:
@@ -259,8 +307,11 @@ class PartitionCommitter:
         try:
             d = load_document(self.table.storage.read(MARK), self.table.storage.uri_for(MARK))
             mounted = d.get("mounted_version")
+            pending = d.get("pending", [])
+            if not isinstance(pending, list) or not all(isinstance(x, str) for x in pending):
+                raise ValueError("pending must be a list of directories")
             return _Mark(int(d.get("through_ms", 0)), int(d.get("watermark_ms", 0)),
-                         None if mounted is None else int(mounted))
+                         None if mounted is None else int(mounted), tuple(pending))
         except (FileNotFoundError, ManifestCorruptError, TypeError, ValueError):
             return _Mark()  # a lost or torn hint: re-check the whole log
 
@@ -269,6 +320,8 @@ class PartitionCommitter:
                "through_ms": mark.through_ms, "watermark_ms": mark.watermark_ms}
         if mark.mounted_version is not None:
             doc["mounted_version"] = mark.mounted_version
+        if mark.pending:
+            doc["pending"] = list(mark.pending)
         self.table.storage.write(MARK, json.dumps(doc).encode())
         if self.table.storage.exists(LEGACY_MARK):
             self.table.storage.delete(LEGACY_MARK)
@@ -286,16 +339,29 @@ class PartitionCommitter:
 
         mark = self._read_mark()
         read = replace(mark)
+        if self._event:
+            given = commit_watermark(log.read_commit(version)) if version else None
+            if given is None and version:  # no writer's watermark: the start of the newest partition
+                given = max((p.start_ms for p in self.partitions_of(files()).values()), default=0)
+            self._watermark = mark.watermark_ms = max(mark.watermark_ms, self._watermark, given or 0)
         if "metastore" in self.policy.policies and self.error is None:
             try:
-                self.mount(self._unmounted(mark, version, files, all_partitions), dry_run)
+                todo = self._unmounted(mark, version, files, all_partitions)
+                if self._event:
+                    if self._to_mount is None:
+                        self._to_mount = self.partitions_of_dirs(mark.pending)
+                    self._mount_due(todo, dry_run)
+                    mark.pending = tuple(sorted(self._to_mount))
+                else:  # what an event-clock run left pending (the clock was changed since) is due now
+                    self.mount({**self.partitions_of_dirs(mark.pending), **todo}, dry_run)
+                    mark.pending = ()
                 mark.mounted_version = version
             except TributaryError as e:
                 self.error = e
         if "success-file" in self.policy.policies:
             parts = self.partitions_of(files())
             newest = max((p.start_ms for p in parts.values()), default=0)
-            mark.watermark_ms = max(mark.watermark_ms, self._watermark, newest)
+            mark.watermark_ms = max(mark.watermark_ms, self._watermark, 0 if self._event else newest)
             clock = self._clock(mark.watermark_ms)
             limit = clock - self.policy.delay_ms
             lo = -(2**62) if all_partitions else mark.through_ms

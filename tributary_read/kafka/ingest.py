@@ -31,7 +31,9 @@ from tributary_read.errors import (
     TimeUnitError,
 )
 from tributary_read.kafka import client as kc
-from tributary_read.kafka.offsets import Positions, TopicPartition, claims, gap_summary, resume_offsets, select
+from tributary_read.kafka.offsets import (
+    Positions, TopicPartition, claims, event_times, gap_summary, resume_offsets, select,
+)
 from tributary_read.table.config import RollPolicy, Table
 from tributary_read.table.renames import roll_forward
 from tributary_read.write.ingest import FROM_TABLE, BadRecordLimit, OnBadRecord, StopRequest, TimeSpec, FromTable, bad_record_reason
@@ -249,6 +251,7 @@ class _Run:
                 raise InvalidInputError("this worker has no partitions: more workers than partitions",
                                         worker="worker")
             self.pos = Positions(self.app_id, {})
+            self.pos.event_ms = event_times(self.table.log, self.app_id, assigned, state.version)
             self._start(consumer, assigned, resume_offsets(app))
             self.claims = claims(assigned)
             self.assigned = list(assigned)
@@ -408,6 +411,9 @@ class _Run:
                 writer.write(rec, ts)
             except (TimeOutOfRangeError, SchemaConflictError) as e:
                 reason = str(e)
+            else:
+                if ts > self.pos.event_ms.get(tp, -1 << 62):
+                    self.pos.event_ms[tp] = ts
         if reason is not None:
             if self.on_bad_record is OnBadRecord.FAIL:
                 raise BadRecordError(f"{tp} offset {off}: {reason}") from None

@@ -9,6 +9,13 @@ where reading began (``meta["kafka_start"]``: earliest, latest or an instant),
 and a commit that skipped a retention gap says how many offsets it skipped
 (``meta["kafka_skipped"]``).
 
+Each commit also carries the newest event time read so far from each of the
+worker's partitions (``meta["kafka_event_ms"]``, history included) and their
+minimum, the worker's event-time watermark (``meta["event_watermark_ms"]``), which
+the partition commit waits for on the event clock (Flink's partition-time
+trigger): an hour is complete once every partition has passed it. A partition
+that has never held a record does not hold the watermark back.
+
 Resuming reads nothing but the table: the app's ``high`` offsets (the greatest
 offset any of its commits carried, per key, kept through checkpoints and log
 retention). With fencing (one process per partition, see
@@ -24,7 +31,7 @@ from typing import Iterable, Mapping
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.table.log import AppState
-from tributary_read.table.manifest import Transaction
+from tributary_read.table.manifest import EVENT_WATERMARK, Transaction
 
 PREFIX = "kafka:"
 
@@ -75,6 +82,8 @@ class Positions:
     started: dict[TopicPartition, str] = field(default_factory=dict)
     skipped: dict[TopicPartition, int] = field(default_factory=dict)
     touched: set[TopicPartition] = field(default_factory=set)
+    #: the newest event time written from each partition, the log's history included
+    event_ms: dict[TopicPartition, int] = field(default_factory=dict)
 
     def advance(self, tp: TopicPartition, offset: int) -> None:
         self.next[tp] = offset + 1
@@ -99,6 +108,10 @@ class Positions:
         skipped = {tp.key: self.skipped[tp] for tp in tps if tp in self.skipped}
         if skipped:
             meta["kafka_skipped"] = skipped
+        times = {tp.key: ms for tp, ms in sorted(self.event_ms.items()) if tp in self.next}
+        if times:
+            meta["kafka_event_ms"] = times
+            meta[EVENT_WATERMARK] = min(times.values())
         return Transaction(self.app_id, {tp.key: self.next[tp] - 1 for tp in tps}, meta)
 
     def committed(self) -> None:
@@ -107,6 +120,32 @@ class Positions:
             self.started.pop(tp, None)
             self.skipped.pop(tp, None)
         self.touched.clear()
+
+
+def event_times(log, app_id: str, assigned: Iterable[TopicPartition], latest: int | None = None,
+                max_commits: int = 256) -> dict[TopicPartition, int]:
+    """The newest event time each of ``assigned`` had reached, from the app's latest commit that
+    covers any of them (a commit carries its worker's whole history, so one commit answers).
+
+    Walks back over other workers' commits of the app, at most ``max_commits`` of them; what is
+    not found (log retention, a partition that never held a record) does not hold the watermark back.
+    """
+    keys = {tp.key: tp for tp in assigned}
+    v = log.latest_version() if latest is None else latest
+    oldest = log.oldest_version()
+    seen = 0
+    while v >= max(oldest, 1) and seen < max_commits:
+        c = log.read_commit(v)
+        v -= 1
+        t = c.transaction if c is not None else None
+        if t is None or t.app_id != app_id:
+            continue
+        seen += 1
+        if keys.keys() & t.offsets.keys():
+            times = t.meta.get("kafka_event_ms") or {}
+            return {keys[k]: int(ms) for k, ms in times.items()
+                    if k in keys and isinstance(ms, int) and not isinstance(ms, bool)}
+    return {}
 
 
 def claims(assigned: Iterable[TopicPartition]) -> frozenset[str]:

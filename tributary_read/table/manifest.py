@@ -81,6 +81,10 @@ class FileEntry:
             kind=kind,
         )
 
+#: The key of a commit's transaction meta that carries its writer's event-time watermark (epoch ms):
+#: the event clock of the partition commit (hive/commit.py) waits for it.
+EVENT_WATERMARK = "event_watermark_ms"
+
 
 @dataclass(frozen=True)
 class Transaction:
