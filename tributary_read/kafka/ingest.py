@@ -466,13 +466,17 @@ class _Run:
             raise SourceGapError(
                 f"{gap_summary({tp: (nxt, low)})} were deleted by the topic's retention before this app read "
                 f"them; nothing after offset {nxt - 1} is committed for it. Those records are lost at the source: "
-                "skip the gap to go on from the oldest offset the broker holds (the commit records "
-                "how many were skipped)", on_gap="skip the gap")
+                "skipping the gap goes on from the oldest offset the broker holds (the commit records "
+                "how many were skipped)", on_gap="skipping the gap")
         n = self.pos.skip_gap(tp, low)
         self._skipped_total[tp] = self._skipped_total.get(tp, 0) + n
         if self.progress:
             self.progress(f"skipped {n} offsets of {tp} deleted by retention ({nxt}..{low - 1})")
-        consumer.seek(ck.TopicPartition(tp.topic, tp.partition, low))
+        # Not seek(): after the out-of-range error librdkafka has stopped fetching the partition
+        # (auto.offset.reset=error), and a seek in that state fails with _STATE. Assigning it
+        # again starts it afresh from ``low``.
+        consumer.incremental_unassign([ck.TopicPartition(tp.topic, tp.partition)])
+        consumer.incremental_assign([ck.TopicPartition(tp.topic, tp.partition, low)])
 
     def _new_partitions(self, consumer, ck) -> None:
         every = kc.partitions(consumer, self.source.topics, self.source.bootstrap, self.errors)
