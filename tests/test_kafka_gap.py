@@ -134,3 +134,23 @@ def test_on_gap_skip_goes_on_from_the_log_start_prints_and_records_the_skip(rete
     assert _ids(root) == (list(range(10)) + list(range(50, 125)) + list(range(1000, 1120)))
     assert invoke_trib("verify", str(root)).returncode == 0
 
+
+def test_a_resume_offset_past_the_partitions_end_stops_and_never_skips(retention_kafka, tmp_path):
+    """The topic was deleted and made again (here: the in-memory broker restarted): the table's
+    next offset 100 is past the end of the new partition. Kafka answers out of range; no skip
+    could be right, whatever ``--on-gap`` says."""
+    broker, proxy = retention_kafka
+    root, topic = _gapped(broker, proxy, tmp_path)
+    assert _ingest(root, proxy, topic, "--on-gap", "skip").returncode == 0
+    version = _version(root)
+    broker.stop()
+    broker.start()  # memory://: every topic and record is gone
+    broker.create_topic(topic, 2)
+    for p in (0, 1):
+        broker.produce(topic, _docs(p, range(5)), partition=p)
+    proxy.log_start.update({(topic, 0): 0, (topic, 1): 0})  # Kafka's answers at both ends
+    for gap in ("fail", "skip"):
+        line = one_line_error(_ingest(root, proxy, topic, "--on-gap", gap), 3, "offset 100", "past the end")
+        assert "skip" not in line.replace("skipped", ""), line
+    assert _version(root) == version
+    assert invoke_trib("verify", str(root)).returncode == 0

@@ -27,8 +27,8 @@ from typing import Any, Callable, Sequence
 
 from tributary_read.choice import Choice
 from tributary_read.errors import (
-    BadRecordError, InvalidInputError, SchemaConflictError, SourceGapError, StorageError, TimeOutOfRangeError,
-    TimeUnitError,
+    BadRecordError, InvalidInputError, SchemaConflictError, SourceGapError, SourceMismatchError, StorageError,
+    TimeOutOfRangeError, TimeUnitError,
 )
 from tributary_read.kafka import client as kc
 from tributary_read.kafka.offsets import Positions, TopicPartition, claims, gap_summary, resume_offsets, select
@@ -458,6 +458,15 @@ class _Run:
     def _gap(self, consumer, ck, tp: TopicPartition, err) -> None:
         marks = kc.watermarks(consumer, tp)
         nxt = self.pos.next.get(tp, 0)
+        if marks is not None and marks[0] <= nxt and marks[1] < nxt:
+            # Past the end, not before the start: these are not the records the table's offsets
+            # count (the topic was deleted and made again, the broker lost records, another
+            # cluster). No skip can be right, whatever ``on_gap`` says.
+            raise SourceMismatchError(
+                f"{tp}: this app's next offset {nxt} is past the end of the partition (the broker reports "
+                f"its end at offset {marks[1]}): the topic was deleted and made again, the broker lost "
+                "records, or this is another cluster. Nothing was read, skipped or committed: check the broker "
+                "address; to read the topic as new, give it a new app id", kafka="the broker address")
         if marks is None or not (marks[0] > nxt):
             raise StorageError(f"Kafka {self.source.bootstrap}: {tp}: offset {nxt} is out of range "
                                f"({err.str()}); the broker reports offsets {marks} for it")
