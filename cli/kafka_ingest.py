@@ -101,6 +101,10 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, spec, commit_ev
     if result.dead_letters and not as_json:
         click.echo(f"trib: warning: {result.dead_letters} records went to {t.uri}/_tributary/dead_letter; "
                    f"see them with: trib dead-letters list {root}", err=True)
+    if result.skipped and not as_json:
+        click.echo("trib: warning: skipped " + ", ".join(f"{n} offsets of {tp}" for tp, n in result.skipped.items())
+                   + ": the topic's retention deleted them before they were read; the commit records how many",
+                   err=True)
     emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, msg)
     if committer and committer.error:
         raise type(committer.error)(f"records committed, but the partition commit failed: {committer.error}; "

@@ -164,11 +164,12 @@ class Broker:
     """A Tansu broker on 127.0.0.1: ``start``, ``stop``, ``start`` again on the same port.
 
     ``storage="s3"`` (default) keeps topics, records and committed offsets
-    across a restart; ``storage="memory"`` does not.
+    across a restart; ``storage="memory"`` does not. ``advertised``: the HOST:PORT
+    its metadata names instead of its own (a proxy in front of it, tests/kafka_proxy.py).
     """
 
     def __init__(self, log_dir: str | os.PathLike, storage: str = "s3", port: int | None = None,
-                 ready_timeout: float = 30.0):
+                 ready_timeout: float = 30.0, advertised: str | None = None):
         if storage not in ("s3", "memory"):
             raise ValueError(f"storage is 's3' or 'memory', not {storage!r}")
         self.binary = tansu_binary()
@@ -178,6 +179,8 @@ class Broker:
         self.log = self.dir / "tansu.log"
         self.storage = storage
         self.port = port or free_port()
+        #: HOST:PORT the broker names in metadata (a proxy in front of it); default: its own.
+        self.advertised = advertised
         self.ready_timeout = ready_timeout
         self.proc: subprocess.Popen | None = None
         self.starts = 0  # how many times start() ran: the log's sections
@@ -192,9 +195,10 @@ class Broker:
 
     def command(self) -> list[str]:
         url = f"tcp://127.0.0.1:{self.port}"
+        advertised = f"tcp://{self.advertised}" if self.advertised else url
         engine = f"s3://{BUCKET}/" if self.storage == "s3" else "memory://tansu/"
         return [str(self.binary), "broker", "--cluster-id", CLUSTER_ID, "--listener-url", url,
-                "--advertised-listener-url", url, "--storage-engine", engine]
+                "--advertised-listener-url", advertised, "--storage-engine", engine]
 
     @property
     def running(self) -> bool:

@@ -27,8 +27,8 @@ from typing import Any, Callable, Sequence
 
 from tributary_read.choice import Choice
 from tributary_read.errors import (
-    BadRecordError, InvalidInputError, SchemaConflictError, SourceGapError, StorageError, TimeOutOfRangeError,
-    TimeUnitError,
+    BadRecordError, InvalidInputError, SchemaConflictError, SourceGapError, SourceMismatchError, StorageError,
+    TimeOutOfRangeError, TimeUnitError,
 )
 from tributary_read.kafka import client as kc
 from tributary_read.kafka.offsets import (
@@ -464,6 +464,15 @@ class _Run:
     def _gap(self, consumer, ck, tp: TopicPartition, err) -> None:
         marks = kc.watermarks(consumer, tp)
         nxt = self.pos.next.get(tp, 0)
+        if marks is not None and marks[0] <= nxt and marks[1] < nxt:
+            # Past the end, not before the start: these are not the records the table's offsets
+            # count (the topic was deleted and made again, the broker lost records, another
+            # cluster). No skip can be right, whatever ``on_gap`` says.
+            raise SourceMismatchError(
+                f"{tp}: this app's next offset {nxt} is past the end of the partition (the broker reports "
+                f"its end at offset {marks[1]}): the topic was deleted and made again, the broker lost "
+                "records, or this is another cluster. Nothing was read, skipped or committed: check the broker "
+                "address; to read the topic as new, give it a new app id", kafka="the broker address")
         if marks is None or not (marks[0] > nxt):
             raise StorageError(f"Kafka {self.source.bootstrap}: {tp}: offset {nxt} is out of range "
                                f"({err.str()}); the broker reports offsets {marks} for it")
@@ -472,13 +481,17 @@ class _Run:
             raise SourceGapError(
                 f"{gap_summary({tp: (nxt, low)})} were deleted by the topic's retention before this app read "
                 f"them; nothing after offset {nxt - 1} is committed for it. Those records are lost at the source: "
-                "skip the gap to go on from the oldest offset the broker holds (the commit records "
-                "how many were skipped)", on_gap="skip the gap")
+                "skipping the gap goes on from the oldest offset the broker holds (the commit records "
+                "how many were skipped)", on_gap="skipping the gap")
         n = self.pos.skip_gap(tp, low)
         self._skipped_total[tp] = self._skipped_total.get(tp, 0) + n
         if self.progress:
             self.progress(f"skipped {n} offsets of {tp} deleted by retention ({nxt}..{low - 1})")
-        consumer.seek(ck.TopicPartition(tp.topic, tp.partition, low))
+        # Not seek(): after the out-of-range error librdkafka has stopped fetching the partition
+        # (auto.offset.reset=error), and a seek in that state fails with _STATE. Assigning it
+        # again starts it afresh from ``low``.
+        consumer.incremental_unassign([ck.TopicPartition(tp.topic, tp.partition)])
+        consumer.incremental_assign([ck.TopicPartition(tp.topic, tp.partition, low)])
 
     def _new_partitions(self, consumer, ck) -> None:
         every = kc.partitions(consumer, self.source.topics, self.source.bootstrap, self.errors)
