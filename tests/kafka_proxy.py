@@ -17,6 +17,11 @@ partitions it is given: ``log_start={("topic", 0): 50}`` makes offsets 0..49 of
   partitions of the response are relayed as the broker sent them.
 - **ListOffsets** ``earliest`` (-2) answers the log start; ``latest`` and a
   time never answer less than it (Tansu's ``latest`` is only a hint anyway).
+- **ListOffsets by time** (``offsets_for_times``): Tansu answers from the
+  storage time of its batches, not from record timestamps, and 0 instead of
+  -1 past the end. Given ``time_index={("topic", 0): [(offset, ts), ...]}`` (the
+  records the test produced), the proxy answers as Kafka's time index does: the
+  first offset whose timestamp is at or after the time, else -1.
 
 Only the requests that matter are parsed. To keep them easy to parse and
 rebuild, the proxy lowers the broker's ApiVersions answer (the maxima, rewritten
@@ -121,10 +126,12 @@ class KafkaRetentionProxy:
     frames the proxy could not handle (a test should assert it stays empty).
     """
 
-    def __init__(self, upstream: str, log_start: Mapping[tuple[str, int], int] | None = None):
+    def __init__(self, upstream: str, log_start: Mapping[tuple[str, int], int] | None = None,
+                 time_index: Mapping[tuple[str, int], list[tuple[int, int]]] | None = None):
         host, _, port = upstream.rpartition(":")
         self.upstream = (host, int(port))
         self.log_start: dict[tuple[str, int], int] = dict(log_start or {})
+        self.time_index: dict[tuple[str, int], list[tuple[int, int]]] = dict(time_index or {})
         self.faked: list[tuple[str, int, int]] = []
         self.requests: Counter = Counter()
         self.problems: list[str] = []
@@ -257,13 +264,22 @@ class KafkaRetentionProxy:
         for _ in range(r.i32()):
             topic = r.string()
             for _ in range(r.i32()):
-                partition, err, _ts = r.i32(), r.i16(), r.i64()
+                partition, err = r.i32(), r.i16()
+                at_ts = r.pos
+                r.i64()
                 at = r.pos
                 offset = r.i64()
+                when = asked.get((topic, partition))
+                with self._lock:
+                    index = self.time_index.get((topic, partition))
+                if index is not None and when is not None and when >= 0 and not err:
+                    hit = min((o for o, ts in index if ts >= when), default=-1)
+                    found = next((ts for o, ts in index if o == hit), -1)
+                    struct.pack_into(">qq", out, at_ts, found, hit)
+                    offset = hit
                 start = self._start_of(topic, partition)
                 if start is None or err:
                     continue
-                when = asked.get((topic, partition))
                 if when == EARLIEST:
                     offset = start
                 elif when is not None and offset != -1:

@@ -154,3 +154,42 @@ def test_a_resume_offset_past_the_partitions_end_stops_and_never_skips(retention
         assert "skip" not in line.replace("skipped", ""), line
     assert _version(root) == version
     assert invoke_trib("verify", str(root)).returncode == 0
+
+
+def test_start_at_an_instant_takes_the_first_offset_at_or_after_it_and_records_the_choice(retention_kafka, tmp_path):
+    """``--start <instant>`` for partitions the table has never seen: Kafka's time index answers
+    the first offset whose timestamp is at or after it (the proxy plays that index, which Tansu
+    lacks), or -1 when none is that late yet: that partition starts at its end. The choice is
+    recorded in the first commit and never resolved again."""
+    broker, proxy = retention_kafka
+    topic = f"start-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 2)
+    minute = 60_000
+    sizes = {0: 60, 1: 20}  # partition 0 spans an hour; partition 1 stops at minute 19
+    for p, n in sizes.items():
+        docs = [{"id": p * 1000 + o, "ts": T0 + o * minute} for o in range(n)]
+        broker.produce(topic, docs, partition=p)
+        proxy.time_index[(topic, p)] = [(o, T0 + o * minute) for o in range(n)]
+    root = _table(tmp_path)
+    at = T0 + 30 * minute
+    from tributary_read.kafka.client import iso_ms
+
+    r = _ingest(root, proxy, topic, "--start", iso_ms(at), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert {tp: (p["from"], p["next"]) for tp, p in doc["partitions"].items()} == {
+        f"{topic}/0": (30, 60), f"{topic}/1": (20, 20)}
+    assert _ids(root) == list(range(30, 60))
+    c = _commit(root, _version(root))
+    assert c["meta"]["kafka_start"] == {f"kafka:{topic}/{p}": iso_ms(at) for p in (0, 1)}
+    assert c["meta"]["kafka"] == {topic: {"0": 60, "1": 20}}
+
+    # Later records of partition 1 are read from where its start was recorded; the instant is not
+    # asked again (the first 30 of partition 0 stay unread), even when the flag is given again.
+    broker.produce(topic, [{"id": 1000 + o, "ts": T0 + o * minute} for o in range(20, 25)], partition=1)
+    r = _ingest(root, proxy, topic, "--start", iso_ms(T0), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["records"] == 5
+    assert _ids(root) == list(range(30, 60)) + list(range(1020, 1025))
+    assert "kafka_start" not in _commit(root, _version(root))["meta"]
+    assert invoke_trib("verify", str(root)).returncode == 0
