@@ -32,6 +32,9 @@ def kafka_options(f):
                                                      "of the topics' partitions over N workers."),
         click.option("--kafka-columns", help="Add record metadata as columns: key,topic,partition,offset,timestamp,"
                                              "headers (as kafka_key, …; jsonl and parquet tables)."),
+        click.option("--broker-timeout", type=Duration(), default="2m", show_default=True,
+                     help="How long the broker may not answer before the run stops (exit 7); the client "
+                          "reconnects meanwhile, and what was read is committed."),
         click.option("--on-gap", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
                      help="Offsets the topic's retention deleted before they were read: stop (exit 13, naming "
                           "them), or skip them and record how many in the commit."),
@@ -72,7 +75,8 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, spec, commit_ev
         {**state.config.get("kafka", {}), **parse_options(kafka["kafka_option"])},
         kafka["start"],
         tuple(parse_partitions(kafka["partitions"])) if kafka["partitions"] else None,
-        parse_worker(kafka["worker"]) if kafka["worker"] else None)
+        parse_worker(kafka["worker"]) if kafka["worker"] else None,
+        kafka["broker_timeout"] / 1000)
     columns = parse_columns(kafka["kafka_columns"])
     t = state.table(root)
     committer = committer_for(t)

@@ -187,6 +187,21 @@ def cli(ctx: click.Context, verbose: bool, quiet: bool, config_path: str | None,
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--storage-option")
         opts[key.strip()] = value
     ctx.obj = TribState(verbose=verbose, quiet=quiet, config_path=config_path, storage_options=opts)
+    if verbose:
+        _log_to_stderr()
+
+
+def _log_to_stderr() -> None:
+    """-v: the library's log records (librdkafka's lines among them) on stderr, once per process."""
+    import logging
+
+    log = logging.getLogger("tributary_read")
+    if not any(getattr(h, "trib_cli", False) for h in log.handlers):
+        h = logging.StreamHandler()
+        h.setFormatter(logging.Formatter("trib: %(name)s: %(message)s"))
+        h.trib_cli = True  # type: ignore[attr-defined]
+        log.addHandler(h)
+        log.setLevel(logging.DEBUG)
 
 
 def _verbose(argv: list[str]) -> bool:

@@ -18,6 +18,7 @@ that a partition is done only from an end-of-partition event.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Iterable, Mapping
 
@@ -87,16 +88,36 @@ def _text(v: Any) -> str:
     return str(v)
 
 
+#: librdkafka's codes for "the broker does not answer" (the client retries on its own meanwhile).
+DOWN = ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_RESOLVE")
+
+
 class Errors(list):
-    """The client's error callbacks (connection refused, resolve failures): what ``unavailable`` says."""
+    """The client's error callbacks (connection refused, resolve failures): what ``unavailable`` says.
+
+    ``down_since`` is when the broker stopped answering (monotonic seconds), None while it
+    answers: the run clears it once a fetch or a probe gets through again.
+    """
+
+    down_since: float | None = None
 
     def __call__(self, e) -> None:
-        self.append(str(e))
+        text = getattr(e, "str", None)
+        self.append(text() if callable(text) else str(e))
         del self[:-5]
+        name = getattr(e, "name", lambda: "")()
+        if name in DOWN and self.down_since is None:
+            self.down_since = time.monotonic()
+
+
+#: librdkafka's own log lines (a line per reconnect attempt while a broker is down) go here, not to
+#: stderr: trib says once that the broker does not answer, and -v shows them.
+LOG = logging.getLogger("tributary_read.kafka.librdkafka")
+LOG.addHandler(logging.NullHandler())
 
 
 def open_consumer(conf: Mapping[str, str], errors: Errors | None = None):
-    return kafka().Consumer({**conf, "error_cb": errors if errors is not None else Errors()})
+    return kafka().Consumer({**conf, "error_cb": errors if errors is not None else Errors(), "logger": LOG})
 
 
 def partitions(consumer, topics: Iterable[str], bootstrap: str, errors: Errors | None = None,
@@ -135,9 +156,16 @@ def partitions(consumer, topics: Iterable[str], bootstrap: str, errors: Errors |
 
 def unavailable(bootstrap: str, errors: Errors | None, e: BaseException | None, timeout_s: float) -> StorageError:
     seen: list[str] = errors or []
-    why = seen[-1] if seen else (str(e) if e is not None else "no answer")
+    why = seen[-1] if seen else (_said(e) if e is not None else "no answer")
     return StorageError(f"Kafka broker {bootstrap} did not answer within {timeout_s:g}s ({why}); check the "
                         "address and that the broker runs, then run again: nothing was committed")
+
+
+def _said(e: BaseException) -> str:
+    """A KafkaException's own words (its KafkaError's ``str()``), not the error object's repr."""
+    first = e.args[0] if e.args else None
+    text = getattr(first, "str", None)
+    return text() if callable(text) else str(e)
 
 
 def watermarks(consumer, tp: TopicPartition, timeout_s: float = 10.0) -> tuple[int, int] | None:

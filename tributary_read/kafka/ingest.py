@@ -61,6 +61,8 @@ class KafkaSource:
     start: str = "earliest"
     partitions: tuple[int, ...] | None = None
     worker: tuple[int, int] | None = None
+    #: how long the broker may not answer before the run gives up (the client reconnects meanwhile)
+    broker_timeout_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,7 @@ class _Run:
         self.first: dict[TopicPartition, int] = {}
         self.counts: dict[TopicPartition, int] = {}
         self._skipped_total: dict[TopicPartition, int] = {}
+        self._probed, self._noted_down = 0.0, False  # broker outages: the last probe, whether it was said
 
     def go(self) -> KafkaIngestResult:
         ck = kc.kafka()
@@ -359,6 +362,10 @@ class _Run:
             if not self.follow and len(self.done) == len(self.assigned):
                 break
             msgs = consumer.consume(num_messages=1000, timeout=0.5)
+            if msgs:
+                self._up()
+            elif self.errors.down_since is not None:
+                self._outage(consumer)
             for msg in msgs:
                 err = msg.error()
                 tp = TopicPartition(msg.topic(), msg.partition())
@@ -382,10 +389,10 @@ class _Run:
                 if pending and now - last_commit >= self.commit_interval_s:
                     self._commit(writer)
                     pending, last_commit = 0, now
-                if now - last_meta >= METADATA_REFRESH_S:
+                if now - last_meta >= METADATA_REFRESH_S and self.errors.down_since is None:
                     last_meta = now
                     self._new_partitions(consumer, ck)
-            if self.progress and now - last_note >= 10:
+            if self.progress and now - last_note >= 10 and self.errors.down_since is None:
                 rate = (self.read - noted) / (now - last_note)
                 self.progress(f"{self.read} records ({rate:,.0f}/s); " + self._lag(consumer))
                 last_note, noted = now, self.read
@@ -493,8 +500,42 @@ class _Run:
         consumer.incremental_unassign([ck.TopicPartition(tp.topic, tp.partition)])
         consumer.incremental_assign([ck.TopicPartition(tp.topic, tp.partition, low)])
 
+    def _outage(self, consumer) -> None:
+        """The broker does not answer: wait for the client to reconnect (a probe every 2 s tells),
+        for at most the broker timeout. Commits go on meanwhile: they need only the table."""
+        now = time.monotonic()
+        down = now - (self.errors.down_since or now)
+        if down > self.source.broker_timeout_s:
+            raise StorageError(
+                f"Kafka {self.source.bootstrap} has not answered for {self.source.broker_timeout_s:g} s "
+                f"({self.errors[-1] if self.errors else 'no answer'}); everything read before is committed "
+                "and the next run resumes from the table")
+        if now - self._probed < 2.0:
+            return
+        self._probed = now
+        if kc.watermarks(consumer, self.assigned[0], timeout_s=1.0) is not None:
+            self._up()
+        elif not self._noted_down:
+            self._noted_down = True
+            if self.progress:
+                self.progress(f"Kafka broker {self.source.bootstrap} does not answer; waiting up to "
+                              f"{self.source.broker_timeout_s:g} s for it")
+
+    def _up(self) -> None:
+        if self.errors.down_since is None:
+            return
+        self.errors.down_since = None
+        if self._noted_down and self.progress:
+            self.progress(f"Kafka broker {self.source.bootstrap} answers again")
+        self._noted_down = False
+
     def _new_partitions(self, consumer, ck) -> None:
-        every = kc.partitions(consumer, self.source.topics, self.source.bootstrap, self.errors)
+        try:
+            every = kc.partitions(consumer, self.source.topics, self.source.bootstrap, self.errors)
+        except StorageError:
+            if self.errors.down_since is None:
+                self.errors.down_since = time.monotonic()
+            return  # an outage: the loop waits for the broker, within the broker timeout
         now = select(every, self.source.partitions, self.source.worker)
         added = [tp for tp in now if tp not in self.pos.next]
         if not added:
