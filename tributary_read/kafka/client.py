@@ -168,12 +168,13 @@ def _said(e: BaseException) -> str:
     return text() if callable(text) else str(e)
 
 
-def watermarks(consumer, tp: TopicPartition, timeout_s: float = 10.0) -> tuple[int, int] | None:
-    """(low, high) as the broker reports them, or None: hints only (see the module's docstring)."""
+def watermarks(consumer, tp: TopicPartition, timeout_s: float = 10.0, cached: bool = False) -> tuple[int, int] | None:
+    """(low, high) as the broker reports them, or None: hints only (see the module's docstring).
+    ``cached``: as the last fetch response said, without asking (never blocks)."""
     ck = kafka()
     try:
         return consumer.get_watermark_offsets(ck.TopicPartition(tp.topic, tp.partition), timeout=timeout_s,
-                                              cached=False)
+                                              cached=cached)
     except ck.KafkaException:
         return None
 

@@ -550,7 +550,7 @@ class _Run:
     def _lag(self, consumer) -> str:
         parts = []
         for tp in self.assigned[:12]:
-            marks = kc.watermarks(consumer, tp, timeout_s=1.0)
-            if marks is not None:
+            marks = kc.watermarks(consumer, tp, cached=True)  # the fetches' own news: a status line never waits
+            if marks is not None and marks[1] >= 0:
                 parts.append(f"{tp} lag {max(0, marks[1] - self.pos.next.get(tp, 0))}")
         return ", ".join(parts) + (" …" if len(self.assigned) > 12 else "")
