@@ -243,3 +243,42 @@ def test_a_missing_topic_and_an_unreachable_broker_are_one_line_within_a_bounded
     one_line_error(r, 7, f"127.0.0.1:{port} did not answer", "nothing was committed")
     assert time.monotonic() - t0 < 40
     assert invoke_trib("log", str(root), "--json").returncode == 0
+
+
+def test_the_python_api_follows_until_stopped_and_commits_every_record_once(kafka_broker, tmp_path):
+    """``tributary_read.ingest_kafka`` for callers who embed it: a follow run in a thread, stopped
+    by the caller's StopRequest, with an on_commit hook; then a bounded run finds nothing new."""
+    import threading
+
+    import tributary_read as trib
+    from tributary_read.table.config import Table
+    from tributary_read.write.ingest import StopRequest
+
+    topic = _topic(kafka_broker, 2)
+    _produce(kafka_broker, topic, _records(0, 500, parts=2))
+    root = _table(tmp_path)
+    table = Table.load(str(root))
+    source = trib.KafkaSource(kafka_broker.bootstrap, (topic,))
+    commits: list = []
+    stop = StopRequest()
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(trib.ingest_kafka(
+        table, source, "api", time_spec=trib.TimeSpec(field="ts"), follow=True, commit_interval_s=0.3,
+        on_commit=commits.append, stop=stop)))
+    t.start()
+    deadline = time.monotonic() + 60
+    while len(_ids(root)) < 500:
+        assert time.monotonic() < deadline and t.is_alive(), "the follow run did not commit the first 500"
+        time.sleep(0.1)
+    _produce(kafka_broker, topic, _records(500, 100, parts=2))
+    while len(_ids(root)) < 600:
+        assert time.monotonic() < deadline and t.is_alive(), "the follow run did not commit the next 100"
+        time.sleep(0.1)
+    stop.signum = signal.SIGTERM
+    t.join(30)
+    (result,) = out
+    assert isinstance(result, trib.KafkaIngestResult) and result.records == 600 and result.stopped_by == "SIGTERM"
+    assert result.commits == len(commits) >= 2 and sum(c.records for c in commits) == 600
+    assert _ids(root) == list(range(600))
+    again = trib.ingest_kafka(table, source, "api", time_spec=trib.TimeSpec(field="ts"))
+    assert again.records == 0 and again.commits == 0
