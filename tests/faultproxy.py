@@ -124,6 +124,17 @@ def _listener(backlog: int):
     return sock, sock.getsockname()[1]
 
 
+def accept_each(sock, stop: threading.Event, handle) -> None:
+    """Accept connections on ``sock`` until ``stop`` is set, handing each to ``handle(conn)``."""
+    sock.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            continue
+        handle(conn)
+
+
 class SilentServer:
     """A TCP server on 127.0.0.1 that accepts every connection and never sends a byte.
 
@@ -139,13 +150,7 @@ class SilentServer:
         self._thread = threading.Thread(target=self._accept, daemon=True)
 
     def _accept(self) -> None:
-        self._sock.settimeout(0.2)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                continue
-            self.accepted.append(conn)
+        accept_each(self._sock, self._stop, self.accepted.append)
 
     def __enter__(self) -> SilentServer:
         self._thread.start()
@@ -177,18 +182,15 @@ class StallingRelay:
         self._stalled.set()
 
     def _accept(self) -> None:
+        accept_each(self._sock, self._stop, self._relay)
+
+    def _relay(self, client) -> None:
         import socket
 
-        self._sock.settimeout(0.2)
-        while not self._stop.is_set():
-            try:
-                client, _ = self._sock.accept()
-            except OSError:
-                continue
-            server = socket.create_connection(("127.0.0.1", self.upstream))
-            self._conns += [client, server]
-            threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
+        server = socket.create_connection(("127.0.0.1", self.upstream))
+        self._conns += [client, server]
+        threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
+        threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
 
     def _pump(self, src, dst, reply: bool) -> None:
         while not self._stop.is_set():

@@ -50,7 +50,7 @@ import threading
 from collections import Counter
 from collections.abc import Mapping
 
-from faultproxy import _listener
+from faultproxy import _listener, accept_each
 
 FETCH, LIST_OFFSETS, API_VERSIONS = 1, 2, 18
 #: The highest version of each parsed API the client may use (the proxy lowers the broker's maxima).
@@ -163,22 +163,19 @@ class KafkaRetentionProxy:
 
     # -- relaying ------------------------------------------------------------------------
     def _accept(self) -> None:
-        self._sock.settimeout(0.2)
-        while not self._stop.is_set():
-            try:
-                client, _ = self._sock.accept()
-            except OSError:
-                continue
-            try:
-                server = socket.create_connection(self.upstream, timeout=10)
-            except OSError:
-                client.close()  # the broker is down: so is the proxy, as the client sees it
-                continue
-            server.settimeout(None)
-            self._conns += [client, server]
-            pending: dict[int, tuple[int, int, object]] = {}
-            threading.Thread(target=self._requests, args=(client, server, pending), daemon=True).start()
-            threading.Thread(target=self._responses, args=(server, client, pending), daemon=True).start()
+        accept_each(self._sock, self._stop, self._relay)
+
+    def _relay(self, client) -> None:
+        try:
+            server = socket.create_connection(self.upstream, timeout=10)
+        except OSError:
+            client.close()  # the broker is down: so is the proxy, as the client sees it
+            return
+        server.settimeout(None)
+        self._conns += [client, server]
+        pending: dict[int, tuple[int, int, object]] = {}
+        threading.Thread(target=self._requests, args=(client, server, pending), daemon=True).start()
+        threading.Thread(target=self._responses, args=(server, client, pending), daemon=True).start()
 
     def _requests(self, client, server, pending: dict) -> None:
         try:
