@@ -57,8 +57,6 @@ def etl(spark_cluster, tmp_path_factory):
     return ClusterEtl(tmp_path_factory.mktemp("cluster-etl"), spark_cluster)
 
 
-@pytest.mark.xfail(reason="issue 21: the write tasks fail with ModuleNotFoundError: tributary_read", strict=True,
-                   raises=AssertionError)
 def test_etl_run_on_a_cluster_without_trib_writes_every_record_exactly_once(etl):
     """The issue's reproduction: the write tasks used to fail with ModuleNotFoundError: tributary_read."""
     k = 1
