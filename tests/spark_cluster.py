@@ -17,19 +17,28 @@ nothing else for what trib runs (RDD tasks, ``mapInArrow``): no pandas, no
 numpy (the cluster tests prove it: the write path runs there).
 
 Which Python the executors run (verified on this cluster, PySpark 4.3): the
-driver decides it, not the worker and not the conf. A PySpark driver reads
-``$PYSPARK_PYTHON`` of its own process when its SparkContext starts
-(``SparkContext.pythonExec``, default ``python3``) and sends that name with
-every Python function; each executor runs it as is, a bare name resolved on the
-executor's ``PATH`` (the worker's). ``spark.pyspark.python`` in the conf of a
-session built in a running Python process (``SparkSession.builder``, as trib
-builds them) changes nothing: only ``spark-submit`` turns that key into the
-driver's ``$PYSPARK_PYTHON``, before the Python driver starts. Neither does
-``$PYSPARK_PYTHON`` in the worker's environment, nor
-``spark.executorEnv.PYSPARK_PYTHON``. So :meth:`Cluster.driver_env` sets the
-driver's ``PYSPARK_PYTHON`` to the venv, and the worker's ``PATH`` starts with
-the venv's ``bin`` too, so that a driver that names no Python (``python3``) gets
-the nodes' one as well: a node with nothing but pyspark and pyarrow.
+driver decides it, not the worker and not the session's conf. A PySpark driver
+reads ``PYSPARK_PYTHON`` from its own ``os.environ`` when its SparkContext
+starts (``SparkContext.pythonExec``, default ``python3``) and sends that name
+with every Python function; each executor runs it as is, a bare name resolved
+on the executor's ``PATH`` (the worker's). Tried one at a time:
+
+* the driver's ``PYSPARK_PYTHON`` (in its environment, or set in
+  ``os.environ`` before the SparkContext starts): the executors run it;
+* ``spark.pyspark.python`` in the conf of a session built in a running Python
+  process (``SparkSession.builder``, as trib builds them): no effect;
+* ``--conf spark.pyspark.python=…`` on a ``spark-submit`` line: the executors
+  run it (spark-submit sets the Python driver's ``PYSPARK_PYTHON`` from it
+  before starting it);
+* ``PYSPARK_PYTHON`` in the worker's environment, or
+  ``spark.executorEnv.PYSPARK_PYTHON``: no effect (the executor's environment
+  has the variable; its Python is still the driver's choice);
+* nothing set: ``python3`` on the worker's ``PATH``.
+
+So :meth:`Cluster.driver_env` sets the driver's ``PYSPARK_PYTHON`` to the venv,
+and the worker's ``PATH`` starts with the venv's ``bin``, so that a driver that
+names no Python gets the nodes' one too: a node with nothing but pyspark and
+pyarrow.
 
 Run ``python tests/spark_cluster.py`` to start one by hand (Ctrl-C stops it).
 """
@@ -256,13 +265,23 @@ class Cluster:
         state = self.state() or {}
         return list(state.get("activeapps", ()))
 
+    def executors(self) -> list[int]:
+        """Live pids the worker started: executor JVMs and their Python workers (the worker's group but itself)."""
+        p = self.procs.get("worker")
+        return [pid for pid in self.group("worker") if p is None or pid != p.pid]
+
     def wait_idle(self, timeout: float = 60.0) -> None:
-        """Until no application holds the worker (a killed driver's app is removed when its connection drops)."""
+        """Until no application holds the worker and its executors are gone.
+
+        A driver killed with SIGKILL leaves its application to the master, which
+        removes it when the driver's connection drops; the worker then kills the
+        executor. A process still there after ``timeout`` is a leak: ClusterError.
+        """
         deadline = time.monotonic() + timeout
-        while self.applications():
+        while self.applications() or self.executors():
             if time.monotonic() > deadline:
-                raise ClusterError(f"applications still running after {timeout:.0f} s: "
-                                   f"{[a.get('name') for a in self.applications()]}")
+                raise ClusterError(f"after {timeout:.0f} s, applications {[a.get('name') for a in self.applications()]}"
+                                   f" and executor processes {self.executors()} are still there")
             time.sleep(0.3)
 
     def group(self, name: str) -> list[int]:
