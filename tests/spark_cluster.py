@@ -265,6 +265,16 @@ class Cluster:
         state = self.state() or {}
         return list(state.get("activeapps", ()))
 
+    def app_dirs(self) -> set[Path]:
+        """The worker's directory of each application it ran executors for (``work/app-…``)."""
+        return set((self.dir / "work").glob("app-*"))
+
+    @staticmethod
+    def fetched(app_dir: Path) -> list[str]:
+        """Files an application's executors fetched (addFile, addPyFile, --py-files), besides their logs."""
+        return sorted(f.name for d in app_dir.iterdir() if d.is_dir() for f in d.iterdir()
+                      if f.name not in ("stdout", "stderr"))
+
     def executors(self) -> list[int]:
         """Live pids the worker started: executor JVMs and their Python workers (the worker's group but itself)."""
         p = self.procs.get("worker")

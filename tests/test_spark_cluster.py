@@ -81,10 +81,12 @@ def run_driver(cluster, tmp: Path, code: str, params: dict) -> dict:
     """Run ``code`` as a driver script on the cluster (a process of the test venv); its last stdout line, as JSON.
 
     The script gets ``params`` as JSON in ``sys.argv[1]``; its process group
-    (the driver JVM too) must be gone when it ends.
+    (the driver JVM too) must be gone when it ends, and its application must
+    have given the executors one trib zip.
     """
     script = tmp / "driver.py"
     script.write_text(code)
+    apps = cluster.app_dirs()
     with open(tmp / "driver.out", "w") as out, open(tmp / "driver.err", "w") as err:
         p = subprocess.Popen([sys.executable, str(script), json.dumps(params)], stdout=out, stderr=err, cwd=tmp,
                              env=cluster.driver_env({"PYTHONPATH": str(TESTS)}), start_new_session=True)
@@ -102,6 +104,7 @@ def run_driver(cluster, tmp: Path, code: str, params: dict) -> dict:
         os.killpg(p.pid, signal.SIGKILL)
     assert rc == 0, f"exit {rc}:\n{(tmp / 'driver.err').read_text()[-6000:]}"
     assert not left, f"the driver left processes behind: {left}"
+    one_zip_each(cluster, apps)
     return json.loads((tmp / "driver.out").read_text().strip().splitlines()[-1])
 
 
@@ -132,6 +135,15 @@ print(json.dumps({**result, "before": before, "after": after}))
 """
 
 
+def one_zip_each(cluster, before: set[Path]) -> None:
+    """Each application since ``before`` gave its executors one trib zip, no second one."""
+    apps = cluster.app_dirs() - before
+    assert apps, "no application ran on the cluster"
+    for app in apps:
+        zips = [f for f in cluster.fetched(app) if f.startswith("tributary_read-")]
+        assert len(zips) == 1 and "-unknown-" not in zips[0], (app.name, cluster.fetched(app))
+
+
 def assert_shipped(cluster, doc: dict) -> None:
     """The executors ran the venv's Python, found no trib before trib was called, and trib's zip after."""
     python, origin = doc["before"]
@@ -146,6 +158,7 @@ def assert_shipped(cluster, doc: dict) -> None:
 def test_etl_run_on_a_cluster_without_trib_writes_every_record_exactly_once(etl):
     """The issue's reproduction: the write tasks used to fail with ModuleNotFoundError: tributary_read."""
     k = 1
+    apps = etl.cluster.app_dirs()
     r = etl.run(k)
     rc = r.wait()
     assert rc == 0, f"exit {rc}:\n{r.err[-6000:]}"
@@ -153,6 +166,7 @@ def test_etl_run_on_a_cluster_without_trib_writes_every_record_exactly_once(etl)
     doc = r.report()
     assert doc["output"]["records"] == len(etl.src.expected_rows(k)) > 0, doc
     etl.check(k)
+    one_zip_each(etl.cluster, apps)
     print(f"run on the cluster: {r.elapsed:.1f} s")
 
 
@@ -201,12 +215,13 @@ def test_etl_submit_on_the_cluster_ships_trib_with_py_files(etl):
     argv = line["argv"]
     shipped = argv[argv.index("--py-files") + 1]
     assert os.path.basename(shipped).startswith("tributary_read-") and shipped.endswith(".zip"), argv
-    t = time.monotonic()
+    t, apps, had = time.monotonic(), etl.cluster.app_dirs(), len(output_rows(etl.out))
     p = run_trib(*args, "--run", env=env, cwd=etl.base)
     assert p.returncode == 0, p.stderr[-6000:]
     doc = json.loads(p.stdout[p.stdout.index("{"):])
-    assert doc["output"]["records"] == len(etl.src.expected_rows(k)) - len(etl.src.expected_rows(k - 1)), doc
+    assert doc["output"]["records"] == len(etl.src.expected_rows(k)) - had > 0, doc
     etl.check(k)
+    one_zip_each(etl.cluster, apps)  # --py-files' zip, which the session builder found among the includes
     etl.cluster.wait_idle()
     print(f"submit on the cluster: {time.monotonic() - t:.1f} s")
 

@@ -77,6 +77,17 @@ def test_python_imports_trib_from_the_zip(tmp_path):
     assert version == tributary_read.__version__ and f"-{version}-" in os.path.basename(path)
 
 
+def test_a_trib_running_from_its_zip_ships_that_zip(tmp_path):
+    """A driver that ``spark-submit --py-files`` started imports trib from the zip: that zip is the one to ship."""
+    path = build_zip(tmp_path)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from tributary_read.spark.ship import package_zip; "
+            "print(package_zip())")
+    out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, cwd=tmp_path,
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == path and os.listdir(tmp_path) == [os.path.basename(path)]
+
+
 def test_built_once_atomically_and_named_by_version_and_content(tmp_path, monkeypatch):
     first = build_zip(tmp_path)
     data, mtime = Path(first).read_bytes(), os.stat(first).st_mtime_ns

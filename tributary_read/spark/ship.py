@@ -50,6 +50,7 @@ import re
 import tempfile
 import weakref
 import zipfile
+import zipimport
 from pathlib import Path
 
 PACKAGE = "tributary_read"
@@ -96,7 +97,14 @@ def ship_to_executors(spark) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def package_zip() -> str:
-    """The path of this trib's zip (built on first use; once per process)."""
+    """The path of this trib's zip (built on first use; once per process).
+
+    A trib that runs from a zip already (a driver that ``spark-submit --py-files``
+    started) ships that zip: its name is the one the SparkContext holds.
+    """
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is not None and isinstance(spec.loader, zipimport.zipimporter):
+        return spec.loader.archive
     return build_zip()
 
 
@@ -149,6 +157,8 @@ def package_files() -> list[tuple[str, Path]]:
             for f in filenames:
                 if f.endswith(".py") or f == "py.typed":
                     out.setdefault(f"{base}/{f}", Path(dirpath) / f)
+    if f"{PACKAGE}/__init__.py" not in out:
+        raise ImportError(f"{PACKAGE} is not a package directory at {root}: nothing to zip")
     return sorted(out.items())
 
 
