@@ -35,7 +35,7 @@ TRIB = [sys.executable, "-m", "tributary_read.cli.main"]
 KINDS = ("unit", "integration")
 #: Fixtures that start or reach a service: the S3 server, Hive, Spark, the Kafka broker.
 SERVICE_FIXTURES = frozenset({"s3_server", "s3_env", "s3_root", "hive_services", "spark", "hs2_cursor",
-                              "metastore", "kafka_broker", "durable_kafka_broker"})
+                              "metastore", "kafka_broker", "durable_kafka_broker", "spark_cluster"})
 
 
 def _kind(item: pytest.Item) -> str:
@@ -348,3 +348,38 @@ def durable_kafka_broker(tmp_path_factory):
     (``s3://`` on its own local S3 server): for the broker-restart faults."""
     yield from _broker(tmp_path_factory, "s3")
 
+
+
+# -- Spark standalone: one master + one worker per test session, executors without trib -----
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A standalone master and one 2-core worker from the pyspark wheel on 127.0.0.1 (tests/spark_cluster.py).
+
+    The executors' Python is a cached venv with pyarrow only: no tributary_read, so a
+    test proves what a cluster whose nodes have nothing but pyspark and pyarrow runs.
+    Drivers run with ``spark_cluster.driver_env()`` (its ``PYSPARK_PYTHON`` names that
+    venv). Skips only when Java or the wheel cannot start a master; a venv that cannot
+    be built or a worker that does not register fails. Starting costs ~10 s and two
+    small JVMs (plus an executor JVM per running application); the processes are
+    killed by their group ids at the end.
+    """
+    from spark_cluster import Cluster, ClusterUnavailable, check_executor_python, executor_python, java, spark_home
+
+    try:
+        spark_home(), java()
+    except ClusterUnavailable as e:
+        pytest.skip(f"no Spark standalone cluster: {e}")
+    python = executor_python()
+    check_executor_python(python)
+    cluster = Cluster(tmp_path_factory.mktemp("spark-cluster"), python)
+    try:
+        cluster.start()
+    except ClusterUnavailable as e:
+        pytest.skip(f"no Spark standalone cluster: {e}")
+    try:
+        yield cluster
+    finally:
+        left = cluster.stop()
+        assert not left, f"the cluster's processes did not stop on SIGTERM (killed): {left}"

@@ -373,6 +373,24 @@ def test_submit_line_for_yarn_cluster_ships_the_environment_job_and_sql(tmp_path
     assert any("local paths" in n for n in cmd.notes)  # /data/raw is this machine's disk
 
 
+def test_submit_line_without_an_archive_ships_trib_with_py_files(tmp_path):
+    """Issue 21: the nodes need no tributary-read; the zip the session builder adds goes with --py-files."""
+    from tributary_read.spark.ship import package_zip
+
+    job = Job.load(write_job(tmp_path, ISSUE_JOB))
+    for mode in ("client", "cluster"):
+        cmd = build_submit(job, "2024-01-01T05:00:00Z", master="spark://10.0.0.1:7077", deploy_mode=mode,
+                           spark_submit="spark-submit")
+        argv = list(cmd.argv)
+        assert argv[argv.index("--py-files") + 1] == package_zip() and "--archives" not in argv, argv
+        assert argv.index("--py-files") < argv.index(driver_path())  # an option of spark-submit's, not the app's
+        assert any("--py-files" in n for n in cmd.notes), cmd.notes
+    with_archive = build_submit(job, "2024-01-01T05:00:00Z", master="yarn", archives="env.tar.gz",
+                                spark_submit="spark-submit")
+    local = build_submit(job, "2024-01-01T05:00:00Z", spark_submit="spark-submit")
+    assert "--py-files" not in with_archive.argv and "--py-files" not in local.argv
+
+
 def test_submit_line_in_client_mode_runs_the_driver_here(tmp_path):
     job = Job.load(write_job(tmp_path, ISSUE_JOB))
     cmd = build_submit(job, "2024-01-01T05:00:00Z", spark_submit="spark-submit")

@@ -4,7 +4,10 @@ The application is :mod:`tributary_read.etl.driver` (a plain ``.py`` file, as
 spark-submit wants), which loads the job and calls ``run_job`` on the session
 spark-submit built. What must reach the cluster:
 
-* the Python environment with tributary-read installed, as an archive
+* trib's own code: without an archive, the zip of its package
+  (:mod:`tributary_read.spark.ship`) with ``--py-files``, so the nodes need only
+  pyspark and pyarrow (and pandas where the driver runs); or the
+  Python environment with tributary-read installed, as an archive
   (``venv-pack``/``conda-pack``) unpacked as ``./environment`` in every
   container: ``--archives env.tar.gz#environment`` and
   ``spark.pyspark.python=./environment/bin/python``;
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from tributary_read.errors import InvalidInputError
 from tributary_read.etl.job import Job, is_uri
 from tributary_read.spark.session import is_local, resolve_master, session_conf
+from tributary_read.spark.ship import package_zip
 
 ENV_DIR = "environment"
 
@@ -85,8 +89,11 @@ def build_submit(job: Job, schedule_time, *, master: str | None = None, deploy_m
         else:
             conf.setdefault("spark.pyspark.driver.python", sys.executable)
     elif not is_local(m):
-        notes.append("no environment archive: the cluster's Python must already have tributary-read installed "
-                     "(or pass --archives env.tar.gz, made with venv-pack or conda-pack)")
+        # trib ships itself (the zip the session builder adds to cluster sessions, tributary_read.spark.ship).
+        argv += ["--py-files", package_zip()]
+        notes.append("no environment archive: trib ships its code with --py-files; the nodes' Python needs pyarrow"
+                     + (" (and where the driver runs, pandas and the extras the job uses)" if mode == "cluster" else "")
+                     + "; or pass --archives env.tar.gz, made with venv-pack or conda-pack")
         if mode == "client":
             conf.setdefault("spark.pyspark.driver.python", sys.executable)
     for k, v in sorted(conf.items()):

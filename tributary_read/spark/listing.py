@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from tributary_read.errors import InvalidInputError, StorageError
 from tributary_read.spark.failure import cause
+from tributary_read.spark.ship import ship_to_executors
 from tributary_read.io.storage import ENTRY_FILE, Storage, Unlisted, open_storage, resolve_options
 from tributary_read.read.fileset import FileSet
 from tributary_read.read.listing import Listed
@@ -77,6 +78,7 @@ class SparkLister:
             return []
         if storage.capabilities.hadoop_scheme is None:
             raise InvalidInputError(f"{storage.uri} lives in this process only: Spark executors cannot list it")
+        ship_to_executors(self.spark)  # the listing tasks are trib's code (idempotent per SparkContext)
         sc = self.spark.sparkContext
         slices = min(len(rels), self.spread)
         job = functools.partial(_list_task, storage.uri, dict(self.options), storage.root, mtime_ns)

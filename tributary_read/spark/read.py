@@ -64,6 +64,9 @@ def read_files(spark: SparkSession, fileset: FileSet, *, schema: StructType | st
     require_pyspark()
     from pyspark.sql import functions as F
 
+    from tributary_read.spark.ship import ship_to_executors
+
+    ship_to_executors(spark)  # valid-length files are read by trib's code on the executors
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     named_format = opts.pop(FORMAT_OPTION, None)
     storage_options = {k[len(STORAGE_PREFIX):]: opts.pop(k) for k in list(opts) if k.startswith(STORAGE_PREFIX)}

@@ -15,6 +15,7 @@ import sys
 from typing import Mapping
 
 from tributary_read.spark import require_pyspark
+from tributary_read.spark.ship import is_local, ship_to_executors
 
 METASTORE_URIS = "spark.hadoop.hive.metastore.uris"
 
@@ -22,10 +23,6 @@ METASTORE_URIS = "spark.hadoop.hive.metastore.uris"
 def resolve_master(master: str | None = None) -> str:
     """The master a session would use (see the module docstring)."""
     return master or os.environ.get("TRIB_SPARK_MASTER") or os.environ.get("SPARK_MASTER") or "local[*]"
-
-
-def is_local(master: str) -> bool:
-    return master == "local" or master.startswith("local[") or master.startswith("local-cluster[")
 
 
 def session_conf(master: str, conf: Mapping[str, str] | None = None, *, hive: bool = False) -> dict[str, str]:
@@ -82,7 +79,9 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
         builder = builder.config(k, v)
     if extra.get("spark.sql.catalogImplementation") == "hive":
         builder = builder.enableHiveSupport()
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    ship_to_executors(spark)  # a cluster's executors import trib from the zip it adds
+    return spark
 
 
 def sql_session(master: str | None = None, conf: Mapping[str, str] | None = None, app_name: str = "trib", *,

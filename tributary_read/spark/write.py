@@ -204,8 +204,11 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
 
         raise missing_extra("pandas", "spark") from None
     from tributary_read.io.storage import resolve_options
+    from tributary_read.spark.ship import ship_to_executors
     from tributary_read.table.renames import roll_forward
     from tributary_read.write.writer import new_writer_id
+
+    ship_to_executors(df.sparkSession)  # the write tasks are trib's code
 
     if isinstance(table, Table):
         tbl = table

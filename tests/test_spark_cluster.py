@@ -1,0 +1,296 @@
+"""trib on a real Spark standalone cluster whose executors' Python has pyarrow and nothing else (issue 21).
+
+The session's ``spark_cluster`` (tests/spark_cluster.py): a master and one
+2-core worker from the pyspark wheel; the executors run a venv without
+tributary_read. Every driver here is a real process of the test venv (which
+has trib): this pytest process may already hold the suite's local
+SparkContext, and a process holds one. trib ships its own code to the
+executors (:mod:`tributary_read.spark.ship`), whether it builds the session
+(``trib etl run``, ``trib etl submit``) or is handed one it did not build
+(``read_files``, the executor listing, on a session a script made with
+``SparkSession.builder``).
+
+The ETL tests share one raw source, output table and consumer and move on one
+schedule time each, in order (as tests/test_etl_crash.py's do). Small data: a
+run costs a driver JVM and an executor JVM (~15-25 s here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from etl_data import RawSource, assert_exactly_once, create_output_table, output_rows, write_job
+from test_etl_crash import Run, _group
+from test_spark_listing import HOURLY, assert_same, odd_tree
+
+from tributary_read.read.resolve import resolve
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+TESTS = Path(__file__).resolve().parent
+JOB = "on_cluster"
+CYCLES = 4
+RUN_TIMEOUT = 300
+
+
+# -- drivers --------------------------------------------------------------------------------
+class ClusterEtl:
+    """One raw source and output table, a job whose master is the cluster; runs move on one schedule time each."""
+
+    def __init__(self, base: Path, cluster):
+        self.base, self.cluster = base, cluster
+        self.src = RawSource(base / "raw", CYCLES, seed=21, late_each=1)
+        self.out = base / "events"
+        create_output_table(self.out)
+        self.job = write_job(base / "job", name=JOB, raw=self.src.root, out=self.out, spark_master=cluster.master)
+
+    def env(self) -> dict[str, str]:
+        # The executors' Python is the driver's PYSPARK_PYTHON (tests/spark_cluster.py): the venv without trib.
+        return {"PYSPARK_PYTHON": str(self.cluster.python)}
+
+    def run(self, k: int) -> Run:
+        self.src.advance(k)
+        return Run(self.job, self.src.schedule_iso(k), cwd=self.base, env=self.env())
+
+    def log_version(self) -> int:
+        from tributary_read.table.config import Table
+
+        return Table.load(str(self.out)).log.latest_version()
+
+    def check(self, k: int) -> None:
+        """Every record visible by schedule time ``k`` is in the output once, in its event time's partition."""
+        assert_exactly_once(output_rows(self.out), self.src.expected_rows(k))
+
+
+@pytest.fixture(scope="module")
+def etl(spark_cluster, tmp_path_factory):
+    return ClusterEtl(tmp_path_factory.mktemp("cluster-etl"), spark_cluster)
+
+
+def run_driver(cluster, tmp: Path, code: str, params: dict) -> dict:
+    """Run ``code`` as a driver script on the cluster (a process of the test venv); its last stdout line, as JSON.
+
+    The script gets ``params`` as JSON in ``sys.argv[1]``; its process group
+    (the driver JVM too) must be gone when it ends, and its application must
+    have given the executors one trib zip.
+    """
+    script = tmp / "driver.py"
+    script.write_text(code)
+    apps = cluster.app_dirs()
+    with open(tmp / "driver.out", "w") as out, open(tmp / "driver.err", "w") as err:
+        p = subprocess.Popen([sys.executable, str(script), json.dumps(params)], stdout=out, stderr=err, cwd=tmp,
+                             env=cluster.driver_env({"PYTHONPATH": str(TESTS)}), start_new_session=True)
+    try:
+        rc = p.wait(RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)  # our own driver's group only
+        p.wait()
+        raise AssertionError(f"the driver hung:\n{(tmp / 'driver.err').read_text()[-6000:]}") from None
+    deadline = time.monotonic() + 30
+    while _group(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _group(p.pid)
+    if left:
+        os.killpg(p.pid, signal.SIGKILL)
+    assert rc == 0, f"exit {rc}:\n{(tmp / 'driver.err').read_text()[-6000:]}"
+    assert not left, f"the driver left processes behind: {left}"
+    one_zip_each(cluster, apps)
+    return json.loads((tmp / "driver.out").read_text().strip().splitlines()[-1])
+
+
+#: The head of every driver script: a session trib did not build (a user's, a notebook's), and the executors'
+#: own Python probed before trib is called: the venv, without tributary_read.
+SCRIPT_HEAD = """\
+import importlib.util, json, os, sys
+from pyspark.sql import SparkSession
+
+params = json.loads(sys.argv[1])
+spark = (SparkSession.builder.master(os.environ["TRIB_SPARK_MASTER"]).appName(params["app"])
+         .config("spark.ui.enabled", "false").getOrCreate())
+sc = spark.sparkContext
+
+
+def probe(_):
+    import sys, importlib.util
+    spec = importlib.util.find_spec("tributary_read")
+    yield sys.executable, None if spec is None else spec.origin
+
+
+before = sc.parallelize([0], 1).mapPartitions(probe).collect()[0]
+"""
+SCRIPT_TAIL = """
+after = sc.parallelize([0], 1).mapPartitions(probe).collect()[0]
+spark.stop()
+print(json.dumps({**result, "before": before, "after": after}))
+"""
+
+
+def one_zip_each(cluster, before: set[Path]) -> None:
+    """Each application since ``before`` gave its executors one trib zip, no second one."""
+    apps = cluster.app_dirs() - before
+    assert apps, "no application ran on the cluster"
+    for app in apps:
+        zips = [f for f in cluster.fetched(app) if f.startswith("tributary_read-")]
+        assert len(zips) == 1 and "-unknown-" not in zips[0], (app.name, cluster.fetched(app))
+
+
+def assert_shipped(cluster, doc: dict) -> None:
+    """The executors ran the venv's Python, found no trib before trib was called, and trib's zip after."""
+    python, origin = doc["before"]
+    assert Path(python).parent == cluster.python.parent, doc["before"]
+    assert origin is None, f"the executors' Python has a tributary_read of its own: {origin}"
+    python, origin = doc["after"]
+    assert Path(python).parent == cluster.python.parent and origin is not None, doc["after"]
+    assert ".zip" in origin and os.path.basename(origin.split(".zip")[0]).startswith("tributary_read-"), origin
+
+
+# -- trib etl run / submit ---------------------------------------------------------------------
+def test_etl_run_on_a_cluster_without_trib_writes_every_record_exactly_once(etl):
+    """The issue's reproduction: the write tasks used to fail with ModuleNotFoundError: tributary_read."""
+    k = 1
+    apps = etl.cluster.app_dirs()
+    r = etl.run(k)
+    rc = r.wait()
+    assert rc == 0, f"exit {rc}:\n{r.err[-6000:]}"
+    assert not r.leftovers, f"the run left processes behind: {r.leftovers}"
+    doc = r.report()
+    assert doc["output"]["records"] == len(etl.src.expected_rows(k)) > 0, doc
+    etl.check(k)
+    one_zip_each(etl.cluster, apps)
+    print(f"run on the cluster: {r.elapsed:.1f} s")
+
+
+def test_etl_run_killed_with_sigkill_while_executors_write_then_rerun_is_exactly_once(etl):
+    k = 2
+    before = etl.log_version()
+    r = etl.run(k)
+    assert r.wait_for("commit"), f"the run ended before its commit step:\n{r.err[-6000:]}"
+    # The write stage's tasks are running on the executor once a stage line follows the commit line.
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while r.p.poll() is None and "[Stage" not in r.err.partition("running the SQL and committing")[2]:
+        assert time.monotonic() < deadline, r.err[-6000:]
+        time.sleep(0.05)
+    time.sleep(random.Random("cluster-kill").uniform(0, 0.5))
+    r.p.send_signal(signal.SIGKILL)
+    rc = r.wait()
+    assert rc in (0, -signal.SIGKILL), f"exit {rc}:\n{r.err[-6000:]}"
+    assert not r.leftovers, f"the killed run left processes behind: {r.leftovers}"
+    committed = etl.log_version() == before + 1
+    assert committed or rc != 0
+    # The killed driver's application and its executor go; nothing is left on the worker.
+    etl.cluster.wait_idle()
+
+    again = etl.run(k)
+    assert again.wait() == 0, again.err[-6000:]
+    assert not again.leftovers, again.leftovers
+    doc = again.report()
+    assert etl.log_version() == before + 1  # one commit for the schedule time
+    assert doc["already_committed"] is committed, doc
+    etl.check(k)
+    print(f"killed {'after' if committed else 'before'} its commit (exit {rc}); re-run {again.elapsed:.1f} s")
+
+
+def test_etl_submit_on_the_cluster_ships_trib_with_py_files(etl):
+    """``trib etl submit --run`` in client mode: spark-submit's ``--py-files`` carries the zip (the session
+    builder finds it among the context's Python includes and adds no second one)."""
+    from conftest import run_trib
+    from spark_cluster import spark_home
+
+    k = 3
+    etl.src.advance(k)
+    args = ["etl", "submit", str(etl.job), "--schedule-time", etl.src.schedule_iso(k),
+            "--spark-submit", str(spark_home() / "bin" / "spark-submit")]
+    env = etl.cluster.driver_env(etl.env())
+    line = json.loads(run_trib(*args, "--json", env=env, check=True, cwd=etl.base).stdout)
+    argv = line["argv"]
+    shipped = argv[argv.index("--py-files") + 1]
+    assert os.path.basename(shipped).startswith("tributary_read-") and shipped.endswith(".zip"), argv
+    t, apps, had = time.monotonic(), etl.cluster.app_dirs(), len(output_rows(etl.out))
+    p = run_trib(*args, "--run", env=env, cwd=etl.base)
+    assert p.returncode == 0, p.stderr[-6000:]
+    doc = json.loads(p.stdout[p.stdout.index("{"):])
+    assert doc["output"]["records"] == len(etl.src.expected_rows(k)) - had > 0, doc
+    etl.check(k)
+    one_zip_each(etl.cluster, apps)  # --py-files' zip, which the session builder found among the includes
+    etl.cluster.wait_idle()
+    print(f"submit on the cluster: {time.monotonic() - t:.1f} s")
+
+
+# -- handed a session: read_files and the executor listing ----------------------------------------
+READ = SCRIPT_HEAD + """
+from tributary_read.read.resolve import plain_layout, resolve
+from tributary_read.spark.read import read_files
+
+fs = resolve(params["root"], layout=plain_layout("{yyyy}_{MM}_{dd}/{HH}"))
+df = read_files(spark, fs, schema="id BIGINT, msg STRING", options={"format": "jsonl"})
+rows = sorted((r.id, r.msg, r.dt) for r in df.collect())
+result = {"files": len(fs.files), "capped": sum(f.valid_length is not None for f in fs.files), "rows": rows}
+""" + SCRIPT_TAIL
+
+
+def _put(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def test_read_files_over_many_directories_on_a_session_trib_did_not_build(spark_cluster, tmp_path):
+    """72 hourly directories of whole files, and files with a valid length (their lines are read by trib's code
+    on the executors): exactly the FileSet's rows, each with its directory's partition value."""
+    root = tmp_path / "raw"
+    want = []
+    for h in range(72):
+        d = f"2024_01_{1 + h // 24:02d}/{h % 24:02d}"
+        dt = d.replace("_", "").replace("/", "")
+        lines = [json.dumps({"id": 10 * h + i, "msg": f"m{h}-{i}"}) for i in range(2)]
+        _put(root / d / f"part-{h}.jsonl", "".join(x + "\n" for x in lines).encode())
+        want += [(10 * h + i, f"m{h}-{i}", dt) for i in range(2)]
+    for h in (5, 40):  # Flink's in-progress files: the bytes past the valid length are never read
+        d = f"2024_01_{1 + h // 24:02d}/{h % 24:02d}"
+        good = json.dumps({"id": 5000 + h, "msg": "capped"}) + "\n"
+        _put(root / d / "flink-0", (good + '{"id": 666, "msg": "PAST"}\ntorn{').encode())
+        body = str(len(good)).encode()
+        _put(root / d / "_flink-0.valid-length", len(body).to_bytes(2, "big") + body)
+        want.append((5000 + h, "capped", d.replace("_", "").replace("/", "")))
+    doc = run_driver(spark_cluster, tmp_path, READ, {"app": "trib-cluster-read", "root": str(root)})
+    assert (doc["files"], doc["capped"]) == (74, 2)
+    assert [tuple(r) for r in doc["rows"]] == sorted(want)
+    assert_shipped(spark_cluster, doc)
+
+
+LIST = SCRIPT_HEAD + """
+import pickle
+from tributary_read.read.resolve import plain_layout
+from tributary_read.spark.listing import list_on_executors
+
+sc.setJobGroup("trib-listing", "the executor listing")
+fs = list_on_executors(spark, params["root"], layout=plain_layout("{yyyy}_{MM}_{dd}/{HH}"))
+sc.setLocalProperty("spark.jobGroup.id", None)
+with open(params["out"], "wb") as f:
+    pickle.dump(fs, f)
+result = {"jobs": len(sc.statusTracker().getJobIdsForGroup("trib-listing"))}
+""" + SCRIPT_TAIL
+
+
+def test_executor_listing_on_a_session_trib_did_not_build_equals_the_local_listing(spark_cluster, tmp_path):
+    """tests/test_spark_listing.py's tree (odd names, hidden files, links, sidecars), listed by the executors."""
+    root = tmp_path / "t"
+    odd_tree(root)
+    local = resolve(str(root), mode="mtime", layout=HOURLY)
+    doc = run_driver(spark_cluster, tmp_path, LIST,
+                     {"app": "trib-cluster-listing", "root": str(root), "out": str(tmp_path / "fs.pickle")})
+    assert doc["jobs"] >= 1, "no Spark job ran: the driver listed alone"
+    with open(tmp_path / "fs.pickle", "rb") as f:
+        remote = pickle.load(f)
+    assert len(remote.files) == 31
+    assert_same(local, remote, split=True)
+    assert_shipped(spark_cluster, doc)
