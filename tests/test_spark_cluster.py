@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 TESTS = Path(__file__).resolve().parent
 JOB = "on_cluster"
-CYCLES = 4
+CYCLES = 5
 RUN_TIMEOUT = 300
 
 
@@ -224,6 +224,57 @@ def test_etl_submit_on_the_cluster_ships_trib_with_py_files(etl):
     one_zip_each(etl.cluster, apps)  # --py-files' zip, which the session builder found among the includes
     etl.cluster.wait_idle()
     print(f"submit on the cluster: {time.monotonic() - t:.1f} s")
+
+
+def _job_with_python(etl, tmp: Path, python: Path | str) -> Path:
+    """The same job (name, consumer, tables) with ``spark.pyspark.python`` in its ``[spark] conf``."""
+    job = write_job(tmp, name=JOB, raw=etl.src.root, out=etl.out, spark_master=etl.cluster.master)
+    text = job.read_text().replace('conf = { ', f'conf = {{ "spark.pyspark.python" = "{python}", ')
+    job.write_text(text)
+    return job
+
+
+def _bare_python(tmp: Path) -> Path:
+    """A venv of the driver's Python version with nothing installed: no pyarrow."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp / "bare")], check=True)
+    return tmp / "bare" / "bin" / "python"
+
+
+def test_the_jobs_spark_pyspark_python_picks_the_executors_python_and_a_bad_one_is_one_line(etl, tmp_path):
+    """Issue 21 items 2 and 3: ``spark.pyspark.python`` in the job's ``[spark] conf`` wins over the
+    environment's ``$PYSPARK_PYTHON``; executors that cannot import pyarrow, or run another minor
+    version, end the run with one line naming the module or the versions, the executors' Python and
+    the fix, exit 10, with nothing committed; the same schedule time then runs exactly once."""
+    k = 4
+    etl.src.advance(k)
+    bare = _bare_python(tmp_path)
+    before = etl.log_version()
+    bad = Run(_job_with_python(etl, tmp_path / "bad", bare), etl.src.schedule_iso(k), cwd=etl.base,
+              env={"PYSPARK_PYTHON": str(etl.cluster.python)})  # the conf wins over the environment
+    rc = bad.wait()
+    last = bad.err.strip().splitlines()[-1]
+    assert rc == 10, f"exit {rc}:\n{bad.err[-6000:]}"
+    assert last.startswith("trib: error: ") and "cannot import pyarrow" in last and str(bare) in last, last
+    assert "spark.pyspark.python" in last and "Traceback" not in bad.err and "\tat org.apache" not in bad.err, \
+        bad.err[-4000:]
+    assert etl.log_version() == before  # nothing committed
+    etl.cluster.wait_idle()
+
+    other = next((p for p in (Path(f"/root/.pyenv/versions/{v}/bin/python") for v in ("3.12.1", "3.13.0", "3.10.13"))
+                  if p.exists()), None)
+    if other is not None and sys.version_info[:2] == (3, 11):
+        r = Run(_job_with_python(etl, tmp_path / "version", other), etl.src.schedule_iso(k), cwd=etl.base)
+        rc = r.wait()
+        last = r.err.strip().splitlines()[-1]
+        assert rc == 10 and "the driver's 3.11" in last and str(other) in last, f"exit {rc}: {r.err[-4000:]}"
+        assert etl.log_version() == before
+        etl.cluster.wait_idle()
+
+    good = Run(_job_with_python(etl, tmp_path / "good", etl.cluster.python), etl.src.schedule_iso(k),
+               cwd=etl.base, env={"PYSPARK_PYTHON": str(bare)})  # the conf wins here too
+    assert good.wait() == 0, good.err[-6000:]
+    assert etl.log_version() == before + 1
+    etl.check(k)
 
 
 # -- handed a session: read_files and the executor listing ----------------------------------------

@@ -38,11 +38,56 @@ def cause(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+_VERSION_MISMATCH = re.compile(r"Python in worker has different version:? \(?([\d, .]+)\)? than that in driver:? "
+                               r"\(?([\d, .]+)\)?")
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def _executors_python() -> str:
+    """The Python the running SparkContext's executors start (the driver's choice), or a placeholder."""
+    try:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        return str(sc.pythonExec) if sc is not None else "unknown"
+    except Exception:  # noqa: BLE001 - only for a message
+        return "unknown"
+
+
+def environment_error(e: BaseException, what: str) -> errors.MissingDependencyError | None:
+    """The executors' Python cannot run trib's tasks: a module missing there, or another minor version.
+
+    One line that names the module (or the versions), the executors' Python and the fix,
+    instead of the Java stack a task failure prints; exit 10 (an environment to fix).
+    """
+    text = str(e)
+    exe = _executors_python()
+    fix = ("install it in that Python on every node, or point spark.pyspark.python (the job's [spark] conf) "
+           "or $PYSPARK_PYTHON at a Python that has it")
+    m = _VERSION_MISMATCH.search(text)
+    if m:
+        def ver(v: str) -> str:
+            return ".".join(x.strip() for x in v.split(",") if x.strip())
+
+        return errors.MissingDependencyError(
+            f"{what}: the executors' Python ({exe}) is {ver(m.group(1))}, the driver's {ver(m.group(2))}: "
+            "PySpark needs the same minor version on both; point spark.pyspark.python (the job's [spark] conf) "
+            "or $PYSPARK_PYTHON at a Python of the driver's version on every node")
+    m = _NO_MODULE.search(text)
+    if m and "ModuleNotFoundError" in text:
+        return errors.MissingDependencyError(
+            f"{what}: the executors' Python ({exe}) cannot import {m.group(1).split('.')[0]}: {fix}")
+    return None
+
+
 def as_tributary(e: BaseException, what: str) -> errors.TributaryError | None:
     """The TributaryError to raise for an executor failure, or None to let ``e`` propagate.
 
     ``what`` says what failed (``writing s3://b/t on Spark executors``).
     """
+    env = environment_error(e, what)
+    if env is not None:
+        return env
     found = executor_error(e)
     if found is None:
         return None

@@ -72,9 +72,7 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
         m = resolve_master(master)
         builder = builder.master(m)
         extra = session_conf(m, conf, hive=hive)
-        if is_local(m):
-            # Python workers inherit this; spark.pyspark.python alone is read too late by some launchers.
-            os.environ.setdefault("PYSPARK_PYTHON", extra["spark.pyspark.python"])
+        _executors_python(extra, given=conf or {}, local=is_local(m))
     for k, v in extra.items():
         builder = builder.config(k, v)
     if extra.get("spark.sql.catalogImplementation") == "hive":
@@ -82,6 +80,45 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
     spark = builder.getOrCreate()
     ship_to_executors(spark)  # a cluster's executors import trib from the zip it adds
     return spark
+
+
+PYTHON, DRIVER_PYTHON = "spark.pyspark.python", "spark.pyspark.driver.python"
+
+
+def _executors_python(extra: Mapping[str, str], *, given: Mapping[str, str], local: bool) -> None:
+    """Make ``spark.pyspark.python`` take effect in a session this process builds, or refuse it.
+
+    PySpark picks the executors' Python from the driver's ``$PYSPARK_PYTHON`` when
+    the SparkContext starts (verified on a standalone cluster, docs/etl.md): the conf
+    key in a builder's conf is not read (only ``spark-submit`` turns it into that
+    variable). So a key the job gives is copied into the variable, winning over
+    one inherited from the environment; without it a local session runs this
+    interpreter unless ``$PYSPARK_PYTHON`` says otherwise, and a cluster's
+    executors run ``$PYSPARK_PYTHON`` or their nodes' ``python3``. The driver's
+    Python is this process, already running: a different one is refused. So is a
+    Python that an already running SparkContext of this process (which
+    ``getOrCreate`` would reuse) does not use.
+    """
+    from tributary_read.errors import InvalidInputError
+
+    driver = given.get(DRIVER_PYTHON)
+    if driver and os.path.abspath(str(driver)) != os.path.abspath(sys.executable):
+        raise InvalidInputError(
+            f"{DRIVER_PYTHON} = {driver} cannot change the Python of this driver, which is already running "
+            f"({sys.executable}): run trib with that Python, or submit the job with trib etl submit")
+    wanted = given.get(PYTHON)
+    if wanted:
+        from pyspark import SparkContext
+
+        active = SparkContext._active_spark_context
+        running = getattr(active, "pythonExec", None) if active is not None else None
+        if running is not None and os.path.abspath(running) != os.path.abspath(str(wanted)):
+            raise InvalidInputError(
+                f"{PYTHON} = {wanted} cannot take effect: this process already runs a Spark session whose "
+                f"executors run {running}; use one Python per process")
+        os.environ["PYSPARK_PYTHON"] = str(wanted)
+    elif local:
+        os.environ.setdefault("PYSPARK_PYTHON", extra[PYTHON])
 
 
 def sql_session(master: str | None = None, conf: Mapping[str, str] | None = None, app_name: str = "trib", *,
