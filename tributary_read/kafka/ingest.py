@@ -354,6 +354,7 @@ class _Run:
     # -- the loop ----------------------------------------------------------------------
     def _loop(self, consumer, ck, writer: TableWriter) -> None:
         pending = 0
+        tps: dict[tuple[str, int], TopicPartition] = {}
         last_commit = last_meta = last_note = time.monotonic()
         noted = 0
         while True:
@@ -366,18 +367,24 @@ class _Run:
                 self._up()
             elif self.errors.down_since is not None:
                 self._outage(consumer)
+            nxt = self.pos.next
             for msg in msgs:
                 err = msg.error()
-                tp = TopicPartition(msg.topic(), msg.partition())
+                where = (msg.topic(), msg.partition())
+                tp = tps.get(where)  # one TopicPartition per partition, not one per record
+                if tp is None:
+                    tp = tps[where] = TopicPartition(*where)
                 if err is not None:
                     self._error(consumer, ck, err, tp, msg)
                     continue
-                if tp not in self.pos.next:
+                at = nxt.get(tp)
+                if at is None:
                     continue  # a stray message after an unassign
                 off = msg.offset()
-                if off < self.pos.next[tp]:
+                if off < at:
                     continue  # a resent message from before a seek
-                self.first.setdefault(tp, off)
+                if tp not in self.first:
+                    self.first[tp] = off
                 self._take(writer, msg, tp, off)
                 pending += 1
                 if pending >= self.commit_every:

@@ -27,7 +27,7 @@ lag tools and never read back.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NamedTuple
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.table.log import AppState
@@ -36,8 +36,10 @@ from tributary_read.table.manifest import EVENT_WATERMARK, Transaction
 PREFIX = "kafka:"
 
 
-@dataclass(frozen=True, order=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
+    """One partition of a topic. A named tuple: the ingest loop looks one up in several
+    dicts per record, and a tuple's hash and equality are C code (a dataclass's are Python)."""
+
     topic: str
     partition: int
 

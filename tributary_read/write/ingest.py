@@ -84,6 +84,7 @@ class TimeSpec:
         fmt = self.format
         if self.field:
             keys = self.field.split(".")
+            subject = f"time field {self.field}"
 
             def from_field(line, doc):
                 v = doc
@@ -91,7 +92,7 @@ class TimeSpec:
                     if not isinstance(v, dict) or k not in v:
                         raise ValueError(f"no time field {self.field!r}")
                     v = v[k]
-                return parse_time(v, tz, fmt, self.integers, f"time field {self.field}")
+                return parse_time(v, tz, fmt, self.integers, subject)
             return from_field
         if self.regex:
             try:
@@ -126,6 +127,8 @@ def parse_time(v, tz, fmt: str | None = None, integers: IntegerTimes = IntegerTi
     numbers parse; whether a partition can hold them is the layout's one range
     check (TimeOutOfRangeError), so every "cannot be placed" ends the same way.
     """
+    if type(v) is int:  # the usual epoch integer, straight to its one check (a bool is not int here)
+        return integers.to_ms(v, subject)
     if isinstance(v, bytes):
         v = v.decode("utf-8", "replace")
     if isinstance(v, bool) or v is None:
