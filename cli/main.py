@@ -57,6 +57,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                      "List the records ingest could not place, and replay them exactly once."),
     "demo": ("tributary_read.cli.demo:demo",
              "Replay a day of late-arriving logs; run the hourly job naive and trib's way; compare; report lateness."),
+    "doctor": ("tributary_read.cli.doctor:doctor",
+               "Run one tiny task on a Spark master's executors: their Python, pyarrow and trib."),
     "etl": ("tributary_read.cli.etl:etl",
             "Scheduled incremental ETL: inputs -> Spark SQL -> one exactly-once commit -> Hive partitions."),
     "expire": ("tributary_read.cli.maintenance:expire",

@@ -345,3 +345,27 @@ def test_executor_listing_on_a_session_trib_did_not_build_equals_the_local_listi
     assert len(remote.files) == 31
     assert_same(local, remote, split=True)
     assert_shipped(spark_cluster, doc)
+
+
+def test_doctor_reports_the_executors_python_pyarrow_and_the_shipped_trib(spark_cluster, tmp_path):
+    """``trib doctor --master spark://…``: one tiny task; a Python without pyarrow is one line, exit 10."""
+    from conftest import run_trib
+
+    env = spark_cluster.driver_env()
+    p = run_trib("doctor", "--master", spark_cluster.master, "--json", env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-4000:]
+    doc = json.loads(p.stdout)
+    assert doc["executors_python"] == str(spark_cluster.python)
+    (x,) = {(e["python"], e["pyarrow"], e["trib"]) for e in doc["executors"]}
+    assert Path(x[0]).parent == spark_cluster.python.parent and x[1] == doc["driver"]["pyarrow"]
+    assert x[2] == doc["driver"]["trib"]
+    assert all(".zip" in e["trib_from"] for e in doc["executors"]), doc["executors"]  # shipped, not installed
+    spark_cluster.wait_idle()
+
+    bare = _bare_python(tmp_path)
+    p = run_trib("doctor", "--master", spark_cluster.master, "--conf", f"spark.pyspark.python={bare}",
+                 env=env, cwd=tmp_path)
+    last = p.stderr.strip().splitlines()[-1]
+    assert p.returncode == 10 and "cannot import pyarrow" in last and str(bare) in last, p.stderr[-4000:]
+    assert "Traceback" not in p.stderr and "\tat org.apache" not in p.stderr, p.stderr[-4000:]
+    spark_cluster.wait_idle()
