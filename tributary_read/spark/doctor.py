@@ -50,7 +50,7 @@ def here() -> Node:
                 getattr(trib, "__version__", None), getattr(trib, "__file__", None))
 
 
-def _probe(_rows):
+def _answer(_rows):
     yield here()
 
 
@@ -61,7 +61,7 @@ def check(spark, tasks: int | None = None) -> dict:
     sc = spark.sparkContext
     n = tasks or max(2, sc.defaultParallelism)
     try:
-        nodes = sorted(set(sc.parallelize(range(n), n).mapPartitions(_probe).collect()),
+        nodes = sorted(set(sc.parallelize(range(n), n).mapPartitions(_answer).collect()),
                        key=lambda x: (x.host, x.python))
     except Exception as e:  # noqa: BLE001 - py4j wraps the executor's failure in a Java one
         mapped = as_tributary(e, f"a test task on the executors of {sc.master}")
