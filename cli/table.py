@@ -29,7 +29,8 @@ def table() -> None:
 @click.option("--layout", required=True, help="Directory template, e.g. '{yyyy}_{MM}_{dd}/{HH}'.")
 @click.option("--partition", required=True, help="Hive partition spec, e.g. 'dt={yyyy}{MM}{dd}{HH}'.")
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="jsonl", show_default=True)
-@click.option("--compression", type=click.Choice(list(COMPRESSIONS)), default="none", show_default=True)
+@click.option("--compression", type=click.Choice(list(COMPRESSIONS)),
+              help="Default: snappy for parquet (as Spark and Hive write it), none for text formats.")
 @click.option("--timezone", default="UTC", show_default=True, help="Zone of the directory times.")
 @click.option("--protocol", type=click.Choice(Protocol.values()),
               help="rename (default): files stay hidden until their commit, so Hive and Spark reading the "
@@ -60,7 +61,7 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
     config = TableConfig(
         layout=Layout(layout, partition, timezone),
         format=fmt,
-        compression=compression,
+        compression=compression or "",  # empty: the format's default
         protocol=protocol,  # None: the table layer decides (a new table hides uncommitted files)
         roll=RollPolicy(parse_size(roll_size), roll_records, roll_inactivity / 1000),
         checkpoint_interval=checkpoint_interval,

@@ -40,6 +40,9 @@ class FormatSpec:
     hive_serde: str
     #: A substring of the input format class a matching Hive table has.
     hive_input_format: str
+    #: A new table's compression when none is given: Parquet's is snappy, as Spark's and Hive's
+    #: writers default to; text stays plain (Hadoop reads no raw snappy stream, see above).
+    default_compression: str = "none"
 
 
 FORMATS: dict[str, FormatSpec] = {
@@ -50,7 +53,7 @@ FORMATS: dict[str, FormatSpec] = {
     "csv": FormatSpec("csv", "csv", ("none", "gzip", "zstd"), True, "TEXTFILE", "csv", OPEN_CSV_SERDE,
                       "TextInputFormat"),
     "parquet": FormatSpec("parquet", "parquet", ("none", "gzip", "zstd", "snappy"), False, "PARQUET", "parquet",
-                          PARQUET_SERDE, "Parquet"),
+                          PARQUET_SERDE, "Parquet", default_compression="snappy"),
 }
 #: Formats trib reads but never writes (a plain directory's ``format=``, a Hive or Spark table's): Spark's name.
 READ_ONLY_FORMATS = {"json": "json", "orc": "orc"}
@@ -81,6 +84,11 @@ COMPRESSIONS: dict[str, tuple[str, str | None]] = {
     "zstd": (".zst", "zstd"),
     "snappy": ("", "snappy"),
 }
+
+
+def default_compression(fmt: str) -> str:
+    """The compression a new table of ``fmt`` gets when none is given (snappy for Parquet, else none)."""
+    return check_format(fmt, "none").default_compression
 
 
 def check_format(fmt: str, compression: str) -> FormatSpec:

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from tributary_read.choice import Choice
 from tributary_read.errors import InvalidInputError, ManifestCorruptError, NoSuchTableError, TableExistsError
-from tributary_read.io.formats import DataFormat, check_format
+from tributary_read.io.formats import DataFormat, check_format, default_compression
 from tributary_read.table.layout import Layout
 from tributary_read.table.log import DEFAULT_LOG_RETENTION_MS, META_DIR, ManifestLog
 from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, load_document
@@ -134,7 +134,9 @@ class TableConfig:
 
     layout: Layout
     format: str = "jsonl"
-    compression: str = "none"
+    #: Empty: the format's default (:func:`~tributary_read.io.formats.default_compression`),
+    #: snappy for Parquet and none for text. A stored table.json always names its own.
+    compression: str = ""
     #: How writers make files visible (:class:`Protocol`); None (a config not yet
     #: stored) becomes :data:`DEFAULT_PROTOCOL` when the table is created.
     protocol: Protocol | None = None
@@ -157,6 +159,8 @@ class TableConfig:
     final_after_ms: int = DEFAULT_FINAL_AFTER_MS
 
     def __post_init__(self):
+        if not self.compression:
+            object.__setattr__(self, "compression", default_compression(self.format))
         check_format(self.format, self.compression)
         # Stored as members (a str subclass: table.json and comparisons are unchanged).
         if self.protocol is not None:
