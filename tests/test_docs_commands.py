@@ -121,3 +121,103 @@ def _check(where: str, text: str) -> None:
             parse_duration_ms(value, name)
         if name in _INSTANT_FLAGS and _LITERAL_TIME.match(value):
             parse_instant(value, None, name)
+
+
+# -- issue 26, item 3: the commands run as shown, and their window comments say what trib answers ---------
+
+_STAMP = r"(\d{4}-\d\d-\d\dT\d\d:\d\d(?::\d\d(?:\.\d{3})?)?)"
+_WINDOW_COMMENT = re.compile(r"\[" + _STAMP + r"[^,\]]*,\s*" + _STAMP + r"[^\]]*\]")
+
+
+def _windows_shown() -> list[tuple[str, str, tuple[str, str]]]:
+    """(where, command, (start, end)) for each scheduled command next to a comment naming its window."""
+    found = []
+    for doc in DOCS:
+        for block in _FENCE.finditer(doc.read_text(encoding="utf-8")):
+            lines = re.sub(r"\\\n\s*", " ", block.group(1)).splitlines()
+            for i, line in enumerate(lines):
+                code = re.split(r"(?:^|\s)#", line, maxsplit=1)[0]
+                if "--schedule-time" not in code or not re.search(r"\btrib\s", code):
+                    continue
+                near = [lines[i - 1]] if i and lines[i - 1].lstrip().startswith("#") else []
+                near += [line[len(code):]]
+                for after in lines[i + 1:]:
+                    if not after.lstrip().startswith("#"):
+                        break
+                    near.append(after)
+                m = _WINDOW_COMMENT.search(" ".join(near))
+                if m:
+                    found.append((f"{doc.name}: {line.strip()[:60]}", code.strip(), (m.group(1), m.group(2))))
+    return found
+
+
+WINDOWS = _windows_shown()
+
+
+def test_the_docs_show_window_comments():
+    assert len(WINDOWS) >= 2  # README's plain-directory read, docs/engines.md's window
+
+
+def _window_of(text: str) -> dict:
+    from tributary_read.read.window import TimeWindow
+
+    words = _tokens(text)
+    value = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+    window = TimeWindow.for_schedule(
+        schedule_time=value["--schedule-time"], period_ms=parse_duration_ms(value["--period"]),
+        lag_ms=parse_duration_ms(value["--lag"]) if "--lag" in value else None,
+        form=value.get("--window-form"),
+        window_ms=parse_duration_ms(value["--window"]) if "--window" in value else None)
+    assert window is not None
+    return window.to_json()
+
+
+@pytest.mark.parametrize("where,text,shown", WINDOWS, ids=[w for w, _, _ in WINDOWS])
+def test_each_window_comment_is_what_trib_answers(where, text, shown):
+    answer = _window_of(text)
+    for stamp, iso in zip(shown, (answer["start"], answer["end"])):
+        assert iso.startswith(stamp), f"{where}: the comment says [{shown[0]}, {shown[1]}], trib answers " \
+                                      f"[{answer['start']}, {answer['end']}]"
+
+
+def test_the_plain_directory_reads_run_as_shown(tmp_path):
+    """README's `trib files /data/logs ...` lines, run on a scratch plain directory: each exits 0."""
+    import os
+    import time
+
+    from conftest import invoke_trib
+
+    logs = tmp_path / "logs"
+    for hour in ("2020_06_24/00", "2020_06_24/01"):
+        (logs / hour).mkdir(parents=True)
+        f = logs / hour / "a.log"
+        f.write_text("x\n")
+        os.utime(f, (time.time() - 7200, 1592958600))  # 2020-06-24T00:30Z
+    shown = [c for _, c in COMMANDS if re.match(r"trib files /data/logs\b", c)]
+    assert len(shown) >= 2
+    for text in shown:
+        args = [str(logs) if w == "/data/logs" else w for w in _tokens(text)[1:]]
+        result = invoke_trib(*args)
+        assert result.returncode == 0, (text, result.stderr)
+
+
+def test_the_install_instructions_work_from_a_checkout():
+    """tributary-read is not on PyPI: the README's install line installs the checkout."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    installs = [line for block in _FENCE.finditer(readme) for line in block.group(1).splitlines()
+                if re.search(r"\bpip install\b", line) and not line.lstrip().startswith("#")]
+    assert installs and all(re.search(r"pip install (?:-e )?'\.\[", line) for line in installs), installs
+    etl = (REPO / "docs" / "etl.md").read_text(encoding="utf-8")
+    assert "venv-pack -p env -o env.tar.gz" in etl and "MB" in etl
+
+
+def test_the_plain_directory_format_message_is_balanced():
+    from tributary_read.errors import InvalidInputError
+    from tributary_read.read.fileset import FileSet
+    from tributary_read.spark.read import _read_format
+
+    with pytest.raises(InvalidInputError) as e:
+        _read_format(None, FileSet("mtime", (), root="file:///data/flink"), None, None, None)
+    message = str(e.value)
+    assert "options={'format': 'text'|'csv'|'jsonl'|'parquet'} or hive_table=" in message
+    assert message.count("{") == message.count("}")

@@ -142,7 +142,7 @@ def _read_format(spark, fileset: FileSet, named: str | None, hive_table: str | N
     if fileset.format is None:
         raise InvalidInputError(
             f"{where} is a plain directory: its files' format is unknown; pass options={{'format': "
-            "'text'|'csv'|'jsonl'|'parquet'}} or hive_table=")
+            "'text'|'csv'|'jsonl'|'parquet'} or hive_table=")
     return for_data_format(fileset.format, where)
 
 
