@@ -32,7 +32,8 @@ def _load(state: TribState, job_file: str):
 @click.argument("job_file", metavar="JOB.toml")
 @_schedule
 @click.option("--dry-run", is_flag=True,
-              help="Print the plan (inputs, files, SQL, output, transaction); run no SQL, write nothing.")
+              help="Print the plan (inputs, files, SQL, output, transaction) and check the [hive] table (exit 3 "
+              "where the run would refuse); run no query, write nothing.")
 @click.option("--full-sync", is_flag=True,
               help="Sync the whole Hive table (list it and the metastore), not only the partitions of the commit.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")

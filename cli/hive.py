@@ -90,25 +90,65 @@ def down(dir_, as_json) -> None:
 
 
 @hive.command("create-table")
-@click.argument("table")
-@click.option("--hive-table", required=True, help="db.table to create.")
-@click.option("--metastore", envvar="TRIB_METASTORE", required=True,
-              help="hs2://HOST:PORT or spark (where to run the CREATE).")
-@click.option("--columns", help="Data columns, e.g. 'ts BIGINT, user STRING' (default: inferred from "
-              "committed Parquet or JSON files).")
+@click.argument("table", required=False)
+@click.option("--job", "job_file", type=click.Path(dir_okay=False),
+              help="An ETL job file: the table is its [output], the Hive table and metastore its [hive], the "
+              "columns its SQL's output (no committed files needed).")
+@click.option("--schedule-time", help="With --job: the run whose input files the SQL is analysed over "
+              "(default: now).")
+@click.option("--hive-table", help="db.table to create (with --job: default its [hive] table).")
+@click.option("--metastore", envvar="TRIB_METASTORE",
+              help="hs2://HOST:PORT or spark (where to run the CREATE; with --job: default its [hive] metastore).")
+@click.option("--columns", help="Data columns, e.g. 'ts BIGINT, user STRING' (default: the job's SQL output "
+              "with --job, else inferred from committed Parquet or JSON files).")
 @click.option("--delimiter", default="\\t", show_default=True,
               help="Field delimiter of a text table (one character; \\t for tab).")
 @click.option("--dry-run", is_flag=True, help="Print the DDL (and compare with an existing table); create nothing.")
 @json_option
 @pass_state
-def create_table(state: TribState, table, hive_table, metastore, columns, delimiter, dry_run, as_json) -> None:
-    """Create the EXTERNAL Hive table matching TABLE's format, partitions and location (idempotent)."""
+def create_table(state: TribState, table, job_file, schedule_time, hive_table, metastore, columns, delimiter,
+                 dry_run, as_json) -> None:
+    """Create the EXTERNAL Hive table matching TABLE's format, partitions and location (idempotent).
+
+    \b
+    trib hive create-table TABLE --hive-table db.t --metastore hs2://HOST:PORT
+    trib hive create-table --job hourly.toml        (before the job's first run)
+    """
+    from tributary_read.errors import InvalidInputError
     from tributary_read.hive.ddl import create_table as create, definition_for
     from tributary_read.hive.metastore import open_metastore
     from tributary_read.hive.model import TableName
 
     delim = {"\\t": "\t", "tab": "\t"}.get(delimiter, delimiter)
-    defn = definition_for(state.table(table), TableName.parse(hive_table), columns, delim)
+    if job_file:
+        from tributary_read.etl.job import Job
+
+        if table:
+            raise InvalidInputError("give TABLE or --job, not both (the job's [output] is the table)")
+        job = Job.load(job_file, state.config, state.storage_options)
+        if job.hive is None and not (hive_table and metastore):
+            raise InvalidInputError(f"{job_file} has no [hive] section: give --hive-table and --metastore")
+        hive_table = hive_table or job.hive.table
+        metastore = metastore or job.hive.metastore
+        if columns:
+            defn = definition_for(state.table(job.output.root), TableName.parse(hive_table), columns, delim)
+        else:
+            from dataclasses import replace
+
+            from tributary_read.etl.run import hive_table_definition
+            from tributary_read.etl.spec import HiveSpec
+
+            job = replace(job, hive=HiveSpec(hive_table, metastore) if job.hive is None
+                          else replace(job.hive, table=hive_table, metastore=metastore))
+            defn = hive_table_definition(job, schedule_time)
+    else:
+        if not table:
+            raise InvalidInputError("give TABLE (a trib table) or --job JOB.toml")
+        if not hive_table or not metastore:
+            raise InvalidInputError(f"give --{'hive-table' if not hive_table else 'metastore'} (or --job JOB.toml)")
+        if schedule_time:
+            raise InvalidInputError("--schedule-time goes with --job")
+        defn = definition_for(state.table(table), TableName.parse(hive_table), columns, delim)
     with open_metastore(metastore) as ms:
         result = create(ms, defn, dry_run=dry_run)
 

@@ -38,22 +38,23 @@ def session(run: _Run):
     return run.spark
 
 
-def read(run: _Run, filesets) -> list[int | None]:
-    """Register each input as its view; returns the records per input (None: not counted).
+def read(run: _Run, filesets, count: bool = True) -> list[int | None]:
+    """Register each input as its view; returns the records per input (None: not counted; ``count``
+    False: none is, the views are for the query's columns only).
 
     A planned file that is gone or unreadable is :class:`UnreadableInputError` (exit 7), naming it
     and the ways forward (:func:`unreadable`), here and in :func:`commit`, where Spark reads lazily.
     """
     spark = session(run)
     try:
-        return _read(run, spark, filesets)
+        return _read(run, spark, filesets, count)
     except Exception as e:  # noqa: BLE001 - Spark's own errors: only a planned file's becomes exit 7
         if isinstance(e, TributaryError) and not isinstance(e, StorageError):
             raise
         raise unreadable(run, filesets, e) or e
 
 
-def _read(run: _Run, spark, filesets) -> list[int | None]:
+def _read(run: _Run, spark, filesets, count: bool = True) -> list[int | None]:
     from tributary_read.spark.read import read_files
 
     counts = []
@@ -79,7 +80,7 @@ def _read(run: _Run, spark, filesets) -> list[int | None]:
             raise InvalidInputError(f"input {spec.view}: {e}{hint}") from None
         df.createOrReplaceTempView(spec.view)
         n = rep.records
-        if n is None and run.job.count_inputs:
+        if n is None and run.job.count_inputs and count:
             n = df.count()
         counts.append(n)
     return counts
@@ -93,19 +94,7 @@ def commit(run: _Run, txn: Transaction, base_version: int, empty: bool, filesets
         crash_point("etl.before_commit")
         result = commit_files(run.output.log, [], txn, base_version=base_version)
     else:
-        spark = session(run)
-        from pyspark.errors import AnalysisException
-
-        if not run.verbose:  # an error in the SQL is one line below, not also pyspark's JSON record of it
-            from tributary_read.spark.script import quiet_statement_logs
-
-            quiet_statement_logs()
-        try:
-            df = spark.sql(run.job.sql)
-        except AnalysisException as e:  # a parse error too: the SQL file is the input to fix
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            # ... unless analysis read a file to infer its schema (json.`path`) and could not.
-            raise read_failure(run, e) or InvalidInputError(f"{run.job.sql_path}: {first}") from None
+        df = query(run)
         crash_point("etl.before_commit")
         run.say(f"{run.job.name}: running the SQL and committing to {run.output.uri}")
         try:
@@ -120,6 +109,23 @@ def commit(run: _Run, txn: Transaction, base_version: int, empty: bool, filesets
         run.say(f"{run.job.name}: another run committed {iso_z(run.t)} first (version {result.version}); "
                 "its commit stands" + ("" if empty else ", this copy's files are orphans for `trib clean`"))
     return result
+
+
+def query(run: _Run):
+    """The job's SQL over the registered views, analysed (its columns known), not run: the one place it is planned."""
+    spark = session(run)
+    from pyspark.errors import AnalysisException
+
+    if not run.verbose:  # an error in the SQL is one line below, not also pyspark's JSON record of it
+        from tributary_read.spark.script import quiet_statement_logs
+
+        quiet_statement_logs()
+    try:
+        return spark.sql(run.job.sql)
+    except AnalysisException as e:  # a parse error too: the SQL file is the input to fix
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        # ... unless analysis read a file to infer its schema (json.`path`) and could not.
+        raise read_failure(run, e) or InvalidInputError(f"{run.job.sql_path}: {first}") from None
 
 
 _ERROR_CLASS = re.compile(r"\[([A-Z][A-Z_]+(?:\.[A-Z_]+)?)\]")

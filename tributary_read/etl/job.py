@@ -292,9 +292,12 @@ class _Parser(_InputParser):
         if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
             raise self.fail(f"hive.batch_size must be a whole number >= 1, not {batch!r}")
         state_dir = self.string(d, "state_dir", "hive")
+        create = d.get("create", False)
+        if not isinstance(create, bool):
+            raise self.fail(f"hive.create must be true or false, not {create!r}")
         return HiveSpec(table, metastore, self.string(d, "location_base", "hive"), batch,
                         self.path_of(state_dir) if state_dir else None,
-                        self.duration(d, "full_sync_every", "hive"))
+                        self.duration(d, "full_sync_every", "hive"), create)
 
     def spark(self, x: Any) -> SparkSpec:
         d = self.table_of(x, "spark")

@@ -197,6 +197,9 @@ class RunReport:
     steps: tuple[Step, ...] = ()
     sql_path: str = ""
     sql: str = ""
+    #: the Hive table looked up before the commit (:class:`~tributary_read.hive.ddl.TableCheck`): a dry run's
+    #: check, or a table a run created; None otherwise
+    hive_table: Any = None
 
     @property
     def schedule_time(self) -> str:
@@ -218,6 +221,8 @@ class RunReport:
         }
         if self.given_time_ms != self.schedule_time_ms:
             d["given_schedule_time"] = iso_z(self.given_time_ms)
+        if self.hive_table is not None:
+            d["hive_table"] = self.hive_table.to_json()
         if self.dry_run:
             d["sql_text"] = self.sql
         return d

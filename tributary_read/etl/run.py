@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.etl import ack_step, commit_step, resolve_step, sync_step
+from tributary_read.etl import ack_step, commit_step, hive_step, resolve_step, sync_step
 from tributary_read.etl.job import InputMode, InputSpec, Job
 from tributary_read.etl.lock import JobLock, lock_path
 from tributary_read.etl.record import SCHEDULE_KEY, InputRecord, RunRecord
@@ -41,7 +41,8 @@ from tributary_read.faults import crash_point
 from tributary_read.read.window import Schedule, TimeWindow
 from tributary_read.table.manifest import Transaction
 
-__all__ = ["SCHEDULE_KEY", "check_not_ahead", "find_commit", "iso_z", "job_zones", "recorded_inputs", "run_job",
+__all__ = ["SCHEDULE_KEY", "check_not_ahead", "find_commit", "hive_table_definition", "iso_z", "job_zones",
+           "recorded_inputs", "run_job",
            "schedule_time_ms", "transaction_for", "window_for"]
 
 Progress = Callable[[str], None]
@@ -166,6 +167,23 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
         return run.execute()
 
 
+def hive_table_definition(job: Job, schedule_time: str | int | datetime | None = None, *, spark=None):
+    """The Hive table for ``job``'s output, its columns from the job's SQL (``trib hive create-table``).
+
+    The SQL is analysed over the views of a dry run at ``schedule_time`` (default: now): the files the
+    next run would read (a consumer's unread files), or the inputs' ``schema``. Nothing is committed or
+    acked; no file is read beyond what Spark's schema inference needs.
+    """
+    if job.hive is None:
+        raise InvalidInputError(f"{job.path or job.name} has no [hive] section: name the Hive table")
+    when = schedule_time if schedule_time is not None else int(time.time() * 1000)
+    aligned, given = schedule_time_ms(when, job)
+    from tributary_read.table.config import Table
+
+    output = Table.load(job.output.root, job.output.storage_options)
+    return hive_step.definition_from_sql(_Run(job, aligned, given, output, spark, True, lambda _msg: None))
+
+
 class _Run:
     """One run's state, shared by the step modules (each takes the run as its first argument)."""
 
@@ -179,6 +197,7 @@ class _Run:
         self.acked: list = []
         self.out = OutputReport(output.uri, job.output.time_column)
         self.hive = None
+        self.hive_table = None  # the Hive table's check (dry run) or its creation
         self.verbose = False
 
     def window(self, spec: InputSpec) -> TimeWindow:
@@ -219,6 +238,8 @@ class _Run:
                                      for spec, (fs, plan) in zip(job.inputs, filesets)))
             txn = transaction_for(job, self.t, record)
             if self.dry_run:
+                if job.hive is not None:  # what the real run would refuse, before it commits
+                    self.hive_table = hive_step.check(self, filesets)
                 return self._report(txn, False, None, dry=True)
             empty = all(not fs.files for fs, _ in filesets)
             if empty:
@@ -229,6 +250,8 @@ class _Run:
             else:
                 records = self._step("read", lambda: commit_step.read(self, filesets))
                 self.inputs = [replace(r, records=n) for r, n in zip(self.inputs, records)]
+            if job.hive is not None:  # nothing committed yet: the table to mount in is there, or made, or we stop
+                self.hive_table = hive_step.ensure(self, filesets, views_ready=not empty)
             result = self._step("commit", lambda: commit_step.commit(self, txn, base, empty, filesets))
             committed, already = result.commit, result.already_committed
             if already:  # a concurrent duplicate committed first: go on with its commit and its record
@@ -265,7 +288,7 @@ class _Run:
         steps = tuple(sorted(self.steps, key=lambda s: order[s.name]))
         return RunReport(self.job.name, self.t, self.given, txn, dry, already, version, tuple(self.inputs),
                          self.out, self.hive, tuple(self.acked), tuple(self.recovered), steps,
-                         self.job.sql_path, self.job.sql)
+                         self.job.sql_path, self.job.sql, self.hive_table)
 
     def _committed(self, commit, record: RunRecord) -> None:
         """The report's inputs and output for a commit found in the log (a rerun, or a duplicate's).

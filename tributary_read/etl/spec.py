@@ -133,6 +133,8 @@ class HiveSpec:
     state_dir: str | None = None
     #: the runs whose schedule time falls on a multiple of this (job's zone) also run a full sync
     full_sync_every: int | None = None
+    #: a run that finds the table missing creates it (from the SQL's columns and the output's layout)
+    create: bool = False
 
     @property
     def metastore_uri(self):
@@ -144,7 +146,8 @@ class HiveSpec:
     def to_json(self) -> dict:
         return {k: v for k, v in (("table", self.table), ("metastore", self.metastore),
                                   ("location_base", self.location_base), ("batch_size", self.batch_size),
-                                  ("state_dir", self.state_dir), ("full_sync_every_ms", self.full_sync_every))
+                                  ("state_dir", self.state_dir), ("full_sync_every_ms", self.full_sync_every),
+                                  ("create", self.create or None))
                 if v is not None}
 
 
@@ -173,7 +176,7 @@ _CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "f
                   "allow_beyond_horizon", "allow_changed", "max_files"}
 _WINDOW_ONLY = {"window", "window_form", "lag"}
 _OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time", "schema_change"}
-_HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir", "full_sync_every"}
+_HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir", "full_sync_every", "create"}
 _SPARK_KEYS = {"master", "conf", "deploy_mode", "archives"}
 
 

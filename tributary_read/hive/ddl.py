@@ -1,8 +1,9 @@
 """The Hive table a trib table should have, from the table's own properties (``trib hive create-table``).
 
 Format, SerDe, delimiter, partition columns and location all come from the trib table; only the data
-columns are the caller's, given (``--columns``) or inferred from committed files (Parquet footers, or
-a sample of JSON records). An existing table is compared, never altered: the differences are the
+columns are the caller's: given (``--columns``), an ETL job's SQL output (:func:`hive_columns`, from
+the columns a commit records), or inferred from committed files (Parquet footers, or a sample of JSON
+records). An existing table is compared, never altered: the differences are the
 answer, since an ALTER on a shared warehouse table is a decision for a person.
 
 Compressed text needs no table property: Hadoop picks the codec from each file's extension
@@ -228,11 +229,38 @@ def _lines(data: bytes, path: str):
     return data.decode("utf-8", "replace").splitlines()
 
 
-def definition_for(table, name: TableName, columns: str | None = None, delimiter: str = "\t") -> TableDefinition:
+def hive_columns(columns, keys=()) -> tuple[tuple[str, str], ...]:
+    """Hive columns from (name, Spark SQL type[, nullable]) as a commit records them (``simpleString``).
+
+    Spark's type names are Hive's (``bigint``, ``decimal(10,2)``, ``struct<a:int>``) but for
+    ``timestamp_ntz``, Hive's TIMESTAMP. A layout key among them is left out: Hive reads it from the
+    partition, as for inferred columns.
+    """
+    out = []
+    lowered = {k.lower() for k in keys}
+    for c in columns:
+        name, typ = c[0], str(c[1]).replace("timestamp_ntz", "timestamp")
+        if name.lower() in lowered:
+            continue
+        if not _NAME.fullmatch(name) or not _TYPE.fullmatch(typ):
+            raise InvalidInputError(f"the output column {name!r} ({typ}) has no Hive column form: rename or cast "
+                                    "it in the SQL")
+        out.append((name, typ.upper()))
+    return tuple(out)
+
+
+def definition_for(table, name: TableName, columns=None, delimiter: str = "\t") -> TableDefinition:
+    """The table for trib table ``table``; ``columns``: a column list string, (name, Spark type, ...)
+    pairs from a query (:func:`hive_columns`), or None (inferred from committed files)."""
     fmt = table.config.format
     if fmt not in STORAGE:
         raise InvalidInputError(f"no Hive storage for trib format {fmt!r}")
-    cols = parse_columns(columns) if columns else infer_columns(table)
+    if isinstance(columns, str):
+        cols = parse_columns(columns)
+    elif columns:
+        cols = hive_columns(columns, table.config.layout.keys)
+    else:
+        cols = infer_columns(table)
     keys = tuple(table.config.layout.keys)
     clash = [c for c, _ in cols if c.lower() in {k.lower() for k in keys}]
     if clash:
@@ -247,6 +275,11 @@ def create_table(ms, defn: TableDefinition, *, dry_run: bool = False) -> Mapping
     from tributary_read.errors import HiveTableConflictError, NoSuchHiveTableError
 
     ddl = defn.ddl()
+    if not ms.database_exists(defn.name.db):
+        from tributary_read.hive.sql import create_database
+
+        raise InvalidInputError(f"database {defn.name.db} does not exist ({ms.address}): create it first: "
+                                f"{create_database(defn.name.db)};")
     try:
         found = ms.table_info(defn.name)
     except NoSuchHiveTableError:
@@ -261,3 +294,48 @@ def create_table(ms, defn: TableDefinition, *, dry_run: bool = False) -> Mapping
         ms.create_table(defn.name, ddl)
     return {"table": str(defn.name), "created": not dry_run, "exists": False, "ddl": ddl, "differences": [],
             "dry_run": dry_run}
+
+
+@dataclass(frozen=True)
+class TableCheck:
+    """Whether a Hive table fits ``definition``: its database and itself exist, and what differs."""
+
+    definition: TableDefinition | None
+    name: TableName
+    database_exists: bool
+    table_exists: bool
+    differences: tuple[str, ...] = ()
+
+    @property
+    def missing(self) -> str | None:
+        """"database X" or "table X" when one is missing, else None."""
+        if not self.database_exists:
+            return f"database {self.name.db}"
+        return None if self.table_exists else f"table {self.name}"
+
+    def statements(self) -> list[str]:
+        """What to run, in order, for a missing database and table (the DDL ends each, no ``;``)."""
+        from tributary_read.hive.sql import create_database
+
+        out = [] if self.database_exists else [create_database(self.name.db)]
+        if not self.table_exists and self.definition is not None:
+            out.append(self.definition.ddl())
+        return out
+
+    def to_json(self) -> dict:
+        return {"table": str(self.name), "database_exists": self.database_exists,
+                "table_exists": self.table_exists, "missing": self.missing, "differences": list(self.differences),
+                "ddl": [s + ";" for s in self.statements()]}
+
+
+def check_table(ms, name: TableName, defn: TableDefinition | None = None) -> TableCheck:
+    """Look ``name`` up in ``ms``: its database, itself, and (with ``defn``) how it differs from it."""
+    from tributary_read.errors import NoSuchHiveTableError
+
+    if not ms.database_exists(name.db):
+        return TableCheck(defn, name, False, False)
+    try:
+        found = ms.table_info(name)
+    except NoSuchHiveTableError:
+        return TableCheck(defn, name, True, False)
+    return TableCheck(defn, name, True, True, tuple(defn.differences(found)) if defn is not None else ())

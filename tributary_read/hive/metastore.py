@@ -71,6 +71,10 @@ class Metastore(abc.ABC):
     @abc.abstractmethod
     def refresh_stats(self, table: TableName, values: Sequence[PartitionSpec]) -> int: ...
 
+    def database_exists(self, name: str) -> bool:
+        """Whether database ``name`` exists (a table's CREATE needs it first)."""
+        raise NotImplementedError
+
     def create_table(self, table: TableName, ddl: str) -> None:
         """Create ``table`` with ``ddl`` (rendered by :mod:`tributary_read.hive.ddl`)."""
         raise MetastoreError(f"{self.address} cannot create tables: create {table} through "

@@ -158,6 +158,12 @@ def create_database(name: str) -> str:
     return f"CREATE DATABASE {identifier(name)}"
 
 
+def show_database(name: str) -> str:
+    """The statement whose rows are non-empty exactly when database ``name`` exists (Hive and Spark alike)."""
+    identifier(name)  # checked: letters, digits and _ only, so it is also a LIKE pattern matching itself
+    return f"SHOW DATABASES LIKE {sql_string(name)}"
+
+
 def drop_database(name: str) -> str:
     """Drops its tables too (``CASCADE``): for scratch databases trib made itself (the demo's)."""
     return f"DROP DATABASE IF EXISTS {identifier(name)} CASCADE"

@@ -55,6 +55,11 @@ class SqlMetastore(Metastore):
     def create_table(self, table: TableName, ddl: str) -> None:
         self._run(ddl, table)
 
+    def database_exists(self, name: str) -> bool:
+        from tributary_read.hive.sql import show_database
+
+        return any(str(r[0]).lower() == name.lower() for r in self._run(show_database(name)))
+
     def execute(self, sql: str) -> list[tuple]:
         """Run one statement (DDL, function registration); errors are one MetastoreError line."""
         return self._run(sql)

@@ -118,6 +118,15 @@ class ThriftMetastore(Metastore):
         return [k.name for k in (self._table(table).partitionKeys or [])]
 
     # -- reads -----------------------------------------------------------------
+    def database_exists(self, name: str) -> bool:
+        from pymetastore.hive_metastore import ttypes
+
+        try:
+            self._call("database", None, lambda c: c.get_database(name))
+        except ttypes.NoSuchObjectException:
+            return False
+        return True
+
     def table_info(self, table: TableName) -> HiveTable:
         t = self._table(table, fresh=True)
         sd, params = t.sd, dict(t.parameters or {})

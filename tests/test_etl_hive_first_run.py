@@ -1,0 +1,143 @@
+"""A new user's first ETL run with ``[hive]`` (issue 26, item 1): the README's steps, run as written.
+
+The README's quick start is executed line by line (its paths under a scratch directory, its metastore the
+suite's HiveServer2): the first run creates the Hive table, commits once and mounts the partition. A job
+without ``create = true`` refuses before committing (exit 3, with the DDL); ``trib hive create-table --job``
+then creates the table from the job's SQL, with no committed file; a missing database is exit 3 with its
+``CREATE DATABASE`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import invoke_trib
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parent.parent
+HOUR = 3_600_000
+T0 = 1704081600000  # 2024-01-01T04:00:00Z: the hour the README's run (05:00) reads
+
+
+def readme_block() -> str:
+    """The README's fenced block that runs the ETL quick start."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M) if "trib etl run hourly.toml" in b)
+    return block
+
+
+def run_block(block: str, cwd: Path, subst: dict[str, str]) -> dict[str, object]:
+    """Run each line of ``block`` as written: ``trib ...`` in this process, ``cat > F <<'EOF'`` as a file.
+
+    Returns the result of each trib command, by its text. ``pip install`` is the only other line allowed.
+    """
+    for a, b in subst.items():
+        block = block.replace(a, b)
+    block = re.sub(r"\\\n\s*", " ", block)
+    lines = iter(block.splitlines())
+    results: dict[str, object] = {}
+    for line in lines:
+        m = re.match(r"^cat > (\S+) <<'EOF'$", line)
+        if m:
+            body = []
+            for inner in lines:
+                if inner == "EOF":
+                    break
+                body.append(inner)
+            (cwd / m.group(1)).write_text("\n".join(body) + "\n")
+            continue
+        code = re.split(r"(?:^|\s)#", line, maxsplit=1)[0].strip()
+        if not code or code.startswith("pip install"):
+            continue
+        assert code.startswith("trib "), f"a README line this test cannot run: {line!r}"
+        results[code] = invoke_trib(*shlex.split(code)[1:], cwd=cwd)
+    return results
+
+
+def write_events(path: Path, n: int = 30) -> None:
+    path.write_text("".join(json.dumps({"ts": T0 + i * 60_000, "user_id": f"u{i % 7}", "action": "click"}) + "\n"
+                            for i in range(n)))
+
+
+@pytest.fixture
+def hive_names(hs2_cursor):
+    names: list[str] = []
+    yield names
+    for n in names:
+        hs2_cursor.execute(f"DROP TABLE IF EXISTS {n}")
+
+
+def test_the_readme_steps_create_the_table_commit_once_and_mount_the_partition(tmp_path, hive_services,
+                                                                               hs2_cursor, hive_names):
+    hive = f"default.hourly_{uuid.uuid4().hex[:8]}"
+    hive_names.append(hive)
+    write_events(tmp_path / "events.jsonl")
+    block = readme_block()
+    results = run_block(block, tmp_path, {"/data/": f"{tmp_path}/data/", "default.hourly": hive,
+                                          "hs2://127.0.0.1:10000": f"hs2://127.0.0.1:{hive_services.hs2_port}"})
+    failed = {k: (r.returncode, r.stderr[-800:]) for k, r in results.items() if r.returncode != 0}
+    assert not failed, failed
+    dry = next(r for k, r in results.items() if "--dry-run" in k)
+    assert "would create Hive table" in dry.stderr and "CREATE EXTERNAL TABLE" in dry.stderr, dry.stderr
+    doc = json.loads(next(r for k, r in results.items() if k.startswith("trib etl run") and "--json" in k).stdout)
+    assert not doc["already_committed"] and doc["output"]["records"] == 30, doc
+    assert doc["hive"]["added"] == ["dt=2024010104"], doc["hive"]
+    assert doc["hive_table"]["missing"] == f"table {hive}"
+    hs2_cursor.execute(f"SELECT dt, count(*), count(DISTINCT user_id) FROM {hive} GROUP BY dt")
+    assert hs2_cursor.fetchall() == [("2024010104", 30, 7)]
+    hs2_cursor.execute(f"DESCRIBE {hive}")
+    cols = [r[0].strip() for r in hs2_cursor.fetchall()]
+    assert cols[:4] == ["ts", "user_id", "action", "dt"], cols
+    log = sorted((tmp_path / "data" / "hourly" / "_tributary" / "log").glob("*.json"))
+    assert [p.name for p in log if "etl:hourly" in p.read_text()] == [f"{doc['version']:020d}.json"]  # once
+
+
+def test_without_create_the_run_refuses_before_committing_and_create_table_job_makes_the_table(
+        tmp_path, hive_services, hs2_cursor, hive_names):
+    hive = f"default.hourly_{uuid.uuid4().hex[:8]}"
+    hive_names.append(hive)
+    write_events(tmp_path / "events.jsonl")
+    block = readme_block().split("trib etl run hourly.toml")[0].replace("create = true", "")
+    db = f"nodb_{uuid.uuid4().hex[:8]}"
+    results = run_block(block, tmp_path, {"/data/": f"{tmp_path}/data/", "default.hourly": f"{db}.hourly",
+                                          "hs2://127.0.0.1:10000": f"hs2://127.0.0.1:{hive_services.hs2_port}"})
+    assert all(r.returncode == 0 for r in results.values()), results
+    job = tmp_path / "hourly.toml"
+    log = tmp_path / "data" / "hourly" / "_tributary" / "log"
+
+    nodb = invoke_trib("etl", "run", str(job), "--schedule-time", "2024-01-01T05:00:00Z")
+    assert nodb.returncode == 3, nodb.stderr
+    assert f"Hive database {db} does not exist" in nodb.stderr and f"CREATE DATABASE `{db}`;" in nodb.stderr
+    before = sorted(log.glob("*.json"))  # the table's creation only
+    assert not any("etl:hourly" in p.read_text() for p in before)
+    dry = invoke_trib("etl", "run", str(job), "--schedule-time", "2024-01-01T05:00:00Z", "--dry-run")
+    assert dry.returncode == 3 and f"CREATE DATABASE `{db}`;" in dry.stderr
+
+    job.write_text(job.read_text().replace(f"{db}.hourly", hive))
+    for args in (("--dry-run",), ()):
+        r = invoke_trib("etl", "run", str(job), "--schedule-time", "2024-01-01T05:00:00Z", *args)
+        assert r.returncode == 3, r.stderr
+        assert f"Hive table {hive} does not exist" in r.stderr and "nothing was committed" in r.stderr
+        assert "CREATE EXTERNAL TABLE" in r.stderr and "PARTITIONED BY (`dt` STRING)" in r.stderr, r.stderr
+        assert "create = true" in r.stderr and "--" not in r.stderr.split("nothing was committed")[1]
+    assert sorted(log.glob("*.json")) == before
+
+    made = invoke_trib("hive", "create-table", "--job", str(job), "--schedule-time", "2024-01-01T05:00:00Z",
+                       "--json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["created"] is True
+    again = invoke_trib("hive", "create-table", "--job", str(job), "--json", "--schedule-time",
+                        "2024-01-01T05:00:00Z")
+    assert again.returncode == 0 and json.loads(again.stdout)["exists"] is True, again.stderr
+    run = invoke_trib("etl", "run", str(job), "--schedule-time", "2024-01-01T05:00:00Z", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["hive"]["added"] == ["dt=2024010104"]
+    hs2_cursor.execute(f"SELECT count(*) FROM {hive}")
+    assert hs2_cursor.fetchall() == [(30,)]
