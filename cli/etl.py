@@ -147,6 +147,11 @@ def submit(state: TribState, job_file, schedule_time, master, deploy_mode, archi
         return
     if not state.quiet:
         click.echo(f"trib etl: {cmd.shell()}", err=True)
-    code = run_submit(cmd)  # the driver prints the run's JSON report on stdout
-    if code:
-        click.get_current_context().exit(code)
+    # The driver prints the run's JSON report; spark-submit mixes it with logs and tracebacks (-v shows them).
+    result = run_submit(cmd, capture=not state.verbose)
+    if result.report:
+        click.echo(result.report, nl=False)
+    if result.error:
+        click.echo(f"trib: error: {result.error}", err=True)
+    if result.code:
+        click.get_current_context().exit(result.code)

@@ -1,4 +1,4 @@
-"""``trib hive up|status|down``: the local metastore + HiveServer2 pair for dev and tests.
+"""``trib hive up|status|down|beeline``: the local metastore + HiveServer2 pair for dev and tests.
 
 Thin over :mod:`tributary_read.hive.services`, which owns the processes and their state.
 """
@@ -52,7 +52,7 @@ def up(dir_, hms_port, hs2_port, timeout, as_json) -> None:
         click.echo(f"  metastore    {s.metastore_uri}  (pid {s.hms_pid})")
         click.echo(f"  HiveServer2  {hs2}  (pid {s.hs2_pid})")
         click.echo("connect:")
-        click.echo(f"  beeline -u jdbc:hive2://{hs2}/default -n trib")
+        click.echo(f"  trib hive beeline --dir {dir_}    (or any beeline: -u jdbc:hive2://{hs2}/default -n trib)")
         click.echo(f"  python: pyhive.hive.connect(host='{services.HOST}', port={s.hs2_port}, "
                    "auth='NONE', username='trib')")
         click.echo(f"  spark:  --conf spark.hadoop.hive.metastore.uris={s.metastore_uri} "
@@ -87,6 +87,24 @@ def down(dir_, as_json) -> None:
     services.stop(dir_)
     emit(as_json, {"dir": dir_, "was_alive": was, "stopped": True},
          f"stopped ({', '.join(_NAMES[k] for k, v in was.items() if v) or 'nothing was running'})")
+
+
+@hive.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@_dir_option
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def beeline(dir_, args) -> None:
+    """Run beeline (the pyspark wheel's) on the local HiveServer2, from any shell; ARGS go to beeline.
+
+    Without -u it connects to the pair running from DIR as user trib, e.g.
+    trib hive beeline -e 'SHOW DATABASES'.
+    """
+    import os
+    import sys
+
+    argv = services.beeline_command(list(args), dir_)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(argv[0], argv)  # beeline owns the terminal, its exit status is ours
 
 
 @hive.command("create-table")

@@ -67,6 +67,11 @@ def sql(state: TribState, script, schedule_time, period, lag, window_form, windo
     if not state.quiet:
         n = len(statements)
         click.echo(f"trib: starting Spark for {n} statement{'s' if n != 1 else ''}...", err=True)
+        from tributary_read.spark.session import embedded_catalog_conf, embedded_catalog_dir
+
+        if embedded_catalog_conf({**catalog.catalog_conf(), **spark_conf}):
+            click.echo(f"trib: catalog: the embedded metastore and warehouse in {embedded_catalog_dir()} "
+                       "(--metastore thrift://HOST:PORT for a shared one)", err=True)
     spark = sql_session(None, spark_conf, "trib-sql", catalog=catalog)
     if not state.verbose:  # -v keeps pyspark's own report of a failed statement, with its stack
         from tributary_read.spark.script import quiet_statement_logs

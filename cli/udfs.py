@@ -29,7 +29,7 @@ def jar(as_json) -> None:
 @udfs.command("spark-args")
 @json_option
 def spark_args(as_json) -> None:
-    """Print the spark-sql / spark-submit arguments that enable the mtime window (and register nothing)."""
+    """Print the spark-sql / spark-submit arguments that enable the mtime window and trib's functions."""
     from tributary_read.hive_udfs import registry as lib
 
     args = lib.spark_args()

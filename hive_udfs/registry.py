@@ -5,8 +5,8 @@ The class names here must match ``java/trib/udfs/``; :func:`jar_path` (``build.p
 at first use against the installed pyspark wheel's jars and caches it under ``$TRIB_CACHE_DIR``
 (default ``~/.cache/tributary-read``). Nothing is downloaded. Importing this module imports no pyspark.
 
-With :func:`spark_conf` (or ``trib udfs spark-args``) added to a Spark application, seed 002's SQL
-runs verbatim::
+With :func:`spark_conf` (or ``trib udfs spark-args``) added to a Spark application, its sessions
+know trib's functions (the extension injects them) and seed 002's SQL runs verbatim::
 
     set dip.mapreduce.input.fileinputformat.sync=true;
     set dip.mapreduce.input.fileinputformat.starttime=1592928000000;
@@ -37,11 +37,11 @@ FUNCTIONS: dict[str, str] = {
 PROPERTIES = tuple(f"{ns}{k}" for ns in ("dip.mapreduce.input.fileinputformat.", "tributary.input.")
                    for k in ("sync", "starttime", "endtime"))
 __all__ = ["EXTENSIONS_CLASS", "FUNCTIONS", "PATH_FILTER_CLASS", "PROPERTIES", "jar_path", "register",
-           "register_sql", "shell_line", "spark_args", "spark_conf"]  # jar_path: build.py's, the API's too
+           "injected", "register_sql", "shell_line", "spark_args", "spark_conf"]  # jar_path: build.py's, the API's too
 
 
 def spark_conf(jar: str | os.PathLike | None = None) -> dict[str, str]:
-    """The Spark confs that put the jar on the classpath and enable the filter; no functions."""
+    """The Spark confs that put the jar on the classpath, enable the filter and inject the functions."""
     return {
         "spark.jars": str(jar or jar_path()),
         "spark.hadoop.mapreduce.input.pathFilter.class": PATH_FILTER_CLASS,
@@ -76,10 +76,28 @@ def register_sql(database: str | None = None, jar: str | os.PathLike | None = No
     return [create_function(name, cls, database=database, jar_uri=uri) for name, cls in FUNCTIONS.items()]
 
 
+def injected(spark) -> bool:
+    """True if ``spark``'s session already knows every function: the extension injected them.
+
+    A session built with :func:`spark_conf` (``spark.sql.extensions``) has them from the start,
+    in every session of its application; only a session built without it needs :func:`register`.
+    """
+    extensions = (spark.conf.get("spark.sql.extensions", "") or "").split(",")
+    if EXTENSIONS_CLASS not in (e.strip() for e in extensions):
+        return False
+    return all(spark.catalog.functionExists(name) for name in FUNCTIONS)
+
+
 def register(spark) -> list[str]:
-    """Register every function as a temporary function of ``spark``'s session; returns the names."""
+    """Make every function known to ``spark``'s session; returns the names.
+
+    A session the extension was loaded into has them already (:func:`injected`): nothing is
+    registered twice. Any other gets the jar and a temporary function each.
+    """
     from tributary_read.hive.sql import add_jar, create_function
 
+    if injected(spark):
+        return list(FUNCTIONS)
     jar = jar_path()
     if str(jar) not in (spark.conf.get("spark.jars", "") or "").split(","):
         spark.sql(add_jar(str(jar)))

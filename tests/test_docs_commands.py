@@ -113,6 +113,8 @@ def _check(where: str, text: str) -> None:
         name = flag.group(1)
         if name.startswith("-") and not name.startswith("--") and len(name) > 2:
             continue  # -0 style shorts are matched whole below; '-5' and the like are values
+        if name not in params and cmd.context_settings.get("ignore_unknown_options"):
+            continue  # a pass-through command's own flags (trib hive beeline -e ...)
         assert name in params, f"{where}: {cmd.name} has no option {name}"
         value = rest[i + 1].strip("[]'\"") if i + 1 < len(rest) else ""
         p = params[name]

@@ -452,3 +452,42 @@ def test_the_spark_submit_driver_ends_on_sigterm_with_one_line_and_143(tmp_path)
     assert ours == ["trib: terminated"] and "Traceback" not in err, err
     assert out == ""
     assert Table.load(str(t["out"])).log.latest_version() in (None, 0)
+
+
+@pytest.mark.unit
+def test_submit_run_prints_json_on_success_and_one_error_line_on_failure(tmp_path):
+    """spark-submit merges the driver's stderr (a traceback) into its stdout and logs on its stderr:
+    `trib etl submit --run` shows only the JSON report, or only one error line with the driver's code."""
+    t = make_tables(tmp_path)
+    fake = tmp_path / "spark-submit"
+    fake.write_text("#!/bin/sh\n"
+                    "echo '26/01/01 INFO SparkContext: Running Spark' >&2\n"
+                    "if [ -n \"$FAIL\" ]; then\n"
+                    "  echo 'Traceback (most recent call last):'; echo '  File \"driver.py\", line 1'\n"
+                    "  echo 'KeyError: boom'; echo 'trib: error: unexpected KeyError: boom'; exit 11\n"
+                    "fi\n"
+                    "echo 'a driver warning'; printf '{\\n  \"job\": \"hourly_events\"\\n}\\n'\n")
+    fake.chmod(0o755)
+    args = ("etl", "submit", str(t["job"]), "--schedule-time", T, "--run", "--spark-submit", str(fake))
+    ok = run_trib("-q", *args)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout) == {"job": "hourly_events"} and ok.stderr == ""
+    bad = run_trib("-q", *args, env={"FAIL": "1"})
+    assert bad.returncode == 11 and bad.stdout == ""
+    assert bad.stderr == "trib: error: unexpected KeyError: boom\n"
+    fake.write_text("#!/bin/sh\necho 'Exception in thread main: no such class' >&2\nexit 1\n")
+    bad = run_trib("-q", *args)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr == "trib: error: spark-submit exited 1: Exception in thread main: no such class\n"
+
+
+@pytest.mark.unit
+def test_submit_env_names_the_wheels_spark_home(monkeypatch):
+    """The wheel's spark-submit works without the venv on PATH: SPARK_HOME is set for it."""
+    from tributary_read.etl.submit import submit_env
+    from tributary_read.hive_udfs.build import spark_home
+
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    assert submit_env()["SPARK_HOME"] == str(spark_home())
+    monkeypatch.setenv("SPARK_HOME", "/opt/spark")
+    assert submit_env()["SPARK_HOME"] == "/opt/spark"

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 def test_hive_group_is_registered():
     proc = run_trib("hive", "--help")
     assert proc.returncode == 0, proc.stderr
-    for cmd in ("up", "status", "down"):
+    for cmd in ("up", "status", "down", "beeline"):
         assert cmd in proc.stdout
 
 
@@ -38,6 +38,17 @@ def test_status_reports_both_alive(hive_services):
     assert data["alive"] is True
     assert data["hms"] == {"pid": hive_services.hms_pid, "port": hive_services.hms_port, "alive": True}
     assert data["hs2"] == {"pid": hive_services.hs2_pid, "port": hive_services.hs2_port, "alive": True}
+
+
+def test_trib_hive_beeline_works_from_a_shell_without_the_venv(hive_services, tmp_path):
+    """The wheel's bin/beeline needs the venv's python3 on PATH; `trib hive beeline` does not."""
+    bare = {"PATH": "/usr/bin:/bin", "SPARK_HOME": "", "VIRTUAL_ENV": ""}
+    r = run_trib("hive", "beeline", "--dir", hive_services.dir, "--silent=true", "--outputformat=tsv2",
+                 "-e", "SELECT trib_partition_value(1592960400000, 'yyyyMMddHH')", env=bare, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "2020062401" in r.stdout.split()
+    r = run_trib("hive", "beeline", "--dir", str(tmp_path / "none"), "-e", "SELECT 1", env=bare)
+    assert r.returncode == 8 and r.stderr.count("\n") == 1 and "no HiveServer2 runs from" in r.stderr
 
 
 def test_up_on_a_running_dir_returns_the_running_pair(hive_services):

@@ -8,6 +8,7 @@ time (``toLocalIterator``), so printing them all never holds the whole result in
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from conftest import invoke_trib, run_trib
@@ -91,3 +92,20 @@ def test_every_row_without_the_whole_result_in_the_driver(tmp_path):
     assert lines[0] == "id\th" and len(lines) == n + 1
     assert sorted(int(line.split("\t")[0]) for line in lines[1:]) == list(range(n))
     assert sum(len(line) + 1 for line in lines) > 10 * 1024 * 1024  # 10x the driver's result limit
+
+
+def test_the_embedded_metastore_stays_out_of_the_working_directory(tmp_path):
+    """Without --metastore, Hive's defaults would leave derby.log, metastore_db/ and spark-warehouse/
+    in the cwd; trib keeps them under $XDG_STATE_HOME/trib/spark-catalog and says so."""
+    work, state = tmp_path / "work", tmp_path / "state"
+    work.mkdir()
+    script = _script(tmp_path, "CREATE TABLE t (a INT) USING parquet;\nINSERT INTO t VALUES (1), (2);\n"
+                               "SELECT COUNT(*) AS n FROM t;\n")
+    p = run_trib("sql", "-f", script, "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
+                 env={"SPARK_LOCAL_IP": "127.0.0.1", "XDG_STATE_HOME": str(state)}, cwd=work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.splitlines() == ["n", "2"]
+    assert sorted(os.listdir(work)) == []
+    home = state / "trib" / "spark-catalog"
+    assert f"embedded metastore and warehouse in {home}" in p.stderr
+    assert (home / "metastore_db").is_dir() and (home / "derby.log").is_file() and (home / "warehouse").is_dir()

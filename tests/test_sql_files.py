@@ -91,3 +91,81 @@ def test_hourly_etl_reads_exactly_its_window(spark, tmp_path):
             spark.conf.unset(key)
         spark.sql(f"DROP TABLE IF EXISTS {variables['ods_table']}")
         spark.sql(f"DROP TABLE IF EXISTS {variables['dw_table']}")
+
+
+def _spark_sql(line: str, cwd) -> str:
+    """Run ``line`` (``spark-sql $(trib udfs spark-args) …`` as the docs show it) in bash.
+
+    spark-sql is the pyspark wheel's own; ``trib`` is this venv's. The line gets only what a
+    laptop run needs after ``spark-sql``: a one-core local master, no UI, the loopback address and
+    Derby's files in ``cwd``. Its embedded metastore (``cwd/metastore_db``) is shared by the runs.
+    """
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tributary_read.hive_udfs.build import spark_home
+
+    home = spark_home()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "HIVE_CONF_DIR")}
+    env.update(SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
+               PATH=os.pathsep.join([str(home / "bin"), str(Path(sys.executable).parent), env.get("PATH", "")]))
+    assert line.startswith("spark-sql $(trib udfs spark-args) ")
+    local = (f"spark-sql --master 'local[1]' --conf spark.ui.enabled=false --conf spark.driver.host=127.0.0.1 "
+             f"--driver-java-options '-Dderby.system.home={cwd} -Djava.io.tmpdir={cwd}' ")
+    proc = subprocess.run(["bash", "-c", local + line[len("spark-sql "):]], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _dw_rows(path):
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(str(path), format="parquet", partitioning="hive").to_table(
+        columns=["event_time", "dt", "arrival_ms", "lateness_ms"])
+    return sorted((int(e), str(d), int(a), int(lt)) for e, d, a, lt in zip(*(c.to_pylist() for c in table.columns)))
+
+
+def test_warehouse_scripts_in_plain_spark_sql(tmp_path):
+    """Each sql/warehouse script, in the wheel's spark-sql with only ``trib udfs spark-args`` and the
+    ``--hivevar`` lines docs/sql.md shows: no CREATE FUNCTION, no ``-i`` registration file."""
+    from collections import Counter
+
+    v = window_variables("2024-01-01T05:05:00Z", 3_600_000)
+    start, end = int(v["window_start_ms"]), int(v["window_end_ms"])
+    hour3, hour4 = 1704078000000, 1704081600000  # 03:00 and 04:00 UTC
+    ods, dw = tmp_path / "ods", tmp_path / "dw"
+
+    def land(hour_dir, name, events, arrival):
+        p = ods / hour_dir / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("".join(f"{e}\tu{e % 7}\tclick\t{{}}\n" for e in events))
+        os.utime(p, ns=(arrival * 1_000_000,) * 2)
+
+    land("2024_01_01/04", "on-time.log", [hour4 + 1, hour4 + 2], start + 60_000)
+    land("2024_01_01/03", "late.log", [hour3 + 5], end)  # lands late, in an old hour
+    land("2024_01_01/04", "next-run.log", [hour4 + 3], end + 1)  # the next run's
+    mount = tmp_path / "mount.sql"
+    mount.write_text("".join(f"ALTER TABLE ods_raw_log ADD PARTITION (dt='20240101{h}') "
+                             f"LOCATION '{(ods / '2024_01_01' / h).as_uri()}';\n" for h in ("03", "04")))
+    w = WAREHOUSE_DIR
+    _spark_sql(f"spark-sql $(trib udfs spark-args) --hivevar ods_table=ods_raw_log "
+               f"--hivevar ods_location={ods.as_uri()} -f {w / 'ods_raw_log.sql'}", tmp_path)
+    _spark_sql(f"spark-sql $(trib udfs spark-args) --hivevar dw_table=dw_events "
+               f"--hivevar dw_location={dw.as_uri()} -f {w / 'dw_events.sql'}", tmp_path)
+    hourly = "--hivevar ods_table=ods_raw_log --hivevar dw_table=dw_events --hivevar timezone=UTC"
+    _spark_sql(f"spark-sql $(trib udfs spark-args) -i {mount} {hourly} --hivevar window_dt={v['window_dt']} "
+               f"-f {w / 'hourly_naive.sql'}", tmp_path)
+    naive = _dw_rows(dw)
+    assert naive == sorted([(hour4 + 1, "2024010104", start + 60_000, start + 60_000 - hour4 - 1),
+                            (hour4 + 2, "2024010104", start + 60_000, start + 60_000 - hour4 - 2),
+                            (hour4 + 3, "2024010104", end + 1, end + 1 - hour4 - 3)])
+    _spark_sql(f"spark-sql $(trib udfs spark-args) {hourly} --hivevar window_start_ms={start} "
+               f"--hivevar window_end_ms={end} -f {w / 'hourly_trib.sql'}", tmp_path)
+    added = Counter(_dw_rows(dw)) - Counter(naive)
+    assert sorted(added.elements()) == sorted([
+        (hour4 + 1, "2024010104", start + 60_000, start + 60_000 - hour4 - 1),
+        (hour4 + 2, "2024010104", start + 60_000, start + 60_000 - hour4 - 2),
+        (hour3 + 5, "2024010103", end, end - hour3 - 5)])

@@ -222,6 +222,39 @@ def test_functions_through_hiveserver2_with_add_jar(hive_services):
         conn.close()
 
 
+def test_spark_args_alone_give_the_functions_on_the_thrift_server(hive_services):
+    """`trib hive up` starts the Spark Thrift Server with only `trib udfs spark-args`: a fresh
+    session calls every function with no ADD JAR and no CREATE FUNCTION (the extension injects them)."""
+    conn = hs2_connect(hive_services)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT trib_partition_value(1592960400000, 'yyyyMMddHH'), "
+                    "trib_window_start_ms('2020-06-24T01:05:00+08:00', '1h')")
+        assert cur.fetchall() == [("2020062401", 1592928000000)]
+        cur.execute("DESCRIBE FUNCTION trib_lateness_ms")
+        assert "trib.udfs.LatenessUDF" in str(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def test_pyspark_session_has_the_functions_and_register_adds_none(spark):
+    """sql_session builds with spark_conf(): the functions are there; register() runs no statement."""
+    assert udfs.injected(spark)
+    new = spark.newSession()  # every session of the application, as the Thrift Server's are
+    assert new.sql("SELECT trib_partition_value(1592960400000, 'yyyyMMddHH')").collect()[0][0] == "2020062401"
+    ran: list[str] = []
+
+    class Recorder:
+        def __getattr__(self, name):
+            return getattr(spark, name)
+
+        def sql(self, text):
+            ran.append(text)
+            return spark.sql(text)
+
+    assert udfs.register(Recorder()) == list(udfs.FUNCTIONS) and ran == []
+
+
 # -- the CLI ------------------------------------------------------------------------------
 def test_udfs_jar_and_spark_args():
     out = json.loads(run_trib("udfs", "jar", "--json", check=True).stdout)

@@ -115,9 +115,55 @@ def build_submit(job: Job, schedule_time, *, master: str | None = None, deploy_m
     return SubmitCommand(tuple(argv), m, mode, when, tuple(notes))
 
 
-def run_submit(cmd: SubmitCommand) -> int:
-    """Run the line; its exit status (the driver exits with trib's codes)."""
+def submit_env() -> dict[str, str]:
+    """The environment spark-submit runs in: this one, with ``$SPARK_HOME`` the pyspark wheel's when unset.
+
+    The wheel's ``bin/`` scripts find Spark through the ``python3`` on PATH, so without the venv on
+    PATH they look for ``/bin/spark-class``; naming the wheel's home makes them work from any shell.
+    """
+    import importlib.util
+
+    env = dict(os.environ)
+    if not env.get("SPARK_HOME"):
+        spec = importlib.util.find_spec("pyspark")
+        if spec is not None and spec.submodule_search_locations:
+            home = spec.submodule_search_locations[0]
+            if os.path.isdir(os.path.join(home, "jars")):
+                env["SPARK_HOME"] = home
+    return env
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What a captured run gave: its exit status, the JSON report (success) or one error line."""
+
+    code: int
+    report: str = ""
+    error: str = ""
+
+
+def run_submit(cmd: SubmitCommand, *, capture: bool = True) -> SubmitResult:
+    """Run the line; its exit status (the driver exits with trib's codes).
+
+    ``capture``: spark-submit's output is kept, not shown. It merges the driver's stderr (a
+    traceback included) into its stdout, and logs on its stderr; on success the report is the
+    driver's JSON alone, on failure one line: the driver's ``trib: error:`` line, else the last
+    line spark-submit printed. Without ``capture`` everything goes to the terminal as it comes.
+    """
     try:
-        return subprocess.run(list(cmd.argv), check=False).returncode
+        if not capture:
+            return SubmitResult(subprocess.run(list(cmd.argv), check=False, env=submit_env()).returncode)
+        proc = subprocess.run(list(cmd.argv), check=False, env=submit_env(), capture_output=True, text=True,
+                              errors="replace")
     except FileNotFoundError:
         raise InvalidInputError(f"{cmd.argv[0]} not found: set $SPARK_HOME or pass the spark-submit to run") from None
+    lines = proc.stdout.splitlines()
+    if proc.returncode == 0:
+        start = next((i for i, line in enumerate(lines) if line.startswith("{")), len(lines))
+        return SubmitResult(0, report="\n".join(lines[start:]) + "\n" if start < len(lines) else "")
+    errors = [line for line in lines if line.startswith("trib: error:")]
+    if errors:
+        return SubmitResult(proc.returncode, error=errors[-1][len("trib: error:"):].strip())
+    last = [line.strip() for line in (proc.stderr.splitlines() + lines) if line.strip()]
+    tail = last[-1] if last else "no output"
+    return SubmitResult(proc.returncode, error=f"spark-submit exited {proc.returncode}: {tail}")

@@ -309,6 +309,24 @@ def _java() -> str:
     return build.java(MetastoreError)
 
 
+def beeline_command(args: list[str], dir: str = ".trib/hive") -> list[str]:
+    """The argv that runs the pyspark wheel's beeline with ``args``, whatever the caller's PATH.
+
+    The wheel's ``bin/beeline`` script finds Spark through the ``python3`` on PATH, so it works
+    only inside the venv; this runs BeeLine's class directly with the resolved ``java`` and the
+    wheel's jars. Without a ``-u`` in ``args`` it connects to the HiveServer2 running from ``dir``
+    (a ``MetastoreError`` if none does).
+    """
+    java, home = _java(), _spark_home()
+    if not any(a.startswith(("-u", "--url")) for a in args):
+        current = _load(Path(dir).resolve())
+        if current is None or not _service_alive(current.hs2_pid, _HS2_CLASS, current.hs2_port):
+            raise MetastoreError(f"no HiveServer2 runs from {dir}: start the local pair first, "
+                                 "or give beeline its own -u jdbc:hive2://HOST:PORT/DB")
+        args = ["-u", f"jdbc:hive2://{HOST}:{current.hs2_port}/default", "-n", "trib", *args]
+    return [java, *_JAVA17_OPTS, "-cp", f"{home / 'jars'}/*", "org.apache.hive.beeline.BeeLine", *args]
+
+
 # --- stopping and liveness ---------------------------------------------------------------
 
 

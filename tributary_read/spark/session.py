@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Mapping
 
 from tributary_read.spark import require_pyspark
@@ -50,6 +51,31 @@ def metastore_conf(uri) -> dict[str, str]:
     from tributary_read.hive.uri import MetastoreURI
 
     return MetastoreURI.parse(uri).catalog_conf() if uri else {}
+
+
+#: The JDO connection of a Hive catalog's embedded metastore (Derby; relative to the cwd by default).
+EMBEDDED_URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
+
+
+def embedded_catalog_dir() -> str:
+    """Where a ``spark`` catalog keeps its embedded metastore: ``$XDG_STATE_HOME/trib/spark-catalog``
+    (default ``~/.local/state/trib/spark-catalog``), never the working directory."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "trib", "spark-catalog")
+
+
+def embedded_catalog_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """The conf that keeps a ``spark`` catalog's Derby ``metastore_db/`` and its managed tables'
+    warehouse under :func:`embedded_catalog_dir`; empty if ``conf`` names a metastore or a JDO URL.
+
+    Hive's defaults put ``metastore_db/`` and ``spark-warehouse/`` in the working directory, and
+    Derby's ``derby.log`` there too (:func:`sql_session` moves it with ``derby.system.home``).
+    """
+    if conf.get(METASTORE_URIS) or conf.get(EMBEDDED_URL):
+        return {}
+    home = embedded_catalog_dir()
+    return {EMBEDDED_URL: f"jdbc:derby:;databaseName={os.path.join(home, 'metastore_db')};create=true",
+            "spark.sql.warehouse.dir": Path(home, "warehouse").as_uri()}
 
 
 def under_spark_submit() -> bool:
@@ -128,20 +154,31 @@ def sql_session(master: str | None = None, conf: Mapping[str, str] | None = None
     ``trib sql``, the demo, the ETL, the catalog backend and the tests build through here, so a
     session that works in one works in all. ``catalog`` (a metastore URI: ``thrift://`` or
     ``spark``) turns Hive support on and wins over ``conf`` for the metastore's keys; without it
-    Hive support is on only if ``conf`` names a metastore. ``udfs=False`` leaves the jar out
+    Hive support is on only if ``conf`` names a metastore. A ``spark`` catalog whose conf names no
+    metastore keeps its embedded one under :func:`embedded_catalog_dir`, not the working directory. ``udfs=False`` leaves the jar out
     (it is compiled at first use, which needs a JDK's javac): for sessions that run no user SQL.
     """
     from tributary_read.hive.uri import MetastoreURI
 
     out = {str(k): str(v) for k, v in (conf or {}).items()}
+    embedded = False
     if catalog is not None:
         out.update(MetastoreURI.parse(catalog).catalog_conf())
+        for k, v in embedded_catalog_conf(out).items():
+            out.setdefault(k, v)
+            embedded = True
     if udfs:
         from tributary_read.hive_udfs import registry as lib
 
         for k, v in lib.spark_conf().items():
             out.setdefault(k, v)
+    if embedded:
+        os.makedirs(embedded_catalog_dir(), exist_ok=True)
     spark = spark_session(master, out, app_name, hive=catalog is not None)
+    if embedded:  # before the catalog's first use boots Derby, which writes derby.log in its home
+        system = spark._jvm.java.lang.System
+        if system.getProperty("derby.system.home") is None:
+            system.setProperty("derby.system.home", embedded_catalog_dir())
     if udfs:
         lib.register(spark)
     return spark

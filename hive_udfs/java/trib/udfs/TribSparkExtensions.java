@@ -2,14 +2,21 @@ package trib.udfs;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.hadoop.hive.ql.exec.Description;
+import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.catalog.HiveTableRelation;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.ExpressionInfo;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.columnar.InMemoryRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.hive.HiveUDFExpressionBuilder;
 import org.apache.spark.sql.internal.SQLConf;
 import scala.Function1;
+import scala.Tuple3;
+import scala.collection.immutable.Seq;
 import scala.runtime.AbstractFunction1;
 import scala.runtime.BoxedUnit;
 
@@ -31,13 +38,55 @@ import scala.runtime.BoxedUnit;
  * rule, which sees the plan with the cache substituted, fails a query that would read it while
  * sync is on. Views need nothing: a SQL view is re-analyzed at each use, so it reads through the
  * filter, and a DataFrame view stored with a converted relation meets the check rule.
+ *
+ * <p>The extension also injects trib's Hive GenericUDFs ({@link #FUNCTIONS}) into every session's
+ * function registry, so {@code spark-sql}, pyspark and the Spark Thrift Server resolve them from
+ * {@code spark.sql.extensions} alone, with no {@code CREATE TEMPORARY FUNCTION}. Each call is
+ * built by Spark's own {@code HiveUDFExpressionBuilder}, the builder behind {@code CREATE FUNCTION}
+ * in a Hive session, so the functions behave (and fail) exactly as registered ones do.
  */
 public final class TribSparkExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
   static final String[] CONVERSIONS = {
     "spark.sql.hive.convertMetastoreParquet", "spark.sql.hive.convertMetastoreOrc"};
 
+  /** SQL name -> GenericUDF class; the same as {@code FUNCTIONS} in hive_udfs/registry.py (tested). */
+  static final Object[][] FUNCTIONS = {
+    {"trib_partition_value", PartitionValueUDF.class},
+    {"trib_window_start_ms", WindowStartUDF.class},
+    {"trib_window_end_ms", WindowEndUDF.class},
+    {"trib_lateness_ms", LatenessUDF.class},
+    {"trib_file_mtime_ms", FileMtimeUDF.class},
+  };
+
+  /** Builds a call of the Hive UDF {@code cls}, as a registered Hive function's call is built. */
+  static final class HiveUdfBuilder extends AbstractFunction1<Seq<Expression>, Expression> {
+    private final String name;
+    private final Class<?> cls;
+
+    HiveUdfBuilder(String name, Class<?> cls) {
+      this.name = name;
+      this.cls = cls;
+    }
+
+    @Override
+    public Expression apply(Seq<Expression> children) {
+      return HiveUDFExpressionBuilder.makeExpression(name, cls, children);
+    }
+  }
+
+  static ExpressionInfo info(String name, Class<?> cls) {
+    Description d = cls.getAnnotation(Description.class);
+    String usage = d == null ? "" : d.value().replace("_FUNC_", name);
+    return new ExpressionInfo(cls.getName(), null, name, usage, "");
+  }
+
   @Override
   public BoxedUnit apply(SparkSessionExtensions ext) {
+    for (Object[] f : FUNCTIONS) {
+      String name = (String) f[0];
+      Class<?> cls = (Class<?>) f[1];
+      ext.injectFunction(new Tuple3<>(FunctionIdentifier.apply(name), info(name, cls), new HiveUdfBuilder(name, cls)));
+    }
     ext.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
       @Override
       public Rule<LogicalPlan> apply(SparkSession session) {
