@@ -180,12 +180,40 @@ def test_both_charts_draw_their_marks_in_headless_chromium(demo_table, tmp_path)
                 self.points[self.chart] = self.points.get(self.chart, 0) + 1
             if self.chart and tag == "path" and "js-line" in cls and len(a.get("d") or "") > 20:
                 self.lines[self.chart] = self.lines.get(self.chart, 0) + 1
+            if self.chart and tag == "canvas":
+                self.canvases[self.chart] = self.canvases.get(self.chart, 0) + 1
 
     p = Marks()
+    p.canvases = {}
     p.feed(dom)
-    n = len(demo_table.mix.drops)
-    assert p.points.get("trib-delay-chart", 0) == n, (p.points, dom[:500])  # one marker per file
+    # plotly.js came out of its gzip in the browser and drew both charts: the delay chart's per-partition
+    # p50 / p99 / worst lines in SVG, its file points on WebGL canvases; the missed curve and its marks.
+    assert p.lines.get("trib-delay-chart", 0) >= 3 and p.canvases.get("trib-delay-chart", 0) >= 1, \
+        (p.lines, p.canvases, dom[:500])
     assert p.lines.get("trib-missed-chart", 0) >= 1 and p.points.get("trib-missed-chart", 0) >= 6, (p.lines, p.points)
+    n = len(demo_table.mix.drops)
+    page = out.read_text()
+    assert page.count('"type":"scattergl"') >= 1 and f"{n:,}" in page  # every file is in the sample below 2,000
+
+
+def test_the_page_stays_small_at_a_million_files():
+    """Issue 26 item 7: per-partition aggregates and a bounded sample, not a point per file."""
+    from tributary_read.report.html import MAX_POINTS, MAX_ROWS, render, sample
+    from tributary_read.report.lateness import Arrival, LatenessReport, lag_for, missed
+
+    hour = 3_600_000
+    t0 = 1_704_067_200_000
+    arrivals = tuple(Arrival(f"2024/{i % 2000:05d}/part-{i:07d}.jsonl", f"dt={i % 2000:05d}", t0 + (i % 2000) * hour,
+                             t0 + (i % 2000 + 1) * hour, t0 + (i % 2000 + 1) * hour + (i * 7919) % (30 * hour) - hour,
+                             "mtime", 100)
+                     for i in range(1_000_000))
+    report = LatenessReport("file:///big", arrivals, tuple(missed(arrivals, lag) for lag in (0, hour)),
+                            {"p99": lag_for(arrivals, 0.99)})
+    drawn = sample(report.arrivals)
+    assert len(drawn) == MAX_POINTS and max(a.delay_ms for a in drawn) == max(a.delay_ms for a in arrivals)
+    page = render(report)
+    assert len(page.encode()) < 2_500_000, len(page)
+    assert page.count("<tr><td>dt=") == MAX_ROWS and "1,800 more partitions" in page
 
 
 def test_a_hostile_file_name_shows_as_text_in_the_report(tmp_path):

@@ -1,8 +1,18 @@
 """The lateness report as one self-contained HTML page: figures, two charts, the recommendation.
 
-Charts are drawn by plotly.js, embedded whole in the page (no CDN, no network:
-the page opens on an air-gapped laptop or as a CI artifact). Plotly is the
+Charts are drawn by plotly.js, embedded in the page (no CDN, no network: the
+page opens on an air-gapped laptop or as a CI artifact). Plotly is the
 ``report`` extra, imported only here.
+
+The page's size must not follow the table's: a million files drawn as a million
+SVG points made a page no browser opens comfortably. So the delay chart draws
+every partition's p50, p99 and worst delay (SVG lines, binned beyond
+:data:`MAX_PARTITION_POINTS` partitions) and the files only as a bounded sample
+(:data:`MAX_POINTS`: the latest quarter always, every k-th of the rest) on WebGL;
+the partition table shows the :data:`MAX_ROWS` latest partitions; ``--json``
+has everything. plotly.js itself (4.8 MB) is embedded gzip-compressed
+(1.5 MB, base64) and unpacked by the browser's DecompressionStream before the
+charts are drawn.
 """
 
 from __future__ import annotations
@@ -31,6 +41,41 @@ th { border-bottom: 1px solid #9fb3c8; } td:first-child, th:first-child { text-a
 """
 
 
+#: Per-file points the delay chart draws at most.
+MAX_POINTS = 2_000
+#: Partitions the delay chart draws one point each at most (beyond: bins of consecutive partitions).
+MAX_PARTITION_POINTS = 3_000
+#: Partition rows the page's table shows at most (those with the latest files); ``--json`` has them all.
+MAX_ROWS = 200
+
+
+def sample(arrivals, limit: int = MAX_POINTS) -> list:
+    """At most ``limit`` files to draw: the latest quarter always, then every k-th of the rest (deterministic)."""
+    if len(arrivals) <= limit:
+        return list(arrivals)
+    worst = sorted(range(len(arrivals)), key=lambda i: arrivals[i].delay_ms, reverse=True)[: limit // 4]
+    taken = set(worst)
+    rest = [i for i in range(len(arrivals)) if i not in taken]
+    k = len(rest) / (limit - len(worst))
+    return [arrivals[i] for i in sorted(worst + [rest[int(j * k)] for j in range(limit - len(worst))])]
+
+
+def partition_points(parts: list[dict], limit: int = MAX_PARTITION_POINTS) -> tuple[list[dict], int]:
+    """Each partition's delays, or bins of consecutive partitions when there are more than ``limit``
+    (the bin's worst p99 and max, its partitions' median p50); and the partitions per point."""
+    if len(parts) <= limit:
+        return parts, 1
+    k = -(-len(parts) // limit)
+    out = []
+    for i in range(0, len(parts), k):
+        group = parts[i:i + k]
+        p50s = sorted(p["delay_ms"]["p50"] for p in group)
+        out.append({"start_ms": group[0]["start_ms"], "files": sum(p["files"] for p in group),
+                    "delay_ms": {"p50": p50s[len(p50s) // 2], "p99": max(p["delay_ms"]["p99"] for p in group),
+                                 "max": max(p["delay_ms"]["max"] for p in group)}})
+    return out, k
+
+
 def _plotly():
     try:
         import plotly.graph_objects as go
@@ -44,18 +89,28 @@ def _when(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
-def delay_figure(report: LatenessReport):
-    """Arrival delay (hours) of every file against its partition's start, one trace per arrival source."""
+def delay_figure(report: LatenessReport, parts: list[dict] | None = None):
+    """Each partition's p50, p99 and worst delay (hours), and a bounded sample of files by arrival source."""
     go, _ = _plotly()
     fig = go.Figure()
-    for source, label, color in (("commit", "committed by trib (commit time)", "#2680c2"),
+    points, per = partition_points(report.partitions() if parts is None else parts)
+    xs = [_when(p["start_ms"]) for p in points]
+    binned = f" ({per} partitions a point)" if per > 1 else ""
+    for key, label, color, dash in (("max", "worst delay", "#c62828", "solid"), ("p99", "p99 delay", "#8e44ad", "dot"),
+                                    ("p50", "median delay", "#52606d", "dash")):
+        fig.add_trace(go.Scatter(x=xs, y=[p["delay_ms"][key] / 3_600_000 for p in points], mode="lines",
+                                 name=f"{label} per partition{binned}", line={"color": color, "width": 1.5,
+                                                                              "dash": dash, "shape": "hv"}))
+    drawn = sample(report.arrivals)
+    note = "" if len(drawn) == report.files else f" (a sample: {len(drawn):,} of {report.files:,}, the latest included)"
+    for source, label, color in (("commit", "files committed by trib (commit time)", "#2680c2"),
                                  ("mtime", "other tools' files (mtime)", "#e67e22")):
-        arr = [a for a in report.arrivals if a.source == source]
+        arr = [a for a in drawn if a.source == source]
         if not arr:
             continue
-        fig.add_trace(go.Scatter(
+        fig.add_trace(go.Scattergl(
             x=[_when(a.partition_start_ms) for a in arr], y=[a.delay_ms / 3_600_000 for a in arr],
-            mode="markers", name=label, marker={"color": color, "size": 7, "opacity": 0.75},
+            mode="markers", name=label + note, marker={"color": color, "size": 6, "opacity": 0.7},
             # a file name is data, not markup: plotly renders hover text as HTML (issue 25, Why 11)
             text=[f"{html.escape(a.path)}<br>delay {format_duration(a.delay_ms)}" for a in arr], hoverinfo="text+x"))
     fig.add_hline(y=0, line={"color": "#9fb3c8", "dash": "dot"})
@@ -112,13 +167,19 @@ def render(report: LatenessReport, title: str | None = None) -> str:
         records = "unknown" if m["records"] is None else f"{m['records']:,}"
         rows += (f"<tr><td>{esc(m['lag'])}</td><td>{m['files']:,}</td><td>{100 * m['share_files']:.2f}%</td>"
                  f"<td>{m['bytes']:,}</td><td>{records}</td></tr>")
+    shown = sorted(sorted(data["partitions"], key=lambda p: p["delay_ms"]["max"], reverse=True)[:MAX_ROWS],
+                   key=lambda p: p["start_ms"])
     parts = "".join(
         f"<tr><td>{esc(p['partition'])}</td><td>{p['files']}</td><td>{p['late_files']}</td>"
         f"<td>{esc(format_duration(p['delay_ms']['p50']))}</td><td>{esc(format_duration(p['delay_ms']['max']))}</td></tr>"
-        for p in data["partitions"])
+        for p in shown)
+    more = len(data["partitions"]) - len(shown)
+    if more:
+        parts += (f'<tr><td colspan="5">… and {more:,} more partitions (the {len(shown)} with the latest files are '
+                  "shown): <code>trib report lateness --json</code> lists them all</td></tr>")
     notes = "".join(f'<p class="note">{esc(n)}</p>' for n in data["notes"])
-    delay_div = pio.to_html(delay_figure(report), full_html=False, include_plotlyjs=True, div_id=DELAY_CHART_ID)
-    missed_div = pio.to_html(missed_figure(report), full_html=False, include_plotlyjs=False, div_id=MISSED_CHART_ID)
+    charts = _charts({DELAY_CHART_ID: delay_figure(report, data["partitions"]), MISSED_CHART_ID: missed_figure(report)},
+                     pio)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title><style>{_CSS}</style></head>
 <body>
@@ -129,11 +190,41 @@ the end of the file's partition. Generated by <code>trib report lateness</code>.
 <p class="ok">{esc(data['consumer'][0].upper() + data['consumer'][1:])}.</p>
 {notes}
 <h2>Arrival delay</h2>
-{delay_div}
+<div id="{DELAY_CHART_ID}" style="height:430px"></div>
 <h2>What a naive job would miss</h2>
-{missed_div}
+<div id="{MISSED_CHART_ID}" style="height:430px"></div>
 <table><tr><th>lag</th><th>files missed</th><th>share</th><th>bytes missed</th><th>records missed</th></tr>{rows}</table>
 <h2>Partitions</h2>
 <table><tr><th>partition</th><th>files</th><th>late files</th><th>median delay</th><th>worst delay</th></tr>{parts}</table>
+{charts}
 </body></html>
 """
+
+
+def _charts(figures: dict, pio) -> str:
+    """plotly.js, gzip-compressed and base64-encoded in the page, unpacked by the browser; then each chart."""
+    import base64
+    import gzip
+    import json
+    from importlib import resources
+
+    js = resources.files("plotly").joinpath("package_data/plotly.min.js").read_bytes()
+    packed = base64.b64encode(gzip.compress(js, 9, mtime=0)).decode("ascii")
+    draws = "\n".join(
+        f"  Plotly.newPlot({json.dumps(div)}, fig.data, fig.layout, {{responsive: true}});".replace(
+            "fig.", f"F[{json.dumps(div)}].")
+        for div in figures)
+    data = json.dumps({div: json.loads(pio.to_json(fig, validate=False)) for div, fig in figures.items()},
+                      separators=(",", ":"))
+    data = data.replace("</", "<\\/")  # no text in the data can close the script element
+    return f"""<script type="application/octet-stream" id="trib-plotly-gz">{packed}</script>
+<script>
+(async function () {{
+  const F = {data};
+  const b64 = document.getElementById("trib-plotly-gz").textContent;
+  const bytes = Uint8Array.from(atob(b64), function (c) {{ return c.charCodeAt(0); }});
+  const code = await new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
+  (0, eval)(code);
+{draws}
+}})();
+</script>"""

@@ -184,8 +184,11 @@ def missed_curve(arrivals: Sequence[Arrival], points: int = 200) -> list[tuple[i
     if not delays:
         return []
     top = max(delays[-1], 60_000)
-    lags = sorted({0, *(round(top * i / points) for i in range(points + 1)), *(d for d in delays if d >= 0)})
     n = len(delays)
+    # The steps at delays that occur, but at most ~points of them (quantiles): a million files
+    # must not become a million-point line; the table below the chart gives exact figures.
+    steps = {delays[min(n - 1, (n * i) // points)] for i in range(points + 1)} | {delays[-1]}
+    lags = sorted({0, *(round(top * i / points) for i in range(points + 1)), *(d for d in steps if d >= 0)})
     return [(lag, (n - bisect.bisect_right(delays, lag)) / n) for lag in lags]
 
 
