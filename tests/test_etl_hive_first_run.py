@@ -54,7 +54,7 @@ def run_block(block: str, cwd: Path, subst: dict[str, str]) -> dict[str, object]
             (cwd / m.group(1)).write_text("\n".join(body) + "\n")
             continue
         code = re.split(r"(?:^|\s)#", line, maxsplit=1)[0].strip()
-        if not code or code.startswith("pip install"):
+        if not code or "pip install" in code:  # the install: this test runs in an installed checkout
             continue
         assert code.startswith("trib "), f"a README line this test cannot run: {line!r}"
         results[code] = invoke_trib(*shlex.split(code)[1:], cwd=cwd)
