@@ -97,3 +97,16 @@ def echo_capped(lines: list[str], cap: int = 10) -> None:
         click.echo(line)
     if len(lines) > cap:
         click.echo(f"... and {len(lines) - cap} more (use --json for all)")
+
+
+def key_values(items, flag: str, key: str = "KEY") -> dict[str, str]:
+    """``KEY=VALUE`` options (``--var``, ``--conf``) as a dict; a malformed one is bad input naming its flag."""
+    from tributary_read.errors import InvalidInputError
+
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidInputError(f"bad {flag} {item!r}: use {flag} {key}=VALUE")
+        out[name.strip()] = value
+    return out

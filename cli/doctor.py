@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .context import TribState, emit, json_option, pass_state
+from .context import TribState, emit, json_option, key_values, pass_state
 
 
 @click.command("doctor")
@@ -16,16 +16,10 @@ from .context import TribState, emit, json_option, pass_state
 @pass_state
 def doctor(state: TribState, master, conf, as_json) -> None:
     """Run one tiny task on a Spark master's executors: their Python, pyarrow and trib."""
-    from tributary_read.errors import InvalidInputError
     from tributary_read.spark.doctor import check
     from tributary_read.spark.session import sql_session
 
-    settings = {}
-    for item in conf:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise InvalidInputError(f"bad --conf {item!r}: use --conf KEY=VALUE")
-        settings[key.strip()] = value
+    settings = key_values(conf, "--conf")
     settings.setdefault("spark.ui.enabled", "false")
     if not state.quiet:
         click.echo("trib: starting Spark and one task per executor core...", err=True)

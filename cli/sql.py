@@ -7,20 +7,10 @@ import click
 from tributary_read.errors import InvalidInputError
 from tributary_read.read.window import WindowForm
 
-from .context import Duration, TribState, json_option, pass_state
+from .context import Duration, TribState, json_option, key_values, pass_state
 
 _METASTORE_HELP = ("thrift://HOST:PORT (a Hive Metastore), or spark (the session's own catalog, the "
                    "default). HiveServer2 cannot host a Spark session: use beeline there.")
-
-
-def _vars(values: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for v in values:
-        key, sep, value = v.partition("=")
-        if not sep or not key.strip():
-            raise InvalidInputError(f"bad --var {v!r}: use --var NAME=VALUE")
-        out[key.strip()] = value
-    return out
 
 
 @click.command("sql")
@@ -55,7 +45,7 @@ def sql(state: TribState, script, schedule_time, period, lag, window_form, windo
     variables = {}
     if schedule_time is not None:
         variables.update(window_variables(schedule_time, period, lag, timezone, window_form, window_length))
-    variables.update(_vars(var))
+    variables.update(key_values(var, "--var", "NAME"))
     for stmt in statements:  # an undefined ${var} is bad input: name it before Spark starts
         substitute(stmt, variables)
     from tributary_read.hive.uri import MetastoreURI
@@ -63,7 +53,7 @@ def sql(state: TribState, script, schedule_time, period, lag, window_form, windo
 
     catalog = MetastoreURI.parse(metastore or "spark")
     catalog.catalog_conf()  # HiveServer2 is refused before Spark starts
-    spark_conf = _vars(conf)
+    spark_conf = key_values(conf, "--conf")
     if not state.quiet:
         n = len(statements)
         click.echo(f"trib: starting Spark for {n} statement{'s' if n != 1 else ''}...", err=True)

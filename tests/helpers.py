@@ -176,3 +176,19 @@ def source_users(pattern: str) -> set[str]:
     repo = Path(__file__).resolve().parents[1]
     return {p.relative_to(repo).as_posix() for d in ("tributary_read", "cli") for p in (repo / d).rglob("*.py")
             if re.search(pattern, p.read_text())}
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live (not zombie) pids of a process group: a trib process, its Spark JVM, a cluster daemon's executors."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(d))
+    return out

@@ -58,6 +58,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from helpers import group_pids as _group
+
 #: Variables that would point the daemons (or a driver) at another Spark, Hadoop or Python setup.
 FOREIGN_ENV = ("SPARK_HOME", "SPARK_CONF_DIR", "SPARK_MASTER", "TRIB_SPARK_MASTER", "HADOOP_CONF_DIR",
                "YARN_CONF_DIR", "HIVE_CONF_DIR", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH",
@@ -328,20 +330,6 @@ class Cluster:
         return killed
 
 
-def _group(pgid: int) -> list[int]:
-    """Live (not zombie) pids of a process group."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(d))
-    return out
 
 
 if __name__ == "__main__":

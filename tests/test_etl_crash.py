@@ -33,6 +33,7 @@ from conftest import REPO, TRIB, invoke_trib
 from etl_data import (
     LAY, Hs2, RawSource, assert_exactly_once, create_hive_table, create_output_table, dt_of, output_rows, write_job,
 )
+from helpers import group_pids as _group
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -57,20 +58,6 @@ def _env(extra: dict | None = None) -> dict:
     return env
 
 
-def _group(pgid: int) -> list[int]:
-    """Live pids of a process group (the trib process and its Spark JVM)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(d))
-    return out
 
 
 def _reap_group(p: subprocess.Popen, wait_s: float = 30.0) -> list[int]:
