@@ -231,17 +231,24 @@ class PartitionCommitter:
     def _due(self, p: PartitionDir, clock_ms: int) -> bool:
         return p.end_ms + self.policy.delay_ms <= clock_ms
 
-    def _mount_due(self, touched: Mapping[str, PartitionDir], dry_run: bool = False) -> None:
+    def _pending_mounts(self, mark: _Mark | None = None) -> dict[str, PartitionDir]:
+        """Event clock: the partitions waiting for the watermark, starting from what the mark
+        (``mark``, else read once) says earlier runs left pending."""
+        if self._to_mount is None:
+            self._to_mount = self.partitions_of_dirs((mark or self._read_mark()).pending)
+        return self._to_mount
+
+    def _mount_due(self, touched: Mapping[str, PartitionDir], dry_run: bool = False,
+                   mark: _Mark | None = None) -> None:
         """Event clock: mount what the watermark has passed (late data into an old partition at
         once); keep the rest pending, with what earlier runs left pending."""
-        if self._to_mount is None:
-            self._to_mount = self.partitions_of_dirs(self._read_mark().pending)
-        self._to_mount.update(touched)
-        due = {d: p for d, p in self._to_mount.items() if self._due(p, self._watermark)}
+        waiting = self._pending_mounts(mark)
+        waiting.update(touched)
+        due = {d: p for d, p in waiting.items() if self._due(p, self._watermark)}
         self.mount(due, dry_run)
         if not dry_run:
             for d in due:
-                del self._to_mount[d]
+                del waiting[d]
 
     def partitions_of_dirs(self, dirs) -> dict[str, PartitionDir]:
         parsed = {d: self.table.layout.try_parse(d) for d in dirs}
@@ -337,21 +344,26 @@ class PartitionCommitter:
                 state.append(list(log.state(version).files.values()))
             return state[0]
 
+        parts_of_log: list = []
+
+        def log_parts() -> dict[str, PartitionDir]:
+            if not parts_of_log:
+                parts_of_log.append(self.partitions_of(files()))
+            return parts_of_log[0]
+
         mark = self._read_mark()
         read = replace(mark)
         if self._event:
             given = commit_watermark(log.read_commit(version)) if version else None
             if given is None and version:  # no writer's watermark: the start of the newest partition
-                given = max((p.start_ms for p in self.partitions_of(files()).values()), default=0)
+                given = max((p.start_ms for p in log_parts().values()), default=0)
             self._watermark = mark.watermark_ms = max(mark.watermark_ms, self._watermark, given or 0)
         if "metastore" in self.policy.policies and self.error is None:
             try:
                 todo = self._unmounted(mark, version, files, all_partitions)
                 if self._event:
-                    if self._to_mount is None:
-                        self._to_mount = self.partitions_of_dirs(mark.pending)
-                    self._mount_due(todo, dry_run)
-                    mark.pending = tuple(sorted(self._to_mount))
+                    self._mount_due(todo, dry_run, mark)
+                    mark.pending = tuple(sorted(self._pending_mounts(mark)))
                 else:  # what an event-clock run left pending (the clock was changed since) is due now
                     self.mount({**self.partitions_of_dirs(mark.pending), **todo}, dry_run)
                     mark.pending = ()
@@ -359,7 +371,7 @@ class PartitionCommitter:
             except TributaryError as e:
                 self.error = e
         if "success-file" in self.policy.policies:
-            parts = self.partitions_of(files())
+            parts = log_parts()
             newest = max((p.start_ms for p in parts.values()), default=0)
             mark.watermark_ms = max(mark.watermark_ms, self._watermark, 0 if self._event else newest)
             clock = self._clock(mark.watermark_ms)
