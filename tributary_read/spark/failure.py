@@ -43,7 +43,7 @@ _VERSION_MISMATCH = re.compile(r"Python in worker has different version:? \(?([\
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
-def _executors_python() -> str:
+def _executor_python_path() -> str:
     """The Python the running SparkContext's executors start (the driver's choice), or a placeholder."""
     try:
         from pyspark import SparkContext
@@ -61,22 +61,21 @@ def environment_error(e: BaseException, what: str) -> errors.MissingDependencyEr
     instead of the Java stack a task failure prints; exit 10 (an environment to fix).
     """
     text = str(e)
-    exe = _executors_python()
-    fix = ("install it in that Python on every node, or point spark.pyspark.python (the job's [spark] conf) "
-           "or $PYSPARK_PYTHON at a Python that has it")
+    point = "point spark.pyspark.python (the job's [spark] conf) or $PYSPARK_PYTHON at a Python"
     m = _VERSION_MISMATCH.search(text)
     if m:
         def ver(v: str) -> str:
             return ".".join(x.strip() for x in v.split(",") if x.strip())
 
         return errors.MissingDependencyError(
-            f"{what}: the executors' Python ({exe}) is {ver(m.group(1))}, the driver's {ver(m.group(2))}: "
-            "PySpark needs the same minor version on both; point spark.pyspark.python (the job's [spark] conf) "
-            "or $PYSPARK_PYTHON at a Python of the driver's version on every node")
+            f"{what}: the executors' Python ({_executor_python_path()}) is {ver(m.group(1))}, the driver's "
+            f"{ver(m.group(2))}: PySpark needs the same minor version on both; {point} of the driver's version "
+            "on every node")
     m = _NO_MODULE.search(text)
     if m and "ModuleNotFoundError" in text:
         return errors.MissingDependencyError(
-            f"{what}: the executors' Python ({exe}) cannot import {m.group(1).split('.')[0]}: {fix}")
+            f"{what}: the executors' Python ({_executor_python_path()}) cannot import {m.group(1).split('.')[0]}: "
+            f"install it in that Python on every node, or {point} that has it")
     return None
 
 
