@@ -135,8 +135,13 @@ class TribGroup(LazyGroup):
     script and click's ``CliRunner`` (the tests) run the very same code.
     """
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        """Run trib (always standalone): one stderr line per failure, the exit code of its class."""
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, *,
+             owns_process: bool = False, **extra):
+        """Run trib (always standalone): one stderr line per failure, the exit code of its class.
+
+        ``owns_process``: the console script, whose Spark (if it started one) is its own to stop
+        before the last line; a caller in a process that shares its Spark (a test) keeps it.
+        """
         argv = sys.argv[1:] if args is None else list(args)
         verbose = _verbose(argv)
         try:
@@ -162,6 +167,10 @@ class TribGroup(LazyGroup):
                 _print_traceback()
             from .flags import FLAGS  # the flags where the library names its parameters
 
+            if owns_process and "pyspark" in sys.modules and isinstance(e, Exception):
+                from tributary_read.spark.session import end_before_last_line
+
+                end_before_last_line()  # so that trib's line is the last one
             line, code = exit_line(e, FLAGS)
             if line:
                 click.echo(line, err=True)
@@ -214,7 +223,7 @@ def _verbose(argv: list[str]) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: maps every failure to one stderr line and an exit code."""
-    cli.main(args=argv, prog_name="trib")
+    cli.main(args=argv, prog_name="trib", owns_process=True)
 
 
 def _print_traceback() -> None:

@@ -204,3 +204,35 @@ def quiet_task_failures(spark) -> None:
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
     except Exception:  # noqa: BLE001 - logging only
         pass
+
+
+def end_before_last_line() -> None:
+    """Stop this process's Spark, and its JVM, before trib prints the line a failed run ends with.
+
+    The JVM shares trib's stderr and is stopped only at the process's exit, so
+    its shutdown (an executor's late status update, "dropped due to sparkEnv is
+    stopped") used to print after ``trib: error: …``, and a scheduler that
+    shows the last line showed Spark's noise instead of the cause. Bounded and
+    best effort: a JVM that does not exit within 15 s is left to the exit.
+    A driver under ``spark-submit`` does not own its JVM; only its context is stopped.
+    """
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None:
+        return
+    try:
+        sc.setLogLevel("OFF")
+        sc.stop()
+    except Exception:  # noqa: BLE001 - a failing run is ending anyway
+        pass
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if under_spark_submit() or proc is None or proc.stdin is None:
+        return
+    try:
+        proc.stdin.close()  # the gateway exits when its stdin closes
+        proc.wait(timeout=15)
+    except Exception:  # noqa: BLE001 - left to the process's exit
+        pass

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tributary_read.errors import BadRecordError, InvalidInputError
+from tributary_read.faults import crash_point
 from tributary_read.io.formats import file_suffix
 from tributary_read.io.sinks import GatheredSlice, LineSink, ParquetSink, open_sink, shared_encoder
 from tributary_read.table.layout import PartitionCache, PartitionDir
@@ -352,6 +353,7 @@ class TableWriter:
         # whatever interrupts us (an error, a signal) must never delete its files.
         # If it never lands they are orphans, which `trib clean` removes later.
         self._closed = []
+        crash_point("writer.before_commit")  # every file of the batch written and closed, no commit attempted
         commit = self.table.log.commit(files, transaction, base_version=base_version,
                                        protocol=self.protocol, writer=self.writer_id, claims=claims)
         if self.protocol is Protocol.RENAME:
