@@ -99,14 +99,22 @@ def echo_capped(lines: list[str], cap: int = 10) -> None:
         click.echo(f"... and {len(lines) - cap} more (use --json for all)")
 
 
-def key_values(items, flag: str, key: str = "KEY") -> dict[str, str]:
-    """``KEY=VALUE`` options (``--var``, ``--conf``) as a dict; a malformed one is bad input naming its flag."""
+def key_values(items, flag: str, key: str = "KEY", *, settings: bool = False) -> dict[str, str]:
+    """``KEY=VALUE`` options (``--var``, ``--conf``) as a dict; a malformed one is bad input naming its flag.
+
+    ``settings``: the keys are client settings (Spark conf), so one that holds a secret is
+    refused: argv shows in ``ps``, shell history and scheduler logs.
+    """
     from tributary_read.errors import InvalidInputError
+    from tributary_read.secret import is_secret
 
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise InvalidInputError(f"bad {flag} {item!r}: use {flag} {key}=VALUE")
+        if settings and is_secret(name):
+            raise InvalidInputError(f"{flag} {name.strip()} holds a secret: put it in spark-defaults.conf "
+                                    "($SPARK_CONF_DIR) or hive-site.xml, not on a command line")
         out[name.strip()] = value
     return out

@@ -19,7 +19,7 @@ def doctor(state: TribState, master, conf, as_json) -> None:
     from tributary_read.spark.doctor import check
     from tributary_read.spark.session import sql_session
 
-    settings = key_values(conf, "--conf")
+    settings = key_values(conf, "--conf", settings=True)
     settings.setdefault("spark.ui.enabled", "false")
     if not state.quiet:
         click.echo("trib: starting Spark and one task per executor core...", err=True)

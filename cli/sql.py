@@ -53,7 +53,7 @@ def sql(state: TribState, script, schedule_time, period, lag, window_form, windo
 
     catalog = MetastoreURI.parse(metastore or "spark")
     catalog.catalog_conf()  # HiveServer2 is refused before Spark starts
-    spark_conf = key_values(conf, "--conf")
+    spark_conf = key_values(conf, "--conf", settings=True)
     if not state.quiet:
         n = len(statements)
         click.echo(f"trib: starting Spark for {n} statement{'s' if n != 1 else ''}...", err=True)

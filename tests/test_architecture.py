@@ -405,7 +405,7 @@ def test_schedule_windows_are_computed_only_by_schedule():
 #: sibling package of its own layer. Function-level imports count (they run as surely, only later).
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"choice", "faults", "timespec", "lazy", "sql", "exits"},  # leaves; sql/: data
+    {"choice", "faults", "timespec", "lazy", "sql", "exits", "secret"},  # leaves; sql/: data
     {"io"},
     {"table"},
     {"write", "read"},
@@ -692,6 +692,24 @@ def test_the_exit_mapping_has_one_owner():
     found = [f"{_where(name, node)}: {ast.unparse(node)}" for name, tree in TREES.items() if name != EXITS
              for node in _exit_mapping(tree)]
     assert not found, f"failures mapped to exit codes outside {EXITS} (use exit_line):\n" + "\n".join(found)
+
+
+def test_which_settings_are_secrets_has_one_owner():
+    """Kafka options, Spark ``--conf`` and metastore URIs refuse the same names: tributary_read.secret."""
+    owner = "tributary_read.secret"
+    word = r"(?:password|secret|token|credential|keystore)"
+
+    def names_secrets(node) -> bool:  # a regex alternation of them, or a tuple/list/set of them
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return bool(re.search(word + r"\w*\|\w*" + word, node.value, re.I))
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return sum(isinstance(e, ast.Constant) and isinstance(e.value, str) and len(e.value) < 24
+                       and bool(re.search(word, e.value, re.I)) for e in node.elts) >= 2
+        return False
+
+    found = [f"{_where(name, node)}: {ast.unparse(node)[:120]}" for name, tree in TREES.items() if name != owner
+             for node in ast.walk(tree) if names_secrets(node)]
+    assert not found, f"a list of secret setting names outside {owner} (use is_secret):\n" + "\n".join(found)
 
 
 _THRIFT_PARTS = ("TSocket", "TBufferedTransport", "TSaslClientTransport", "get_installed_sasl")

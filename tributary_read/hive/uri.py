@@ -11,13 +11,13 @@ is echoed in messages and recorded in job reports. The password comes from ``$TR
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 from urllib.parse import parse_qsl, urlsplit
 
 from tributary_read.errors import InvalidInputError
+from tributary_read.secret import is_secret
 
 PASSWORD_ENV = "TRIB_HS2_PASSWORD"
 #: What ``?timeout=`` is when not given: the bound of the connect and of every call. A metastore that
@@ -56,8 +56,6 @@ KINDS: dict[MetastoreKind, _KindFacts] = {
 SCHEMES: dict[str, MetastoreKind] = {"hs2": MetastoreKind.HS2, "hive2": MetastoreKind.HS2,
                                      "thrift": MetastoreKind.THRIFT, "spark": MetastoreKind.SPARK}
 _UNKNOWN = "use hs2://HOST:PORT, thrift://HOST:PORT or spark"
-#: Conf keys whose values are secrets (``javax.jdo.option.ConnectionPassword``, ``fs.s3a.secret.key``).
-_SECRET = re.compile(r"password|secret|credential|token", re.I)
 
 
 @dataclass(frozen=True)
@@ -95,7 +93,7 @@ class MetastoreURI:
             for k in params:
                 if not k.startswith("conf.") or len(k) == 5:
                     raise InvalidInputError(f"unknown option {k!r} in {text!r} (spark takes conf.KEY=VALUE)")
-                if _SECRET.search(k):
+                if is_secret(k):
                     raise InvalidInputError(f"put {k[5:]} in spark-defaults.conf or hive-site.xml, not in the "
                                             "metastore URI (a URI shows in process lists, messages and reports)")
             return cls(kind, text, params=MappingProxyType(params))

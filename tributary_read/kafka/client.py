@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping
 
 from tributary_read.errors import InvalidInputError, StorageError, missing_extra
 from tributary_read.kafka.offsets import TopicPartition
+from tributary_read.secret import is_secret
 
 #: The settings exactly-once depends on: refused if a user sets them otherwise.
 FIXED = {"enable.auto.commit": "false", "enable.auto.offset.store": "false", "auto.offset.reset": "error",
@@ -42,11 +43,6 @@ def kafka():
     return confluent_kafka
 
 
-#: Setting names that hold a secret: never taken from a command line (argv is visible to every
-#: user of the machine, and lands in shell history and scheduler logs).
-SECRET = ("password", "secret", "key.pem", "keystore", "token")
-
-
 def parse_options(pairs: Iterable[str]) -> dict[str, str]:
     """``key=value`` settings given on the command line; secrets are refused (trib.toml's [kafka] takes them)."""
     out = {}
@@ -55,7 +51,7 @@ def parse_options(pairs: Iterable[str]) -> dict[str, str]:
         if not sep or not key.strip():
             raise InvalidInputError(f"bad Kafka client setting {pair!r}: give key=value",
                                     kafka_option="Kafka client setting")
-        if any(w in key.lower() for w in SECRET):
+        if is_secret(key):
             raise InvalidInputError(f"Kafka client setting {key.strip()} holds a secret: put it in the [kafka] "
                                     "table of trib.toml, not on a command line", kafka_option="Kafka client setting")
         out[key.strip()] = value

@@ -1,0 +1,23 @@
+"""Which setting names hold a secret: the one rule every front end applies.
+
+A command line is the wrong place for a secret: argv is visible to every user
+of the machine (``ps``), and lands in shell history and scheduler logs. So is
+a URI, which trib prints in messages and reports. Kafka client settings, Spark
+conf given as ``--conf`` or inside a ``spark?conf.…`` metastore URI all ask
+this module, so a name refused by one is refused by all.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Substrings of a setting's name that mark its value as a secret: passwords
+#: (``sasl.password``, ``javax.jdo.option.ConnectionPassword``), keys and stores
+#: (``fs.s3a.secret.key``, ``ssl.key.pem``, ``ssl.keystore.password``), tokens and
+#: credentials (``fs.s3a.session.token``), and JAAS lines that embed a password.
+_SECRET = re.compile(r"password|passwd|secret|credential|token|key\.pem|keystore|jaas", re.I)
+
+
+def is_secret(name: str) -> bool:
+    """True if a setting called ``name`` holds a secret, so it must not come from argv or a URI."""
+    return bool(_SECRET.search(name))
