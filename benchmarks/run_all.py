@@ -39,9 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spark-listing-args", default="", help="extra arguments for bench_spark_listing.py (quoted)")
     ap.add_argument("--readers-args", default="", help="extra arguments for bench_readers.py (quoted)")
     ap.add_argument("--kafka-args", default="", help="extra arguments for bench_kafka.py (quoted)")
+    ap.add_argument("--report-args", default="", help="extra arguments for bench_report.py (quoted)")
     ap.add_argument("--skip", default="",
                     help="comma list of writer,commit,listing,cli,hive,etl-hive,spark-read,etl,spark-listing,"
-                         "window-query,readers,ledger,untracked,hourly,kafka to skip")
+                         "window-query,readers,ledger,untracked,hourly,kafka,report to skip")
     ap.add_argument("--output", default=str(HERE / "results.md"), help="summary file (default benchmarks/results.md)")
     args = ap.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                                ("ledger", "bench_ledger.py", ""),
                                ("untracked", "bench_untracked.py", ""),
                                ("hourly", "bench_hourly.py", ""),
-                               ("kafka", "bench_kafka.py", args.kafka_args)):
+                               ("kafka", "bench_kafka.py", args.kafka_args),
+                               ("report", "bench_report.py", args.report_args)):
         if name not in skip:
             jobs.append((name, script, quick + shlex.split(more)))
     for name, script, extra in jobs:
