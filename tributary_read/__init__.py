@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "IngestResult": "write.ingest", "TimeSpec": "write.ingest", "ingest": "write.ingest", "recover": "write.ingest",
     "Layout": "table.layout", "PartitionDir": "table.layout",
-    "ManifestLog": "table.log", "TableState": "table.log",
+    "ManifestLog": "table.log", "TableState": "table.state",
     "clean": "table.maintenance", "verify": "table.maintenance",
     "Commit": "table.manifest", "FileEntry": "table.manifest", "Transaction": "table.manifest",
     "FileSet": "read.fileset", "ResolvedFile": "read.fileset", "LateFile": "read.fileset",
@@ -49,7 +49,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from tributary_read.write.ingest import IngestResult, TimeSpec, ingest, recover
     from tributary_read.table.layout import Layout, PartitionDir
     from tributary_read.read.partition_filter import PartitionFilter
-    from tributary_read.table.log import ManifestLog, TableState
+    from tributary_read.table.log import ManifestLog
+    from tributary_read.table.state import TableState
     from tributary_read.table.maintenance import clean, verify
     from tributary_read.table.manifest import Commit, FileEntry, Transaction
     from tributary_read.read.fileset import Conflict, FileSet, LateFile, ReadMode, ResolvedFile

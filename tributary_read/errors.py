@@ -162,6 +162,13 @@ class LogRetentionError(InvalidInputError):
     """
 
 
+class CompactedAwayError(LogRetentionError):
+    """Files a read needs were compacted and their originals cleaned: the range covers only part of a
+    compacted file's sources. Read a range that covers all of them (the message names the compaction),
+    or keep replaced files longer (the table's ``compact.retention``). Exit 3.
+    """
+
+
 class ManifestCorruptError(TributaryError):
     """A committed log file cannot be read: repair by hand, never overwrite."""
 

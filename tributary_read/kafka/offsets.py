@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.table.log import AppState
+from tributary_read.table.state import AppState
 from tributary_read.table.manifest import EVENT_WATERMARK, Transaction
 
 PREFIX = "kafka:"

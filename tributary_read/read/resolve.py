@@ -26,6 +26,7 @@ from tributary_read.table.layout import Layout, default_partition
 from tributary_read.read.listing import DirectoryLister, Progress, Skipped, gc_paused, scan
 from tributary_read.read.partition_filter import PartitionFilter
 from tributary_read.read.visibility import is_visible
+from tributary_read.read.changes import range_entries
 from tributary_read.table.manifest import KIND_DATA, Commit
 from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Table, Tracking
@@ -210,57 +211,6 @@ def _entry_files(commits_or_entries, pfilter: PartitionFilter | None, table: Tab
     return out
 
 
-def _range_entries(log, commits, complete: bool, pfilter: PartitionFilter | None):
-    """(entry, version) pairs the commits add, less the files an expire commit removed.
-
-    Removals inside the range are applied in order. When the range stops short
-    of the latest version (``complete`` is False), a later expire commit may
-    have removed files too, so the latest state decides: a removed file's bytes
-    are deleted after a grace period, and a reader must never be handed a path
-    that is about to vanish or has. The removed files are reported as skipped.
-    """
-    added: dict[str, tuple] = {}
-    removed_at: dict[str, int | None] = {}
-    end = 0
-    for c in commits:
-        end = c.version
-        for e in c.files:
-            added[e.path] = (e, c.version)
-            removed_at.pop(e.path, None)
-        for e in c.removed:
-            if e.path in added:
-                removed_at[e.path] = c.version
-    if not complete and len(removed_at) < len(added):
-        removed_at.update(_removed_later(log, end, added, removed_at))
-    entries = [x for p, x in added.items() if p not in removed_at]
-    skipped = tuple(
-        Skipped(p, "removed by trib expire" + (f" at version {v}" if v else " (a later version)"), added[p][0].size)
-        for p, v in sorted(removed_at.items())
-        if added[p][0].kind == KIND_DATA and (pfilter is None or pfilter.matches(added[p][0].partition)))
-    return entries, skipped
-
-
-def _removed_later(log, end: int, added: Mapping[str, tuple], removed_at: Mapping) -> dict[str, int | None]:
-    """Files of ``added`` that commits after version ``end`` removed (path -> version, None if unknown).
-
-    Reads whichever is cheaper: the few commits after ``end`` (the newest hour
-    of a long log has almost none), or the latest state (a checkpoint plus its
-    tail) once more than a checkpoint interval of commits follow.
-    """
-    latest = log.latest_version(start=end) if end else log.latest_version()
-    if latest - end <= log.checkpoint_interval:
-        later: dict[str, int | None] = {}
-        for c in log.commits(end, latest):
-            for e in c.files:
-                later.pop(e.path, None)  # added again after its removal: live
-            for e in c.removed:
-                if e.path in added and e.path not in removed_at:
-                    later[e.path] = c.version
-        return later
-    live = log.state().files
-    return {p: None for p in added if p not in live and p not in removed_at}
-
-
 def manifest_files(table: Table, since_version: int = 0, until_version: int | None = None,
                    partitions: PartitionFilter | None = None) -> FileSet:
     """Files of commits with ``since_version < version <= until_version``.
@@ -283,7 +233,8 @@ def manifest_files(table: Table, since_version: int = 0, until_version: int | No
         until = state.version
         entries = [(e, None) for e in state.files.values()]
     else:
-        entries, skipped = _range_entries(log, log.commits(since_version, until), until >= latest, partitions)
+        entries, skipped = range_entries(log, log.commits(since_version, until), until >= latest, partitions,
+                                         table.storage)
     plan: dict[str, Any] = {"since_version": since_version, "until_version": until}
     if partitions is not None:
         plan["partitions"] = str(partitions)
@@ -339,7 +290,7 @@ def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilte
             yield c
 
     # Expire commits outside the window count too: the latest state decides.
-    entries, skipped = _range_entries(log, in_window(), False, partitions)
+    entries, skipped = range_entries(log, in_window(), False, partitions, table.storage)
     plan: dict[str, Any] = {"window": window.to_json(),
                             "versions": [versions[0], versions[-1]] if versions else None,
                             "commits": len(versions)}

@@ -12,15 +12,15 @@ import json
 import random
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Sequence, Union
+from typing import Callable, Iterator, Sequence, Union
 
-from tributary_read.errors import AlreadyCommittedError, CommitConflictError, CommitStateUnknownError, FencedError, LogRetentionError, ManifestCorruptError, StorageError
+from tributary_read.errors import AlreadyCommittedError, CommitConflictError, CommitStateUnknownError, FencedError, LogRetentionError, ManifestCorruptError, StorageError, VerificationError
 from tributary_read.faults import wall_ms
-from tributary_read.table.docstore import DocumentSeries, DocumentStore, header
+from tributary_read.table.docstore import DocumentSeries, DocumentStore
 from tributary_read.table.manifest import (
-    MAX_TIMESTAMP_MS, OP_APPEND, OP_EXPIRE, Commit, FileEntry, Transaction, load_document,
+    MAX_TIMESTAMP_MS, OP_APPEND, OP_EXPIRE, OP_REPLACE, Commit, FileEntry, Transaction, check_replace,
 )
+from tributary_read.table.state import AppState, TableState, same_transaction
 from tributary_read.io.storage import Storage
 
 META_DIR = "_tributary"
@@ -36,10 +36,6 @@ COMMIT_TIMEOUT_S = 600.0
 #: Default ``log_retention`` (Delta's logRetentionDuration): commit files older
 #: than this and older than the newest checkpoint may be removed by ``trib clean``.
 DEFAULT_LOG_RETENTION_MS = 30 * 86_400_000
-#: How long the state (and so every checkpoint) remembers a removed file, counted
-#: in commit time. Removed files are deleted only while remembered, so a deletion
-#: grace must be shorter; afterwards a leftover is an ordinary orphan.
-REMOVAL_MEMORY_MS = 30 * 86_400_000
 
 
 def commit_path(version: int) -> str:
@@ -116,138 +112,27 @@ def _check_other_app(transaction: Transaction | None, c: Commit, claims: frozens
         )
 
 
+def _check_replace(added: tuple[FileEntry, ...], files: tuple[FileEntry, ...], state: TableState) -> None:
+    """A replace keeps every record (else VerificationError), and lands only on a state that still
+    holds every file it replaces, as it read them (else a conflict)."""
+    try:
+        check_replace(added, files)
+    except ValueError as e:
+        raise VerificationError(f"compaction refused, nothing committed: {e}") from None
+    for f in files:
+        live = state.files.get(f.path)
+        if live is not None and (live.size, live.records) == (f.size, f.records):
+            continue
+        gone = state.removed.get(f.path)
+        how = ("another compaction replaced it" if gone is not None and gone.by else
+               "trib expire removed it" if gone is not None else "it is not in the table")
+        at = f" at version {gone.version}" if gone is not None else ""
+        raise CommitConflictError(f"cannot replace {f.path}: {how}{at} (as of version {state.version}); "
+                                  "nothing was committed, run the compaction again")
+
+
 def _first_line(e: BaseException) -> str:
     return (str(e).splitlines() or [type(e).__name__])[0]
-
-
-@dataclass(frozen=True)
-class AppState:
-    """The last committed transaction of one app id.
-
-    ``high`` maps each offset key to the greatest offset any commit of the app
-    ever carried, or is None when unknown (a checkpoint written before trib
-    kept it). It survives log retention in the checkpoints, so a transaction
-    beyond it is known to be new without the removed commits
-    (:meth:`ManifestLog.find_transaction`); the last transaction alone cannot
-    say that once runs are not in offset order (an ETL backfill of an older hour).
-    """
-
-    version: int
-    transaction: Transaction
-    high: Mapping[str, int] | None = field(default=None, hash=False)
-
-    def to_json(self) -> dict:
-        d = {"version": self.version, "transaction": self.transaction.to_json()}
-        if self.high is not None:
-            d["high"] = dict(self.high)
-        return d
-
-    @classmethod
-    def from_json(cls, d: Mapping) -> AppState:
-        high = d.get("high")
-        if high is not None and not (isinstance(high, dict) and all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in high.items())):
-            raise ValueError("apps.high must map strings to integers")
-        return cls(int(d["version"]), Transaction.from_json(d["transaction"]), high)
-
-    def after(self, version: int, t: Transaction) -> AppState:
-        """The app's state once commit ``version`` carrying ``t`` is applied."""
-        high = None
-        if self.high is not None:
-            high = dict(self.high)
-            for k, v in t.offsets.items():
-                if k not in high or v > high[k]:
-                    high[k] = v
-        return AppState(version, t, high)
-
-
-def same_transaction(a: Transaction, b: Transaction) -> bool:
-    """Transaction identity: the same app and the same offsets (``meta`` is not part of it)."""
-    return a.app_id == b.app_id and dict(a.offsets) == dict(b.offsets)
-
-
-@dataclass(frozen=True)
-class Removal:
-    """A file an expire commit took out of the state, remembered until it may be deleted."""
-
-    version: int
-    timestamp_ms: int
-    entry: FileEntry
-
-    def to_json(self) -> dict:
-        return {"version": self.version, "timestamp_ms": self.timestamp_ms, "file": self.entry.to_json()}
-
-
-@dataclass(frozen=True)
-class TableState:
-    """All committed files and the last transaction per app, as of ``version``.
-
-    ``removed`` holds the files expire commits removed, for :data:`REMOVAL_MEMORY_MS`
-    of commit time: they are no longer part of the table, but their bytes may
-    still be on storage (deleted only after a grace period), so ``verify`` and
-    ``clean`` must not call them orphans. Forgetting by commit time keeps every
-    way of computing a state (checkpoint + tail, or all commits) identical.
-    """
-
-    version: int
-    files: Mapping[str, FileEntry] = field(default_factory=dict, hash=False)
-    apps: Mapping[str, AppState] = field(default_factory=dict, hash=False)
-    removed: Mapping[str, Removal] = field(default_factory=dict, hash=False)
-
-    def apply(self, c: Commit) -> TableState:
-        return self.apply_all((c,))
-
-    def apply_all(self, commits) -> TableState:
-        """The state after ``commits`` (in version order), copying the maps once.
-
-        Applying commits one state at a time copied every file entry per commit,
-        quadratic in a long tail: 880 commits over 100k files took 1.6 s.
-        """
-        files = dict(self.files)
-        apps = dict(self.apps)
-        removed = dict(self.removed)
-        version = self.version
-        for c in commits:
-            if removed:
-                horizon = c.timestamp_ms - REMOVAL_MEMORY_MS
-                removed = {p: r for p, r in removed.items() if r.timestamp_ms >= horizon}
-            for f in c.files:
-                files[f.path] = f
-                removed.pop(f.path, None)
-            for f in c.removed:
-                gone = files.pop(f.path, None)
-                if gone is not None:
-                    removed[f.path] = Removal(c.version, c.timestamp_ms, gone)
-            if c.transaction is not None:
-                prev = apps.get(c.transaction.app_id)
-                apps[c.transaction.app_id] = (prev.after(c.version, c.transaction) if prev is not None else
-                                              AppState(c.version, c.transaction, dict(c.transaction.offsets)))
-            version = c.version
-        return TableState(version, files, apps, removed)
-
-    def to_json(self) -> dict:
-        return {
-            **header("checkpoint"),
-            "version": self.version,
-            "files": [f.to_json() for f in self.files.values()],
-            "apps": {a: s.to_json() for a, s in self.apps.items()},
-            # Optional within version 1: a reader that ignores it still gets the right files.
-            **({"removed": [r.to_json() for r in self.removed.values()]} if self.removed else {}),
-        }
-
-    @classmethod
-    def from_json(cls, data: bytes, where: str) -> TableState:
-        d = load_document(data, where)
-        try:
-            files = {f.path: f for f in (FileEntry.from_json(x) for x in d["files"])}
-            apps = {a: AppState.from_json(s) for a, s in d["apps"].items()}
-            removed = {}
-            for r in d.get("removed", []):
-                e = FileEntry.from_json(r["file"])
-                removed[e.path] = Removal(int(r["version"]), int(r["timestamp_ms"]), e)
-            return cls(int(d["version"]), files, apps, removed)
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ManifestCorruptError(f"corrupt checkpoint {where}: {e}") from None
 
 
 class ManifestLog:
@@ -466,6 +351,7 @@ class ManifestLog:
         timeout_s: float = COMMIT_TIMEOUT_S,
         removed: Removals = (),
         claims: frozenset[str] | None = None,
+        replace: bool = False,
     ) -> Commit:
         """Append one commit, retrying on lost races.
 
@@ -491,6 +377,11 @@ class ManifestLog:
 
         ``claims``: the offset keys this writer owns (see :func:`_check_other_app`); commits of the
         same app on other keys are then skipped over like other apps' (several Kafka workers).
+
+        ``replace``: ``files`` are compacted copies of ``removed`` (``trib compact``). Under each
+        slot tried, every file it removes must still be in the state: one that another
+        compaction replaced or ``trib expire`` removed meanwhile makes this a conflict, so
+        two compactions never both land and an expired partition is never resurrected.
         """
         base = self.latest_version() if base_version is None else base_version
         commit_id = new_commit_id(writer)
@@ -498,6 +389,8 @@ class ManifestLog:
         v, losses = base + 1, 0
         while True:
             gone = tuple(removed(self.state(v - 1)) if callable(removed) else removed)
+            if replace:
+                _check_replace(tuple(files), gone, self.state(v - 1))
             # Against the commit this slot follows, read afresh on every try: a lost race moves the slot.
             stamp, since = commit_time(v, self._previous(v), wall_ms())
             commit = Commit(
@@ -506,7 +399,7 @@ class ManifestLog:
                 monotonic_since=since,
                 files=tuple(files),
                 transaction=transaction,
-                operation=OP_EXPIRE if gone or callable(removed) else OP_APPEND,
+                operation=OP_REPLACE if replace else OP_EXPIRE if gone or callable(removed) else OP_APPEND,
                 protocol=protocol,
                 writer=writer,
                 commit_id=commit_id,

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 
 from tributary_read.errors import ManifestCorruptError, StorageError
 from tributary_read.io.storage import STAGED_NAME
-from tributary_read.table.log import (
-    CHECKPOINTS, COMMITS, LOG_DIR, ManifestLog, TableState, checkpoint_path, commit_path,
-)
+from tributary_read.table.log import CHECKPOINTS, COMMITS, LOG_DIR, ManifestLog, checkpoint_path, commit_path
+from tributary_read.table.state import TableState
 from tributary_read.table.manifest import Commit
 
 

@@ -16,8 +16,12 @@ from tributary_read.io.storage import safe_relpath
 
 FORMAT = "tributary-manifest"
 FORMAT_VERSION = 1
-#: Versions this build can read. Writers always write FORMAT_VERSION.
-READABLE_VERSIONS = frozenset({1})
+#: The version of a replace commit, and of a checkpoint whose state holds compacted files.
+#: A trib from before compaction reads only version 1, so it refuses such a table
+#: ("upgrade trib") instead of reading the originals and their compacted copy both.
+REPLACE_FORMAT_VERSION = 2
+#: Versions this build can read. Writers write FORMAT_VERSION, or REPLACE_FORMAT_VERSION where it applies.
+READABLE_VERSIONS = frozenset({1, 2})
 
 KIND_DATA = "data"
 #: 9999-12-31T23:59:59.999Z, the last instant Python's datetime can show.
@@ -31,7 +35,42 @@ OP_APPEND = "append"
 #: that does not know an operation refuses the commit, so an older trib fails
 #: loudly on an expired table instead of returning removed files.
 OP_EXPIRE = "expire"
-OPERATIONS = (OP_APPEND, OP_EXPIRE)
+#: Rewrites files without changing data (``trib compact``): adds compacted files, removes the
+#: files they replace, records in = records out per partition. Readers of new data skip it:
+#: its records were delivered when their original files were committed.
+OP_REPLACE = "replace"
+OPERATIONS = (OP_APPEND, OP_EXPIRE, OP_REPLACE)
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """An originally committed file whose records a compacted file now holds.
+
+    Flattened: a compacted file compacted again names the originals, not the
+    intermediate file, so a reader maps any original to its current holder in
+    one step. ``version`` is the commit that added the original (when its
+    records became new data); ``mtime_ms`` its mtime when it was rewritten, which
+    mtime readers go by (docs/compaction.md).
+    """
+
+    path: str
+    version: int
+    records: int
+    mtime_ms: int | None = None
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"path": self.path, "version": self.version, "records": self.records}
+        if self.mtime_ms is not None:
+            d["mtime_ms"] = self.mtime_ms
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> SourceFile:
+        version, records, mtime = d["version"], d["records"], d.get("mtime_ms")
+        if not _is_count(version) or version < 1 or not _is_count(records) \
+                or not (mtime is None or _is_count(mtime)):
+            raise ValueError("sources need a version >= 1 and non-negative records and mtime_ms")
+        return cls(safe_relpath(d["path"]), version, records, mtime)
 
 
 @dataclass(frozen=True)
@@ -48,6 +87,8 @@ class FileEntry:
     partition: Mapping[str, str] = field(default_factory=dict, hash=False)
     staged: str | None = None
     kind: str = KIND_DATA
+    #: A compacted file only: the original files whose records it holds (see :class:`SourceFile`).
+    sources: tuple[SourceFile, ...] = field(default=(), hash=False)
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"path": self.path, "size": self.size, "records": self.records,
@@ -56,6 +97,8 @@ class FileEntry:
             d["staged"] = self.staged
         if self.kind != KIND_DATA:
             d["kind"] = self.kind
+        if self.sources:
+            d["sources"] = [s.to_json() for s in self.sources]
         return d
 
     @classmethod
@@ -72,6 +115,10 @@ class FileEntry:
         kind = d.get("kind", KIND_DATA)
         if kind not in (KIND_DATA, KIND_DEAD_LETTER):
             raise ValueError(f"unknown file kind {kind!r}")
+        sources = tuple(SourceFile.from_json(x) for x in _objects(d.get("sources", []), "sources"))
+        if sources and sum(x.records for x in sources) != records:
+            raise ValueError(f"compacted file {d['path']!r} holds {records} records, its sources "
+                             f"{sum(x.records for x in sources)}")
         return cls(
             path=safe_relpath(d["path"]),
             size=size,
@@ -79,6 +126,7 @@ class FileEntry:
             partition=part,
             staged=safe_relpath(staged) if staged is not None else None,
             kind=kind,
+            sources=sources,
         )
 
 #: The key of a commit's transaction meta that carries its writer's event-time watermark (epoch ms):
@@ -134,7 +182,7 @@ class Commit:
     #: Unique per commit attempt (writer id + nonce). A committer whose reply was
     #: lost reads the slot back and recognises its own commit by this id.
     commit_id: str | None = None
-    #: ``expire`` only: the files this commit removes from the state.
+    #: ``expire`` and ``replace``: the files this commit removes from the state.
     removed: tuple[FileEntry, ...] = ()
     #: Commit times strictly rise over versions ``monotonic_since .. version``:
     #: the writer stamped this commit after the previous one and inherited its
@@ -146,10 +194,20 @@ class Commit:
     def records(self) -> int:
         return sum(f.records for f in self.files)
 
+    @property
+    def replaces(self) -> tuple[int, ...]:
+        """``replace`` only: the versions whose files it replaced (their records' commits)."""
+        return tuple(sorted({s.version for f in self.files for s in f.sources}))
+
+    @property
+    def new_data(self) -> tuple[FileEntry, ...]:
+        """The files whose records are new in this commit: none for a replace (they were delivered before)."""
+        return () if self.operation == OP_REPLACE else self.files
+
     def to_json(self) -> dict:
         d: dict[str, Any] = {
             "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            "format_version": REPLACE_FORMAT_VERSION if self.operation == OP_REPLACE else FORMAT_VERSION,
             "version": self.version,
             "timestamp_ms": self.timestamp_ms,
             "operation": self.operation,
@@ -162,8 +220,10 @@ class Commit:
             d["writer"] = self.writer
         if self.commit_id:
             d["commit_id"] = self.commit_id
-        if self.operation == OP_EXPIRE:
+        if self.operation in (OP_EXPIRE, OP_REPLACE):
             d["removed"] = [f.to_json() for f in self.removed]
+        if self.operation == OP_REPLACE:
+            d["replaces"] = list(self.replaces)
         if self.monotonic_since is not None:
             d["monotonic_since"] = self.monotonic_since
         return d
@@ -206,6 +266,12 @@ class Commit:
                 raise ValueError("an expire commit adds no files and carries no transaction")
             if commit.operation == OP_APPEND and "removed" in d:
                 raise ValueError("an append commit removes no files")
+            if commit.operation == OP_REPLACE:
+                check_replace(commit.files, commit.removed)
+                if commit.transaction is not None:
+                    raise ValueError("a replace commit carries no transaction")
+            elif any(f.sources for f in commit.files):
+                raise ValueError("only a replace commit adds compacted files")
         except (KeyError, TypeError, ValueError, InvalidInputError) as e:
             raise ManifestCorruptError(f"corrupt commit {where}: {_reason(e)}") from None
         if expect_version is not None and commit.version != expect_version:
@@ -213,6 +279,33 @@ class Commit:
                 f"corrupt commit {where}: says version {commit.version}, file name says {expect_version}"
             )
         return commit
+
+
+def check_replace(added: tuple[FileEntry, ...], removed: tuple[FileEntry, ...]) -> None:
+    """A replace changes no data: per partition, the records it adds equal those it removes,
+    and every compacted file names the originals it holds. ValueError otherwise.
+
+    Checked by the compactor before it commits and by every reader of the commit, so a
+    replace that would lose or double records can neither land nor be read.
+    """
+    if not added or not removed:
+        raise ValueError("a replace commit adds and removes files")
+    if any(not f.sources for f in added):
+        raise ValueError("every file a replace commit adds names its sources")
+    count: dict[tuple, list[int]] = {}
+    for sign, files in ((0, added), (1, removed)):
+        for f in files:
+            count.setdefault(tuple(sorted(f.partition.items())), [0, 0])[sign] += f.records
+    for part, (out, into) in count.items():
+        if out != into:
+            where = "/".join(f"{k}={v}" for k, v in part) or "the table"
+            raise ValueError(f"a replace commit must keep the records of {where}: it adds {out}, removes {into}")
+    originals = [s.path for f in added for s in f.sources]
+    if len(originals) != len(set(originals)):
+        raise ValueError("a replace commit names an original file twice")
+    held = {s.path for f in removed for s in f.sources} | {f.path for f in removed if not f.sources}
+    if held != set(originals):
+        raise ValueError("the files a replace commit adds must name exactly the originals of those it removes")
 
 
 def load_document(data: bytes, where: str) -> dict:

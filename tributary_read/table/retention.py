@@ -25,10 +25,8 @@ import time
 from dataclasses import dataclass
 
 from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError, ManifestCorruptError
-from tributary_read.table.log import (
-    CHECKPOINTS, COMMITS, LAST_CHECKPOINT, LOG_DIR, META_DIR, REMOVAL_MEMORY_MS, TableState, checkpoint_path,
-    commit_path,
-)
+from tributary_read.table.log import CHECKPOINTS, COMMITS, LAST_CHECKPOINT, LOG_DIR, META_DIR, checkpoint_path, commit_path
+from tributary_read.table.state import REMOVAL_MEMORY_MS, TableState
 from tributary_read.table.manifest import KIND_DATA, FileEntry
 from tributary_read.io.storage import FileInfo, Storage
 from tributary_read.table.config import Table

@@ -23,7 +23,7 @@ from tributary_read.choice import Choice
 from tributary_read.errors import (
     BadRecordError, InvalidInputError, SchemaConflictError, TimeOutOfRangeError, TimeUnitError,
 )
-from tributary_read.table.log import AppState
+from tributary_read.table.state import AppState
 from tributary_read.table.manifest import Transaction
 from tributary_read.write.sources import SourceOffsets
 from tributary_read.table.config import RollPolicy, Table
