@@ -128,7 +128,9 @@ def clean(state: TribState, root, older_than, dry_run, log_retention, as_json) -
     t = state.table(root)
     checked = require_consistent(t, "clean")  # one walk for the three kinds of deletion
     victims = run_clean(t, older_than, dry_run, checked=checked)
-    expired = delete_removed(t, older_than, dry_run=dry_run, checked=checked)
+    from tributary_read.read.consumer import pending_files
+
+    expired = delete_removed(t, older_than, dry_run=dry_run, checked=checked, pending=pending_files(t))
     trimmed = clean_log(t, log_retention, dry_run=dry_run, checked=checked)
     verb = "would delete" if dry_run else "deleted"
     data = {"dry_run": dry_run, "deleted": [{"path": v.path, "size": v.size} for v in victims],

@@ -216,3 +216,33 @@ def test_consecutive_reads_deliver_every_record_once_across_compaction_and_expir
         a = rng.randint(0, latest)
         b = rng.randint(a, latest)
         assert w.read(a, b) == w.added_between(a, b, expired), (a, b)
+
+
+def test_clean_keeps_replaced_originals_for_the_retention_and_while_a_pending_plan_names_them(
+        tmp_path, monkeypatch):
+    from tributary_read.table import retention
+
+    w = World(tmp_path / "t")
+    for n in (2, 3, 4):
+        w.append("2020062402", n)
+    root = str(w.t.uri)
+    plan = invoke_trib("files", root, "--consumer", "c", "--json", check=True)  # handed out, not acked
+    planned = {f["path"] for f in json.loads(plan.stdout)["files"]}
+    for n in (5,):
+        w.append("2020062402", n)
+    originals = list(w.t.log.state().files.values())
+    w.compact(originals)
+    invoke_trib("clean", root, "--older-than", "0s", check=True)
+    assert all(w.t.storage.exists(f.path) for f in originals)  # within the retention: all kept
+    monkeypatch.setattr(retention, "REPLACED_RETENTION_MS", 0)
+    invoke_trib("clean", root, "--older-than", "0s", check=True)
+    assert {f.path for f in originals if w.t.storage.exists(f.path)} == planned  # the pending plan's stay
+    ack = json.loads(plan.stdout)["plan_id"]
+    invoke_trib("consumer", "ack", root, "c", ack, check=True)
+    # Past the retention the consumer, behind the compaction, needs a cleaned original: refused, named.
+    behind = invoke_trib("files", root, "--consumer", "c", "--json")
+    assert behind.returncode == 3 and "was compacted into" in behind.stderr and "trib clean has deleted" in behind.stderr
+    assert w.read(0) == list(range(14))
+    invoke_trib("clean", root, "--older-than", "0s", check=True)
+    assert not any(w.t.storage.exists(f.path) for f in originals)
+    assert invoke_trib("verify", root).returncode == 0

@@ -493,3 +493,27 @@ def list_consumers(source: Source | str, state_dir: str | None = None,
         except (ConsumerStateCorruptError, InvalidInputError) as e:
             out.append({"consumer": name, "location": c.location, "error": str(e)})
     return out
+
+
+def pending_files(source: Source | str, options: Mapping[str, str] | None = None) -> frozenset[str] | None:
+    """The paths the pending plans of the table's consumers name, or None when one cannot be read.
+
+    ``trib clean`` keeps those of them a compaction replaced: the plan was
+    handed out and its reader may still be reading them. A consumer whose state
+    cannot be read might name any file, hence None. Consumers kept in another
+    ``state_dir`` are not seen (docs/compaction.md).
+    """
+    src = Source.of(source, options)
+    out: set[str] = set()
+    for d in src.storage.list_dirs(CONSUMERS_DIR):
+        name = d.path.rsplit("/", 1)[-1]
+        if not _NAME.match(name):
+            continue
+        try:
+            plan = Consumer(src, name, None, options).pending()
+        except (ConsumerStateCorruptError, InvalidInputError):
+            return None
+        if plan is not None:
+            out.update(f.path for f in plan.files)
+    return frozenset(out)
+

@@ -161,13 +161,25 @@ def check_grace(grace_ms: int) -> None:
             "remembers removed files")
 
 
+#: How long ``trib clean`` keeps the originals a compaction replaced (Delta's deletedFileRetentionDuration):
+#: a reader behind the compaction (a consumer, a backfill) reads them for the part of a compaction its
+#: range covers (tributary_read/read/changes.py). Shorter than REMOVAL_MEMORY_MS, the state's memory.
+REPLACED_RETENTION_MS = 7 * 86_400_000
+
+
 def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
-                   now_ms: int | None = None, checked: VerifyReport | None = None) -> list[FileInfo]:
+                   now_ms: int | None = None, checked: VerifyReport | None = None,
+                   pending: frozenset[str] | None = None) -> list[FileInfo]:
     """Delete the files of removals recorded at least ``grace_ms`` ago (both names under rename).
 
     The state is read right here, so a path committed again after its removal
     (it is live again) is never deleted. ``checked``: the report of
     :func:`require_consistent` this run already has (else it is made here).
+
+    Files a compaction replaced still hold data for readers behind it: they go
+    only after :data:`REPLACED_RETENTION_MS` (or the grace, if longer) and
+    when no pending plan names them. ``pending``: the paths consumers' pending
+    plans name; None (not known) keeps every replaced file.
     """
     if grace_ms < 0:
         raise InvalidInputError("grace period must be >= 0")
@@ -181,8 +193,10 @@ def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
     for r in sorted(state.removed.values(), key=lambda r: r.entry.path):
         if r.timestamp_ms > now - grace_ms:
             continue
+        if r.by is not None and (pending is None or r.timestamp_ms > now - REPLACED_RETENTION_MS):
+            continue
         for p in (r.entry.path, r.entry.staged):
-            if p and p not in live:
+            if p and p not in live and not (pending and p in pending):
                 info = storage.info(p)
                 if info is not None and not info.is_dir and not storage.links([p]):
                     victims.append(info)  # a symbolic link is never deleted through
