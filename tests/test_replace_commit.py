@@ -23,6 +23,7 @@ from tributary_read.table.config import Table, TableConfig
 from tributary_read.table.layout import Layout
 from tributary_read.table.log import checkpoint_path, commit_path
 from tributary_read.table.manifest import Commit, FileEntry, SourceFile
+from tributary_read.table.renames import REPLACED_DIR, finish_replace, replaced_path
 
 pytestmark = pytest.mark.unit
 
@@ -37,13 +38,14 @@ class World:
         self.ids: dict[str, list[int]] = {}  # original path -> its record ids
         self.next_id = 0
         self.n = 0
+        self.set_aside = False  # what trib compact does after its commit: the originals leave the directory
 
     def path(self, dt: str, name: str) -> str:
         return f"{dt[:4]}_{dt[4:6]}_{dt[6:8]}/{dt[8:]}/{name}"
 
     def append(self, dt: str, records: int) -> Commit:
         self.n += 1
-        p = self.path(dt, f"part-{self.n:05d}.jsonl")
+        p = self.path(dt, f"part-20200624000000-{self.n:08x}-{self.n:06d}.jsonl")  # named as trib's writer names
         self.ids[p] = list(range(self.next_id, self.next_id + records))
         self.next_id += records
         self.t.storage.write(p, b"x" * records)
@@ -53,13 +55,16 @@ class World:
         """One compacted file for ``inputs`` (one partition), its sources flattened, as trib compact commits."""
         self.n += 1
         dt = inputs[0].partition["dt"]
-        p = self.path(dt, f"part-{self.n:05d}-compacted.jsonl")
+        p = self.path(dt, f"part-20200624000000-{self.n:08x}-{self.n:06d}.jsonl")
         versions = self.versions()
         sources = tuple(s for f in inputs for s in (f.sources or (SourceFile(f.path, versions[f.path], f.records),)))
         records = sum(f.records for f in inputs)
         self.t.storage.write(p, b"y" * records)
         out = FileEntry(p, records, records, {"dt": dt}, sources=sources)
-        return self.t.log.commit([out], removed=inputs, replace=True)
+        c = self.t.log.commit([out], removed=inputs, replace=True)
+        if self.set_aside:
+            finish_replace(self.t, c.files, c.removed)
+        return c
 
     def versions(self) -> dict[str, int]:
         return {f.path: c.version for c in self.t.log.commits() for f in c.new_data}
@@ -68,7 +73,7 @@ class World:
         out: list[int] = []
         for f in entries:
             for p in ([s.path for s in f.sources] if f.sources else [f.path]):
-                out.extend(self.ids[p])
+                out.extend(self.ids[p.removeprefix(REPLACED_DIR + "/")])
         return sorted(out)
 
     def read(self, since: int, until: int | None = None) -> list[int]:
@@ -76,7 +81,8 @@ class World:
         state = {f.path: f for f in self.t.log.state().files.values()}
         entries = []
         for rf in fs.files:  # back to the log's entries, to know what a compacted file holds
-            e = state.get(rf.path) or next(f for c in self.t.log.commits() for f in c.files if f.path == rf.path)
+            path = rf.path.removeprefix(REPLACED_DIR + "/")
+            e = state.get(path) or next(f for c in self.t.log.commits() for f in c.files if f.path == path)
             entries.append(e)
         return self.records(entries)
 
@@ -184,6 +190,7 @@ def test_consecutive_reads_deliver_every_record_once_across_compaction_and_expir
     """
     rng = random.Random(seed)
     w = World(tmp_path / "t", interval=rng.choice([2, 3, 50]))
+    w.set_aside = seed % 2 == 0
     expired: set[str] = set()  # originals whose records left the table
     cuts = [0]
     for _ in range(40):
@@ -246,3 +253,27 @@ def test_clean_keeps_replaced_originals_for_the_retention_and_while_a_pending_pl
     invoke_trib("clean", root, "--older-than", "0s", check=True)
     assert not any(w.t.storage.exists(f.path) for f in originals)
     assert invoke_trib("verify", root).returncode == 0
+
+
+def test_a_pending_plan_handed_out_again_after_a_compaction_names_where_its_files_are_now(tmp_path):
+    w = World(tmp_path / "t")
+    w.set_aside = True
+    for n in (2, 3):
+        w.append("2020062400", n)
+    root = str(w.t.uri)
+    first = json.loads(invoke_trib("files", root, "--consumer", "c", "--json", check=True).stdout)
+    originals = list(w.t.log.state().files.values())
+    out = w.compact(originals).files[0]
+    assert not any(w.t.storage.exists(f.path) for f in originals)  # out of the partition directory
+    assert all(w.t.storage.exists(replaced_path(f.path)) for f in originals)
+    listed = invoke_trib("files", root, "--mode", "mtime", "--all", "--json", check=True)
+    assert [f["path"] for f in json.loads(listed.stdout)["files"]] == [out.path]  # a directory reader's view
+    again = json.loads(invoke_trib("files", root, "--consumer", "c", "--json", check=True).stdout)
+    assert again["plan_id"] == first["plan_id"]
+    assert sorted(f["path"] for f in again["files"]) == sorted(replaced_path(f.path) for f in originals)
+    assert all(w.t.storage.exists(f["path"]) for f in again["files"])
+    invoke_trib("clean", root, "--older-than", "0s", check=True)
+    assert all(w.t.storage.exists(f["path"]) for f in again["files"])  # pending: kept
+    invoke_trib("consumer", "ack", root, "c", again["plan_id"], check=True)
+    nxt = json.loads(invoke_trib("files", root, "--consumer", "c", "--json", check=True).stdout)
+    assert nxt["files"] == []  # the replace added no new data

@@ -19,12 +19,14 @@ records out of the table: they are delivered by no later read. ``compact``
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable, Mapping
 
 from tributary_read.errors import CompactedAwayError
 from tributary_read.read.listing import Skipped
 from tributary_read.read.partition_filter import PartitionFilter
 from tributary_read.table.manifest import KIND_DATA, OP_REPLACE, Commit, FileEntry
+from tributary_read.table.renames import locations
 
 
 class _Walk:
@@ -127,18 +129,22 @@ def _covers(added: Mapping[str, tuple[FileEntry, int]], out: FileEntry) -> bool:
 
 
 def _originals(storage, partial, outputs, pfilter) -> list[tuple[FileEntry, int]]:
-    """The originals of partly covered compactions, which must still be on storage."""
+    """The originals of partly covered compactions, where they are now (set aside, most likely)."""
     wanted = [(e, v, o) for e, v, o in partial if pfilter is None or pfilter.matches(e.partition)]
-    if storage is not None and wanted:
-        found = storage.stat_many([e.path for e, _, _ in wanted])
-        staged = storage.stat_many([e.staged or e.path for e, _, _ in wanted])
-        for (e, _, o), a, b in zip(wanted, found, staged):
-            if a is None and b is None:
-                out, at = outputs[o]
-                versions = sorted({s.version for s in out.sources})
-                raise CompactedAwayError(
-                    f"{e.path} was compacted into {o}" + (f" at version {at}" if at else "") +
-                    f" together with files of versions {versions[0]}..{versions[-1]}, and trib clean has "
-                    "deleted it: this read covers only part of that compaction. Read a range that covers "
-                    "all of its versions, or keep replaced files longer (compact.retention)")
-    return [(e, v) for e, v, _ in wanted]
+    if storage is None or not wanted:
+        return [(e, v) for e, v, _ in wanted]
+    names = [locations(e) for e, _, _ in wanted]
+    found = iter(storage.stat_many([n for ns in names for n in ns]))
+    out_entries = []
+    for (e, v, o), ns in zip(wanted, names):
+        where = [n for n, info in zip(ns, [next(found) for _ in ns]) if info is not None]
+        if not where:
+            out, at = outputs[o]
+            versions = sorted({s.version for s in out.sources})
+            raise CompactedAwayError(
+                f"{e.path} was compacted into {o}" + (f" at version {at}" if at else "") +
+                f" together with files of versions {versions[0]}..{versions[-1]}, and trib clean has "
+                "deleted it: this read covers only part of that compaction. Read a range that covers "
+                "all of its versions, or keep replaced files longer (compact.retention)")
+        out_entries.append((replace(e, path=where[0], staged=None), v))
+    return out_entries

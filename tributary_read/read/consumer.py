@@ -73,6 +73,7 @@ from tributary_read.read.resolve import Source
 from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Tracking
 from tributary_read.table.docstore import DocumentSeries, DocumentStore
+from tributary_read.table.renames import replaced_path
 
 __all__ = ["AckResult", "Consumer", "ConsumerState", "Plan", "ResetResult", "ResetTarget", "check_name", "list_consumers",
            "CONSUMER_MODES", "CONSUMERS_DIR", "DEFAULT_LOOKBACK_MS", "DEFAULT_FULL_SCAN_EVERY_MS"]
@@ -289,7 +290,7 @@ class Consumer(Moves):
         pending = self._read_plan(base)
         if pending is not None:
             self._check_owner(pending.delta.get("owner"), owner)
-            return self._refuse(self._check_pending(pending, opts), opts)
+            return self._refuse(self._relocate(self._check_pending(pending, opts)), opts)
         plan = self._refuse(self._compute(state, opts, now_ms), opts)
         if owner is not None:
             plan = replace(plan, delta={**plan.delta, "owner": dict(owner)})
@@ -299,9 +300,27 @@ class Consumer(Moves):
             winner = self._read_plan(base)
             if winner is not None:  # a concurrent caller planned first: theirs is the plan
                 self._check_owner(winner.delta.get("owner"), owner)
-                return self._refuse(self._check_pending(winner, opts), opts)
+                return self._refuse(self._relocate(self._check_pending(winner, opts)), opts)
             time.sleep(0.01)  # an S3 conditional PUT lost to one in flight
         raise StorageError(f"cannot create a plan under {self.location}; retry")
+
+    def _relocate(self, p: Plan) -> Plan:
+        """A pending plan, handed out again, names its files where they are now.
+
+        A compaction may have replaced some since the plan was made, and set them
+        aside (tributary_read/table/renames.py): the plan's records are the same,
+        its paths not. ``trib clean`` keeps them while the plan is pending.
+        """
+        table = self.source.table
+        if table is None or not p.files:
+            return p
+        replaced = {path for path, r in table.log.state().removed.items() if r.by is not None}
+        moved = [f for f in p.files if f.path in replaced]
+        if not moved:
+            return p
+        found = table.storage.stat_many([replaced_path(f.path) for f in moved])
+        where = {f.path: replaced_path(f.path) for f, info in zip(moved, found) if info is not None}
+        return replace(p, files=tuple(replace(f, path=where.get(f.path, f.path)) for f in p.files))
 
     def _refuse(self, p: Plan, opts: PlanOptions) -> Plan:
         """``p``, unless it leaves a manifest table's untracked files behind (tracking.refuse_untracked).

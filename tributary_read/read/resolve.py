@@ -30,7 +30,7 @@ from tributary_read.read.changes import range_entries
 from tributary_read.table.manifest import KIND_DATA, Commit
 from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Table, Tracking
-from tributary_read.table.renames import finish_renames
+from tributary_read.table.renames import REPLACED_DIR, finish_renames
 from tributary_read.read.tracking import check_untracked, foreign, refuse_untracked, written
 from tributary_read.read.window import TimeWindow
 from tributary_read.read.fileset import FileSet, ReadMode, ResolvedFile, origin
@@ -199,7 +199,7 @@ def _entry_files(commits_or_entries, pfilter: PartitionFilter | None, table: Tab
     out = []
     picked = []
     for e, v in commits_or_entries:
-        if e.kind != KIND_DATA or not is_visible(e.path):
+        if e.kind != KIND_DATA or not is_visible(e.path.removeprefix(REPLACED_DIR + "/")):  # set aside: still data
             continue
         if pfilter is not None and not pfilter.matches(e.partition):
             continue

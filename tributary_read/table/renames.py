@@ -13,7 +13,53 @@ from typing import Sequence
 
 from tributary_read.errors import StorageError, VerificationError
 from tributary_read.table.config import Table
+from tributary_read.table.log import META_DIR
 from tributary_read.table.manifest import FileEntry
+
+#: Where a compaction moves the files it replaced (``trib compact``): out of the partition
+#: directories, so Hive and Spark directory readers count only the compacted copy, and under
+#: their own names, since Spark reads an explicit path whose name starts with "." or "_" as
+#: empty. Readers behind the compaction read them here until ``trib clean`` deletes them.
+REPLACED_DIR = f"{META_DIR}/replaced"
+
+
+def replaced_path(path: str) -> str:
+    """Where the file committed as ``path`` lies once a compaction replaced it."""
+    return f"{REPLACED_DIR}/{path}"
+
+
+def locations(f: FileEntry) -> tuple[str, ...]:
+    """Every name a committed file's bytes may have: final, staged, set aside by a compaction."""
+    return tuple(p for p in (f.path, f.staged, replaced_path(f.path)) if p)
+
+
+def finish_replace(table: Table, added: Sequence[FileEntry], removed: Sequence[FileEntry]) -> None:
+    """After a replace commit: set the replaced files aside, then reveal the compacted ones; idempotent.
+
+    In this order, a crash in between leaves a directory reader short of the
+    compacted records for a moment (every trib reader reveals committed files it
+    finds staged, :func:`finish_renames`), never counting them twice.
+    """
+    set_aside(table, removed)
+    roll_forward(table, added)
+
+
+def set_aside(table: Table, files: Sequence[FileEntry]) -> list[str]:
+    """Move replaced files to :data:`REPLACED_DIR`; idempotent, a file already there is left."""
+    st = table.storage
+    moved = []
+    for f in files:
+        to = replaced_path(f.path)
+        for name in (f.path, f.staged):
+            if not (name and st.exists(name)):
+                continue
+            if st.exists(to):  # moved before a crash; a copying store left the source behind
+                st.delete(name)
+                continue
+            st.makedirs(to.rsplit("/", 1)[0])
+            st.rename(name, to)
+            moved.append(f.path)
+    return moved
 
 
 #: Renames run at once on a remote store: there a rename is a round trip (on S3 a

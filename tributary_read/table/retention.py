@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError, ManifestCorruptError
 from tributary_read.table.log import CHECKPOINTS, COMMITS, LAST_CHECKPOINT, LOG_DIR, META_DIR, checkpoint_path, commit_path
+from tributary_read.table.renames import REPLACED_DIR, locations, replaced_path
 from tributary_read.table.state import REMOVAL_MEMORY_MS, TableState
 from tributary_read.table.manifest import KIND_DATA, FileEntry
 from tributary_read.io.storage import FileInfo, Storage
@@ -187,19 +188,26 @@ def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
         require_consistent(table, "delete")
     now = int(time.time() * 1000) if now_ms is None else now_ms
     storage = table.storage
+    # Listed before the state is read: a file is set aside only after its replace commit landed,
+    # so the state read next remembers every file listed here that is not past its memory.
+    aside = storage.list(REPLACED_DIR)
     state = table.log.state()
     live = set(state.files) | {e.staged for e in state.files.values() if e.staged}
     victims: list[FileInfo] = []
     for r in sorted(state.removed.values(), key=lambda r: r.entry.path):
         if r.timestamp_ms > now - grace_ms:
             continue
-        if r.by is not None and (pending is None or r.timestamp_ms > now - REPLACED_RETENTION_MS):
+        if r.by is not None and (pending is None or r.timestamp_ms > now - REPLACED_RETENTION_MS
+                                 or any(p in pending for p in locations(r.entry))):
             continue
-        for p in (r.entry.path, r.entry.staged):
-            if p and p not in live and not (pending and p in pending):
+        for p in locations(r.entry):
+            if p not in live:
                 info = storage.info(p)
                 if info is not None and not info.is_dir and not storage.links([p]):
                     victims.append(info)  # a symbolic link is never deleted through
+    remembered = {replaced_path(r.entry.path) for r in state.removed.values()}
+    victims += [f for f in aside if f.path not in remembered and f.path not in (pending or ())
+                and f.path[len(REPLACED_DIR) + 1:] not in live and pending is not None]
     if not dry_run:
         for v in victims:
             storage.delete(v.path)
