@@ -57,6 +57,23 @@ def _put(path, data: bytes) -> None:
 
 
 # -- exact files and partition columns ----------------------------------------------
+def test_a_hidden_name_is_refused_not_read_as_empty(spark, tmp_path):
+    """Spark reads an explicit path named .x or _x as no rows: a committed file still under its
+    staged name (a store trib could not rename in) would vanish from the result with exit 0."""
+    from dataclasses import replace
+
+    from tributary_read.errors import UnreadableInputError
+
+    t = Table.create(str(tmp_path / "t"), TableConfig(HOURLY, tracking="manifest"))
+    _write(t, _rows(4))
+    fs = resolve(t)
+    f = fs.files[0]
+    hidden = f.path.rsplit("/", 1)[0] + "/." + f.path.rsplit("/", 1)[1] + ".inprogress"
+    os.rename(str(tmp_path / "t" / f.path), str(tmp_path / "t" / hidden))
+    assert spark.read.text(str(tmp_path / "t" / hidden)).count() == 0  # what Spark would do
+    with pytest.raises(UnreadableInputError, match="starts with '.' or '_'"):
+        read_files(spark, replace(fs, files=(replace(f, path=hidden), *fs.files[1:])))
+
 def test_reads_exactly_the_fileset_with_hourly_partition_column(spark, tmp_path):
     t = Table.create(str(tmp_path / "t"), TableConfig(HOURLY, tracking="manifest"))
     _write(t, _rows(6))

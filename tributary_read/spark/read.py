@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
-from tributary_read.errors import InvalidInputError
+from tributary_read.errors import InvalidInputError, UnreadableInputError
 from tributary_read.spark import require_pyspark
 from tributary_read.spark.columns import partition_columns
 from tributary_read.spark.read_format import ReadFormat, for_data_format, for_format, for_hive_table, quote
@@ -80,6 +80,12 @@ def read_files(spark: SparkSession, fileset: FileSet, *, schema: StructType | st
     for f in fileset.files:
         if ":" in f.path:
             raise InvalidInputError(f"{fileset.uri(f)}: Hadoop cannot read a file name with ':'")
+        if f.path.rpartition("/")[2][:1] in (".", "_"):
+            # Spark reads such an explicit path as no rows, silently (a committed file still under its
+            # staged name, on a store trib could not rename in).
+            raise UnreadableInputError(
+                f"{fileset.uri(f)}: Spark reads a file whose name starts with '.' or '_' as empty; finish the "
+                "table's renames with write access (`trib recover ROOT --app-id ID`) and run again")
     if capped and not fmt.line_based:
         raise InvalidInputError(
             f"{fileset.uri(capped[0])} has a valid length of {capped[0].valid_length} bytes, but "
