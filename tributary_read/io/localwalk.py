@@ -25,7 +25,7 @@ import os
 import stat as _stat
 from typing import NamedTuple
 
-from tributary_read.io.storage import BAD_NAME_REASON, LINK_REASON, Storage, Unlisted
+from tributary_read.io.storage import BAD_NAME_REASON, COMPACTED_MARK, LINK_REASON, Storage, Unlisted
 
 #: Flink's ``_NAME.valid-length`` sidecar (tributary_read.read.visibility): kept by a windowed
 #: listing whatever its own mtime, since it caps a file that may match.
@@ -80,7 +80,7 @@ def walk(storage: Storage, base: str, recursive: bool,
     new = tuple.__new__
     windowed = mtime_ns is not None
     lo, hi = mtime_ns if mtime_ns is not None else (0, 0)
-    IFMT, IFREG, SIDECAR = _S_IFMT, _S_IFREG, VALID_LENGTH_SUFFIX  # locals: the loop runs 10^5 times
+    IFMT, IFREG, SIDECAR, MARK = _S_IFMT, _S_IFREG, VALID_LENGTH_SUFFIX, COMPACTED_MARK  # locals: the loop runs 10^5 times
     seen = 0
     links: list[str] = []
     stack = [base]
@@ -111,7 +111,7 @@ def walk(storage: Storage, base: str, recursive: bool,
                     kind = st.st_mode & IFMT
                     name = entry.name
                     if (windowed and kind == IFREG and not lo <= m <= hi and name.isascii()
-                            and not name.endswith(SIDECAR)):
+                            and not name.endswith(SIDECAR) and MARK not in name):
                         seen += 1  # a window's common case: a file outside it makes no entry
                         continue
                     if not name.isascii():
@@ -122,7 +122,7 @@ def walk(storage: Storage, base: str, recursive: bool,
                             unlisted.append(Unlisted(storage._rel(shown), BAD_NAME_REASON, kind == _S_IFDIR))
                             continue
                     if kind == IFREG:
-                        if windowed and not lo <= m <= hi and not name.endswith(SIDECAR):
+                        if windowed and not lo <= m <= hi and not name.endswith(SIDECAR) and MARK not in name:
                             seen += 1
                             continue
                         # tuple.__new__: no Python frame per entry

@@ -98,6 +98,10 @@ class FileInfo:
 
 #: Why a listing leaves an entry out (see :class:`Unlisted`).
 LINK_REASON = "symbolic link, not followed: it may lead out of the table"
+#: In a file's name, the mtime span of the files a compaction merged into it: ``part-…~m<lo>-<hi>.jsonl``
+#: (tributary_read/table/names.py makes and reads such names). A store's mtime-window hint keeps
+#: these whatever their own mtime, which on S3 is when the compaction ran: the span decides.
+COMPACTED_MARK = "~m"
 BAD_NAME_REASON = "name is not valid UTF-8"
 
 

@@ -29,10 +29,11 @@ from typing import Any, Callable, Collection, Iterable, Mapping, NamedTuple, Pro
 
 from tributary_read.errors import InvalidLayoutError
 from tributary_read.table.layout import Layout, PartitionDir
-from tributary_read.io.storage import ENTRY_DIR, ENTRY_FILE, LINK_REASON, Entry, Storage, Unlisted
+from tributary_read.io.storage import COMPACTED_MARK, ENTRY_DIR, ENTRY_FILE, LINK_REASON, Entry, Storage, Unlisted
 from tributary_read.read.fanout import Progress, fan_out as _map, gc_paused
 from tributary_read.read.partition_filter import PartitionFilter
 from tributary_read.read.visibility import (
+    span_in_window,
     VALID_LENGTH_PREFIX,
     VALID_LENGTH_SUFFIX,
     is_hidden_name,
@@ -155,8 +156,10 @@ class _Collector:
     """Turns raw pyarrow FileInfos into a Listing; the per-file loop is the hot path."""
 
     def __init__(self, storage: Storage, layout: Layout | None, window: TimeWindow | None,
-                 pfilter: PartitionFilter | None, listing: Listing):
+                 pfilter: PartitionFilter | None, listing: Listing, spans: bool = False):
         self.storage = storage
+        self.window = window
+        self.spans = spans and window is not None  # compacted files: judged by their names' spans
         self.layout = layout
         self.pfilter = pfilter
         self.listing = listing
@@ -198,10 +201,17 @@ class _Collector:
         lo, hi = self.lo_ns, self.hi_ns
         matched = self.matched
         self.batches.append(infos)
-        for i in infos:
-            m = i.mtime_ns
-            if m is not None and lo <= m <= hi:
-                matched.append(i)
+        if self.spans:  # a compacted file's own mtime may lie anywhere: its name's span decides (finish)
+            mark = COMPACTED_MARK
+            for i in infos:
+                m = i.mtime_ns
+                if (m is not None and lo <= m <= hi) or mark in i.path:
+                    matched.append(i)
+        else:
+            for i in infos:
+                m = i.mtime_ns
+                if m is not None and lo <= m <= hi:
+                    matched.append(i)
         self.listing.listed_entries += getattr(infos, "seen", len(infos))
 
     def _leaf(self, i: Entry) -> None:
@@ -337,7 +347,7 @@ class _Collector:
             path = i.path
             if path.endswith(VALID_LENGTH_SUFFIX):
                 self._sidecar(path[cut:])
-            else:
+            elif not self.spans or COMPACTED_MARK not in path or span_in_window(path[cut:], self.window):
                 self._file(path[cut:], i.size or 0, (i.mtime_ns or 0) // 1_000_000)
         # A sidecar's own mtime may lie outside the window. Few matches: probe
         # their sidecar names; many: one pass over every listed name is cheaper.
@@ -400,6 +410,7 @@ def scan(
     progress: Progress | None = None,
     lister: DirectoryLister | None = None,
     sink: LeafSink | None = None,
+    spans: bool = False,
 ) -> Listing:
     """List the visible files of a table directory.
 
@@ -421,12 +432,14 @@ def scan(
             into ``Listing.files``, so memory holds one listing's files, not the
             table's (see :func:`_walk` for the order). A directory without
             files is only in ``leaves``.
+        spans: the table holds compacted files: a window takes one by the mtime span its
+            name carries, never by its own mtime (:func:`span_in_window`).
     """
     listing = Listing(started_ms=int(time.time() * 1000))
     t0 = time.perf_counter()
     remote = storage.capabilities.remote
     parallel = parallel if parallel is not None else (REMOTE_PARALLELISM if remote else LOCAL_PARALLELISM)
-    col = _Collector(storage, layout, window, partitions, listing)
+    col = _Collector(storage, layout, window, partitions, listing, spans)
     skip = known_dirs is not None and storage.capabilities.real_directories and layout is not None
     cands = None
     if layout is not None and partitions is not None and not skip:

@@ -30,7 +30,7 @@ from tributary_read.read.changes import range_entries
 from tributary_read.table.manifest import KIND_DATA, Commit
 from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Table, Tracking
-from tributary_read.table.renames import REPLACED_DIR, finish_renames
+from tributary_read.table.renames import COMPACTED_MARKER, REPLACED_DIR, finish_renames
 from tributary_read.read.tracking import check_untracked, foreign, refuse_untracked, written
 from tributary_read.read.window import TimeWindow
 from tributary_read.read.fileset import FileSet, ReadMode, ResolvedFile, origin
@@ -334,8 +334,9 @@ def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,
     """
     src = Source.of(source)
     with gc_paused():
+        spans = window is not None and src.table is not None and src.storage.exists(COMPACTED_MARKER)
         listing = scan(src.storage, src.layout, window=window, partitions=partitions,
-                       parallel=parallel, progress=progress, lister=lister)
+                       parallel=parallel, progress=progress, lister=lister, spans=spans)
         parts = listing.partitions
         files = [
             ResolvedFile(f.path, f.size, parts[f.directory].values if f.directory else {},

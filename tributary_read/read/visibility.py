@@ -1,4 +1,4 @@
-"""Which names a reader sees: hidden and in-progress names, valid-length sidecars.
+"""Which names a reader sees: hidden and in-progress names, valid-length sidecars, compacted spans.
 
 Hive and Hadoop skip names starting with ``_`` or ``.``; writers that stage a
 file under a temporary name (Flink, ``hadoop fs -put``) add suffixes that mark
@@ -7,6 +7,10 @@ so it lives here once.
 """
 
 from __future__ import annotations
+
+from tributary_read.errors import CompactedAwayError
+from tributary_read.read.window import TimeWindow, iso
+from tributary_read.table.names import mtime_span
 
 #: Name endings of files that are still being written or staged. Flink's
 #: BucketingSink uses ``.in-progress``/``.pending``, Hadoop ``-put`` ``._COPYING_``.
@@ -40,3 +44,23 @@ def parse_valid_length(data: bytes) -> int:
     if not text.isdigit() or not text.isascii():
         raise ValueError(f"not a decimal byte count: {body[:20]!r}")
     return int(text)
+
+
+def span_in_window(rel: str, window: TimeWindow) -> bool:
+    """Whether a compacted file belongs to ``window``: all the files it merged were modified in it.
+
+    None of them: it does not (it was read in an earlier window, as its originals). Some: no
+    answer is exact (a file cannot be read in part), so the read is refused, naming the file.
+    """
+    span = mtime_span(rel)
+    if span is None:
+        return True  # the mark without a span: an ordinary file, judged by its mtime already
+    lo, hi = span
+    if window.start_ms <= lo and hi <= window.end_ms:
+        return True
+    if hi < window.start_ms or lo > window.end_ms:
+        return False
+    raise CompactedAwayError(
+        f"{rel} is a compacted file of files modified {iso(lo)} .. {iso(hi)}, and the window "
+        f"{iso(window.start_ms)} .. {iso(window.end_ms)} holds only part of that: read windows aligned "
+        "to the table's compaction period (compact.period, docs/compaction.md)")

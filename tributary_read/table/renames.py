@@ -23,6 +23,12 @@ from tributary_read.table.manifest import FileEntry
 REPLACED_DIR = f"{META_DIR}/replaced"
 
 
+#: Created (if absent) before a table's first replace commit: from then on mtime readers judge
+#: compacted files by the span their names carry (tributary_read/read/visibility.py). One stat
+#: per windowed read spares tables that never compacted the per-name check.
+COMPACTED_MARKER = f"{META_DIR}/compacted"
+
+
 def replaced_path(path: str) -> str:
     """Where the file committed as ``path`` lies once a compaction replaced it."""
     return f"{REPLACED_DIR}/{path}"
