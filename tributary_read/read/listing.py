@@ -347,7 +347,7 @@ class _Collector:
             path = i.path
             if path.endswith(VALID_LENGTH_SUFFIX):
                 self._sidecar(path[cut:])
-            elif not self.spans or COMPACTED_MARK not in path or span_in_window(path[cut:], self.window):
+            elif not self.spans or COMPACTED_MARK not in path or span_in_window(path[cut:], self.window):  # type: ignore[arg-type]
                 self._file(path[cut:], i.size or 0, (i.mtime_ns or 0) // 1_000_000)
         # A sidecar's own mtime may lie outside the window. Few matches: probe
         # their sidecar names; many: one pass over every listed name is cheaper.

@@ -54,6 +54,10 @@ def _as_known_to(st: TableState, cp: TableState) -> dict:
     for app, s in cp.apps.items():
         if s.high is None and app in doc["apps"]:
             doc["apps"][app].pop("high", None)
+    known = [[p, v] for p, v in st.added.items() if p in cp.added]  # nor for lacking versions it did not keep
+    doc.pop("added", None)
+    if known:
+        doc["added"] = known
     return doc
 
 

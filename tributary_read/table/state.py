@@ -105,6 +105,10 @@ class TableState:
     files: Mapping[str, FileEntry] = field(default_factory=dict, hash=False)
     apps: Mapping[str, AppState] = field(default_factory=dict, hash=False)
     removed: Mapping[str, Removal] = field(default_factory=dict, hash=False)
+    #: Live file -> the version that added it, where known (a checkpoint written before trib
+    #: kept it does not say). A compaction names each original's version, the commit whose
+    #: new data it was (tributary_read/read/changes.py).
+    added: Mapping[str, int] = field(default_factory=dict, hash=False)
 
     def apply(self, c: Commit) -> TableState:
         return self.apply_all((c,))
@@ -118,6 +122,7 @@ class TableState:
         files = dict(self.files)
         apps = dict(self.apps)
         removed = dict(self.removed)
+        added = dict(self.added)
         version = self.version
         for c in commits:
             if removed:
@@ -125,10 +130,12 @@ class TableState:
                 removed = {p: r for p, r in removed.items() if r.timestamp_ms >= horizon}
             for f in c.files:
                 files[f.path] = f
+                added[f.path] = c.version
                 removed.pop(f.path, None)
             holder = {s.path: f.path for f in c.files for s in f.sources} if c.operation == OP_REPLACE else {}
             for f in c.removed:
                 gone = files.pop(f.path, None)
+                added.pop(f.path, None)
                 if gone is not None:
                     # A replaced compacted file names the originals; the first one's holder is the file's.
                     by = holder.get(f.path) or (holder.get(f.sources[0].path) if f.sources else None)
@@ -139,7 +146,7 @@ class TableState:
                 apps[c.transaction.app_id] = (prev.after(c.version, c.transaction) if prev is not None else
                                               AppState(c.version, c.transaction, dict(c.transaction.offsets)))
             version = c.version
-        return TableState(version, files, apps, removed)
+        return TableState(version, files, apps, removed, added)
 
     @property
     def compacted(self) -> bool:
@@ -155,6 +162,8 @@ class TableState:
             "apps": {a: s.to_json() for a, s in self.apps.items()},
             # Optional within version 1: a reader that ignores it still gets the right files.
             **({"removed": [r.to_json() for r in self.removed.values()]} if self.removed else {}),
+            # Optional within version 1 too: a version per live file, as [path, version] pairs.
+            **({"added": [[p, v] for p, v in self.added.items()]} if self.added else {}),
         }
 
     @classmethod
@@ -170,6 +179,13 @@ class TableState:
                 if by is not None and not isinstance(by, str):
                     raise ValueError("removed.by must be a path")
                 removed[e.path] = Removal(int(r["version"]), int(r["timestamp_ms"]), e, by)
-            return cls(int(d["version"]), files, apps, removed)
+            added = {}
+            for pair in d.get("added", []):
+                p, v = pair
+                if not isinstance(p, str) or isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                    raise ValueError("added must hold [path, version] pairs")
+                if p in files:
+                    added[p] = v
+            return cls(int(d["version"]), files, apps, removed, added)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ManifestCorruptError(f"corrupt checkpoint {where}: {e}") from None
