@@ -51,6 +51,8 @@ with _plain_sigint():
 COMMANDS: dict[str, tuple[str, str]] = {
     "clean": ("tributary_read.cli.maintenance:clean",
               "Delete orphans and expired files older than the grace period; trim the log."),
+    "compact": ("tributary_read.cli.compact:compact",
+                "Merge small files of closed partitions into large ones, as one replace commit no reader counts twice."),
     "consumer": ("tributary_read.cli.consumer:consumer",
                  "Durable consumers: exactly-once delivery across scheduled runs."),
     "dead-letters": ("tributary_read.cli.dead_letters:dead_letters",

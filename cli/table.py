@@ -16,7 +16,7 @@ from tributary_read.table.config import (
 from tributary_read.timespec import format_duration_ms
 from tributary_read.read.tracking import find_foreign
 
-from .context import Duration, TribState, emit, json_option, pass_state
+from .context import Duration, TribState, emit, json_option, key_values, pass_state
 
 
 @click.group()
@@ -99,23 +99,27 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
 @click.option("--max-bad-fraction", help="trib ingest's default limit on records it cannot place (0.01 or 1%).")
 @click.option("--final-after", type=Duration(),
               help="trib ingest's default wait before an unterminated last line counts as complete.")
+@click.option("--compact", "compact", multiple=True, metavar="KEY=VALUE",
+              help="trib compact's setting (repeatable): min_age=1d, target_size=128M, min_files=5, period=1h "
+                   "(default: the layout's), retention=7d (docs/compaction.md).")
 @json_option
 @pass_state
-def set_(state: TribState, root, tracking, protocol, max_bad_fraction, final_after, as_json) -> None:
-    """Change how ROOT's files are tracked, the protocol its writers use, or trib ingest's defaults for ROOT."""
-    if tracking is None and protocol is None and max_bad_fraction is None and final_after is None:
-        raise click.UsageError("give --tracking, --protocol, --max-bad-fraction or --final-after")
+def set_(state: TribState, root, tracking, protocol, max_bad_fraction, final_after, compact, as_json) -> None:
+    """Change how ROOT's files are tracked, the protocol its writers use, trib ingest's or trib compact's defaults."""
+    if tracking is None and protocol is None and max_bad_fraction is None and final_after is None and not compact:
+        raise click.UsageError("give --tracking, --protocol, --max-bad-fraction, --final-after or --compact")
     t = state.table(root)
     old = t.config
     t = t.set(tracking=tracking, protocol=protocol,
               max_bad_fraction=parse_fraction(max_bad_fraction, "--max-bad-fraction")
               if max_bad_fraction is not None else None,
-              final_after_ms=final_after)
+              final_after_ms=final_after, compact=key_values(compact, "--compact"))
     changed = [f"{k} {a} -> {b}" for k, a, b in (
         ("tracking", old.tracking, t.config.tracking),
         ("protocol", old.protocol, t.config.protocol),
         ("max-bad-fraction", old.max_bad_fraction, t.config.max_bad_fraction),
         ("final-after", format_duration_ms(old.final_after_ms), format_duration_ms(t.config.final_after_ms)),
+        ("compact", old.compact.to_json(), t.config.compact.to_json()),
     ) if a != b]
     emit(as_json, {"root": t.uri, "previous_tracking": old.tracking, "previous_protocol": old.protocol,
                    **t.config.to_json()}, f"table {t.uri}: " + (", ".join(changed) or "unchanged"))

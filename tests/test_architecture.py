@@ -412,7 +412,7 @@ LAYERS: list[set[str]] = [
     {"hive", "report", "kafka"},
     {"hive_udfs"},  # everything JVM; its registry renders SQL through hive/sql.py
     {"spark"},
-    {"etl"},
+    {"etl", "compact"},
     {"services"},
     {"demo"},
     # The front ends: the CLI and the package face (tributary_read itself, whose names load lazily). The CLI

@@ -225,11 +225,9 @@ def test_consecutive_reads_deliver_every_record_once_across_compaction_and_expir
         assert w.read(a, b) == w.added_between(a, b, expired), (a, b)
 
 
-def test_clean_keeps_replaced_originals_for_the_retention_and_while_a_pending_plan_names_them(
-        tmp_path, monkeypatch):
-    from tributary_read.table import retention
-
+def test_clean_keeps_replaced_originals_for_the_retention_and_while_a_pending_plan_names_them(tmp_path):
     w = World(tmp_path / "t")
+    w.set_aside = True
     for n in (2, 3, 4):
         w.append("2020062402", n)
     root = str(w.t.uri)
@@ -240,10 +238,10 @@ def test_clean_keeps_replaced_originals_for_the_retention_and_while_a_pending_pl
     originals = list(w.t.log.state().files.values())
     w.compact(originals)
     invoke_trib("clean", root, "--older-than", "0s", check=True)
-    assert all(w.t.storage.exists(f.path) for f in originals)  # within the retention: all kept
-    monkeypatch.setattr(retention, "REPLACED_RETENTION_MS", 0)
+    assert all(w.t.storage.exists(replaced_path(f.path)) for f in originals)  # within the retention: all kept
+    invoke_trib("table", "set", root, "--compact", "retention=0s", check=True)
     invoke_trib("clean", root, "--older-than", "0s", check=True)
-    assert {f.path for f in originals if w.t.storage.exists(f.path)} == planned  # the pending plan's stay
+    assert {f.path for f in originals if w.t.storage.exists(replaced_path(f.path))} == planned  # the pending plan's stay
     ack = json.loads(plan.stdout)["plan_id"]
     invoke_trib("consumer", "ack", root, "c", ack, check=True)
     # Past the retention the consumer, behind the compaction, needs a cleaned original: refused, named.
@@ -251,7 +249,7 @@ def test_clean_keeps_replaced_originals_for_the_retention_and_while_a_pending_pl
     assert behind.returncode == 3 and "was compacted into" in behind.stderr and "trib clean has deleted" in behind.stderr
     assert w.read(0) == list(range(14))
     invoke_trib("clean", root, "--older-than", "0s", check=True)
-    assert not any(w.t.storage.exists(f.path) for f in originals)
+    assert not any(w.t.storage.exists(p) for f in originals for p in (f.path, replaced_path(f.path)))
     assert invoke_trib("verify", root).returncode == 0
 
 

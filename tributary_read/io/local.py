@@ -136,6 +136,13 @@ class LocalStorage(Storage):
             if self.info(rel) is not None:
                 raise self._wrap("cannot delete", rel, e) from e
 
+    def set_mtime(self, rel: str, mtime_ms: int) -> bool:
+        try:
+            os.utime(self.abspath(rel), ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+        except OSError:
+            return False
+        return True
+
     def rename(self, src: str, dst: str) -> None:
         try:
             os.rename(self.abspath(src), self.abspath(dst))  # rename(2) replaces a file atomically

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tributary_read.errors import InvalidInputError
+from tributary_read.errors import InvalidInputError, SchemaConflictError
 from tributary_read.io.formats import COMPRESSIONS
 from tributary_read.io.parquet_schema import EXACT, RowColumns
 
@@ -263,7 +263,7 @@ class ParquetSink:
 
     def _encode(self, parts: list, schema: pa.Schema) -> None:
         try:
-            tables = [_conform(t if i is None else t.take(i) if t is not None else i.rows(), schema)
+            tables = [conform(t if i is None else t.take(i) if t is not None else i.rows(), schema)
                       for t, i in parts]
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
             raise InvalidInputError(f"a batch does not convert to its file's schema: {e}") from None
@@ -305,8 +305,13 @@ class ParquetSink:
                 self.raw.close()
 
 
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with exactly ``schema``'s columns: widened types, absent fields as nulls."""
+def conform(table: pa.Table, schema: pa.Schema, where: str | None = None) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns: absent ones null, widened ones cast.
+
+    The cast is safe: a value the wider type cannot hold exactly fails it instead of
+    changing. ``where`` names the file for that error (SchemaConflictError); without it
+    pyarrow's own error propagates (the writer's encoder reports it with its record).
+    """
     if table.schema.equals(schema):
         return table
     cols = []
@@ -314,9 +319,16 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         i = table.schema.get_field_index(field.name)
         if i < 0:
             cols.append(pa.nulls(table.num_rows, field.type))
-        else:
-            col = table.column(i)
+            continue
+        col = table.column(i)
+        try:
             cols.append(col if col.type == field.type else col.cast(field.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+            if where is None:
+                raise
+            raise SchemaConflictError(f"{where}: column {field.name!r} ({col.type}) cannot become {field.type} "
+                                      f"without loss, so it cannot be merged with the others: "
+                                      f"{str(e).splitlines()[0]}") from None
     return pa.Table.from_arrays(cols, schema=schema)
 
 

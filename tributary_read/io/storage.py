@@ -323,6 +323,11 @@ class Storage(ABC):
     def delete(self, rel: str) -> None:
         """Delete file ``rel``; deleting what is not there is a no-op (recovery re-runs deletes)."""
 
+    def set_mtime(self, rel: str, mtime_ms: int) -> bool:
+        """Set a file's mtime where the store allows it; False where it cannot (S3: an object's time is
+        when it was written). Used only where nothing depends on it (a compacted file's name holds the truth)."""
+        return False
+
     @abstractmethod
     def rename(self, src: str, dst: str) -> None:
         """Move ``src`` to ``dst``; a missing ``src`` is a StorageError."""

@@ -129,6 +129,68 @@ class RollPolicy:
 
 
 @dataclass(frozen=True)
+class CompactSettings:
+    """How ``trib compact`` merges small files (table.json's ``compact``; docs/compaction.md).
+
+    ``period_ms`` 0 means the layout's period (an hourly layout: 1h): files are merged only
+    with files modified in the same period, so an mtime window aligned to it takes a
+    compacted file whole or not at all. ``retention_ms``: how long ``trib clean`` keeps the
+    files a compaction replaced, for readers behind it.
+    """
+
+    min_age_ms: int = 86_400_000
+    target_size: int = 128 << 20
+    min_files: int = 5
+    period_ms: int = 0
+    retention_ms: int = 7 * 86_400_000
+
+    #: key as written (table.json, ``trib table set --compact KEY=VALUE``) -> field, and how to read it.
+    KEYS = {"min_age": ("min_age_ms", "duration"), "target_size": ("target_size", "size"),
+            "min_files": ("min_files", "count"), "period": ("period_ms", "duration"),
+            "retention": ("retention_ms", "duration")}
+
+    def __post_init__(self):
+        for name in ("min_age_ms", "target_size", "min_files", "period_ms", "retention_ms"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise InvalidInputError(f"compact {name} must be a whole number >= 0, not {v!r:.40}")
+        if self.min_files < 2 or self.target_size < 1:
+            raise InvalidInputError("compact min_files must be at least 2 and target_size positive")
+        if self.retention_ms >= 30 * 86_400_000:
+            raise InvalidInputError("compact retention must be shorter than 30 days, the time a table "
+                                    "remembers replaced files")
+
+    def with_values(self, values: Mapping[str, Any]) -> CompactSettings:
+        """These settings with ``values`` (``min_age=1d``, ``target_size=256M``, …) applied; bad input names the key."""
+        from tributary_read.timespec import parse_duration_ms
+
+        changes: dict[str, int] = {}
+        for key, raw in values.items():
+            if key not in self.KEYS:
+                raise InvalidInputError(f"unknown compact setting {key!r}; use {', '.join(self.KEYS)}")
+            name, kind = self.KEYS[key]
+            if kind == "duration":
+                changes[name] = parse_duration_ms(raw, f"compact {key}")
+            elif kind == "size":
+                changes[name] = parse_size(raw)
+            else:
+                try:
+                    changes[name] = int(str(raw))
+                except ValueError:
+                    raise InvalidInputError(f"bad compact {key} {raw!r}: a whole number") from None
+        return replace(self, **changes)
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, name) for k, (name, _) in self.KEYS.items()}
+
+    @classmethod
+    def from_json(cls, d: Any) -> CompactSettings:
+        if not isinstance(d, Mapping) or set(d) - set(cls.KEYS):
+            raise InvalidInputError(f"compact must be an object of {', '.join(cls.KEYS)}, not {d!r:.60}")
+        return cls(**{cls.KEYS[k][0]: v for k, v in d.items()})
+
+
+@dataclass(frozen=True)
 class TableConfig:
     """Table properties, as stored in table.json."""
 
@@ -157,6 +219,7 @@ class TableConfig:
     max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION
     #: ``trib ingest``'s wait before an unterminated last line is final (DEFAULT_FINAL_AFTER_MS).
     final_after_ms: int = DEFAULT_FINAL_AFTER_MS
+    compact: CompactSettings = field(default_factory=CompactSettings)
 
     def __post_init__(self):
         if not self.compression:
@@ -202,6 +265,7 @@ class TableConfig:
             "log_retention_ms": self.log_retention_ms,
             "max_bad_fraction": self.max_bad_fraction,
             "final_after_ms": self.final_after_ms,
+            "compact": self.compact.to_json(),
         }
 
     @classmethod
@@ -225,6 +289,7 @@ class TableConfig:
                 # Absent in tables made before ingest had limits: today's defaults apply.
                 max_bad_fraction=d.get("max_bad_fraction", DEFAULT_MAX_BAD_FRACTION),
                 final_after_ms=d.get("final_after_ms", DEFAULT_FINAL_AFTER_MS),
+                compact=CompactSettings.from_json(d.get("compact", {})),
             )
         except (KeyError, TypeError, ValueError, InvalidInputError) as e:
             raise ManifestCorruptError(f"corrupt table properties {where}: {e}") from None
@@ -305,7 +370,8 @@ class Table:
         return self.set(protocol=protocol)
 
     def set(self, *, tracking: str | None = None, max_bad_fraction: float | str | None = None,
-            final_after_ms: int | None = None, protocol: str | None = None) -> Table:
+            final_after_ms: int | None = None, protocol: str | None = None,
+            compact: Mapping[str, Any] | None = None) -> Table:
         """Change the properties that may change after create (``trib table set``).
 
         Only these: how files are found, how later writers make them visible and
@@ -323,6 +389,8 @@ class Table:
             changes["final_after_ms"] = final_after_ms
         if protocol is not None:
             changes["protocol"] = Protocol.parse(protocol, "protocol")
+        if compact:
+            changes["compact"] = self.config.compact.with_values(compact)
         config = replace(self.config, **changes)
         if config == self.config:
             return self

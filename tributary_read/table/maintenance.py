@@ -33,14 +33,14 @@ from tributary_read.table.names import WRITTEN_NAME
 #: ``_tributary/`` is reported. The dead-letter directory is the exception: its
 #: files are data, committed like any other, so an unreferenced one is an orphan.
 _METADATA = re.compile(
-    rf"^{META_DIR}/(table\.json|_last_checkpoint|log/[0-9]{{20}}(\.checkpoint)?\.json"
+    rf"^{META_DIR}/(table\.json|_last_checkpoint|compacted|log/[0-9]{{20}}(\.checkpoint)?\.json"
     rf"|(?!{DEAD_LETTER_DIR[len(META_DIR) + 1:]}/|log/)[^/]+/.+)$")
 
 
 @dataclass(frozen=True)
 class Problem:
     path: str
-    problem: str  # missing | size_mismatch | pending_roll_forward
+    problem: str  # missing | size_mismatch | pending_roll_forward | replaced_in_place
     expected_size: int
     actual_size: int | None = None
     detail: str = ""  # log problems (log_gap, checkpoint_mismatch, …): what is wrong
@@ -117,6 +117,11 @@ def verify(table: Table) -> VerifyReport:
     untracked: list[FileInfo] = []
     removed: list[FileInfo] = []
     gone = {p for r in state.removed.values() for p in (r.entry.path, r.entry.staged) if p}
+    for r in state.removed.values():
+        if r.by is not None and r.entry.path in listed and r.entry.path not in referenced:
+            # A compaction committed, then stopped before setting it aside: directory readers count it twice.
+            problems.append(Problem(r.entry.path, "replaced_in_place", r.entry.size, listed[r.entry.path].size,
+                                    f"compacted into {r.by} at version {r.version} but still in its partition"))
     for path, f in sorted(listed.items()):
         if path in referenced or _METADATA.match(path):
             continue
@@ -139,7 +144,9 @@ def require_consistent(table: Table, command: str) -> VerifyReport:
         first = report.problems[0]
         more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
         hint = (f"run `trib recover {table.uri} --app-id ID` to finish the renames"
-                if first.problem == "pending_roll_forward" else f"see `trib verify {table.uri}`")
+                if first.problem == "pending_roll_forward" else
+                f"run `trib compact {table.uri}` to finish the compaction" if first.problem == "replaced_in_place"
+                else f"see `trib verify {table.uri}`")
         raise VerificationError(f"{command} refused, nothing deleted: {first.describe()}{more}; {hint}")
     return report
 

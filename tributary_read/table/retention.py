@@ -162,12 +162,6 @@ def check_grace(grace_ms: int) -> None:
             "remembers removed files")
 
 
-#: How long ``trib clean`` keeps the originals a compaction replaced (Delta's deletedFileRetentionDuration):
-#: a reader behind the compaction (a consumer, a backfill) reads them for the part of a compaction its
-#: range covers (tributary_read/read/changes.py). Shorter than REMOVAL_MEMORY_MS, the state's memory.
-REPLACED_RETENTION_MS = 7 * 86_400_000
-
-
 def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
                    now_ms: int | None = None, checked: VerifyReport | None = None,
                    pending: frozenset[str] | None = None) -> list[FileInfo]:
@@ -178,7 +172,7 @@ def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
     :func:`require_consistent` this run already has (else it is made here).
 
     Files a compaction replaced still hold data for readers behind it: they go
-    only after :data:`REPLACED_RETENTION_MS` (or the grace, if longer) and
+    only after the table's ``compact.retention`` (or the grace, if longer) and
     when no pending plan names them. ``pending``: the paths consumers' pending
     plans name; None (not known) keeps every replaced file.
     """
@@ -197,7 +191,7 @@ def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
     for r in sorted(state.removed.values(), key=lambda r: r.entry.path):
         if r.timestamp_ms > now - grace_ms:
             continue
-        if r.by is not None and (pending is None or r.timestamp_ms > now - REPLACED_RETENTION_MS
+        if r.by is not None and (pending is None or r.timestamp_ms > now - table.config.compact.retention_ms
                                  or any(p in pending for p in locations(r.entry))):
             continue
         for p in locations(r.entry):

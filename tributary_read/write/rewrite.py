@@ -56,11 +56,11 @@ import pyarrow.parquet as pq
 from tributary_read.errors import InvalidInputError, SchemaConflictError, StorageError, VerificationError
 from tributary_read.faults import crash_point
 from tributary_read.io.formats import COMPRESSIONS, file_suffix
-from tributary_read.io.sinks import LineSink, ParquetSink, open_sink, shared_encoder
+from tributary_read.io.sinks import LineSink, ParquetSink, conform, open_sink, shared_encoder
 from tributary_read.io.storage import Storage
 from tributary_read.table.config import Table
 from tributary_read.table.manifest import KIND_DATA, FileEntry
-from tributary_read.table.names import WRITTEN_NAME
+from tributary_read.table.names import WRITTEN_NAME, compacted_name
 from tributary_read.table.renames import finish_renames
 from tributary_read.write.writer import staged_name
 
@@ -140,7 +140,7 @@ def _one_partition(entries: Sequence[FileEntry]) -> None:
 
 
 def rewrite(table: Table, group: Sequence[FileEntry], *, writer_id: str, seq: int = 1,
-            verify: bool = True) -> Rewritten:
+            verify: bool = True, span: tuple[int, int] | None = None) -> Rewritten:
     """Write the records of ``group`` (committed data files of one partition) into one staged file.
 
     The output is named like the writer's files, ``part-<writer_id>-<seq>``, in
@@ -149,7 +149,8 @@ def rewrite(table: Table, group: Sequence[FileEntry], *, writer_id: str, seq: in
     writer's shape (:func:`~tributary_read.write.writer.new_writer_id`) so that
     ``trib clean`` recognises an orphaned output; ``seq`` tells apart the
     outputs of one compaction. ``verify``: read the closed output back and
-    count its records (a Parquet footer; a line file decoded whole).
+    count its records (a Parquet footer; a line file decoded whole). ``span``: the
+    inputs' mtime span, which the output's name then carries.
 
     Raises VerificationError when an input does not match its commit (missing,
     resized, another record count, undecodable), SchemaConflictError when
@@ -171,6 +172,8 @@ def rewrite(table: Table, group: Sequence[FileEntry], *, writer_id: str, seq: in
         raise InvalidInputError(f"writer id {writer_id!r} and sequence {seq!r} make no name trib's writers give "
                                 "(writer id yyyyMMddHHmmss-<8 hex>, sequence 1..999999): `trib clean` could never "
                                 "remove the output if it were orphaned")
+    if span is not None:  # the inputs' mtimes, which mtime readers go by (table/names.py)
+        name = compacted_name(name, *span)
     path = posixpath.join(directory, name) if directory else name
     staged = staged_name(path)
     st = table.storage
@@ -411,27 +414,6 @@ def _loosen(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def _conform(table: pa.Table, schema: pa.Schema, where: str) -> pa.Table:
-    """``table`` with exactly ``schema``'s columns: absent ones null, widened ones cast (safely: a value the
-    wider type cannot hold exactly fails the cast instead of changing)."""
-    if table.schema.equals(schema):
-        return table
-    cols = []
-    for field in schema:
-        i = table.schema.get_field_index(field.name)
-        if i < 0:
-            cols.append(pa.nulls(table.num_rows, field.type))
-            continue
-        col = table.column(i)
-        try:
-            cols.append(col if col.type == field.type else col.cast(field.type))
-        except _ARROW_ERRORS as e:
-            raise SchemaConflictError(f"{where}: column {field.name!r} ({col.type}) cannot become {field.type} "
-                                      f"without loss, so it cannot be merged with the others: "
-                                      f"{str(e).splitlines()[0]}") from None
-    return pa.Table.from_arrays(cols, schema=schema)
-
-
 def _copy_parquet(st: Storage, inputs: Sequence[FileEntry], where: Sequence[str], schema: pa.Schema,
                   out: _Output) -> tuple[int, int]:
     """Every row group of every input into ``out`` (re-batched into the sink's row groups)."""
@@ -444,7 +426,7 @@ def _copy_parquet(st: Storage, inputs: Sequence[FileEntry], where: Sequence[str]
             groups: Iterator[pa.Table] = (pf.read_row_group(i) for i in range(pf.num_row_groups))
             rows = 0
             for t in groups:
-                t = _conform(t, schema, f"{st.uri}/{rel}")
+                t = conform(t, schema, f"{st.uri}/{rel}")
                 try:
                     sink.write_table(t)
                 except (OSError, pa.ArrowException) as err:

@@ -1,0 +1,108 @@
+"""Run a compaction: rewrite each group, commit one replace, set the originals aside, reveal the outputs.
+
+The order is the data-safety argument:
+
+1. Every output is written under a hidden staged name and read back
+   (:func:`tributary_read.write.rewrite.rewrite`): nothing a reader can see.
+2. One replace commit names the outputs, their sources and the files they
+   replace; the log refuses it if any of those left the table meanwhile (a
+   second compaction, ``trib expire``: a conflict, so nothing is resurrected)
+   or if records in and out differ. Before that commit every output is an
+   orphan this run deletes on failure; once it was attempted nothing deletes
+   them (an unknown outcome is left to ``trib clean``, as for any commit).
+3. The replaced files move to ``_tributary/replaced`` (Hive and Spark
+   directory readers stop counting them), then the outputs are renamed into
+   place (they start counting those): a crash between leaves fewer rows for a
+   moment, never twice as many, and any trib reader or the next compaction
+   finishes the step.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from tributary_read.compact.plan import CompactPlan
+from tributary_read.errors import CommitConflictError, CommitStateUnknownError
+from tributary_read.faults import crash_point
+from tributary_read.table.config import Table
+from tributary_read.table.manifest import FileEntry
+from tributary_read.table.renames import COMPACTED_MARKER, finish_replace, set_aside
+from tributary_read.write.rewrite import Rewritten, rewrite
+from tributary_read.write.writer import new_writer_id
+
+#: A compaction's commit may wait this long for lost races before giving up (ingest keeps committing).
+COMMIT_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class CompactResult:
+    plan: CompactPlan
+    version: int | None
+    outputs: tuple[FileEntry, ...]
+    dry_run: bool
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dry_run": self.dry_run, "version": self.version, **self.plan.to_json(),
+                "outputs": [{"path": f.path, "size": f.size, "records": f.records} for f in self.outputs],
+                "seconds": round(self.seconds, 3)}
+
+
+def compact(table: Table, plan: CompactPlan, *, dry_run: bool = False,
+            progress: Callable[[int, int, Rewritten], None] | None = None) -> CompactResult:
+    """Carry out ``plan`` (see the module docstring); with ``dry_run``, only report it."""
+    t0 = time.perf_counter()
+    if dry_run:
+        return CompactResult(plan, None, (), True, time.perf_counter() - t0)
+    finish_unfinished(table)
+    if not plan.groups:
+        return CompactResult(plan, None, (), False, time.perf_counter() - t0)
+    st = table.storage
+    st.create_if_absent(COMPACTED_MARKER, b"{}\n")  # from now on mtime readers judge compacted names
+    writer = new_writer_id()
+    done: list[Rewritten] = []
+    try:
+        for i, g in enumerate(plan.groups, 1):
+            rw = rewrite(table, g.inputs, writer_id=writer, seq=i, span=g.span)
+            done.append(rw)
+            if progress is not None:
+                progress(i, len(plan.groups), rw)
+        outputs = [replace(rw.entry, sources=g.sources) for rw, g in zip(done, plan.groups)]
+        replaced = [f for g in plan.groups for f in g.inputs]
+        crash_point("compact.before_commit")
+    except BaseException:
+        _discard(table, done)  # no commit was attempted: these are this run's own orphans
+        raise
+    try:
+        commit = table.log.commit(outputs, removed=replaced, replace=True, base_version=plan.version,
+                                  writer=f"compact-{writer}", timeout_s=COMMIT_TIMEOUT_S)
+    except CommitStateUnknownError:
+        raise  # it may have landed: the outputs stay (trib clean judges them after its grace period)
+    except CommitConflictError:
+        _discard(table, done)  # refused before any slot was claimed with it
+        raise
+    crash_point("compact.after_commit")
+    finish_replace(table, commit.files, commit.removed)
+    for f in commit.files:
+        st.set_mtime(f.path, max(s.mtime_ms or 0 for s in f.sources))  # plain tools see a time in the span
+    return CompactResult(plan, commit.version, commit.files, False, time.perf_counter() - t0)
+
+
+def finish_unfinished(table: Table) -> list[str]:
+    """Set aside replaced files a crashed compaction left in place (so Hive stops counting them twice)."""
+    state = table.log.state()
+    left = [r.entry for r in state.removed.values() if r.by is not None]
+    if not left:
+        return []
+    here = table.storage.stat_many([f.path for f in left])
+    return set_aside(table, [f for f, info in zip(left, here) if info is not None])
+
+
+def _discard(table: Table, done: list[Rewritten]) -> None:
+    for rw in done:
+        try:
+            table.storage.delete(rw.entry.staged or rw.entry.path)
+        except Exception:  # noqa: BLE001 - best effort: a leftover is an orphan for trib clean
+            pass
