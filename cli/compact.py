@@ -47,11 +47,22 @@ def compact(state: TribState, root, partitions, min_age, target_size, min_files,
             click.echo(f"trib compact: {i}/{n} {rw.entry.path}: {len(rw.inputs)} files, {rw.records_read} records",
                        err=True)
 
-    result = run_compact(t, plan, dry_run=dry_run, progress=progress)
+    from tributary_read.hive.commit import committer_for
+
+    committer = None if dry_run else committer_for(t)  # the table's partition commit: Hive's stats refreshed
+    try:
+        result = run_compact(t, plan, dry_run=dry_run, progress=progress,
+                             on_commit=committer.on_commit if committer else None)
+    finally:
+        committed = committer.close() if committer else None
 
     def human():
         verb = "would merge" if dry_run else "merged"
         click.echo(f"{verb} {plan.files} files into {len(plan.groups)} in {plan.partitions} partitions "
                    f"({sum(g.bytes for g in plan.groups)} bytes, {sum(g.records for g in plan.groups)} records)"
                    + (f"; committed version {result.version}" if result.version else ""))
-    emit(as_json, result.to_json(), human)
+    emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, human)
+    if committer and committer.error:  # the compaction is committed; only Hive's statistics are behind
+        raise type(committer.error)(f"compaction committed (version {result.version}), but refreshing the "
+                                    f"partitions in Hive failed: {committer.error}; catch up with: "
+                                    f"trib partitions commit {root}")

@@ -293,3 +293,30 @@ def test_ingest_refreshes_late_partitions_and_moves_them_back_as_the_etl_does(hi
     # Nothing left behind: the next pass has no commit to mount.
     again = json.loads(run_trib("partitions", "commit", str(root), "--json", check=True).stdout)
     assert again["added"] == [] and again["refreshed"] == []
+
+
+def test_compaction_keeps_hives_counts_and_refreshes_the_partitions_statistics(hive_services, hive_table, tmp_path):
+    """Issue 28: partition locations unchanged, beeline-equal counts before and after, and the rewritten
+    partitions' statistics refreshed through the table's partition commit."""
+    name, root, cur = hive_table
+    run_trib("partitions", "configure", str(root), "--policy", "metastore", "--hive-table", str(name),
+             "--metastore", _hs2(hive_services), check=True)
+    for k in range(6):
+        src = _source(tmp_path / f"s{k}.jsonl", [0, 1, 2], per_hour=20 + k)
+        assert _ingest(root, src, "--app-id", f"a{k}").returncode == 0
+    cur.execute(f"SELECT dt, count(*) FROM {name.sql} GROUP BY dt ORDER BY dt")
+    before = cur.fetchall()
+    cur.execute(f"SHOW PARTITIONS {name.sql}")
+    parts = sorted(r[0] for r in cur.fetchall())
+    p = run_trib("compact", str(root), "--min-age", "0s", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["files_out"] == 3 and out["partition_commit"]["error"] is None
+    assert sorted(out["partition_commit"]["refreshed"]) == parts
+    cur.execute(f"SELECT dt, count(*) FROM {name.sql} GROUP BY dt ORDER BY dt")
+    assert cur.fetchall() == before and sum(n for _, n in before) == 6 * 3 * 20 + 3 * 15
+    cur.execute(f"SHOW PARTITIONS {name.sql}")
+    assert sorted(r[0] for r in cur.fetchall()) == parts
+    cur.execute(f"DESCRIBE FORMATTED {name.sql} PARTITION ({parts[0].replace('=', '=' + chr(39))}')")
+    described = " ".join(str(c) for row in cur.fetchall() for c in row)
+    assert f"file:{root}/{_hour_path(0)}" in described.replace("file://", "file:")  # the same location

@@ -27,7 +27,7 @@ from tributary_read.compact.plan import CompactPlan
 from tributary_read.errors import CommitConflictError, CommitStateUnknownError
 from tributary_read.faults import crash_point
 from tributary_read.table.config import Table
-from tributary_read.table.manifest import FileEntry
+from tributary_read.table.manifest import Commit, FileEntry
 from tributary_read.table.renames import COMPACTED_MARKER, finish_replace, set_aside
 from tributary_read.write.rewrite import Rewritten, rewrite
 from tributary_read.write.writer import new_writer_id
@@ -51,8 +51,13 @@ class CompactResult:
 
 
 def compact(table: Table, plan: CompactPlan, *, dry_run: bool = False,
-            progress: Callable[[int, int, Rewritten], None] | None = None) -> CompactResult:
-    """Carry out ``plan`` (see the module docstring); with ``dry_run``, only report it."""
+            progress: Callable[[int, int, Rewritten], None] | None = None,
+            on_commit: Callable[[Commit], None] | None = None) -> CompactResult:
+    """Carry out ``plan`` (see the module docstring); with ``dry_run``, only report it.
+
+    ``on_commit``: called once the outputs are in place, with the replace commit (the table's
+    partition commit refreshes Hive's statistics of the partitions it rewrote).
+    """
     t0 = time.perf_counter()
     if dry_run:
         return CompactResult(plan, None, (), True, time.perf_counter() - t0)
@@ -87,6 +92,8 @@ def compact(table: Table, plan: CompactPlan, *, dry_run: bool = False,
     finish_replace(table, commit.files, commit.removed)
     for f in commit.files:
         st.set_mtime(f.path, max(s.mtime_ms or 0 for s in f.sources))  # plain tools see a time in the span
+    if on_commit is not None:
+        on_commit(commit)
     return CompactResult(plan, commit.version, commit.files, False, time.perf_counter() - t0)
 
 
