@@ -269,3 +269,32 @@ def test_kill9_at_random_moments_while_ingest_appends_every_record_once(tmp_path
     invoke_trib("clean", str(root), "--older-than", "0s", check=True)
     assert _directory_reader(root) == _all_ids(tmp_path)
     assert invoke_trib("verify", str(root)).returncode == 0
+
+
+@pytest.mark.integration
+def test_a_write_error_mid_rewrite_commits_nothing_and_the_old_files_stand(tmp_path):
+    """The output passes the process's file size limit (EFBIG, as a full disk's ENOSPC): exit 7, one
+    line, nothing committed, no staged output left, every original where it was; a rerun completes."""
+    import resource
+
+    root = _table(tmp_path)
+    _ingest(root, tmp_path, 6, per=900)  # each small file ~ 9 kB, a partition's output ~ 55 kB
+    everything = _all_ids(tmp_path)
+    before = sorted(p.relative_to(root) for p in root.rglob("part-*"))
+    v = json.loads(invoke_trib("log", str(root), "--json", check=True).stdout)["commits"][-1]["version"]
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (30_000, 30_000))
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([*TRIB, "compact", str(root), "--min-age", "0s"], capture_output=True, text=True, env=env,
+                       preexec_fn=limit)
+    last = p.stderr.strip().splitlines()[-1]
+    assert p.returncode == 7 and last.startswith("trib: error: ") and "Traceback" not in p.stderr, p.stderr
+    assert json.loads(invoke_trib("log", str(root), "--json", check=True).stdout)["commits"][-1]["version"] == v
+    assert sorted(p.relative_to(root) for p in root.rglob("part-*")) == before  # no output, no original moved
+    assert not list(root.rglob(".part-*")) and not (root / "_tributary" / "replaced").exists()
+    assert _directory_reader(root) == everything and invoke_trib("verify", str(root)).returncode == 0
+    run_trib("compact", str(root), "--min-age", "0s", check=True)
+    assert _directory_reader(root) == everything and _records(root, _files(root, "--all")) == everything
