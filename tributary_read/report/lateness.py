@@ -192,13 +192,30 @@ def missed_curve(arrivals: Sequence[Arrival], points: int = 200) -> list[tuple[i
     return [(lag, (n - bisect.bisect_right(delays, lag)) / n) for lag in lags]
 
 
-def arrivals_of(fs: FileSet, layout: Layout, commit_times: Mapping[str, int]) -> tuple[list[Arrival], int]:
-    """Each file of ``fs`` with its partition and arrival; and how many lie outside any partition."""
+def arrivals_of(fs: FileSet, layout: Layout, commit_times: Mapping[str, int],
+                compacted: Mapping[str, Sequence[tuple[str, int | None, int]]] | None = None,
+                ) -> tuple[list[Arrival], int]:
+    """Each file of ``fs`` with its partition and arrival; and how many lie outside any partition.
+
+    A compacted file arrived as its originals did (``compacted``: path -> (original, commit time,
+    records) each): one arrival per original, never the compaction's own time, which would show
+    every record of a closed partition as hours late.
+    """
     out, unplaced = [], 0
     for f in fs.files:
         part = layout.try_parse(posixpath.dirname(f.path))
         if part is None:
             unplaced += 1
+            continue
+        if compacted and f.path in compacted:
+            sources = compacted[f.path]
+            total = sum(r for _, _, r in sources) or 1
+            for original, at, records in sources:
+                if at is None:
+                    unplaced += 1
+                else:
+                    out.append(Arrival(original, part.spec, part.start_ms, part.end_ms, at, "commit",
+                                       f.size * records // total, records))
             continue
         committed = commit_times.get(f.path)
         if committed is not None:
@@ -212,22 +229,29 @@ def arrivals_of(fs: FileSet, layout: Layout, commit_times: Mapping[str, int]) ->
     return out, unplaced
 
 
-def commit_times(source: Source) -> tuple[dict[str, int], list[str]]:
-    """path -> the time of the commit that added it, for every commit the log still holds."""
+def commit_times(source: Source) -> tuple[dict[str, int], list[str], dict[str, list[tuple[str, int | None, int]]]]:
+    """path -> the time of the commit that added it, for every commit the log still holds; notes; and
+    for each compacted file, its originals with the time each was committed (None: no longer in the log)."""
     if source.table is None:
-        return {}, []
+        return {}, [], {}
     log = source.table.log
     oldest = log.oldest_version()
     times: dict[str, int] = {}
+    stamps: dict[int, int] = {}
+    compacted: dict[str, list[tuple[str, int | None, int]]] = {}
     notes = []
     if oldest > 1:
         notes.append(f"log retention removed commits before version {oldest}: files committed earlier "
                      "have no known arrival and are left out")
     if oldest:
         for c in log.commits(oldest - 1):
-            for e in c.files:
+            stamps[c.version] = c.timestamp_ms
+            for e in c.new_data:  # a replace commit's files arrived as their originals did
                 times.setdefault(e.path, c.timestamp_ms)
-    return times, notes
+            for e in c.files:
+                if e.sources:
+                    compacted[e.path] = [(s.path, stamps.get(s.version), s.records) for s in e.sources]
+    return times, notes, compacted
 
 
 def lateness(root: str | Source, *, lags_ms: Sequence[int] = (), since_ms: int | None = None,
@@ -243,8 +267,8 @@ def lateness(root: str | Source, *, lags_ms: Sequence[int] = (), since_ms: int |
     if any(lag < 0 for lag in lags_ms):
         raise InvalidInputError("a lag must not be negative")
     fs = select(src, ReadRequest(allow_untracked=True, all_files=True)).fileset  # a report delivers nothing: untracked is a note
-    times, notes = commit_times(src)
-    found, unplaced = arrivals_of(fs, src.layout, times)
+    times, notes, compacted = commit_times(src)
+    found, unplaced = arrivals_of(fs, src.layout, times, compacted)
     if since_ms is not None:
         found = [a for a in found if a.partition_end_ms > since_ms]
     found.sort(key=lambda a: (a.partition_start_ms, a.arrived_ms, a.path))
