@@ -20,9 +20,14 @@ from .context import Duration, TribState, emit, json_option, pass_state
 @click.option("--min-files", type=click.IntRange(min=2), default=None,
               help="Leave a partition's period with fewer small files alone [default: compact.min_files, 5].")
 @click.option("--dry-run", is_flag=True, help="Show the plan (partitions, files in and out, bytes); change nothing.")
+@click.option("--spark", "on_spark", is_flag=True,
+              help="Rewrite on Spark executors, a task per compacted file (the commit stays here, once).")
+@click.option("--master", envvar="TRIB_SPARK_MASTER",
+              help="With --spark: the master (default: $TRIB_SPARK_MASTER, $SPARK_MASTER, local[*]).")
 @json_option
 @pass_state
-def compact(state: TribState, root, partitions, min_age, target_size, min_files, dry_run, as_json) -> None:
+def compact(state: TribState, root, partitions, min_age, target_size, min_files, dry_run, on_spark, master,
+            as_json) -> None:
     """Merge small files of closed partitions into large ones, as one replace commit no reader counts twice.
 
     Readers of new data skip the commit (its records were delivered in the
@@ -49,10 +54,16 @@ def compact(state: TribState, root, partitions, min_age, target_size, min_files,
 
     from tributary_read.hive.commit import committer_for
 
+    spark = None
+    if on_spark and plan.groups and not dry_run:
+        from tributary_read.spark.session import sql_session
+
+        spark = sql_session(master, {"spark.ui.enabled": "false"}, "trib-compact", udfs=False)  # no user SQL
     committer = None if dry_run else committer_for(t)  # the table's partition commit: Hive's stats refreshed
     try:
         result = run_compact(t, plan, dry_run=dry_run, progress=progress,
-                             on_commit=committer.on_commit if committer else None)
+                             on_commit=committer.on_commit if committer else None, spark=spark,
+                             options=state.resolve(root)[1])
     finally:
         committed = committer.close() if committer else None
 

@@ -316,3 +316,39 @@ def test_the_lateness_report_is_the_same_after_a_compaction(tmp_path):
         return [arrivals(v) for v in report] if isinstance(report, list) else report
 
     assert before["files"] == 5 * HOURS and arrivals(after) == arrivals(before)
+
+
+@pytest.mark.integration
+def test_on_spark_executors_the_same_records_and_one_commit(spark, tmp_path):
+    """--spark: a task per compacted file on the executors, the commit here, once; a table on Spark
+    gives the same records as the local engine, and a failed task commits nothing and leaves nothing."""
+    from tributary_read.compact.plan import plan_compaction
+    from tributary_read.compact.run import compact
+    from tributary_read.table.config import Table
+
+    root = _table(tmp_path, "parquet", "snappy")
+    _ingest(root, tmp_path, 6)
+    everything = _all_ids(tmp_path)
+    t = Table.load(str(root))
+    v = t.log.latest_version()
+    plan = plan_compaction(t, settings=t.config.compact.with_values({"min_age": "0s"}),
+                           now_ms=int(time.time() * 1000))
+    done = compact(t, plan, spark=spark)
+    assert done.version == v + 1 and len(done.outputs) == HOURS
+    assert _directory_reader(root) == everything and _records(root, _files(root, "--all")) == everything
+    assert invoke_trib("verify", str(root)).returncode == 0
+
+    _ingest(root, tmp_path, 3)
+    everything = _all_ids(tmp_path)
+    t = Table.load(str(root))
+    plan = plan_compaction(t, settings=t.config.compact.with_values({"min_age": "0s", "min_files": 2}),
+                           now_ms=int(time.time() * 1000))
+    victim = plan.groups[-1].inputs[-1]
+    (root / victim.path).write_bytes(b"not parquet")  # a task fails on the executor: an undecodable input
+    v = t.log.latest_version()
+    from tributary_read.errors import TributaryError
+
+    with pytest.raises(TributaryError, match="compacting|parquet|decode|size"):
+        compact(t, plan, spark=spark)
+    assert t.log.latest_version() == v  # nothing committed
+    assert not list(root.rglob(".part-*.inprogress"))  # every task's output removed, the failed one's too

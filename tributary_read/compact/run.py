@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from tributary_read.compact.plan import CompactPlan
 from tributary_read.errors import CommitConflictError, CommitStateUnknownError
@@ -29,7 +29,7 @@ from tributary_read.faults import crash_point
 from tributary_read.table.config import Table
 from tributary_read.table.manifest import Commit, FileEntry
 from tributary_read.table.renames import COMPACTED_MARKER, finish_replace, set_aside
-from tributary_read.write.rewrite import Rewritten, rewrite
+from tributary_read.write.rewrite import Rewritten, output_names, rewrite
 from tributary_read.write.writer import new_writer_id
 
 #: A compaction's commit may wait this long for lost races before giving up (ingest keeps committing).
@@ -52,11 +52,14 @@ class CompactResult:
 
 def compact(table: Table, plan: CompactPlan, *, dry_run: bool = False,
             progress: Callable[[int, int, Rewritten], None] | None = None,
-            on_commit: Callable[[Commit], None] | None = None) -> CompactResult:
+            on_commit: Callable[[Commit], None] | None = None, spark: Any = None,
+            options: Mapping[str, str] | None = None) -> CompactResult:
     """Carry out ``plan`` (see the module docstring); with ``dry_run``, only report it.
 
     ``on_commit``: called once the outputs are in place, with the replace commit (the table's
-    partition commit refreshes Hive's statistics of the partitions it rewrote).
+    partition commit refreshes Hive's statistics of the partitions it rewrote). ``spark``: a
+    SparkSession whose executors rewrite the groups, one task each (``options``: the storage
+    options they open the table with); the commit is still this process's, once.
     """
     t0 = time.perf_counter()
     if dry_run:
@@ -69,16 +72,21 @@ def compact(table: Table, plan: CompactPlan, *, dry_run: bool = False,
     writer = new_writer_id()
     done: list[Rewritten] = []
     try:
+        if spark is not None:
+            from tributary_read.spark.rewrite import rewrite_on_executors
+
+            done = rewrite_on_executors(spark, table, [(i, g.inputs, g.span) for i, g in enumerate(plan.groups, 1)],
+                                        writer_id=writer, options=options)
         for i, g in enumerate(plan.groups, 1):
-            rw = rewrite(table, g.inputs, writer_id=writer, seq=i, span=g.span)
-            done.append(rw)
+            if spark is None:
+                done.append(rewrite(table, g.inputs, writer_id=writer, seq=i, span=g.span))
             if progress is not None:
-                progress(i, len(plan.groups), rw)
+                progress(i, len(plan.groups), done[i - 1])
         outputs = [replace(rw.entry, sources=g.sources) for rw, g in zip(done, plan.groups)]
         replaced = [f for g in plan.groups for f in g.inputs]
         crash_point("compact.before_commit")
     except BaseException:
-        _discard(table, done)  # no commit was attempted: these are this run's own orphans
+        _discard(table, plan, writer)  # no commit was attempted: these are this run's own orphans
         raise
     try:
         commit = table.log.commit(outputs, removed=replaced, replace=True, base_version=plan.version,
@@ -86,7 +94,7 @@ def compact(table: Table, plan: CompactPlan, *, dry_run: bool = False,
     except CommitStateUnknownError:
         raise  # it may have landed: the outputs stay (trib clean judges them after its grace period)
     except CommitConflictError:
-        _discard(table, done)  # refused before any slot was claimed with it
+        _discard(table, plan, writer)  # refused before any slot was claimed with it
         raise
     crash_point("compact.after_commit")
     finish_replace(table, commit.files, commit.removed)
@@ -107,9 +115,10 @@ def finish_unfinished(table: Table) -> list[str]:
     return set_aside(table, [f for f, info in zip(left, here) if info is not None])
 
 
-def _discard(table: Table, done: list[Rewritten]) -> None:
-    for rw in done:
+def _discard(table: Table, plan: CompactPlan, writer: str) -> None:
+    """Delete this run's staged outputs, by name: those of a task that failed on an executor too."""
+    for i, g in enumerate(plan.groups, 1):
         try:
-            table.storage.delete(rw.entry.staged or rw.entry.path)
+            table.storage.delete(output_names(table, g.inputs, writer_id=writer, seq=i, span=g.span)[1])
         except Exception:  # noqa: BLE001 - best effort: a leftover is an orphan for trib clean
             pass

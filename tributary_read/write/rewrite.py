@@ -139,6 +139,24 @@ def _one_partition(entries: Sequence[FileEntry]) -> None:
                                         "partitions")
 
 
+def output_names(table: Table, inputs: Sequence[FileEntry], *, writer_id: str, seq: int,
+                 span: tuple[int, int] | None = None) -> tuple[str, str]:
+    """(final, staged) name of the output :func:`rewrite` makes for these arguments: a caller that
+    lost track of a rewrite (an executor that failed) finds its leftover by name."""
+    cfg = table.config
+    directory = posixpath.dirname(inputs[0].path)
+    ok_seq = isinstance(seq, int) and not isinstance(seq, bool) and 0 < seq < 1_000_000
+    name = f"part-{writer_id}-{seq:06d}{file_suffix(cfg.format, cfg.compression)}" if ok_seq else ""
+    if not WRITTEN_NAME.match(name):
+        raise InvalidInputError(f"writer id {writer_id!r} and sequence {seq!r} make no name trib's writers give "
+                                "(writer id yyyyMMddHHmmss-<8 hex>, sequence 1..999999): `trib clean` could never "
+                                "remove the output if it were orphaned")
+    if span is not None:  # the inputs' mtimes, which mtime readers go by (table/names.py)
+        name = compacted_name(name, *span)
+    path = posixpath.join(directory, name) if directory else name
+    return path, staged_name(path)
+
+
 def rewrite(table: Table, group: Sequence[FileEntry], *, writer_id: str, seq: int = 1,
             verify: bool = True, span: tuple[int, int] | None = None) -> Rewritten:
     """Write the records of ``group`` (committed data files of one partition) into one staged file.
@@ -165,17 +183,7 @@ def rewrite(table: Table, group: Sequence[FileEntry], *, writer_id: str, seq: in
             raise InvalidInputError(f"{e.path} is a {e.kind} file, not data: only data files are compacted")
     _one_partition(inputs)
     cfg = table.config
-    directory = posixpath.dirname(inputs[0].path)
-    ok_seq = isinstance(seq, int) and not isinstance(seq, bool) and 0 < seq < 1_000_000
-    name = f"part-{writer_id}-{seq:06d}{file_suffix(cfg.format, cfg.compression)}" if ok_seq else ""
-    if not WRITTEN_NAME.match(name):
-        raise InvalidInputError(f"writer id {writer_id!r} and sequence {seq!r} make no name trib's writers give "
-                                "(writer id yyyyMMddHHmmss-<8 hex>, sequence 1..999999): `trib clean` could never "
-                                "remove the output if it were orphaned")
-    if span is not None:  # the inputs' mtimes, which mtime readers go by (table/names.py)
-        name = compacted_name(name, *span)
-    path = posixpath.join(directory, name) if directory else name
-    staged = staged_name(path)
+    path, staged = output_names(table, inputs, writer_id=writer_id, seq=seq, span=span)
     st = table.storage
     if any(i is not None for i in st.stat_many([path, staged])):
         raise InvalidInputError(f"{st.uri}/{path} (or its staged name) exists already: pick another writer id "
