@@ -304,8 +304,13 @@ def test_compaction_keeps_hives_counts_and_refreshes_the_partitions_statistics(h
     for k in range(6):
         src = _source(tmp_path / f"s{k}.jsonl", [0, 1, 2], per_hour=20 + k)
         assert _ingest(root, src, "--app-id", f"a{k}").returncode == 0
+    from etl_data import Hs2
+
+    beeline = Hs2(hive_services)
+    counts = f"SELECT dt, count(*) FROM {name.sql} GROUP BY dt"
     cur.execute(f"SELECT dt, count(*) FROM {name.sql} GROUP BY dt ORDER BY dt")
     before = cur.fetchall()
+    beeline_before = sorted(beeline.beeline(counts, 2))
     cur.execute(f"SHOW PARTITIONS {name.sql}")
     parts = sorted(r[0] for r in cur.fetchall())
     p = run_trib("compact", str(root), "--min-age", "0s", "--json")
@@ -315,6 +320,7 @@ def test_compaction_keeps_hives_counts_and_refreshes_the_partitions_statistics(h
     assert sorted(out["partition_commit"]["refreshed"]) == parts
     cur.execute(f"SELECT dt, count(*) FROM {name.sql} GROUP BY dt ORDER BY dt")
     assert cur.fetchall() == before and sum(n for _, n in before) == 6 * 3 * 20 + 3 * 15
+    assert sorted(beeline.beeline(counts, 2)) == beeline_before and len(beeline_before) == 3  # Hive's own shell
     cur.execute(f"SHOW PARTITIONS {name.sql}")
     assert sorted(r[0] for r in cur.fetchall()) == parts
     cur.execute(f"DESCRIBE FORMATTED {name.sql} PARTITION ({parts[0].replace('=', '=' + chr(39))}')")
