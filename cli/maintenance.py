@@ -84,11 +84,12 @@ def recover(state: TribState, root, app_id, as_json) -> None:
 def verify(state: TribState, root, as_json) -> None:
     """Check every committed file exists with its recorded size; list orphans."""
     t = state.table(root)
+    marker = None
     if t.config.partition_commit:  # judged as partitions commit and ingest judge it: corrupt is 6 here too
-        from tributary_read.hive.commit import CommitPolicy
+        from tributary_read.hive.commit import success_file
 
-        CommitPolicy.from_json(t.config.partition_commit)
-    report = run_verify(t)
+        marker = success_file(t)  # its markers are trib's own, not another tool's files
+    report = run_verify(t, marker)
 
     def human():
         echo_capped([p.describe() for p in report.problems])
@@ -172,9 +173,15 @@ def expire(state: TribState, root, older_than, grace, dry_run, as_json) -> None:
     reported and left alone. Refused (exit 9, nothing committed or deleted) on
     any problem `trib verify` reports.
     """
+    from tributary_read.hive.commit import success_file, unmark
+
     t = state.table(root)
     r = run_expire(t, older_than, grace, dry_run=dry_run)
     p = r.plan
+    marker = success_file(t)
+    # The partitions' data left the table at the commit: so does the mark that called them complete.
+    unmarked = unmark(t, p.directories) if r.version and not dry_run else []
+    kept = [k for k in p.kept if marker is None or k.path.rpartition("/")[2] != marker]
 
     def human():
         what = "would remove" if dry_run else "removed"
@@ -185,10 +192,12 @@ def expire(state: TribState, root, older_than, grace, dry_run, as_json) -> None:
         verb = "would delete" if dry_run else "deleted"
         echo_capped([f"{verb}: {d.path}" for d in r.deleted])
         click.echo(f"{verb} {len(r.deleted)} files of removals older than the grace period")
-    emit(as_json, r.to_json(), human)
-    if p.kept:
-        click.echo(f"trib: warning: {len(p.kept)} files in expired partitions are not in the log (written by "
-                   f"other tools, or orphans) and were left alone, e.g. {p.kept[0].path}; see --json",
+        if unmarked:
+            click.echo(f"removed the partition commit's {marker} from {len(unmarked)} expired partitions")
+    emit(as_json, {**r.to_json(), "unmarked": unmarked}, human)
+    if kept:
+        click.echo(f"trib: warning: {len(kept)} files in expired partitions are not in the log (written by "
+                   f"other tools, or orphans) and were left alone, e.g. {kept[0].path}; see --json",
                    err=True)
 
 

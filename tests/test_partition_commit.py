@@ -326,3 +326,22 @@ def test_compaction_keeps_hives_counts_and_refreshes_the_partitions_statistics(h
     cur.execute(f"DESCRIBE FORMATTED {name.sql} PARTITION ({parts[0].replace('=', '=' + chr(39))}')")
     described = " ".join(str(c) for row in cur.fetchall() for c in row)
     assert f"file:{root}/{_hour_path(0)}" in described.replace("file://", "file:")  # the same location
+
+
+def test_expire_removes_the_success_marker_of_the_partitions_it_expires(tmp_path):
+    """A marker says "complete": left in an expired partition it tells downstream to read nothing.
+    verify counts the markers as trib's own, not as another tool's files."""
+    root = tmp_path / "t"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    run_trib("partitions", "configure", str(root), "--policy", "success-file", check=True)
+    src = _source(tmp_path / "s.jsonl", [0, 1, 2])
+    assert _ingest(root, src).returncode == 0
+    marked = _marked(root)
+    assert len(marked) == 3
+    v = json.loads(run_trib("verify", str(root), "--json", check=True).stdout)
+    assert v["untracked"] == [] and v["markers"] == 3
+    p = run_trib("expire", str(root), "--older-than", "1d", "--grace", "0s", "--json")
+    assert p.returncode == 0 and "not in the log" not in p.stderr, p.stderr
+    assert sorted(f.rpartition("/")[0] for f in json.loads(p.stdout)["unmarked"]) == marked
+    assert _marked(root) == []
+    assert run_trib("verify", str(root)).returncode == 0

@@ -37,7 +37,7 @@ import json
 import posixpath
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from tributary_read.errors import (
     CommitConflictError,
@@ -422,6 +422,28 @@ class PartitionCommitter:
                 return
             except CommitConflictError:
                 continue  # a concurrent sync or committer: merge into its state
+
+
+def success_file(table: Table) -> str | None:
+    """The name of the marker the table's partition commit writes into complete partitions, if it writes one."""
+    policy = CommitPolicy.from_json(table.config.partition_commit)
+    return policy.success_file if "success-file" in policy.policies else None
+
+
+def unmark(table: Table, directories: Sequence[str]) -> list[str]:
+    """Delete the partition commit's marker from ``directories`` (``trib expire`` removed their data).
+
+    A marker says "this partition is complete": left in an expired partition it
+    tells a downstream job to read a partition that holds nothing any more.
+    """
+    name = success_file(table)
+    if name is None or not directories:
+        return []
+    paths = [f"{d}/{name}" for d in directories]
+    here = [p for p, info in zip(paths, table.storage.stat_many(paths)) if info is not None]
+    for p in here:
+        table.storage.delete(p)
+    return here
 
 
 def committer_for(table: Table, **kwargs) -> PartitionCommitter | None:

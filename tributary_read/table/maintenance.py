@@ -65,6 +65,8 @@ class VerifyReport:
     unlisted: list[Unlisted] = field(default_factory=list)
     #: Files an expire commit removed whose bytes wait for the grace period (not orphans).
     removed: list[FileInfo] = field(default_factory=list)
+    #: The partition commit's markers (``_SUCCESS``): trib wrote them, no commit lists them.
+    markers: list[FileInfo] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -80,6 +82,7 @@ class VerifyReport:
             "untracked": [{"path": o.path, "size": o.size, "mtime_ms": o.mtime_ms} for o in self.untracked],
             "unlisted": [u.to_json() for u in self.unlisted],
             "removed": [{"path": o.path, "size": o.size, "mtime_ms": o.mtime_ms} for o in self.removed],
+            "markers": len(self.markers),
         }
 
 
@@ -88,11 +91,13 @@ def _is_trib_written(path: str) -> bool:
     return bool(WRITTEN_NAME.match(name) or STAGED_NAME.match(name))
 
 
-def verify(table: Table) -> VerifyReport:
+def verify(table: Table, marker: str | None = None) -> VerifyReport:
     """Check every committed file exists with its recorded size; list the rest.
 
     The listing is taken before the state is read, so a file committed in
-    between is seen as referenced rather than as an orphan.
+    between is seen as referenced rather than as an orphan. ``marker``: the name
+    of the partition commit's marker (its owner, tributary_read.hive.commit, says
+    which), counted as trib's own rather than as another tool's file.
     """
     files, unlisted = table.storage.walk()
     listed = {f.path: f for f in files}
@@ -116,6 +121,7 @@ def verify(table: Table) -> VerifyReport:
     orphans: list[FileInfo] = []
     untracked: list[FileInfo] = []
     removed: list[FileInfo] = []
+    markers: list[FileInfo] = []
     gone = {p for r in state.removed.values() for p in (r.entry.path, r.entry.staged) if p}
     for r in state.removed.values():
         if r.by is not None and r.entry.path in listed and r.entry.path not in referenced:
@@ -128,8 +134,11 @@ def verify(table: Table) -> VerifyReport:
         if path in gone:
             removed.append(f)  # deleted by `trib clean`/`trib expire` once past the grace
             continue
+        if marker is not None and path.rpartition("/")[2] == marker:
+            markers.append(f)
+            continue
         (orphans if _is_trib_written(path) else untracked).append(f)
-    return VerifyReport(state.version, len(state.files), problems, orphans, untracked, unlisted, removed)
+    return VerifyReport(state.version, len(state.files), problems, orphans, untracked, unlisted, removed, markers)
 
 
 def require_consistent(table: Table, command: str) -> VerifyReport:
