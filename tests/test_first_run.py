@@ -293,3 +293,29 @@ def test_a_consumer_created_before_initial_positions_keeps_its_baseline(tmp_path
     assert show["initial_position"] is None
     assert "first run  baseline (created before initial positions" in cli("consumer", "show", str(root), "c").stdout
     assert paths(plan(root)) == []
+
+
+def test_replay_says_what_it_redelivers_and_a_version_tracking_consumer_is_refused(tmp_path):
+    """One word, one meaning: replay forgets a partition's *listed* files. A both consumer's next plan
+    redelivers the files other tools wrote there (trib's own are tracked by version); a manifest consumer
+    has nothing listed, and is told how to read the partition again instead of 'delivered nothing'."""
+    from helpers import LAYOUT, PARTITION
+
+    root = tmp_path / "t"
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    src = make_source(tmp_path / "s.jsonl", 20, hours=1)
+    invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
+    d = next(p for p in root.rglob("part-*")).parent
+    (d / "foreign.jsonl").write_text('{"id": 1}\n')
+    os.utime(d / "foreign.jsonl", (0, 0))  # old enough for the consumer's minimum age
+    part = str(d.relative_to(root))
+    for name, mode in (("b", "both"), ("m", "manifest")):
+        p = json.loads(invoke_trib("files", str(root), "--consumer", name, "--mode", mode, "--json",
+                                   check=True).stdout)
+        invoke_trib("consumer", "ack", str(root), name, p["plan_id"], check=True)
+    r = json.loads(invoke_trib("consumer", "replay", str(root), "b", "--partition", part, "--json",
+                               check=True).stdout)
+    assert "every file other tools wrote in the partition" in r["effect"]
+    refused = one_line_error(invoke_trib("consumer", "replay", str(root), "m", "--partition", part), 3,
+                             "tracks table versions", "trib files ROOT --partitions")
+    assert "delivered nothing" not in refused

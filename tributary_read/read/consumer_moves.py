@@ -172,6 +172,12 @@ class Moves:
         """
         d = (partition or "").strip().strip("/")
         state = self.current()
+        if state is not None and state.mode == "manifest":
+            raise InvalidInputError(
+                f"consumer {self.name!r} tracks table versions, not a listing: replay forgets a partition's "
+                f"listed files, and it has none. To read the partition's committed files again: "
+                f"trib files ROOT --partitions 'SPEC' (or move the consumer with trib consumer reset)",
+                replay_partition="the partition")
         if state is None or (d not in state.ledger and d not in state.sealed):
             raise InvalidInputError(
                 f"consumer {self.name!r} has delivered nothing of partition {d!r} (give the partition directory "
@@ -188,9 +194,12 @@ class Moves:
                 raise CommitConflictError(f"consumer {self.name!r} changed during the replay; look and retry")
             self._prune(new.version)
         dropped = f"; pending plan {pend.plan_id} is dropped" if pend else ""
+        which = ("every file other tools wrote in the partition (files trib committed there are tracked by "
+                 "table version and are not delivered again)" if state.mode == "both" else
+                 "every file the partition holds")
         return {"consumer": self.name, "partition": d, "applied": execute, "version": new.version,
-                "effect": f"forgets the {_files(n)} it delivered of {d}: the next plan delivers every file the "
-                          f"partition holds then, and seals it again if it is past the lookback{dropped}"}
+                "effect": f"forgets the {_files(n)} it delivered of {d}: the next plan delivers {which} then, "
+                          f"and seals it again if it is past the lookback{dropped}"}
 
 
     # -- skip: one planned file that cannot be read -----------------------------------------
