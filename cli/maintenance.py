@@ -104,9 +104,9 @@ def verify(state: TribState, root, as_json) -> None:
                    f"{len(report.orphans)} orphans")
     emit(as_json, report.to_json(), human)
     if not report.ok:
-        if any(p.problem == "pending_roll_forward" for p in report.problems):
+        if any(p.problem == "pending_roll_forward" and not p.detail for p in report.problems):
             click.echo("trib: hint: run `trib recover ROOT --app-id ID` (or the ingest) to finish renames", err=True)
-        if any(p.problem == "replaced_in_place" for p in report.problems):
+        if any(p.problem == "replaced_in_place" or p.detail.startswith("a compacted file") for p in report.problems):
             click.echo("trib: hint: run `trib compact ROOT` to finish setting aside the files a compaction replaced",
                        err=True)
         raise click.exceptions.Exit(9)

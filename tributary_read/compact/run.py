@@ -19,6 +19,7 @@ The order is the data-safety argument:
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
@@ -28,7 +29,7 @@ from tributary_read.errors import CommitConflictError, CommitStateUnknownError
 from tributary_read.faults import crash_point
 from tributary_read.table.config import Table
 from tributary_read.table.manifest import Commit, FileEntry
-from tributary_read.table.renames import COMPACTED_MARKER, finish_replace, set_aside
+from tributary_read.table.renames import COMPACTED_MARKER, finish_compactions, finish_replace
 from tributary_read.write.rewrite import Rewritten, output_names, rewrite
 from tributary_read.write.writer import new_writer_id
 
@@ -106,13 +107,24 @@ def compact(table: Table, plan: CompactPlan, *, dry_run: bool = False,
 
 
 def finish_unfinished(table: Table) -> list[str]:
-    """Set aside replaced files a crashed compaction left in place (so Hive stops counting them twice)."""
+    """Finish compactions that stopped after their commit (replaced files set aside, then the
+    compacted ones revealed), so Hive never counts both and never neither for long.
+
+    The marker remembers the version everything was finished through: only later replaces'
+    inputs are looked at again (a table remembers a month of them).
+    """
+    st = table.storage
+    try:
+        since = int(json.loads(st.read(COMPACTED_MARKER)).get("finished", 0))
+    except FileNotFoundError:
+        return []  # never compacted
+    except (ValueError, TypeError, AttributeError):
+        since = 0
     state = table.log.state()
-    left = [r.entry for r in state.removed.values() if r.by is not None]
-    if not left:
-        return []
-    here = table.storage.stat_many([f.path for f in left])
-    return set_aside(table, [f for f, info in zip(left, here) if info is not None])
+    moved = finish_compactions(table, state, since=since)
+    if state.version > since:
+        st.replace(COMPACTED_MARKER, json.dumps({"finished": state.version}).encode() + b"\n")
+    return moved
 
 
 def _discard(table: Table, plan: CompactPlan, writer: str) -> None:

@@ -113,7 +113,9 @@ def verify(table: Table, marker: str | None = None) -> VerifyReport:
         if got is None:
             staged = listed.get(entry.staged) if entry.staged else None
             if staged is not None and staged.size == entry.size:
-                problems.append(Problem(entry.path, "pending_roll_forward", entry.size, staged.size))
+                problems.append(Problem(entry.path, "pending_roll_forward", entry.size, staged.size,
+                                        "a compacted file: `trib compact` (or any trib read) finishes it"
+                                        if entry.sources else ""))
             else:
                 problems.append(Problem(entry.path, "missing", entry.size))
         elif got.size != entry.size:
@@ -153,8 +155,9 @@ def require_consistent(table: Table, command: str) -> VerifyReport:
         first = report.problems[0]
         more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
         hint = (f"run `trib recover {table.uri} --app-id ID` to finish the renames"
-                if first.problem == "pending_roll_forward" else
-                f"run `trib compact {table.uri}` to finish the compaction" if first.problem == "replaced_in_place"
+                if first.problem == "pending_roll_forward" and not first.detail else
+                f"run `trib compact {table.uri}` to finish the compaction"
+                if first.problem in ("replaced_in_place", "pending_roll_forward")
                 else f"see `trib verify {table.uri}`")
         raise VerificationError(f"{command} refused, nothing deleted: {first.describe()}{more}; {hint}")
     return report

@@ -39,6 +39,34 @@ def locations(f: FileEntry) -> tuple[str, ...]:
     return tuple(p for p in (f.path, f.staged, replaced_path(f.path)) if p)
 
 
+def finish_compactions(table: Table, state, outputs: Sequence[FileEntry] | None = None, *,
+                       since: int = 0) -> list[str]:
+    """Finish what compactions that stopped after their commit left: each compacted file's inputs
+    set aside, then the file revealed, in that order (:func:`finish_replace`); idempotent.
+
+    ``outputs``: the compacted files to finish; default: those of ``state`` (the latest
+    :class:`~tributary_read.table.state.TableState`) still under their staged names, and the
+    inputs of every replace after version ``since`` found still in place. A compacted file's
+    inputs are the files the state remembers as replaced by it. Any reader that finds a
+    compacted file still staged calls this first, so a directory reader never sees a compacted
+    file beside the files it replaced. Returns the paths set aside.
+    """
+    st = table.storage
+    if outputs is None:
+        staged = [f for f in state.files.values() if f.sources and f.staged]
+        outputs = [f for f, info in zip(staged, st.stat_many([f.path for f in staged])) if info is None]
+        recent = [r.entry for r in state.removed.values() if r.by is not None and r.version > since]
+    else:
+        recent = []
+    wanted = {f.path for f in outputs}
+    inputs = list({f.path: f for f in [*recent, *(r.entry for r in state.removed.values()
+                                                    if r.by in wanted)]}.values())
+    here = st.stat_many([f.path for f in inputs])
+    moved = set_aside(table, [f for f, info in zip(inputs, here) if info is not None])
+    roll_forward(table, outputs)
+    return moved
+
+
 def finish_replace(table: Table, added: Sequence[FileEntry], removed: Sequence[FileEntry]) -> None:
     """After a replace commit: set the replaced files aside, then reveal the compacted ones; idempotent.
 
@@ -120,6 +148,9 @@ def finish_renames(table: Table, entries) -> dict[str, str]:
     if not pending:
         return {}
     try:
+        compacted = [e for e in pending if e.sources]
+        if compacted:  # a compaction stopped after its commit: its inputs leave the directory first
+            finish_compactions(table, table.log.state(), compacted)
         roll_forward(table, pending)
     except StorageError:
         pass  # read-only, or a concurrent reader renamed first: look again
