@@ -126,6 +126,30 @@ def test_a_window_that_splits_a_compacted_file_is_refused_naming_it(tmp_path):
     assert split.returncode == 3 and "compacted file" in split.stderr and len(split.stderr.splitlines()) == 1
 
 
+
+def test_a_window_takes_only_what_a_reader_would_read_by_span_or_mtime(tmp_path):
+    """A name with the mark but no span is judged by its mtime; a hidden or staged compacted name is never
+    read, so never refused (the jar's path filter decides alike: tests/test_span_filter.py)."""
+    root = _table(tmp_path)
+    _ingest(root, tmp_path, 3)
+    base = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000
+    for k, f in enumerate(sorted(root.rglob("part-*"))):
+        os.utime(f, ns=((base + k * 60_000) * 1_000_000,) * 2)
+    invoke_trib("compact", str(root), "--min-age", "0s", "--min-files", "2", check=True)
+    compacted = {f.name for f in root.glob("*/*/part-*~m*")}  # one per event hour, each by its span: in
+    d = (root / _files(root, "--all")["files"][0]["path"]).parent
+    stem = "part-20200624000000-0123abcd-000001"
+    for name, mtime in ((f"{stem}~mbogus.jsonl", base - 7_200_000),  # the mark, no span: by its mtime (out)
+                        (f"{stem}~m{base}.jsonl", base + 5),  # the mark, no span: by its mtime (in)
+                        (f".{stem}~m{base - 1}-{base + 1}.jsonl.inprogress", base),  # staged: never read
+                        (f"{stem}~m{base - 1}-{base + 1}.jsonl.tmp", base)):
+        (d / name).write_text(json.dumps({"id": -1, "ts": T0}) + "\n")
+        os.utime(d / name, ns=(mtime * 1_000_000,) * 2)
+    whole = ["--start", "2023-11-14T22:00Z", "--end", "2023-11-14T22:59:59.999Z"]
+    got = {Path(f["path"]).name for f in _files(root, "--mode", "mtime", *whole)["files"]}
+    assert got == compacted | {f"{stem}~m{base}.jsonl"}
+
+
 def _spawn(*args: str, env: dict | None = None) -> subprocess.Popen:
     full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.Popen([*TRIB, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)

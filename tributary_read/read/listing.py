@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Iterable, Mapping, NamedTuple, Protocol
 
-from tributary_read.errors import InvalidLayoutError
+from tributary_read.errors import CompactedAwayError, InvalidLayoutError
 from tributary_read.table.layout import Layout, PartitionDir
 from tributary_read.io.storage import COMPACTED_MARK, ENTRY_DIR, ENTRY_FILE, LINK_REASON, Entry, Storage, Unlisted
 from tributary_read.read.fanout import Progress, fan_out as _map, gc_paused
@@ -265,13 +265,22 @@ class _Collector:
         self._dirs[d] = result
         return result
 
-    def _file(self, rel: str, size: int, mtime_ms: int) -> None:
+    def _file(self, rel: str, size: int, mtime_ms: int, by_span: bool = False) -> None:
+        """``by_span``: a window's match whose path holds the compacted mark, judged by :func:`span_in_window`
+        once it is known to be a file a reader would take (a hidden one, or one left out, is never refused)."""
         d, _, name = rel.rpartition("/")
         if is_hidden_name(name):
             return
         part = self._dir(d)
         if part is None:
             return
+        if by_span:
+            try:
+                if not span_in_window(rel, self.window, mtime_ms):  # type: ignore[arg-type]
+                    return
+            except CompactedAwayError:
+                if not isinstance(part, Skipped):  # a skipped file is reported, not read: nothing to refuse
+                    raise
         if part is _PLAIN:
             self.listing.files.append(ListedFile(rel, size, mtime_ms, ""))
         elif isinstance(part, Skipped):
@@ -347,8 +356,9 @@ class _Collector:
             path = i.path
             if path.endswith(VALID_LENGTH_SUFFIX):
                 self._sidecar(path[cut:])
-            elif not self.spans or COMPACTED_MARK not in path or span_in_window(path[cut:], self.window):  # type: ignore[arg-type]
-                self._file(path[cut:], i.size or 0, (i.mtime_ns or 0) // 1_000_000)
+            else:
+                self._file(path[cut:], i.size or 0, (i.mtime_ns or 0) // 1_000_000,
+                           by_span=self.spans and COMPACTED_MARK in path)
         # A sidecar's own mtime may lie outside the window. Few matches: probe
         # their sidecar names; many: one pass over every listed name is cheaper.
         if len(self.listing.files) > SIDECAR_PROBE_LIMIT:

@@ -9,8 +9,9 @@ so it lives here once.
 from __future__ import annotations
 
 from tributary_read.errors import CompactedAwayError
-from tributary_read.read.window import TimeWindow, iso
+from tributary_read.read.window import MAX_INSTANT_MS, MAX_MS, MIN_MS, TimeWindow, iso
 from tributary_read.table.names import mtime_span
+from tributary_read.timespec import MIN_INSTANT_MS
 
 #: Name endings of files that are still being written or staged. Flink's
 #: BucketingSink uses ``.in-progress``/``.pending``, Hadoop ``-put`` ``._COPYING_``.
@@ -46,21 +47,34 @@ def parse_valid_length(data: bytes) -> int:
     return int(text)
 
 
-def span_in_window(rel: str, window: TimeWindow) -> bool:
-    """Whether a compacted file belongs to ``window``: all the files it merged were modified in it.
+def span_in_window(rel: str, window: TimeWindow, mtime_ms: int | None) -> bool:
+    """Whether a file whose path holds the compacted mark belongs to ``window``.
 
-    None of them: it does not (it was read in an earlier window, as its originals). Some: no
-    answer is exact (a file cannot be read in part), so the read is refused, naming the file.
+    A compacted file (its name carries a span, :func:`mtime_span`) by the mtimes of the files it
+    merged, never by its own ``mtime_ms``: all of them in the window, it belongs; none, it does not
+    (it was read in an earlier window, as its originals); some: no answer is exact (a file cannot be
+    read in part), so the read is refused, naming the file. A name with the mark but no valid span is
+    an ordinary file, judged by its mtime (None: unknown, not in the window). The jar's path filter
+    (``trib.udfs.MtimeWindow``) decides alike, in the same words (tests/test_span_filter.py).
     """
     span = mtime_span(rel)
     if span is None:
-        return True  # the mark without a span: an ordinary file, judged by its mtime already
+        return mtime_ms is not None and mtime_ms in window
     lo, hi = span
     if window.start_ms <= lo and hi <= window.end_ms:
         return True
     if hi < window.start_ms or lo > window.end_ms:
         return False
     raise CompactedAwayError(
-        f"{rel} is a compacted file of files modified {iso(lo)} .. {iso(hi)}, and the window "
-        f"{iso(window.start_ms)} .. {iso(window.end_ms)} holds only part of that: read windows aligned "
+        f"{rel} is a compacted file of files modified {_instant(lo)} .. {_instant(hi)}, and the window "
+        f"{_instant(window.start_ms)} .. {_instant(window.end_ms)} holds only part of that: read windows aligned "
         "to the table's compaction period (compact.period, docs/compaction.md)")
+
+
+def _instant(ms: int) -> str:
+    """ISO-8601 (UTC, ms) where it has a four-digit year, else the epoch ms; an open bound as such."""
+    if ms in (MIN_MS, MAX_MS):
+        return "(open)"
+    if not MIN_INSTANT_MS <= ms <= MAX_INSTANT_MS:
+        return f"{ms} ms"
+    return iso(ms) or str(ms)

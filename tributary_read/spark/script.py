@@ -170,6 +170,11 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
+#: The longest error line kept: room for a long path and the advice after it (the jar's refusal of a
+#: window that splits a compacted file names it by its full URI).
+LINE_LIMIT = 1000
+
+
 def error_line(e: BaseException) -> str:
     """The engine's own one-line reason, dug out of py4j's wrapping when needed.
 
@@ -187,12 +192,12 @@ def error_line(e: BaseException) -> str:
             reason = str(root.toString()).splitlines()[0]
             message = str(root.getMessage() or "").strip()
         except Exception:  # noqa: BLE001 - a gone JVM: the line as it is
-            return first[:500]
+            return first[:LINE_LIMIT]
         if first.startswith("An error occurred while calling"):
             first = reason
         elif root != java and message and message.splitlines()[0] not in first:
-            return f"{first[:500]} (cause: {message.splitlines()[0][:300]})"
-    return first[:500]
+            return f"{first[:LINE_LIMIT]} (cause: {message.splitlines()[0][:300]})"
+    return first[:LINE_LIMIT]
 
 
 def quiet_statement_logs() -> None:

@@ -1,6 +1,11 @@
 package trib.udfs;
 
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
 import java.util.function.Function;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * The closed modification-time window of seed 002, read from a job's configuration.
@@ -30,6 +35,60 @@ public final class MtimeWindow {
 
   public boolean contains(long mtime) {
     return start <= mtime && mtime <= end;
+  }
+
+  /** The mark of a compacted file's name: trib's {@code COMPACTED_MARK} (tributary_read/io/storage.py). */
+  public static final String COMPACTED_MARK = "~m";
+  /** trib's {@code mtime_span} (tributary_read/table/names.py), ASCII digits only, as there. */
+  private static final Pattern SPAN = Pattern.compile(Pattern.quote(COMPACTED_MARK) + "([0-9]{1,16})-([0-9]{1,16})\\.");
+
+  /**
+   * The mtime span {lo, hi} (epoch ms) a compacted file's name carries, or null for any other name.
+   * {@code name} is the last component of the path. Exactly Python's {@code mtime_span}: the first
+   * {@code ~m<1..16 digits>-<1..16 digits>.} in the name; no order between lo and hi is checked there
+   * either. A name with the mark but no such span is an ordinary name.
+   */
+  public static long[] span(String name) {
+    if (!name.contains(COMPACTED_MARK)) {
+      return null;
+    }
+    Matcher m = SPAN.matcher(name);
+    return m.find() ? new long[] {Long.parseLong(m.group(1)), Long.parseLong(m.group(2))} : null;
+  }
+
+  /**
+   * Whether a compacted file, whose name carries the span [lo, hi] of the mtimes of the files it
+   * merged, belongs to this window; its own mtime (on S3: when the compaction ran) plays no part.
+   * All of the span in the window: it does. None of it: it does not (its records were read as the
+   * originals, in the windows that held them). Part: no answer is exact, since a file cannot be read
+   * in part, so this throws, naming the file: Python's {@code span_in_window}
+   * (tributary_read/read/visibility.py) decides alike and refuses with the same words.
+   */
+  public boolean containsSpan(String file, long lo, long hi) {
+    if (start <= lo && hi <= end) {
+      return true;
+    }
+    if (hi < start || lo > end) {
+      return false;
+    }
+    throw new IllegalArgumentException("trib mtime window: " + file + " is a compacted file of files modified "
+        + instant(lo) + " .. " + instant(hi) + ", and the window " + instant(start) + " .. " + instant(end)
+        + " holds only part of that: read windows aligned to the table's compaction period (compact.period, "
+        + "docs/compaction.md)");
+  }
+
+  private static final DateTimeFormatter ISO =
+      DateTimeFormatter.ofPattern("uuuu-MM-dd'T'HH:mm:ss.SSSxxx").withZone(ZoneOffset.UTC);
+
+  /** As Python's message spells an instant: ISO-8601 in UTC with ms in years 1..9999, else the epoch ms. */
+  static String instant(long ms) {
+    if (ms == Long.MIN_VALUE || ms == Long.MAX_VALUE) {
+      return "(open)";
+    }
+    if (ms < PeriodClock.MIN_INSTANT_MS || ms > TimeSpec.MAX_INSTANT_MS) {
+      return ms + " ms";
+    }
+    return ISO.format(Instant.ofEpochMilli(ms));
   }
 
   /** The window, or null when sync is off or absent. {@code get} returns null for unset keys. */

@@ -1,8 +1,13 @@
 package trib.udfs;
 
+import java.io.BufferedReader;
 import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.io.InputStreamReader;
 import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.conf.Configured;
 import org.apache.hadoop.fs.FileStatus;
@@ -19,6 +24,14 @@ import org.apache.hadoop.fs.PathFilter;
  * because Hadoop also filters the input (partition) directories themselves and the children of a
  * recursive listing; unfinished names are rejected; a file passes iff its mtime lies in the closed
  * window.
+ *
+ * <p>A compacted file ({@code trib compact}) is judged by the mtime span its name carries
+ * ({@code part-…~m<lo>-<hi>.ext}, {@link MtimeWindow#span}), never by its own mtime, and without a stat:
+ * the name is enough. It passes iff the window holds the whole span, is skipped iff it holds none of
+ * it, and a window that holds part of it fails the query naming the file and the span (read windows
+ * aligned to the table's compaction period). This is Python's rule (tributary_read/read/visibility.py
+ * {@code span_in_window}); a name with the mark but no valid span is judged by its mtime, as any other.
+ * (A directory whose name carried a span would be judged by it too; trib names none so.)
  */
 public final class MtimeWindowPathFilter extends Configured implements PathFilter {
   private MtimeWindow window;
@@ -45,6 +58,13 @@ public final class MtimeWindowPathFilter extends Configured implements PathFilte
     if (w == null) {
       return true;
     }
+    String name = path.getName();
+    if (!MtimeWindow.unfinished(name)) {
+      long[] span = MtimeWindow.span(name);
+      if (span != null) {
+        return w.containsSpan(path.toString(), span[0], span[1]);
+      }
+    }
     FileStatus st;
     try {
       st = path.getFileSystem(getConf()).getFileStatus(path);
@@ -56,6 +76,38 @@ public final class MtimeWindowPathFilter extends Configured implements PathFilte
     if (st.isDirectory()) {
       return true;
     }
-    return !MtimeWindow.unfinished(path.getName()) && w.contains(st.getModificationTime());
+    return !MtimeWindow.unfinished(name) && w.contains(st.getModificationTime());
+  }
+
+  /**
+   * For tests: each input line is {@code starttime<TAB>endtime<TAB>path} (epoch ms under the seed's
+   * {@code dip.*} keys, an empty bound unset); each output line is this filter's answer for the path
+   * under that window: {@code in}, {@code out} or {@code err<TAB>message} (the window refused).
+   */
+  public static void main(String[] args) throws IOException {
+    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+    StringBuilder out = new StringBuilder();
+    Configuration base = new Configuration();
+    base.set(MtimeWindow.DIP + "sync", "true");
+    Map<String, MtimeWindowPathFilter> filters = new HashMap<>();
+    for (String line = in.readLine(); line != null; line = in.readLine()) {
+      String[] f = line.split("\t", 3);
+      MtimeWindowPathFilter filter = filters.computeIfAbsent(f[0] + "\t" + f[1], k -> {
+        Configuration conf = new Configuration(base);
+        conf.set(MtimeWindow.DIP + "starttime", f[0]);
+        conf.set(MtimeWindow.DIP + "endtime", f[1]);
+        MtimeWindowPathFilter one = new MtimeWindowPathFilter();
+        one.setConf(conf);
+        return one;
+      });
+      try {
+        out.append(filter.accept(new Path(f[2])) ? "in" : "out");
+      } catch (IllegalArgumentException e) {
+        out.append("err\t").append(e.getMessage().replace('\n', ' '));
+      }
+      out.append('\n');
+    }
+    System.out.print(out);
+    System.out.flush();
   }
 }
