@@ -14,7 +14,7 @@ from tributary_read.io.storage import COMPACTED_MARK
 
 #: Names trib's writers produce; only these are ever deleted by ``clean``. A compacted file's
 #: name carries the mtime span of the files it merged (:func:`mtime_span`).
-WRITTEN_NAME = re.compile(r"^(\.)?(part|dl)-\d{14}-[0-9a-f]{8}-\d{6}(~m\d{1,16}-\d{1,16})?\.[A-Za-z0-9.]+?(\.inprogress)?$")
+WRITTEN_NAME = re.compile(r"^(\.)?(part|dl)-[0-9]{14}-[0-9a-f]{8}-[0-9]{6}(~m[0-9]{1,16}-[0-9]{1,16})?\.[A-Za-z0-9.]+?(\.inprogress)?$")
 #: ASCII digits only (``\d`` would take any script's): the jar's path filter parses the same span.
 _SPAN = re.compile(re.escape(COMPACTED_MARK) + r"([0-9]{1,16})-([0-9]{1,16})\.")
 
