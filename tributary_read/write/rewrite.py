@@ -189,11 +189,11 @@ def rewrite(table: Table, group: Sequence[FileEntry], *, writer_id: str, seq: in
         raise InvalidInputError(f"{st.uri}/{path} (or its staged name) exists already: pick another writer id "
                                 "or sequence number; nothing was written")
     where = _locate(table, inputs)
-    schema = _parquet_schema(st, inputs, where) if cfg.format == "parquet" else None
+    schema, files = _parquet_schema(st, inputs, where) if cfg.format == "parquet" else (None, [])
     out = _Output(st, staged, cfg.format, cfg.compression)
     try:
         if schema is not None:
-            read, written = _copy_parquet(st, inputs, where, schema, out)
+            read, written = _copy_parquet(st, inputs, where, files, schema, out)
         else:
             read, written = _copy_lines(st, inputs, where, out)
         out.close()
@@ -368,24 +368,30 @@ def _copy_lines(st: Storage, inputs: Sequence[FileEntry], where: Sequence[str], 
 
 
 # -- Parquet ------------------------------------------------------------------------------------------
-def _parquet_schema(st: Storage, inputs: Sequence[FileEntry], where: Sequence[str]) -> pa.Schema:
-    """The inputs' merged schema, from their footers, before any output exists; also checks their row counts."""
+def _parquet_schema(st: Storage, inputs: Sequence[FileEntry], where: Sequence[str]
+                    ) -> tuple[pa.Schema, list[pq.ParquetFile]]:
+    """The inputs' merged schema, from their footers, before any output exists; also checks their row counts.
+
+    Each input is read once, exactly its committed bytes, and kept open for the copy: a group
+    holds at most the target size, and a second read of 720 footers was most of a compaction's
+    own cost (benchmarks/bench_compact.py).
+    """
     schemas = []
+    files = []
     for e, rel in zip(inputs, where):
-        f = st.open_input(rel)
+        data = _read_committed(st, rel, e.size)
         try:
-            pf = pq.ParquetFile(f)
+            pf = pq.ParquetFile(pa.BufferReader(data))
             schema, rows = pf.schema_arrow, pf.metadata.num_rows
         except (OSError, pa.ArrowException) as err:
             raise VerificationError(f"{st.uri}/{rel} is not a readable Parquet file: "
                                     f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
-        finally:
-            f.close()
+        files.append(pf)
         if rows != e.records:
             raise VerificationError(f"{st.uri}/{rel} holds {rows} rows, its commit says {e.records} records: "
                                     "nothing was rewritten; run `trib verify`")
         schemas.append(schema)
-    return merged_schema(schemas, where)
+    return merged_schema(schemas, where), files
 
 
 def merged_schema(schemas: Sequence[pa.Schema], names: Sequence[str] = ()) -> pa.Schema:
@@ -422,15 +428,14 @@ def _loosen(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def _copy_parquet(st: Storage, inputs: Sequence[FileEntry], where: Sequence[str], schema: pa.Schema,
-                  out: _Output) -> tuple[int, int]:
+def _copy_parquet(st: Storage, inputs: Sequence[FileEntry], where: Sequence[str], files: Sequence[pq.ParquetFile],
+                  schema: pa.Schema, out: _Output) -> tuple[int, int]:
     """Every row group of every input into ``out`` (re-batched into the sink's row groups)."""
     sink = out.sink
     assert isinstance(sink, ParquetSink)  # the table's format is Parquet
     read = written = 0
-    for e, rel in zip(inputs, where):
+    for e, rel, pf in zip(inputs, where, files):
         try:
-            pf = pq.ParquetFile(pa.BufferReader(_read_committed(st, rel, e.size)))
             groups: Iterator[pa.Table] = (pf.read_row_group(i) for i in range(pf.num_row_groups))
             rows = 0
             for t in groups:
