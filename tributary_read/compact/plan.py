@@ -101,9 +101,10 @@ def plan_compaction(table: Table, *, partitions: PartitionFilter | None = None,
         if newest > now_ms - cfg.min_age_ms:
             left[d] = f"a file was modified {iso(newest)}, within the minimum age ({cfg.min_age_ms // 1000} s)"
             continue
+        spans = {f.path: _span(f, mtimes) for f in files}
         buckets: dict[int, list[FileEntry]] = {}
         for f in files:
-            lo, hi = _span(f, mtimes)
+            lo, hi = spans[f.path]
             start = periods.run_time(lo)
             if periods.run_time(hi) != start:
                 continue  # a compacted file of an older period setting: left as it is
@@ -113,8 +114,8 @@ def plan_compaction(table: Table, *, partitions: PartitionFilter | None = None,
             ordered = sorted(buckets[start], key=lambda f: (_first_version(f, versions), f.path))
             for g in size_groups(ordered, target_size=cfg.target_size, min_files=cfg.min_files):
                 sources = tuple(s for f in g for s in _sources(f, versions, mtimes))
-                spans = [_span(f, mtimes) for f in g]
-                groups.append(Group(d, tuple(g), sources, (min(a for a, _ in spans), max(b for _, b in spans))))
+                span = (min(spans[f.path][0] for f in g), max(spans[f.path][1] for f in g))
+                groups.append(Group(d, tuple(g), sources, span))
                 made += 1
         if not made:
             left[d] = f"fewer than {cfg.min_files} small files in any one period"

@@ -29,7 +29,8 @@ from tributary_read.errors import CommitConflictError, CommitStateUnknownError
 from tributary_read.faults import crash_point
 from tributary_read.table.config import Table
 from tributary_read.table.manifest import Commit, FileEntry
-from tributary_read.table.renames import COMPACTED_MARKER, finish_compactions, finish_replace
+from tributary_read.table.log import COMPACTED_MARKER
+from tributary_read.table.renames import finish_compactions, finish_replace
 from tributary_read.write.rewrite import Rewritten, output_names, rewrite
 from tributary_read.write.writer import new_writer_id
 
@@ -69,7 +70,6 @@ def compact(table: Table, plan: CompactPlan, *, dry_run: bool = False,
     if not plan.groups:
         return CompactResult(plan, None, (), False, time.perf_counter() - t0)
     st = table.storage
-    st.create_if_absent(COMPACTED_MARKER, b"{}\n")  # from now on mtime readers judge compacted names
     writer = new_writer_id()
     done: list[Rewritten] = []
     try:

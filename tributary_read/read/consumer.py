@@ -73,6 +73,7 @@ from tributary_read.read.resolve import Source
 from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Tracking
 from tributary_read.table.docstore import DocumentSeries, DocumentStore
+from tributary_read.table.log import COMPACTED_MARKER
 from tributary_read.table.renames import replaced_path
 
 __all__ = ["AckResult", "Consumer", "ConsumerState", "Plan", "ResetResult", "ResetTarget", "check_name", "list_consumers",
@@ -312,8 +313,8 @@ class Consumer(Moves):
         its paths not. ``trib clean`` keeps them while the plan is pending.
         """
         table = self.source.table
-        if table is None or not p.files:
-            return p
+        if table is None or not p.files or not table.storage.exists(COMPACTED_MARKER):
+            return p  # a table that never compacted: no state to read
         replaced = {path for path, r in table.log.state().removed.items() if r.by is not None}
         moved = [f for f in p.files if f.path in replaced]
         if not moved:

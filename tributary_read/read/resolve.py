@@ -30,7 +30,8 @@ from tributary_read.read.changes import range_entries
 from tributary_read.table.manifest import KIND_DATA, Commit
 from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Table, Tracking
-from tributary_read.table.renames import COMPACTED_MARKER, REPLACED_DIR, finish_renames
+from tributary_read.table.log import COMPACTED_MARKER
+from tributary_read.table.renames import REPLACED_DIR, finish_renames
 from tributary_read.read.tracking import check_untracked, foreign, refuse_untracked, written
 from tributary_read.read.window import TimeWindow
 from tributary_read.read.fileset import FileSet, ReadMode, ResolvedFile, origin

@@ -26,6 +26,10 @@ from tributary_read.io.storage import Storage
 META_DIR = "_tributary"
 LOG_DIR = f"{META_DIR}/log"
 LAST_CHECKPOINT = f"{META_DIR}/_last_checkpoint"
+#: Created (if absent) by a table's first replace commit, before it is claimed: from then on
+#: mtime readers judge compacted files by the span their names carry (read/visibility.py).
+#: One stat per windowed read spares tables that never compacted the per-name check.
+COMPACTED_MARKER = f"{META_DIR}/compacted"
 #: ``<version>.json`` and ``<version>.checkpoint.json`` share the log directory.
 COMMITS = DocumentSeries(LOG_DIR)
 CHECKPOINTS = DocumentSeries(LOG_DIR, suffix=".checkpoint.json")
@@ -384,6 +388,8 @@ class ManifestLog:
         two compactions never both land and an expired partition is never resurrected.
         """
         base = self.latest_version() if base_version is None else base_version
+        if replace:  # whoever commits a replace, the readers that need to know do
+            self.storage.create_if_absent(COMPACTED_MARKER, b"{}\n")
         commit_id = new_commit_id(writer)
         deadline = time.monotonic() + timeout_s
         v, losses = base + 1, 0

@@ -23,12 +23,6 @@ from tributary_read.table.manifest import FileEntry
 REPLACED_DIR = f"{META_DIR}/replaced"
 
 
-#: Created (if absent) before a table's first replace commit: from then on mtime readers judge
-#: compacted files by the span their names carry (tributary_read/read/visibility.py). One stat
-#: per windowed read spares tables that never compacted the per-name check.
-COMPACTED_MARKER = f"{META_DIR}/compacted"
-
-
 def replaced_path(path: str) -> str:
     """Where the file committed as ``path`` lies once a compaction replaced it."""
     return f"{REPLACED_DIR}/{path}"
@@ -61,21 +55,21 @@ def finish_compactions(table: Table, state, outputs: Sequence[FileEntry] | None 
     wanted = {f.path for f in outputs}
     inputs = list({f.path: f for f in [*recent, *(r.entry for r in state.removed.values()
                                                     if r.by in wanted)]}.values())
-    here = st.stat_many([f.path for f in inputs])
-    moved = set_aside(table, [f for f, info in zip(inputs, here) if info is not None])
-    roll_forward(table, outputs)
-    return moved
+    here = st.stat_many([f.path for f in inputs])  # one batch: most were set aside long ago
+    return finish_replace(table, outputs, [f for f, info in zip(inputs, here) if info is not None])
 
 
-def finish_replace(table: Table, added: Sequence[FileEntry], removed: Sequence[FileEntry]) -> None:
+def finish_replace(table: Table, added: Sequence[FileEntry], removed: Sequence[FileEntry]) -> list[str]:
     """After a replace commit: set the replaced files aside, then reveal the compacted ones; idempotent.
+    Returns the paths set aside.
 
     In this order, a crash in between leaves a directory reader short of the
     compacted records for a moment (every trib reader reveals committed files it
     finds staged, :func:`finish_renames`), never counting them twice.
     """
-    set_aside(table, removed)
+    moved = set_aside(table, removed)
     roll_forward(table, added)
+    return moved
 
 
 def set_aside(table: Table, files: Sequence[FileEntry]) -> list[str]:

@@ -184,7 +184,7 @@ def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
     storage = table.storage
     # Listed before the state is read: a file is set aside only after its replace commit landed,
     # so the state read next remembers every file listed here that is not past its memory.
-    aside = storage.list(REPLACED_DIR)
+    aside = storage.list(REPLACED_DIR) if pending is not None else []  # unknown plans: nothing swept
     state = table.log.state()
     live = set(state.files) | {e.staged for e in state.files.values() if e.staged}
     victims: list[FileInfo] = []
@@ -201,7 +201,7 @@ def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
                     victims.append(info)  # a symbolic link is never deleted through
     remembered = {replaced_path(r.entry.path) for r in state.removed.values()}
     victims += [f for f in aside if f.path not in remembered and f.path not in (pending or ())
-                and f.path[len(REPLACED_DIR) + 1:] not in live and pending is not None]
+                and f.path[len(REPLACED_DIR) + 1:] not in live]
     if not dry_run:
         for v in victims:
             storage.delete(v.path)
