@@ -383,3 +383,15 @@ def spark_cluster(tmp_path_factory):
     finally:
         left = cluster.stop()
         assert not left, f"the cluster's processes did not stop on SIGTERM (killed): {left}"
+
+
+@pytest.fixture
+def clean_session(spark):
+    """trib sql in this process runs on the shared session: leave no window set, no database used."""
+    from tributary_read.hive_udfs import registry as udfs
+
+    yield spark
+    for key in [*udfs.PROPERTIES, "hive.input.format"]:
+        spark.conf.unset(key)
+    spark.sql("USE default")
+    spark.sql("SELECT 1").collect()  # analysis with sync off restores the Parquet/ORC conversion

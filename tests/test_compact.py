@@ -110,15 +110,21 @@ def test_every_reader_counts_each_record_once_across_a_compaction(tmp_path, fmt,
     assert invoke_trib("verify", str(root)).returncode == 0
 
 
-@pytest.mark.unit
-def test_a_window_that_splits_a_compacted_file_is_refused_naming_it(tmp_path):
+def _compacted_in_one_hour(tmp_path) -> tuple[Path, int]:
+    """Three ingests whose files were modified in one hour, a minute apart (2023-11-14T22:00Z on),
+    then compacted: one compacted file per event hour. Returns the root and that hour's start."""
     root = _table(tmp_path)
     _ingest(root, tmp_path, 3)
-    # The files were modified in one hour, a minute apart (2023-11-14T22:00Z on).
     base = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000
     for k, f in enumerate(sorted(root.rglob("part-*"))):
         os.utime(f, ns=((base + k * 60_000) * 1_000_000,) * 2)
     invoke_trib("compact", str(root), "--min-age", "0s", "--min-files", "2", check=True)
+    return root, base
+
+
+@pytest.mark.unit
+def test_a_window_that_splits_a_compacted_file_is_refused_naming_it(tmp_path):
+    root, _ = _compacted_in_one_hour(tmp_path)
     whole = ["--start", "2023-11-14T22:00Z", "--end", "2023-11-14T22:59:59.999Z"]
     assert _records(root, _files(root, "--mode", "mtime", *whole)) == _all_ids(tmp_path)
     split = invoke_trib("files", str(root), "--mode", "mtime", "--start", "2023-11-14T22:01Z",
@@ -130,12 +136,7 @@ def test_a_window_that_splits_a_compacted_file_is_refused_naming_it(tmp_path):
 def test_a_window_takes_only_what_a_reader_would_read_by_span_or_mtime(tmp_path):
     """A name with the mark but no span is judged by its mtime; a hidden or staged compacted name is never
     read, so never refused (the jar's path filter decides alike: tests/test_span_filter.py)."""
-    root = _table(tmp_path)
-    _ingest(root, tmp_path, 3)
-    base = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000
-    for k, f in enumerate(sorted(root.rglob("part-*"))):
-        os.utime(f, ns=((base + k * 60_000) * 1_000_000,) * 2)
-    invoke_trib("compact", str(root), "--min-age", "0s", "--min-files", "2", check=True)
+    root, base = _compacted_in_one_hour(tmp_path)
     compacted = {f.name for f in root.glob("*/*/part-*~m*")}  # one per event hour, each by its span: in
     d = (root / _files(root, "--all")["files"][0]["path"]).parent
     stem = "part-20200624000000-0123abcd-000001"

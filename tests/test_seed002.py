@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, hs2_connect, invoke_trib, run_trib
-from tributary_read.hive_udfs import registry as udfs
 from tributary_read.spark.script import split_statements
 
 pytestmark = pytest.mark.integration
@@ -96,16 +95,6 @@ def seed(spark, hive_services, tmp_path_factory):
     assert 0 < len(expected[Q2]) < len(expected[Q1]) < len(rows) and 0 < expected[Q3] < everything[Q3]
     yield db, expected, everything
     spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
-
-
-@pytest.fixture
-def clean_session(spark):
-    """trib sql in this process runs on the shared session: leave no window set, no database used."""
-    yield spark
-    for key in [*udfs.PROPERTIES, "hive.input.format"]:
-        spark.conf.unset(key)
-    spark.sql("USE default")
-    spark.sql("SELECT 1").collect()  # analysis with sync off restores the Parquet/ORC conversion
 
 
 def _answer(script: Path, columns: list[str], rows: list[list]):

@@ -169,16 +169,6 @@ def _ids(out: dict) -> Counter:
     return Counter(int(r[0]) for r in out["rows"])
 
 
-@pytest.fixture
-def clean_session(spark):
-    """trib sql in this process runs on the shared session: leave no window set, no database used."""
-    yield spark
-    for key in [*udfs.PROPERTIES, "hive.input.format"]:
-        spark.conf.unset(key)
-    spark.sql("USE default")
-    spark.sql("SELECT 1").collect()
-
-
 def test_seed002_sql_reads_a_compacted_table_by_span(clean_session, hive_services, tmp_path):
     spark = clean_session
     root = tmp_path / "t"
