@@ -194,8 +194,12 @@ def test_two_compactions_at_once_one_commits_and_an_expired_partition_is_not_res
     last = err.strip().splitlines()[-1]
     assert held.returncode == 5 and last.startswith("trib: error: ") and "another compaction replaced it" in last
     assert _directory_reader(root) == everything
+    left = list(root.rglob(".part-*~m*.inprogress"))  # its commit was attempted: nothing deletes its files
+    assert len(left) == HOURS
+    orphans = json.loads(invoke_trib("verify", str(root), "--json", check=True).stdout)["orphans"]
+    assert sorted(o["path"] for o in orphans) == sorted(str(p.relative_to(root)) for p in left)
     invoke_trib("clean", str(root), "--older-than", "0s", check=True)
-    assert not list(root.rglob(".part-*.inprogress"))  # the loser's outputs were its own to remove
+    assert not list(root.rglob(".part-*.inprogress"))  # orphans, which trib clean removes
 
     _ingest(root, tmp_path, 5)
     held = _spawn("compact", str(root), "--min-age", "0s", env={"TRIB_STOP_AT": "compact.before_commit"})

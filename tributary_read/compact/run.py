@@ -9,7 +9,7 @@ The order is the data-safety argument:
    second compaction, ``trib expire``: a conflict, so nothing is resurrected)
    or if records in and out differ. Before that commit every output is an
    orphan this run deletes on failure; once it was attempted nothing deletes
-   them (an unknown outcome is left to ``trib clean``, as for any commit).
+   them (a conflict or an unknown outcome leaves them to ``trib clean``, as any writer's).
 3. The replaced files move to ``_tributary/replaced`` (Hive and Spark
    directory readers stop counting them), then the outputs are renamed into
    place (they start counting those): a crash between leaves fewer rows for a
@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from tributary_read.compact.plan import CompactPlan
-from tributary_read.errors import CommitConflictError, CommitStateUnknownError
 from tributary_read.faults import crash_point
 from tributary_read.table.config import Table
 from tributary_read.table.manifest import Commit, FileEntry
@@ -89,14 +88,10 @@ def compact(table: Table, plan: CompactPlan, *, dry_run: bool = False,
     except BaseException:
         _discard(table, plan, writer)  # no commit was attempted: these are this run's own orphans
         raise
-    try:
-        commit = table.log.commit(outputs, removed=replaced, replace=True, base_version=plan.version,
-                                  writer=f"compact-{writer}", timeout_s=COMMIT_TIMEOUT_S)
-    except CommitStateUnknownError:
-        raise  # it may have landed: the outputs stay (trib clean judges them after its grace period)
-    except CommitConflictError:
-        _discard(table, plan, writer)  # refused before any slot was claimed with it
-        raise
+    # From here the commit has been attempted: whatever it raises (a conflict, an unknown outcome),
+    # the outputs stay, orphans for trib clean after its grace period, as any writer's.
+    commit = table.log.commit(outputs, removed=replaced, replace=True, base_version=plan.version,
+                              writer=f"compact-{writer}", timeout_s=COMMIT_TIMEOUT_S)
     crash_point("compact.after_commit")
     finish_replace(table, commit.files, commit.removed)
     for f in commit.files:
