@@ -6,7 +6,7 @@ import time
 
 import click
 
-from .context import Duration, TribState, emit, json_option, pass_state
+from .context import Duration, TribState, emit, json_option, pass_state, raise_on_sigterm
 
 
 @click.command()
@@ -40,6 +40,7 @@ def compact(state: TribState, root, partitions, min_age, target_size, min_files,
     from tributary_read.compact.run import compact as run_compact
     from tributary_read.read.partition_filter import PartitionFilter
 
+    raise_on_sigterm()  # a scheduler's stop ends the run like Ctrl-C: one line, exit 143, nothing half-made left visible
     t = state.table(root)
     values = {k: v for k, v in (("min_age", f"{min_age}ms" if min_age is not None else None),
                                 ("target_size", target_size), ("min_files", min_files)) if v is not None}
