@@ -39,6 +39,7 @@ FLAGS = {
     "older_than": "--older-than",
     "hive_table": "--hive-table",
     "metastore": "--metastore",
+    "keytab": "--principal and --keytab",
     "delay": "--delay",
     "batch_size": "--batch-size",
     "max_drop_fraction": "--max-drop-fraction",

@@ -188,10 +188,15 @@ class TribGroup(LazyGroup):
               help="trib.toml with [storage] options and [tables.NAME] aliases (default ./trib.toml).")
 @click.option("-o", "--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
               help="Storage option, e.g. endpoint_url=http://host:9000, region=…, kerb_ticket=…, user=…")
+@click.option("--principal", metavar="NAME@REALM",
+              help="Kerberos principal to log in as from --keytab; trib renews its ticket (env TRIB_PRINCIPAL, "
+                   "or [hive] principal in trib.toml).")
+@click.option("--keytab", type=click.Path(dir_okay=False),
+              help="Keytab holding the principal's key (env TRIB_KEYTAB, or [hive] keytab in trib.toml).")
 @click.version_option(__version__, prog_name="trib")
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool, quiet: bool, config_path: str | None,
-        storage_options: tuple[str, ...]) -> None:
+        storage_options: tuple[str, ...], principal: str | None, keytab: str | None) -> None:
     """Exact incremental loads on Hive/Spark: atomic manifest commits, exact file sets."""
     opts = {}
     for item in storage_options:
@@ -199,7 +204,11 @@ def cli(ctx: click.Context, verbose: bool, quiet: bool, config_path: str | None,
         if not sep or not key:
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--storage-option")
         opts[key.strip()] = value
-    ctx.obj = TribState(verbose=verbose, quiet=quiet, config_path=config_path, storage_options=opts)
+    ctx.obj = state = TribState(verbose=verbose, quiet=quiet, config_path=config_path, storage_options=opts)
+    import tributary_read.kerberos as kerberos
+
+    # Read only when a Kerberos connection opens: a run without one never loads trib.toml for it.
+    kerberos.configure(principal, keytab, config=lambda: state.config.get("hive") or {})
     if verbose:
         _log_to_stderr()
 

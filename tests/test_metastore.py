@@ -245,7 +245,7 @@ def test_hs2_auth_modes(hive_services, monkeypatch):
     """pyhive's modes pass through; Spark's HS2 runs hive.server2.authentication=NONE (SASL PLAIN)."""
     import importlib.util
 
-    from tributary_read.errors import MissingDependencyError
+    from tributary_read.errors import MetastoreAuthError, MissingDependencyError
     from tributary_read.hive.hs2 import Hs2Metastore
 
     hs2 = f"hs2://127.0.0.1:{hive_services.hs2_port}"
@@ -255,12 +255,13 @@ def test_hs2_auth_modes(hive_services, monkeypatch):
     monkeypatch.delenv("TRIB_HS2_PASSWORD")
     with pytest.raises(InvalidInputError, match="TRIB_HS2_PASSWORD"):
         Hs2Metastore.from_uri(f"{hs2}?auth=LDAP")
-    with pytest.raises(MetastoreError, match="closed the connection during the handshake; check auth=NOSASL"):
+    with pytest.raises(MetastoreAuthError, match="closed the connection during the handshake: .*check auth=NOSASL "
+                                                 "against its hive.server2.authentication"):
         Hs2Metastore.from_uri(f"{hs2}?auth=NOSASL&timeout=10")
     with Hs2Metastore.from_uri(f"{hs2}?engine=hive") as m:  # detection can be overridden
         assert m.dialect is DIALECTS["hive"]
     if not (importlib.util.find_spec("kerberos") or importlib.util.find_spec("sasl")):
-        with pytest.raises(MissingDependencyError, match="auth=KERBEROS needs a GSSAPI SASL library"):
+        with pytest.raises(MissingDependencyError, match="auth=KERBEROS needs the GSSAPI library"):
             Hs2Metastore.from_uri(f"{hs2}?auth=KERBEROS")
     for bad, msg in [(f"hs2://u:pw@127.0.0.1:{hive_services.hs2_port}", "not in the URI"),
                      (f"{hs2}?autth=NONE", "unknown option"), (f"{hs2}?auth=PAM", "unknown HiveServer2 auth"),

@@ -21,7 +21,8 @@ SECRETS = ("spark.hadoop.fs.s3a.secret.key", "spark.hadoop.fs.s3a.session.token"
            "sasl.password", "ssl.key.pem", "sasl.jaas.config")
 #: Settings that merely sit near secrets: refusing them would block a normal job.
 PLAIN = ("spark.hadoop.fs.s3a.endpoint", "spark.hadoop.fs.s3a.access.key.provider", "security.protocol",
-         "sasl.mechanism", "spark.sql.shuffle.partitions", "ssl.ca.location")
+         "sasl.mechanism", "spark.sql.shuffle.partitions", "ssl.ca.location", "ssl.keystore.location",
+         "password_file", "allow_plaintext_password")
 
 
 @pytest.mark.parametrize("name", SECRETS)

@@ -197,6 +197,11 @@ class MetastoreError(TributaryError):
     exit_code = 8
 
 
+class MetastoreAuthError(MetastoreError):
+    """The metastore or HiveServer2 refused trib's credentials, or they could not be used: fix what the
+    message names (a ticket, a keytab, a password, auth=, a TLS CA); a rerun alone does not help. Exit 8."""
+
+
 class VerificationError(TributaryError):
     """The table does not match its log (missing or resized committed files)."""
 

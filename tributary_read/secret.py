@@ -16,8 +16,11 @@ import re
 #: (``fs.s3a.secret.key``, ``ssl.key.pem``, ``ssl.keystore.password``), tokens and
 #: credentials (``fs.s3a.session.token``), and JAAS lines that embed a password.
 _SECRET = re.compile(r"password|passwd|secret|credential|token|key\.pem|keystore|jaas", re.I)
+#: Names that say *where* a secret is (a file, a store's path) or whether one may travel, not the secret
+#: itself: ``password_file=`` is how a password stays off the command line.
+_POINTER = re.compile(r"[._](?:file|location|path)$|^allow_plaintext_password$", re.I)
 
 
 def is_secret(name: str) -> bool:
     """True if a setting called ``name`` holds a secret, so it must not come from argv or a URI."""
-    return bool(_SECRET.search(name))
+    return bool(_SECRET.search(name)) and not _POINTER.search(name)

@@ -51,6 +51,7 @@ from tributary_read.table.manifest import EVENT_WATERMARK, FORMAT, FORMAT_VERSIO
 from tributary_read.table.config import PROPERTIES, Table
 from tributary_read.hive.metastore import Metastore, open_metastore
 from tributary_read.hive.model import TableName
+from tributary_read.hive.uri import MetastoreURI
 from tributary_read.hive.state import Known, StateStore, SyncState
 from tributary_read.hive.sync import location_for
 
@@ -60,6 +61,10 @@ CLOCKS = ("processing", "event")
 MARK = f"{META_DIR}/partition-commit/mark.json"
 #: Where the hint lived before it moved into a directory of its own; removed at the next write.
 LEGACY_MARK = f"{META_DIR}/partition-commit.json"
+
+
+#: Seconds a partition committer keeps an unused metastore connection before opening a new one.
+IDLE_RECONNECT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,8 @@ class CommitPolicy:
                                     hive_table="a Hive table", metastore="a metastore")
         if self.hive_table:
             TableName.parse(self.hive_table)
+        if self.metastore:
+            MetastoreURI.parse(self.metastore)  # a password in it is refused here, before table.json has it
         name = self.success_file
         # Hidden (``_``/``.``) so no engine reads the marker as data.
         if not name or "/" in name or name in (".", "..") or name[0] not in "_.":
@@ -126,7 +133,10 @@ def save_policy(table: Table, policy: CommitPolicy) -> Table:
     policy says: the mark's ``mounted_version`` is forgotten, so the next pass
     reads the whole log.
     """
-    old = CommitPolicy.from_json(table.config.partition_commit)
+    try:
+        old = CommitPolicy.from_json(table.config.partition_commit)
+    except ManifestCorruptError:  # e.g. a password stored by an older trib: the new policy replaces it
+        old = CommitPolicy()
     config = replace(table.config, partition_commit=policy.to_json())
     data = json.dumps(config.to_json(), indent=2, sort_keys=True).encode()
     table.storage.replace(PROPERTIES, data)
@@ -178,6 +188,7 @@ class PartitionCommitter:
         self.now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._ms = metastore
         self._own_ms = metastore is None
+        self._used = 0.0  # time.monotonic() of the metastore's last use
         self._factory = metastore_factory or open_metastore
         self._mounted: set[int] = set()  # versions whose partitions this run mounted
         self._pending: dict[str, PartitionDir] = {}
@@ -195,8 +206,19 @@ class PartitionCommitter:
         return TableName.parse(self.policy.hive_table or "")
 
     def _metastore(self) -> Metastore:
+        """The connection, reopened when idle longer than :data:`IDLE_RECONNECT_S` (one this run opened).
+
+        A follow-mode ingest mounts a partition an hour for days: a connection that old may have been
+        dropped by the server's or a load balancer's idle timeout, and it holds a Kerberos session set
+        up with a ticket long expired. A fresh one authenticates again (with the renewed ticket).
+        """
+        now = time.monotonic()
+        if self._ms is not None and self._own_ms and now - self._used > IDLE_RECONNECT_S:
+            self._ms.close()
+            self._ms = None
         if self._ms is None:
             self._ms = self._factory(self.policy.metastore)
+        self._used = now
         return self._ms
 
     # -- per commit ------------------------------------------------------------------

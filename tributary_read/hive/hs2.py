@@ -1,29 +1,32 @@
 """The metastore through HiveServer2 (Hive or Spark Thrift Server), via pyhive.
 
 URI: ``hs2://HOST:PORT[/DB]?auth=NONE|NOSASL|LDAP|KERBEROS&user=NAME
-&kerberos_service_name=hive&engine=spark|hive&timeout=SECONDS``. The password
-(LDAP) comes from ``$TRIB_HS2_PASSWORD``, never from the URI, so it stays out of
-shell history and process lists. ``auth`` passes straight to pyhive:
+&kerberos_service_name=hive&engine=spark|hive&timeout=SECONDS&ssl=true&ssl_ca=FILE
+&password_file=FILE&allow_plaintext_password=true``. The password (LDAP) comes from
+``$TRIB_HS2_PASSWORD`` or ``password_file=``, never from the URI, so it stays out of
+shell history and process lists; it crosses the network only over TLS, to loopback, or
+where ``allow_plaintext_password=true`` says so (:mod:`tributary_read.hive.auth`).
 
 * ``NONE``     SASL PLAIN with any password: ``hive.server2.authentication=NONE``
                (Hive's and Spark Thrift Server's default).
 * ``NOSASL``   raw Thrift: ``hive.server2.authentication=NOSASL``.
 * ``LDAP``     SASL PLAIN with user and password.
-* ``KERBEROS`` SASL GSSAPI with a ticket from ``kinit``; HOST must be the
-               server principal's host, ``kerberos_service_name`` its service.
+* ``KERBEROS`` SASL GSSAPI with a keytab login (``--principal/--keytab``) or a ticket
+               from ``kinit``; HOST must be the server principal's host,
+               ``kerberos_service_name`` its service.
 """
 
 from __future__ import annotations
 
 import getpass
-import os
 
 from tributary_read.errors import InvalidInputError, MetastoreError, missing_extra
+import tributary_read.hive.auth as authn
 from tributary_read.hive.dialect import DIALECTS
 from tributary_read.hive.metastore import thrift_transport, timed_out
 from tributary_read.hive.sql import render
 from tributary_read.hive.sql_metastore import SqlMetastore
-from tributary_read.hive.uri import DEFAULT_TIMEOUT_S, KINDS, PASSWORD_ENV, MetastoreKind, MetastoreURI
+from tributary_read.hive.uri import DEFAULT_TIMEOUT_S, KINDS, MetastoreKind, MetastoreURI
 
 AUTH_MODES = ("NONE", "NOSASL", "LDAP", "KERBEROS")
 DEFAULT_PORT = KINDS[MetastoreKind.HS2].default_port
@@ -42,19 +45,23 @@ class Hs2Metastore(SqlMetastore):
 
     def __init__(self, host: str, port: int = DEFAULT_PORT, *, database: str = "default", auth: str = "NONE",
                  user: str | None = None, password: str | None = None, kerberos_service_name: str | None = None,
-                 engine: str | None = None, timeout: float = CONNECT_TIMEOUT_S):
+                 engine: str | None = None, timeout: float = CONNECT_TIMEOUT_S, tls: bool = False,
+                 ca_file: str | None = None, allow_plaintext_password: bool = False):
         auth = (auth or "NONE").upper()
         if auth not in AUTH_MODES:
             raise InvalidInputError(f"unknown HiveServer2 auth {auth!r}; choose {', '.join(AUTH_MODES)}")
         if auth == "KERBEROS" and not kerberos_service_name:
             kerberos_service_name = "hive"
-        if auth == "LDAP" and password is None:
-            raise InvalidInputError(f"auth=LDAP needs a password in ${PASSWORD_ENV}")
+        if auth == "LDAP":
+            if password is None:
+                raise InvalidInputError(f"auth=LDAP needs a password: in ${authn.PASSWORD_ENV}, or in a file "
+                                        "named by password_file= in the URI")
+            authn.check_password_channel(host, tls=tls, allow_plaintext=allow_plaintext_password)
         if engine is not None and engine not in DIALECTS:
             raise InvalidInputError(f"unknown engine {engine!r}; choose {', '.join(DIALECTS)}")
         self.host, self.port, self.timeout = host, int(port), float(timeout)
         self._conn = self._connect(database, auth, user or getpass.getuser(), password,
-                                   kerberos_service_name, timeout)
+                                   kerberos_service_name, timeout, tls, ca_file)
         self._cursor = self._conn.cursor()
         self._cursor.arraysize = 10_000  # SHOW PARTITIONS of a year: one fetch, not nine
         super().__init__(DIALECTS[engine or "hive"])
@@ -66,10 +73,12 @@ class Hs2Metastore(SqlMetastore):
         u = MetastoreURI.parse(uri)
         auth = u.params.get("auth", "NONE")
         kw = dict(database=u.database or "default", auth=auth, user=u.params.get("user") or u.user,
-                  # pyhive refuses a password outside LDAP/CUSTOM
-                  password=(os.environ.get(PASSWORD_ENV) or None) if auth.upper() == "LDAP" else None,
+                  # only LDAP sends one: another mode must not read a password file it does not use
+                  password=authn.password(u.params) if auth.upper() == "LDAP" else None,
                   kerberos_service_name=u.params.get("kerberos_service_name"), engine=u.params.get("engine"),
-                  timeout=u.timeout(CONNECT_TIMEOUT_S))
+                  timeout=u.timeout(CONNECT_TIMEOUT_S), tls=u.flag("ssl"),
+                  ca_file=u.params.get("ssl_ca") or None,
+                  allow_plaintext_password=u.flag("allow_plaintext_password"))
         kw.update(overrides)
         return cls(u.host, u.port, **kw)
 
@@ -81,24 +90,27 @@ class Hs2Metastore(SqlMetastore):
     def _where(self) -> str:
         return f"HiveServer2 at {self.host}:{self.port}"
 
-    def _connect(self, database, auth, user, password, kerberos_service_name, timeout):
+    def _connect(self, database, auth, user, password, kerberos_service_name, timeout, tls, ca_file):
         try:
             from pyhive import hive
         except ImportError:
             raise missing_extra("pyhive", "hive") from None
         sock, transport = thrift_transport(self.host, self.port, auth=auth, timeout=timeout, where=self._where(),
                                            extra="hive", service=kerberos_service_name, user=user,
-                                           password=password)
+                                           password=password, tls=tls, ca_file=ca_file)
         try:
             conn = hive.Connection(thrift_transport=transport, username=user, database=database)
         except Exception as e:  # noqa: BLE001 - thrift, SASL and HS2 errors all end here
+            refused = authn.refused(e, where=self._where(), auth=auth, user=user, tls=tls)
+            if refused is not None:
+                raise refused from None
             if timed_out(e):
                 raise MetastoreError(f"{self._where()} accepted the connection but did not answer the handshake "
                                      f"within {float(timeout):g}s (?timeout=)") from None
             msg = self._error(e)
             if "read 0 bytes" in msg or "TSocket" in msg or "closed" in msg.lower():
-                msg = (f"the server closed the connection during the handshake; check auth={auth} "
-                       "against its hive.server2.authentication")
+                raise authn.mismatch(self._where(), auth, tls, "hive.server2.authentication",
+                                     "hive.server2.use.SSL") from None
             raise MetastoreError(f"cannot open a session on {self._where()}: {msg}") from None
         # The socket keeps ``timeout`` as its read timeout: every statement is bounded, not only the connect.
         return conn

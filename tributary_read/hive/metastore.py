@@ -123,43 +123,53 @@ def timed_out(e: BaseException) -> bool:
 
 
 def thrift_transport(host: str, port: int, *, auth: str, timeout: float, where: str, extra: str,
-                     service: str | None = None, user: str | None = None, password: str | None = None):
+                     service: str | None = None, user: str | None = None, password: str | None = None,
+                     tls: bool = False, ca_file: str | None = None):
     """The socket and Thrift transport (not yet open) that HiveServer2 and the metastore's API share.
 
-    ``auth``: ``NOSASL`` (raw Thrift), ``KERBEROS`` (SASL GSSAPI for ``service`` on ``host``) or anything
-    else as SASL PLAIN with ``user``/``password``. ``extra``: the pip extra that brings the client.
-    Returns ``(socket, transport)``. ``timeout`` stays the socket's read timeout after the connect, so
-    every call is bounded by it (a server that accepts and never answers ends the call with a
-    timeout, never holds it for the OS's idea of a dead peer).
+    ``auth``: ``NOSASL`` (raw Thrift), ``KERBEROS`` (SASL GSSAPI for ``service`` on ``host``, with the
+    keytab login of :mod:`~tributary_read.kerberos` when one is configured, else the ``kinit``
+    cache) or anything else as SASL PLAIN with ``user``/``password``. ``tls``: the socket speaks TLS
+    and checks the server's certificate against ``ca_file`` (the system trust store when ``None``).
+    ``extra``: the pip extra that brings the client. Returns ``(socket, transport)``. ``timeout`` stays
+    the socket's read timeout after the connect, so every call is bounded by it (a server that accepts
+    and never answers ends the call with a timeout, never holds it for the OS's idea of a dead peer).
     """
     import importlib.util
 
     from tributary_read.errors import MissingDependencyError, missing_extra
+    import tributary_read.kerberos as kerberos
+    import tributary_read.hive.auth as authn
 
     try:
         from thrift.transport import TSocket, TTransport
     except ImportError:
         raise missing_extra("thrift", extra) from None
     reach(host, port, timeout, where)
-    sock = TSocket.TSocket(host, port)
+    sock = authn.tls_socket(host, port, ca_file) if tls else TSocket.TSocket(host, port)
     sock.setTimeout(timeout * 1000)
     if auth == "NOSASL":
         return sock, TTransport.TBufferedTransport(sock)
     try:
         import thrift_sasl
-        from pyhive.hive import get_installed_sasl
+        from pyhive.sasl_compat import PureSASLClient
     except ImportError:
         raise missing_extra("thrift_sasl", extra) from None
-    mech = "GSSAPI" if auth == "KERBEROS" else "PLAIN"
-    if mech == "GSSAPI" and not (importlib.util.find_spec("sasl") or importlib.util.find_spec("kerberos")):
-        raise MissingDependencyError(
-            "auth=KERBEROS needs a GSSAPI SASL library: pip install kerberos (builds against libkrb5), "
-            "or sasl with cyrus-sasl-gssapi")
+    if auth == "KERBEROS":
+        if not importlib.util.find_spec("kerberos"):
+            raise MissingDependencyError(
+                "auth=KERBEROS needs the GSSAPI library: pip install 'tributary-read[kerberos]' (it builds "
+                "against libkrb5: Debian's libkrb5-dev, Red Hat's krb5-devel)")
+        principal = kerberos.principal_for_handshake()
+
+        def sasl_client():
+            return PureSASLClient(host=host, service=service, principal=principal)
+        return sock, thrift_sasl.TSaslClientTransport(sasl_client, "GSSAPI", sock)
     pw = password if password is not None else "x"  # PLAIN without a password (auth NONE): any non-empty one
 
-    def sasl_client():
-        return get_installed_sasl(host=host, sasl_auth=mech, service=service, username=user, password=pw)
-    return sock, thrift_sasl.TSaslClientTransport(sasl_client, mech, sock)
+    def plain_client():
+        return PureSASLClient(host=host, username=user, password=pw)
+    return sock, thrift_sasl.TSaslClientTransport(plain_client, "PLAIN", sock)
 
 
 # -- opening ---------------------------------------------------------------------------

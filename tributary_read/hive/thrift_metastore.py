@@ -24,6 +24,7 @@ import time
 from typing import Sequence
 
 from tributary_read.errors import InvalidInputError, MetastoreError, NoSuchHiveTableError, missing_extra
+import tributary_read.hive.auth as authn
 from tributary_read.hive.describe import stats_from, table_type
 from tributary_read.hive.dialect import DIALECTS
 from tributary_read.hive.metastore import Metastore, thrift_transport, timed_out
@@ -76,12 +77,28 @@ class ThriftMetastore(Metastore):
         where = f"the metastore at {self.host}:{self.port}"
         sock, transport = thrift_transport(self.host, self.port, auth=auth, timeout=timeout, where=where,
                                            extra="hive", service=service)
+        client = ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport))
         try:
             transport.open()
-        except Exception as e:  # noqa: BLE001 - thrift and SASL errors alike
+            # A SASL metastore hangs up on raw Thrift at the first call, not at the connect: ask a
+            # read-only question now, so a mismatch is told as one before any change is sent.
+            client.get_database("default")
+        except Exception as e:  # noqa: BLE001 - thrift, SASL and the call's own answers alike
+            if type(e).__name__ in ("NoSuchObjectException", "MetaException"):
+                return transport, client  # the server answered: the connection works
+            transport.close()
+            refused = authn.refused(e, where=where, auth=auth)
+            if refused is not None:
+                raise refused from None
+            if timed_out(e):
+                raise MetastoreError(f"{where} accepted the connection but did not answer within {timeout:g}s "
+                                     "(?timeout=)") from None
+            if isinstance(e, (OSError, EOFError)) or type(e).__module__.startswith("thrift"):
+                raise authn.mismatch(where, auth, False, "hive.metastore.sasl.enabled (auth=KERBEROS when true, "
+                                     "NOSASL when false)") from None
             raise MetastoreError(f"cannot open {where} (auth={auth}): {e}") from None
         # The socket keeps ``timeout`` as its read timeout: each call is bounded, not only the connect.
-        return transport, ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport))
+        return transport, client
 
     def _call(self, what: str, table: TableName | None, fn):
         """One Thrift call: its errors become one MetastoreError line (NoSuchHiveTableError for a table)."""

@@ -5,7 +5,8 @@ as its catalog?" were string tests in five places that disagreed at the edges (`
 ``spark?conf...``). They are answered here only; tests/test_architecture.py keeps it so.
 
 A URI never carries a password: argv is visible to every user of the machine (``ps``), and the URI
-is echoed in messages and recorded in job reports. The password comes from ``$TRIB_HS2_PASSWORD``.
+is echoed in messages and recorded in table.json and job reports. The password comes from
+``$TRIB_HS2_PASSWORD`` or from the file ``password_file=`` names (:mod:`tributary_read.hive.auth`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from tributary_read.errors import InvalidInputError
 from tributary_read.secret import is_secret
 
 PASSWORD_ENV = "TRIB_HS2_PASSWORD"
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
+
 #: What ``?timeout=`` is when not given: the bound of the connect and of every call. A metastore that
 #: accepts and never answers would otherwise hold a sync (and an ETL run's lock) for as long as the
 #: OS keeps the socket; a minute is far above any healthy call and far below a scheduler's next hour.
@@ -45,7 +48,8 @@ class _KindFacts:
 #: One row per kind: add a backend by adding a row (and a scheme to SCHEMES).
 KINDS: dict[MetastoreKind, _KindFacts] = {
     MetastoreKind.HS2: _KindFacts("tributary_read.hive.hs2:Hs2Metastore", 10000,
-                                  frozenset({"auth", "user", "kerberos_service_name", "engine"}),
+                                  frozenset({"auth", "user", "kerberos_service_name", "engine", "password_file", "ssl",
+                                             "ssl_ca", "allow_plaintext_password"}),
                                   "hs2://127.0.0.1:10000"),
     MetastoreKind.THRIFT: _KindFacts("tributary_read.hive.thrift_metastore:ThriftMetastore", 9083,
                                      frozenset({"auth", "kerberos_service_name"}), "thrift://127.0.0.1:9083"),
@@ -98,9 +102,10 @@ class MetastoreURI:
                                             "metastore URI (a URI shows in process lists, messages and reports)")
             return cls(kind, text, params=MappingProxyType(params))
         u = urlsplit(text)
-        if u.password is not None:
-            raise InvalidInputError(f"put the metastore password in ${PASSWORD_ENV}, not in the URI "
-                                    "(a URI shows in process lists, messages and reports)")
+        if u.password is not None or any(is_secret(name) for name, _ in parse_qsl(u.query, keep_blank_values=True)):
+            raise InvalidInputError(f"put the metastore password in ${PASSWORD_ENV} or in a file named by "
+                                    "password_file=, not in the URI (a URI shows in process lists, messages, "
+                                    "table.json and reports)")
         if not u.hostname:
             raise InvalidInputError(f"metastore URI needs a host: {text!r} (e.g. {facts.example})")
         try:
@@ -111,6 +116,9 @@ class MetastoreURI:
         unknown = set(params) - facts.options - {"timeout"}
         if unknown:
             raise InvalidInputError(f"unknown option(s) {', '.join(sorted(unknown))} in {text!r}")
+        for name in ("ssl", "allow_plaintext_password"):
+            if name in params:
+                _flag(params, name)
         if "timeout" in params:
             from tributary_read.timespec import parse_timeout_ms
 
@@ -120,6 +128,10 @@ class MetastoreURI:
                 raise InvalidInputError(f"bad timeout in {text!r}: {e}") from None
         return cls(kind, text, u.hostname, port, u.path.strip("/") or None, u.username,
                    MappingProxyType(params))
+
+    def flag(self, name: str) -> bool:
+        """A true/false option (``ssl=true``); absent is false."""
+        return _flag(self.params, name)
 
     @property
     def is_spark_catalog(self) -> bool:
@@ -156,3 +168,12 @@ class MetastoreURI:
 
     def __str__(self) -> str:
         return self.text
+
+
+def _flag(params: Mapping[str, str], name: str) -> bool:
+    value = params.get(name, "false").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise InvalidInputError(f"{name}={params[name]!r} must be true or false")
