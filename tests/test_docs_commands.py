@@ -103,9 +103,9 @@ def test_each_shown_command_exists_with_its_flags_and_values(where, text):
 
 def _check(where: str, text: str) -> None:
     words = _tokens(text)[1:]
-    root_flags = {o for p in cli.params for o in (*p.opts, *p.secondary_opts)}
-    while words and words[0] in root_flags | {"-o"}:  # trib -o k=v files ...
-        words = words[2:] if words[0] in ("-o", "--storage-option", "--config") else words[1:]
+    root_params = {o: p for p in cli.params for o in (*p.opts, *p.secondary_opts)}
+    while words and words[0] in root_params:  # trib -o k=v files ...
+        words = words[1:] if root_params[words[0]].is_flag else words[2:]
     cmd, rest = _resolve(words)
     assert not isinstance(cmd, click.Group) or not rest or rest[0].startswith("-") or rest[0] in ("…", "..."), \
         (where, rest[:1])

@@ -132,4 +132,7 @@ def mismatch(where: str, auth: str, tls: bool, auth_setting: str, tls_setting: s
 def refused(e: BaseException, **context) -> MetastoreAuthError | None:
     """:func:`explain` as the error to raise (``None``: ``e`` is not an auth failure)."""
     line = explain(e, **context)
-    return MetastoreAuthError(line) if line else None
+    if not line:
+        return None
+    keytab = f"${kerberos.PRINCIPAL_ENV} and ${kerberos.KEYTAB_ENV}"  # the CLI says --principal and --keytab
+    return MetastoreAuthError(line, **({"keytab": keytab} if keytab in line else {}))

@@ -145,6 +145,8 @@ def thrift_transport(host: str, port: int, *, auth: str, timeout: float, where: 
         from thrift.transport import TSocket, TTransport
     except ImportError:
         raise missing_extra("thrift", extra) from None
+    # Bad credentials settings are the user's to fix: told before anything touches the network.
+    principal = kerberos.principal_for_handshake() if auth == "KERBEROS" else None
     reach(host, port, timeout, where)
     sock = authn.tls_socket(host, port, ca_file) if tls else TSocket.TSocket(host, port)
     sock.setTimeout(timeout * 1000)
@@ -160,7 +162,6 @@ def thrift_transport(host: str, port: int, *, auth: str, timeout: float, where: 
             raise MissingDependencyError(
                 "auth=KERBEROS needs the GSSAPI library: pip install 'tributary-read[kerberos]' (it builds "
                 "against libkrb5: Debian's libkrb5-dev, Red Hat's krb5-devel)")
-        principal = kerberos.principal_for_handshake()
 
         def sasl_client():
             return PureSASLClient(host=host, service=service, principal=principal)
