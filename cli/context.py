@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import sys
 from dataclasses import dataclass, field
@@ -55,9 +56,21 @@ class TribState:
 pass_state = click.make_pass_decorator(TribState, ensure=True)
 
 
+#: The running command was asked for ``--json`` (on its command line or from ``$TRIB_…_JSON``): set while
+#: its options are parsed, so that a failure also ends stdout with its error object (``TribGroup.main``).
+JSON_ASKED: contextvars.ContextVar[bool] = contextvars.ContextVar("trib_json_asked", default=False)
+
+
+def _note_json(ctx, param, value):
+    if value:
+        JSON_ASKED.set(True)
+    return value
+
+
 def json_option(f: Callable) -> Callable:
-    """Add ``--json`` to a command: machine-readable output on stdout."""
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")(f)
+    """Add ``--json`` to a command: machine-readable output on stdout (a failure's too, docs in README)."""
+    return click.option("--json", "as_json", is_flag=True, callback=_note_json,
+                        help="Print JSON on stdout (a failure: {\"error\": {...}}, its last line).")(f)
 
 
 #: How each kind of metastore is written on a command line (the kinds are those of hive/uri.py KINDS).

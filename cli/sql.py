@@ -101,9 +101,13 @@ def _print_json(out, result) -> None:
 
     out.write('{\n  "columns": ' + dump(result.columns) + ',\n  "rows": [')
     sep = "\n    "
-    for row in result.rows:
-        out.write(sep + dump(row))
-        sep = ",\n    "
+    try:
+        for row in result.rows:  # fetched as it goes: a failure can come mid-document
+            out.write(sep + dump(row))
+            sep = ",\n    "
+    except BaseException:
+        out.write("\n")  # the failure's error object (TribGroup.main) is a line of its own
+        raise
     out.write("\n  ]" if sep != "\n    " else "]")
     out.write(',\n  "truncated": true\n}\n' if result.truncated else "\n}\n")
 
