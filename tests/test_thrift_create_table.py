@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from conftest import invoke_trib
-from helpers import LAYOUT, PARTITION, make_source
+from test_create_table import _table
 from test_etl_hive_first_run import readme_block, run_block, write_events
 
 from tributary_read.hive.model import TableName
@@ -27,7 +27,7 @@ from tributary_read.hive.thrift_metastore import ThriftMetastore
 
 pytestmark = pytest.mark.integration
 
-N = 40
+N = 50  # the rows _table ingests
 #: Rows of DESCRIBE FORMATTED that differ by nature: the table's name and when it was made; who made it
 #: (HiveServer2's session user, the OS user through the API: the owner Hive's own client sets); and
 #: "Created By", which Spark answers from the version it writes into the tables it creates itself
@@ -38,15 +38,6 @@ _BY_NATURE = {"Table", "Created Time", "Owner", "Created By"}
 EXTRA = {"text": ["--columns", "line STRING", "--delimiter", "|"],
          "csv": ["--columns", "id STRING, ts STRING, msg STRING"],
          "parquet": [], "jsonl": []}
-
-
-def _trib_table(tmp_path, fmt: str):
-    root = tmp_path / f"t-{fmt}"
-    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, "--format", fmt,
-                check=True)
-    src = make_source(tmp_path / "src.jsonl", N, hours=3)
-    invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
-    return root
 
 
 def _create(root, hive: str, ms: str, fmt: str, *more):
@@ -90,7 +81,7 @@ def pair(hive_services, hs2_cursor):
 @pytest.mark.parametrize("fmt", ["text", "csv", "parquet"])
 def test_thrift_and_hs2_create_the_same_table_and_the_rows_read_back(tmp_path, pair, fmt):
     hs2, thrift, cur, ms, names = pair
-    root = _trib_table(tmp_path, fmt)
+    root = _table(tmp_path, fmt)
     by_sql, by_api = (f"default.ct_{fmt}_{kind}_{uuid.uuid4().hex[:6]}" for kind in ("sql", "api"))
     names += [by_sql, by_api]
     made_sql, made_api = _create(root, by_sql, hs2, fmt), _create(root, by_api, thrift, fmt)
@@ -117,7 +108,7 @@ def test_jsonl_through_the_api_is_what_its_ddl_says(tmp_path, pair):
     create a JsonSerDe table nor read its columns. So the thrift-created table is checked against its
     own definition, field by field, and against the text table's storage rows (the same TEXTFILE)."""
     hs2, thrift, cur, ms, names = pair
-    root = _trib_table(tmp_path, "jsonl")
+    root = _table(tmp_path, "jsonl")
     name = f"default.ct_jsonl_{uuid.uuid4().hex[:6]}"
     names.append(name)
     dry = invoke_trib("hive", "create-table", str(root), "--hive-table", name, "--metastore", thrift, "--dry-run")
@@ -146,7 +137,7 @@ def test_jsonl_through_the_api_is_what_its_ddl_says(tmp_path, pair):
 
 def test_missing_database_and_differing_table_over_thrift(tmp_path, pair):
     hs2, thrift, cur, ms, names = pair
-    root = _trib_table(tmp_path, "parquet")
+    root = _table(tmp_path, "parquet")
     r = invoke_trib("hive", "create-table", str(root), "--hive-table", f"nodb_{uuid.uuid4().hex[:6]}.t",
                     "--metastore", thrift)
     assert r.returncode == 3 and r.stderr.count("\n") == 1 and "CREATE DATABASE" in r.stderr, r.stderr
