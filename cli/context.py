@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import sys
 from dataclasses import dataclass, field
@@ -55,9 +56,68 @@ class TribState:
 pass_state = click.make_pass_decorator(TribState, ensure=True)
 
 
+#: The running command was asked for ``--json`` (on its command line or from ``$TRIB_…_JSON``): set while
+#: its options are parsed, so that a failure also ends stdout with its error object (``TribGroup.main``).
+JSON_ASKED: contextvars.ContextVar[bool] = contextvars.ContextVar("trib_json_asked", default=False)
+
+
+def _note_json(ctx, param, value):
+    if value:
+        JSON_ASKED.set(True)
+    return value
+
+
 def json_option(f: Callable) -> Callable:
-    """Add ``--json`` to a command: machine-readable output on stdout."""
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")(f)
+    """Add ``--json`` to a command: machine-readable output on stdout (a failure's too, docs in README)."""
+    return click.option("--json", "as_json", is_flag=True, callback=_note_json,
+                        help="Print JSON on stdout (a failure: {\"error\": {...}}, its last line).")(f)
+
+
+#: How each kind of metastore is written on a command line (the kinds are those of hive/uri.py KINDS).
+_METASTORE_FORMS = {
+    "hs2": "hs2://HOST:PORT[/DB]?auth=NONE|NOSASL|LDAP|KERBEROS&user=… (HiveServer2; password from "
+           "$TRIB_HS2_PASSWORD)",
+    "thrift": "thrift://HOST:PORT[?auth=NOSASL|KERBEROS] (a Hive Metastore's own Thrift API)",
+    "spark": "spark[?conf.KEY=VALUE…] (a Spark session's catalog)",
+}
+
+
+class MetastoreOption(click.Option):
+    """``--metastore``: its help names every kind of metastore, the ones this command takes and why not
+    the others, so a new kind shows in every command's help at once.
+
+    The help is written when it is shown, not when the command module loads: naming the kinds
+    imports the Hive package, which a command's run need not load.
+    """
+
+    def __init__(self, *args, accepts=None, note: str = "", refusals=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.accepts, self.note, self.refusals = accepts, note, dict(refusals or {})
+
+    def get_help_record(self, ctx):
+        self.help = metastore_help(self.accepts, self.note, self.refusals)
+        return super().get_help_record(ctx)
+
+
+def metastore_help(accepts=None, note: str = "", refusals=None) -> str:
+    """The ``--metastore`` help: ``accepts`` (kind values; default every kind) with their forms, then
+    each kind not accepted with the reason in ``refusals``, then ``note``."""
+    from tributary_read.hive.uri import KINDS
+
+    kinds = [k.value for k in KINDS]
+    accepted = [k for k in kinds if accepts is None or k in accepts]
+    text = ", ".join(_METASTORE_FORMS[k] for k in accepted[:-1])
+    text = f"{text} or {_METASTORE_FORMS[accepted[-1]]}" if text else _METASTORE_FORMS[accepted[-1]]
+    for k in kinds:
+        if k not in accepted:
+            text += f". Not {_METASTORE_FORMS[k].split('[')[0].split(' (')[0]}: {(refusals or {})[k]}"
+    return f"{text}.{' ' + note if note else ''}"
+
+
+def metastore_option(*, accepts=None, note: str = "", refusals=None, envvar: bool = True):
+    """Add ``--metastore`` (default ``$TRIB_METASTORE``) with the one help text (:func:`metastore_help`)."""
+    return click.option("--metastore", cls=MetastoreOption, envvar="TRIB_METASTORE" if envvar else None,
+                        accepts=accepts, note=note, refusals=refusals)
 
 
 def emit(as_json: bool, data: Any, human: Callable[[], None] | str | None = None) -> None:

@@ -10,7 +10,7 @@ import click
 from tributary_read.errors import MetastoreError
 from tributary_read.services import hive as services
 
-from .context import TribState, emit, json_option, pass_state
+from .context import TribState, emit, json_option, metastore_option, pass_state
 
 _DIR_HELP = "State dir: services.json, logs, Derby metastore_db, warehouse."
 _NAMES = {"hms": "metastore", "hs2": "HiveServer2"}
@@ -115,13 +115,14 @@ def beeline(dir_, args) -> None:
 @click.option("--schedule-time", help="With --job: the run whose input files the SQL is analysed over "
               "(default: now).")
 @click.option("--hive-table", help="db.table to create (with --job: default its [hive] table).")
-@click.option("--metastore", envvar="TRIB_METASTORE",
-              help="hs2://HOST:PORT or spark (where to run the CREATE; with --job: default its [hive] metastore).")
+@metastore_option(note="Where to create the table (thrift:// through the metastore API, the others with SQL); "
+                  "with --job: default its [hive] metastore.")
 @click.option("--columns", help="Data columns, e.g. 'ts BIGINT, user STRING' (default: the job's SQL output "
               "with --job, else inferred from committed Parquet or JSON files).")
 @click.option("--delimiter", default="\\t", show_default=True,
               help="Field delimiter of a text table (one character; \\t for tab).")
-@click.option("--dry-run", is_flag=True, help="Print the DDL (and compare with an existing table); create nothing.")
+@click.option("--dry-run", is_flag=True, help="Print the DDL (over thrift://: marked as the equivalent of what the "
+              "metastore API would create) and compare with an existing table; create nothing.")
 @json_option
 @pass_state
 def create_table(state: TribState, table, job_file, schedule_time, hive_table, metastore, columns, delimiter,
@@ -130,6 +131,7 @@ def create_table(state: TribState, table, job_file, schedule_time, hive_table, m
 
     \b
     trib hive create-table TABLE --hive-table db.t --metastore hs2://HOST:PORT
+    trib hive create-table TABLE --hive-table db.t --metastore thrift://HOST:9083
     trib hive create-table --job hourly.toml        (before the job's first run)
     """
     from tributary_read.errors import InvalidInputError
@@ -173,9 +175,14 @@ def create_table(state: TribState, table, job_file, schedule_time, hive_table, m
     def human() -> None:
         if result["exists"]:
             click.echo(f"{result['table']} exists and matches (unchanged)")
-        else:
-            click.echo(result["ddl"] + ";")
-            click.echo(f"{'would create' if dry_run else 'created'} {result['table']}", err=True)
+            return
+        how = ""
+        if result["ddl_is_equivalent"]:  # no SQL ran or runs: say so on stdout, as a SQL comment
+            click.echo(f"-- {'would be created' if dry_run else 'created'} through the metastore API "
+                       f"(create_table) of {result['metastore']}, not as SQL; the equivalent DDL:")
+            how = " through the metastore API"
+        click.echo(result["ddl"] + ";")
+        click.echo(f"{'would create' if dry_run else 'created'} {result['table']}{how}", err=True)
     emit(as_json, result, human)
 
 

@@ -40,9 +40,9 @@ with _plain_sigint():
     import click
 
     from tributary_read import __version__
-    from tributary_read.exits import INTERRUPTED, Terminated, exit_line, one_line
+    from tributary_read.exits import INTERRUPTED, Terminated, error_object, exit_line, one_line
 
-    from tributary_read.cli.context import TribState
+    from tributary_read.cli.context import JSON_ASKED, TribState
 
 #: command name -> ("module:attribute", the line ``trib --help`` shows for it).
 #: The line is the command's own short help (its docstring's first sentence),
@@ -146,6 +146,7 @@ class TribGroup(LazyGroup):
         """
         argv = sys.argv[1:] if args is None else list(args)
         verbose = _verbose(argv)
+        asked = JSON_ASKED.set(False)
         try:
             # Non-standalone click returns (not raises) the code of ctx.exit(n).
             rv = super().main(args=argv, prog_name=prog_name or "trib", complete_var=complete_var,
@@ -156,14 +157,13 @@ class TribGroup(LazyGroup):
             sys.exit(e.exit_code)
         except click.UsageError as e:
             where = e.ctx.command_path if e.ctx else "trib"
-            click.echo(f"trib: error: {one_line(e.format_message())} (see '{where} --help')", err=True)
-            sys.exit(e.exit_code)
+            has_json = e.ctx is not None and any(p.name == "as_json" for p in e.ctx.command.params)
+            _fail(f"trib: error: {one_line(e.format_message())} (see '{where} --help')", e.exit_code,
+                  "UsageError", has_json and _json_wanted(argv))
         except click.ClickException as e:
-            click.echo(f"trib: error: {one_line(e.format_message())}", err=True)
-            sys.exit(e.exit_code)
+            _fail(f"trib: error: {one_line(e.format_message())}", e.exit_code, type(e).__name__, _json_wanted(argv))
         except click.Abort:
-            click.echo("trib: aborted", err=True)
-            sys.exit(INTERRUPTED)
+            _fail("trib: aborted", INTERRUPTED, "Abort", _json_wanted(argv))
         except (KeyboardInterrupt, Terminated, Exception) as e:  # noqa: BLE001 - last resort: still one line
             if verbose and isinstance(e, Exception) and not isinstance(e, BrokenPipeError):
                 _print_traceback()
@@ -174,10 +174,28 @@ class TribGroup(LazyGroup):
 
                 end_before_last_line()  # so that trib's line is the last one
             line, code = exit_line(e, FLAGS)
-            if line:
-                click.echo(line, err=True)
-            sys.exit(code)
+            _fail(line, code, type(e).__name__, _json_wanted(argv))
+        finally:
+            JSON_ASKED.reset(asked)
         sys.exit(0)
+
+
+def _json_wanted(argv: list[str]) -> bool:
+    """The failing command was asked for ``--json``: parsed, or on its command line (an error may come
+    before click reaches the flag: a usage error, or a bad value of an option given before it)."""
+    return JSON_ASKED.get() or "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
+
+
+def _fail(line: str | None, code: int, cls: str, as_json: bool) -> None:
+    """End the process: under ``--json`` the error object is stdout's last line; stderr's line as always."""
+    if line and as_json:
+        try:
+            click.echo(error_object(line, code, cls))
+        except (BrokenPipeError, OSError):  # stdout's reader went away: stderr still gets the line
+            pass
+    if line:
+        click.echo(line, err=True)
+    sys.exit(code)
 
 
 @click.group("trib", cls=TribGroup, lazy_commands=COMMANDS,

@@ -8,10 +8,8 @@ import click
 
 from tributary_read.errors import InvalidInputError, UnsafePlanError
 
-from .context import Duration, TribState, echo_capped, emit, json_option, pass_state
+from .context import Duration, TribState, echo_capped, emit, json_option, metastore_option, pass_state
 
-_METASTORE_HELP = ("hs2://HOST:PORT[/DB]?auth=NONE|NOSASL|LDAP|KERBEROS&user=… (password from $TRIB_HS2_PASSWORD), "
-                   "or spark[?conf.KEY=VALUE…]. Default: the table's partition-commit metastore.")
 
 
 @click.group()
@@ -26,14 +24,14 @@ def _target(t, hive_table: str | None, metastore: str | None) -> tuple[str, str]
     if not hive_table:
         raise InvalidInputError("give --hive-table db.table (or configure one: trib partitions configure)")
     if not metastore:
-        raise InvalidInputError("give --metastore hs2://HOST:PORT or spark (or set $TRIB_METASTORE)")
+        raise InvalidInputError("give --metastore hs2://HOST:PORT, thrift://HOST:PORT or spark (or set $TRIB_METASTORE)")
     return hive_table, metastore
 
 
 @partitions.command("sync")
 @click.argument("table")
 @click.option("--hive-table", help="The Hive table, db.table (partitioned by the layout's keys).")
-@click.option("--metastore", envvar="TRIB_METASTORE", help=_METASTORE_HELP)
+@metastore_option(note="Default: the table's partition-commit metastore.")
 @click.option("--drop", is_flag=True, help="Also drop partitions whose directory is gone.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @click.option("--batch-size", type=click.IntRange(min=1), help="Partitions per ADD/DROP statement (default 1000).")
@@ -134,7 +132,7 @@ def _print_commit(summary: dict, dry_run: bool) -> None:
 @click.option("--policy", "policies", multiple=True, type=click.Choice(["metastore", "success-file"]),
               help="Partition-commit policy; repeat for both.")
 @click.option("--hive-table", help="db.table the metastore policy mounts into.")
-@click.option("--metastore", help=_METASTORE_HELP.replace(" Default: the table's partition-commit metastore.", ""))
+@metastore_option(envvar=False)
 @click.option("--delay", type=Duration(), help="success-file: wait this long after a partition's end (e.g. 1h).")
 @click.option("--clock", type=click.Choice(["processing", "event"]),
               help="success-file: wall clock, or the newest partition that received data.")

@@ -7,10 +7,8 @@ import click
 from tributary_read.errors import InvalidInputError
 from tributary_read.read.window import WindowForm
 
-from .context import Duration, TribState, json_option, key_values, pass_state
+from .context import Duration, TribState, json_option, key_values, metastore_option, pass_state
 
-_METASTORE_HELP = ("thrift://HOST:PORT (a Hive Metastore), or spark (the session's own catalog, the "
-                   "default). HiveServer2 cannot host a Spark session: use beeline there.")
 
 
 @click.command("sql")
@@ -28,7 +26,8 @@ _METASTORE_HELP = ("thrift://HOST:PORT (a Hive Metastore), or spark (the session
 @click.option("--window", "window_length", type=Duration(), help="The sliding form's length (default: --period).")
 @click.option("--timezone", default="UTC", show_default=True, help="Zone of the period boundaries and ${window_dt}.")
 @click.option("--var", "var", multiple=True, metavar="NAME=VALUE", help="Define ${NAME} (repeatable).")
-@click.option("--metastore", envvar="TRIB_METASTORE", help=_METASTORE_HELP)
+@metastore_option(accepts=("thrift", "spark"), note="Default: spark, the session's own catalog.",
+                  refusals={"hs2": "HiveServer2 cannot host a Spark session: use beeline there"})
 @click.option("--database", help="USE this database first (unqualified names resolve there).")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="A Spark conf (repeatable).")
 @click.option("--limit", type=click.IntRange(min=0),
@@ -102,9 +101,13 @@ def _print_json(out, result) -> None:
 
     out.write('{\n  "columns": ' + dump(result.columns) + ',\n  "rows": [')
     sep = "\n    "
-    for row in result.rows:
-        out.write(sep + dump(row))
-        sep = ",\n    "
+    try:
+        for row in result.rows:  # fetched as it goes: a failure can come mid-document
+            out.write(sep + dump(row))
+            sep = ",\n    "
+    except BaseException:
+        out.write("\n")  # the failure's error object (TribGroup.main) is a line of its own
+        raise
     out.write("\n  ]" if sep != "\n    " else "]")
     out.write(',\n  "truncated": true\n}\n' if result.truncated else "\n}\n")
 

@@ -6,7 +6,7 @@ import click
 
 from tributary_read.errors import InvalidInputError
 
-from .context import emit, json_option
+from .context import emit, json_option, metastore_option
 
 
 @click.group()
@@ -37,9 +37,10 @@ def spark_args(as_json) -> None:
 
 
 @udfs.command()
-@click.option("--metastore", envvar="TRIB_METASTORE",
-              help="hs2://HOST:PORT: create PERMANENT functions there (replacing trib's own). "
-                   "Without it, print the CREATE TEMPORARY FUNCTION statements for a session.")
+@metastore_option(accepts=("hs2",), note="Creates PERMANENT functions there (replacing trib's own); without it, "
+                  "prints the CREATE TEMPORARY FUNCTION statements for a session.",
+                  refusals={"thrift": "functions are registered with SQL, which a metastore does not run",
+                            "spark": "a session's functions come from trib udfs spark-args"})
 @click.option("--database", default="default", show_default=True,
               help="Database of the permanent functions.")
 @json_option

@@ -100,9 +100,7 @@ def test_bad_input(tmp_path, hs2, args, code, message):
     assert message in r.stderr
 
 
-def test_missing_root_and_thrift_metastore(tmp_path, hive_services):
+def test_missing_root(tmp_path, hive_services):
+    """(A thrift:// metastore creates the table too: tests/test_thrift_create_table.py.)"""
     r = _create(tmp_path / "nope", "default.x", "spark")
     assert r.returncode == 4 and r.stderr.count("\n") == 1, r.stderr
-    root = _table(tmp_path, "parquet", n=3)
-    r = _create(root, "default.x", hive_services.metastore_uri)
-    assert r.returncode == 8 and "cannot create tables" in r.stderr, r.stderr

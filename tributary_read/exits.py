@@ -8,6 +8,7 @@ killed), so "retry later" and "fix the input" never depend on how the job was la
 
 from __future__ import annotations
 
+import json
 import signal
 from typing import Mapping
 
@@ -59,3 +60,15 @@ def exit_line(e: BaseException, names: Mapping[str, str] | None = None, prog: st
     if isinstance(e, SystemExit):
         return None, e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return f"{prog}: unexpected {type(e).__name__}: {one_line(e)} (run with -v for details)", 1
+
+
+def error_object(line: str, code: int, cls: str, prog: str = "trib") -> str:
+    """A failure as ``--json`` shows it, one line on stdout after whatever the command printed:
+    ``{"error": {"class": ..., "exit_code": N, "message": ...}}``; ``message`` is :func:`exit_line`'s
+    stderr line without its ``trib: error: `` (or ``trib: ``) prefix, ``cls`` the error's class name
+    (``UsageError`` for a command line click refused)."""
+    for prefix in (f"{prog}: error: ", f"{prog}: "):
+        if line.startswith(prefix):
+            line = line[len(prefix):]
+            break
+    return json.dumps({"error": {"class": cls, "exit_code": code, "message": line}})

@@ -114,7 +114,7 @@ def ensure(run: _Run, filesets, views_ready: bool) -> TableCheck | None:
         if not found.database_exists or not run.job.hive.create or found.definition is None:
             raise refusal(run, found, ms.address)
         run.say(f"{run.job.name}: creating Hive table {found.name}")
-        ms.create_table(found.name, found.definition.ddl())
+        ms.create_table(found.definition)
     return found
 
 

@@ -19,8 +19,7 @@ from typing import Mapping
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.hive.model import HiveTable, TableName
-from tributary_read.hive.sql import (COLUMN_TYPE, column_defs, delimited_text_storage, render, serde_text_storage,
-                                     sql_string)
+from tributary_read.hive.sql import COLUMN_TYPE, column_defs, render, sql_string, storage_clause
 from tributary_read.io.formats import FORMATS
 from tributary_read.io.location import same_location
 
@@ -30,10 +29,31 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _TYPE = COLUMN_TYPE
 SAMPLE_FILES = 20
 SAMPLE_RECORDS = 2000
+#: What Hive's DDL stores for a table without a delimiter of its own: the SerDe's default format "1".
+DEFAULT_SERDE_PARAMS = {"serialization.format": "1"}
+#: What ``CREATE EXTERNAL TABLE`` is in the metastore: this table type, and this table parameter.
+EXTERNAL_TABLE_TYPE = "EXTERNAL_TABLE"
+EXTERNAL_PARAMS = {"EXTERNAL": "TRUE"}
+#: A type word (not a STRUCT field name, which a ``:`` follows) as Hive stores it: lower case.
+_TYPE_WORD = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\b(?!\s*:)")
+
+
+@dataclass(frozen=True)
+class HiveStorage:
+    """How the table's files are read: what a ``ROW FORMAT ... STORED AS`` clause sets in the metastore."""
+
+    serde: str
+    serde_params: Mapping[str, str]
+    input_format: str
+    output_format: str
 
 
 @dataclass(frozen=True)
 class TableDefinition:
+    """The one answer to "what is this Hive table": the DDL (:meth:`ddl`, for SQL backends) and the
+    metastore's own fields (:attr:`storage`, :attr:`parameters`, :meth:`to_json`, for the Thrift API)
+    are both derived here from the format table, so the two ways of creating it cannot drift."""
+
     name: TableName
     columns: tuple[tuple[str, str], ...]
     partition_keys: tuple[str, ...]
@@ -45,18 +65,50 @@ class TableDefinition:
     def serde(self) -> str:
         return STORAGE[self.format][0]
 
-    def ddl(self) -> str:
-        if self.format == "text":
-            storage = delimited_text_storage(self.delimiter)
-        elif self.format == "parquet":
-            storage = "STORED AS PARQUET"
+    @property
+    def properties(self) -> dict[str, str]:
+        """The table properties trib sets (the DDL's TBLPROPERTIES)."""
+        return {"tributary.format": self.format}
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        """The table's parameters in the metastore: :attr:`properties` plus what EXTERNAL sets."""
+        return {**EXTERNAL_PARAMS, **self.properties}
+
+    @property
+    def storage(self) -> HiveStorage:
+        """The SerDe, its parameters and the input/output formats the DDL's storage clause sets."""
+        spec = FORMATS[self.format]
+        if spec.hive_row_format == "delimited":  # Hive sets both from FIELDS TERMINATED BY
+            params = {"serialization.format": self.delimiter, "field.delim": self.delimiter}
         else:
-            storage = serde_text_storage(self.serde)
+            params = dict(DEFAULT_SERDE_PARAMS)
+        return HiveStorage(spec.hive_serde, params, *spec.hive_classes)
+
+    def metastore_columns(self) -> tuple[tuple[str, str], ...]:
+        """The data columns as the metastore stores them from the DDL: names and type words lower case,
+        no blanks (``DECIMAL(10, 2)`` -> ``decimal(10,2)``; a STRUCT's field names keep their case)."""
+        return tuple((c.lower(), _TYPE_WORD.sub(lambda m: m.group(1).lower(), "".join(t.split())))
+                     for c, t in self.columns)
+
+    def ddl(self) -> str:
+        spec = FORMATS[self.format]
+        storage = storage_clause(spec.hive_stored_as,
+                                 delimiter=self.delimiter if spec.hive_row_format == "delimited" else None,
+                                 serde=self.serde if spec.hive_row_format == "serde" else None)
         return render("create_table", table=self.name.sql, columns=column_defs(self.columns),
                       partitions=column_defs([(k, "STRING") for k in self.partition_keys]),
                       storage=storage, location=sql_string(self.location),
-                      properties=", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in
-                                           (("tributary.format", self.format),)))
+                      properties=", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in self.properties.items()))
+
+    def to_json(self) -> dict:
+        """The table as the metastore API creates it (``thrift://``): every field a DESCRIBE shows."""
+        s = self.storage
+        return {"table": str(self.name), "table_type": EXTERNAL_TABLE_TYPE,
+                "columns": [list(c) for c in self.metastore_columns()],
+                "partition_keys": [[k.lower(), "string"] for k in self.partition_keys],
+                "location": self.location, "serde": s.serde, "serde_params": dict(s.serde_params),
+                "input_format": s.input_format, "output_format": s.output_format, "parameters": self.parameters}
 
     def differences(self, found: HiveTable) -> list[str]:
         """What differs from ``found``, as "what: expected X, found Y"; empty when it matches."""
@@ -271,7 +323,12 @@ def definition_for(table, name: TableName, columns=None, delimiter: str = "\t") 
 
 
 def create_table(ms, defn: TableDefinition, *, dry_run: bool = False) -> Mapping:
-    """Create ``defn`` if absent; report whether an existing table matches. Never alters one."""
+    """Create ``defn`` if absent; report whether an existing table matches. Never alters one.
+
+    ``ddl`` is always the table as SQL; where the metastore creates it through its own API
+    (``thrift://``: no SQL runs), ``through`` says so and ``ddl`` is the equivalent, not what ran;
+    ``definition`` is the table as that API takes it (see docs/hive.md).
+    """
     from tributary_read.errors import HiveTableConflictError, NoSuchHiveTableError
 
     ddl = defn.ddl()
@@ -280,6 +337,8 @@ def create_table(ms, defn: TableDefinition, *, dry_run: bool = False) -> Mapping
 
         raise InvalidInputError(f"database {defn.name.db} does not exist ({ms.address}): create it first: "
                                 f"{create_database(defn.name.db)};")
+    how = {"through": "sql" if ms.creates_with_sql else "metastore api", "metastore": ms.address, "ddl": ddl,
+           "ddl_is_equivalent": not ms.creates_with_sql, "definition": defn.to_json()}
     try:
         found = ms.table_info(defn.name)
     except NoSuchHiveTableError:
@@ -289,10 +348,10 @@ def create_table(ms, defn: TableDefinition, *, dry_run: bool = False) -> Mapping
         if diffs:
             raise HiveTableConflictError(f"Hive table {defn.name} exists and differs (left unchanged): "
                                          + "; ".join(diffs))
-        return {"table": str(defn.name), "created": False, "exists": True, "ddl": ddl, "differences": []}
+        return {"table": str(defn.name), "created": False, "exists": True, **how, "differences": []}
     if not dry_run:
-        ms.create_table(defn.name, ddl)
-    return {"table": str(defn.name), "created": not dry_run, "exists": False, "ddl": ddl, "differences": [],
+        ms.create_table(defn)
+    return {"table": str(defn.name), "created": not dry_run, "exists": False, **how, "differences": [],
             "dry_run": dry_run}
 
 

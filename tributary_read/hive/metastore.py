@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import abc
 import importlib
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from tributary_read.errors import MetastoreError
 from tributary_read.hive.dialect import Dialect
 from tributary_read.hive.model import HivePartition, HiveTable, PartitionSpec, TableName
 from tributary_read.hive.uri import KINDS, SCHEMES, MetastoreURI
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.hive.ddl import TableDefinition
 
 
 # -- the interface -------------------------------------------------------------------
@@ -75,11 +78,13 @@ class Metastore(abc.ABC):
         """Whether database ``name`` exists (a table's CREATE needs it first)."""
         raise NotImplementedError
 
-    def create_table(self, table: TableName, ddl: str) -> None:
-        """Create ``table`` with ``ddl`` (rendered by :mod:`tributary_read.hive.ddl`)."""
-        raise MetastoreError(f"{self.address} cannot create tables: create {table} through "
-                             "HiveServer2 or Spark (give the metastore as hs2://HOST:PORT or spark)",
-                             metastore="the metastore as")
+    #: ``create_table`` runs the definition's DDL as SQL; False: it calls the metastore's own API, and
+    #: the DDL is only the equivalent (what ``trib hive create-table --dry-run`` says it would do).
+    creates_with_sql: bool = True
+
+    @abc.abstractmethod
+    def create_table(self, definition: TableDefinition) -> None:
+        """Create the table ``definition`` (:mod:`tributary_read.hive.ddl`, its one owner) describes."""
 
     def close(self) -> None:
         """Release connections; the object is unusable afterwards."""

@@ -116,12 +116,17 @@ def delimiter_literal(ch: str) -> str:
     return sql_string(ch)
 
 
-def delimited_text_storage(delimiter: str) -> str:
-    return f"ROW FORMAT DELIMITED FIELDS TERMINATED BY {delimiter_literal(delimiter)}\nSTORED AS TEXTFILE"
-
-
-def serde_text_storage(serde: str) -> str:
-    return f"ROW FORMAT SERDE {sql_string(java_class(serde))}\nSTORED AS TEXTFILE"
+def storage_clause(stored_as: str, *, delimiter: str | None = None, serde: str | None = None) -> str:
+    """``[ROW FORMAT DELIMITED FIELDS TERMINATED BY d | ROW FORMAT SERDE 'cls'] STORED AS X``."""
+    if not isinstance(stored_as, str) or not _KEY.fullmatch(stored_as):
+        raise InvalidInputError(f"refusing to render the storage {stored_as!r}")
+    if delimiter is not None:
+        row = f"ROW FORMAT DELIMITED FIELDS TERMINATED BY {delimiter_literal(delimiter)}\n"
+    elif serde is not None:
+        row = f"ROW FORMAT SERDE {sql_string(java_class(serde))}\n"
+    else:
+        row = ""
+    return f"{row}STORED AS {stored_as}"
 
 
 def java_class(name: str) -> str:

@@ -8,7 +8,7 @@ engine differences from the backend's :class:`~tributary_read.hive.dialect.Diale
 from __future__ import annotations
 
 import abc
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from tributary_read.errors import MetastoreError, NoSuchHiveTableError
 from tributary_read.hive.describe import parse_describe, parse_partition_name, stats_from, table_type
@@ -17,6 +17,9 @@ from tributary_read.hive.metastore import Metastore
 from tributary_read.hive.model import HivePartition, HiveTable, PartitionSpec, TableName
 from tributary_read.hive.sql import ITEM_JOIN, render, render_spec, sql_string
 from tributary_read.io.location import check_location
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.hive.ddl import TableDefinition
 
 #: statements longer than this are split even below the batch size
 MAX_STATEMENT_CHARS = 1_000_000
@@ -52,8 +55,8 @@ class SqlMetastore(Metastore):
                 raise NoSuchHiveTableError(f"Hive table {table} does not exist ({self.address})") from e
             raise MetastoreError(f"{self.address}: {msg} (while running: {sql[:160]})") from e
 
-    def create_table(self, table: TableName, ddl: str) -> None:
-        self._run(ddl, table)
+    def create_table(self, definition: TableDefinition) -> None:
+        self._run(definition.ddl(), definition.name)
 
     def database_exists(self, name: str) -> bool:
         from tributary_read.hive.sql import show_database

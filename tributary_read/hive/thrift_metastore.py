@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from tributary_read.errors import InvalidInputError, MetastoreError, NoSuchHiveTableError, missing_extra
 import tributary_read.hive.auth as authn
@@ -36,6 +36,9 @@ DEFAULT_PORT = KINDS[MetastoreKind.THRIFT].default_port
 AUTH_MODES = ("NOSASL", "KERBEROS")
 #: The connect and every call: one bound, ``?timeout=`` (see hive/uri.py DEFAULT_TIMEOUT_S).
 CONNECT_TIMEOUT_S = DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.hive.ddl import TableDefinition
 
 
 class ThriftMetastore(Metastore):
@@ -180,6 +183,38 @@ class ThriftMetastore(Metastore):
         return self._partition(keys, p)
 
     # -- writes ----------------------------------------------------------------
+    creates_with_sql = False
+
+    def create_table(self, definition: TableDefinition) -> None:
+        """``create_table`` of the metastore API: the table the definition's DDL makes, field by field.
+
+        No SQL engine expands the DDL here, so every field Hive's ``CREATE EXTERNAL TABLE`` would set is
+        set from :class:`~tributary_read.hive.ddl.TableDefinition` (its one owner); the owner is the OS
+        user, as Hive's own client names it. A table created meanwhile is an error (the DDL's is too).
+        """
+        import getpass
+
+        from pymetastore.hive_metastore import ttypes
+
+        d, s = definition.to_json(), definition.storage
+        sd = ttypes.StorageDescriptor(
+            cols=[ttypes.FieldSchema(name=c, type=t) for c, t in d["columns"]], location=d["location"],
+            inputFormat=s.input_format, outputFormat=s.output_format, compressed=False, numBuckets=-1,
+            serdeInfo=ttypes.SerDeInfo(serializationLib=s.serde, parameters=dict(s.serde_params)),
+            bucketCols=[], sortCols=[], parameters={},
+            skewedInfo=ttypes.SkewedInfo(skewedColNames=[], skewedColValues=[], skewedColValueLocationMaps={}),
+            storedAsSubDirectories=False)
+        table = ttypes.Table(
+            tableName=definition.name.name, dbName=definition.name.db, owner=getpass.getuser(),
+            createTime=int(time.time()), lastAccessTime=0, retention=0, sd=sd,
+            partitionKeys=[ttypes.FieldSchema(name=k, type=t) for k, t in d["partition_keys"]],
+            parameters=dict(d["parameters"]), tableType=d["table_type"])
+        try:
+            self._call("create table", definition.name, lambda c: c.create_table(table))
+        except ttypes.NoSuchObjectException:  # its database went away since create_table looked
+            raise InvalidInputError(f"database {definition.name.db} does not exist ({self.address})") from None
+        self._tables.pop(definition.name, None)
+
     def _batches(self, items: list, batch_size: int | None) -> list[list]:
         n = batch_size or self.dialect.max_batch
         if n < 1:

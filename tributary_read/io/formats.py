@@ -22,6 +22,14 @@ JSON_SERDE = "org.apache.hive.hcatalog.data.JsonSerDe"
 #: Every JSON SerDe whose tables are JSON lines Spark's json reader reads.
 JSON_SERDES = (JSON_SERDE, "org.apache.hadoop.hive.serde2.JsonSerDe", "org.openx.data.jsonserde.JsonSerDe")
 PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+#: What Hive's ``STORED AS X`` sets: (input format, output format) classes. The DDL names the short form;
+#: a table created through the metastore's Thrift API (no SQL, no Hive to expand it) names the classes.
+HIVE_STORED_AS: dict[str, tuple[str, str]] = {
+    "TEXTFILE": ("org.apache.hadoop.mapred.TextInputFormat",
+                 "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat"),
+    "PARQUET": ("org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+                "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"),
+}
 
 
 @dataclass(frozen=True)
@@ -43,17 +51,26 @@ class FormatSpec:
     #: A new table's compression when none is given: Parquet's is snappy, as Spark's and Hive's
     #: writers default to; text stays plain (Hadoop reads no raw snappy stream, see above).
     default_compression: str = "none"
+    #: How the Hive table names its row format: ``delimited`` (``ROW FORMAT DELIMITED``, the SerDe's
+    #: field delimiter a table setting), ``serde`` (``ROW FORMAT SERDE``), or ``implied`` (the SerDe
+    #: ``STORED AS`` implies, e.g. PARQUET's).
+    hive_row_format: str = "serde"
+
+    @property
+    def hive_classes(self) -> tuple[str, str]:
+        """(input format, output format) classes of the Hive table: what its ``STORED AS`` sets."""
+        return HIVE_STORED_AS[self.hive_stored_as]
 
 
 FORMATS: dict[str, FormatSpec] = {
     "text": FormatSpec("text", "txt", ("none", "gzip", "zstd"), True, "TEXTFILE", "text", LAZY_SIMPLE_SERDE,
-                       "TextInputFormat"),
+                       "TextInputFormat", hive_row_format="delimited"),
     "jsonl": FormatSpec("jsonl", "jsonl", ("none", "gzip", "zstd"), True, "TEXTFILE", "json", JSON_SERDE,
                         "TextInputFormat"),
     "csv": FormatSpec("csv", "csv", ("none", "gzip", "zstd"), True, "TEXTFILE", "csv", OPEN_CSV_SERDE,
                       "TextInputFormat"),
     "parquet": FormatSpec("parquet", "parquet", ("none", "gzip", "zstd", "snappy"), False, "PARQUET", "parquet",
-                          PARQUET_SERDE, "Parquet", default_compression="snappy"),
+                          PARQUET_SERDE, "Parquet", default_compression="snappy", hive_row_format="implied"),
 }
 #: Formats trib reads but never writes (a plain directory's ``format=``, a Hive or Spark table's): Spark's name.
 READ_ONLY_FORMATS = {"json": "json", "orc": "orc"}
