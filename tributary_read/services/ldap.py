@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tributary_read.errors import MetastoreError, MissingDependencyError
 from tributary_read.services.hive import HOST, _atomic_write, _kill_group, _port_open, _spawn, _wait, free_ports
+from tributary_read.services.tls import write_secret
 
 SUFFIX = "dc=trib,dc=test"
 PEOPLE = f"ou=people,{SUFFIX}"
@@ -56,15 +57,6 @@ def ssha(password: str) -> str:
     """``{SSHA}`` of ``password``: what slapd checks a bind against, without storing the password."""
     salt = secrets.token_bytes(8)
     return "{SSHA}" + base64.b64encode(hashlib.sha1(password.encode() + salt).digest() + salt).decode()
-
-
-def write_secret(path: str | os.PathLike, value: str) -> Path:
-    """``value`` in a new 0600 file with no trailing newline (``ldapadd -y`` and beeline ``-w`` read it whole)."""
-    p = Path(path)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(value)
-    return p
 
 
 @dataclass(frozen=True)
