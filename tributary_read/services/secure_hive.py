@@ -88,6 +88,11 @@ class SecureHive:
         params = f";ssl=true;sslTrustStore={self.truststore};trustStorePassword={tls.TRUSTSTORE_PASSWORD}"
         return f"jdbc:hive2://localhost:{self.ldap_hs2_port}/{db}{params}"
 
+    @property
+    def auth(self) -> tuple[str, ...]:
+        """The Thrift Servers' modes, in :data:`AUTH_MODES` order."""
+        return tuple(a for a, port in (("ldap", self.ldap_hs2_port), ("kerberos", self.kerberos_hs2_port)) if port)
+
     def kdc(self) -> kdc_mod.Kdc:
         return kdc_mod.Kdc(str(Path(self.dir) / "kdc"), self.realm, self.kdc_port, self.pids.get("kdc", 0))
 
@@ -126,6 +131,11 @@ def start(dir: str | os.PathLike, *, auth: tuple[str, ...] = AUTH_MODES, hms_por
                                      + (" slapd ldap-utils" if "ldap" in auth else ""))
     deadline = time.monotonic() + timeout
     root = Path(dir).resolve()
+    current = load(root)
+    if current is not None and current.auth == tuple(a for a in AUTH_MODES if a in auth) and running(current):
+        return current
+    if current is not None:
+        stop(current)  # half-dead, or other modes: start afresh (the KDC and LDAP databases stay)
     logs, tmp = root / "logs", root / "tmp"
     for d in (logs, tmp):
         d.mkdir(parents=True, exist_ok=True)
@@ -197,6 +207,11 @@ def stop(stack: SecureHive | str | os.PathLike, timeout: float = 30.0) -> None:
         return
     _stop_pids(current.pids, timeout)
     (Path(current.dir) / _STATE).unlink(missing_ok=True)
+
+
+def running(stack: SecureHive) -> bool:
+    """Every process of ``stack`` is alive and still ours."""
+    return bool(stack.pids) and all(_is_ours(pid, _MARKERS[name]) for name, pid in stack.pids.items())
 
 
 def _stop_pids(pids: dict[str, int], timeout: float) -> None:
