@@ -34,9 +34,15 @@ def hive() -> None:
               help="HiveServer2 Thrift port.")
 @click.option("--timeout", default=180.0, show_default=True, type=click.FloatRange(min=1),
               help="Seconds to wait until HiveServer2 answers SELECT 1.")
+@click.option("--auth", type=click.Choice(["none", "ldap", "kerberos"]), default="none", show_default=True,
+              help="none: the plain pair. ldap: HiveServer2 with LDAP logins over TLS (its own catalog); "
+              "kerberos: a Kerberos HiveServer2 in front of a Kerberos (SASL) metastore. Both run a private "
+              "KDC (realm TRIB.TEST) and the Kerberos metastore; see tributary_read/services/secure_hive.py.")
 @json_option
-def up(dir_, hms_port, hs2_port, timeout, as_json) -> None:
+def up(dir_, hms_port, hs2_port, timeout, auth, as_json) -> None:
     """Start the pair in the background (a no-op if it already runs from DIR)."""
+    if auth != "none":
+        return _up_secure(dir_, hms_port, hs2_port, timeout, auth, as_json)
     running = all(s["alive"] for s in services.status(dir_).values())
     if not running:  # stderr, so --json output stays parseable
         click.echo(f"trib: starting metastore and HiveServer2 in {dir_}, up to {timeout:g}s "
@@ -57,6 +63,57 @@ def up(dir_, hms_port, hs2_port, timeout, as_json) -> None:
                    "auth='NONE', username='trib')")
         click.echo(f"  spark:  --conf spark.hadoop.hive.metastore.uris={s.metastore_uri} "
                    f"--conf spark.sql.warehouse.dir={s.warehouse_uri}")
+        click.echo(f"stop with: trib hive down --dir {dir_}")
+    emit(as_json, data, human)
+
+
+def _up_secure(dir_, hms_port, hs2_port, timeout, auth, as_json) -> None:
+    """The secured pair: a user ``trib`` made for ``auth`` (a keytab, or an LDAP password in a 0600 file)."""
+    from pathlib import Path
+
+    from tributary_read.services import secure_hive, tls
+
+    current = secure_hive.load(dir_)
+    if current is None or current.auth != (auth,) or not secure_hive.running(current):
+        click.echo(f"trib: starting a KDC, the Kerberos metastore and the {auth} HiveServer2 in {dir_}, up to "
+                   f"{timeout:g}s...", err=True)
+    ports = {"kerberos_hs2_port" if auth == "kerberos" else "ldap_hs2_port": hs2_port}
+    s = secure_hive.start(dir_, auth=(auth,), hms_port=hms_port, timeout=timeout, **ports)
+    clients = Path(s.dir) / "clients"
+    clients.mkdir(mode=0o700, exist_ok=True)
+    data = {"dir": s.dir, "auth": auth, "realm": s.realm, "krb5_conf": s.krb5_conf, "metastore_uri": s.metastore_uri,
+            "hms_port": s.hms_port, "service_principal": s.service_principal, "pids": s.pids}
+    if auth == "kerberos":
+        keytab = clients / "trib.keytab"
+        if not keytab.exists():
+            s.kdc().add_principal("trib", keytab)
+        data.update(hs2_port=s.kerberos_hs2_port, user=f"trib@{s.realm}", keytab=str(keytab),
+                    jdbc_url=s.kerberos_jdbc_url())
+    else:
+        pw_file = clients / "trib.pw"
+        if not pw_file.exists():
+            import secrets
+
+            password = secrets.token_urlsafe(12)
+            s.ldap().add_user("trib", password)
+            tls.write_secret(pw_file, password)
+        data.update(hs2_port=s.ldap_hs2_port, user="trib", password_file=str(pw_file), ca_pem=s.ca_pem,
+                    jdbc_url=s.ldap_jdbc_url())
+
+    def human() -> None:
+        click.echo(f"started ({auth}) from {s.dir}")
+        click.echo(f"  metastore    {s.metastore_uri}  (principal {s.service_principal})")
+        click.echo(f"  HiveServer2  localhost:{data['hs2_port']}  ({auth})")
+        click.echo("connect:")
+        if auth == "kerberos":
+            click.echo(f"  export KRB5_CONFIG={s.krb5_conf} KRB5CCNAME=FILE:{clients / 'trib.cc'}")
+            click.echo(f"  kinit -kt {data['keytab']} trib")
+            click.echo(f"  python: pyhive.hive.connect(host='localhost', port={data['hs2_port']}, auth='KERBEROS', "
+                       "kerberos_service_name='hive')")
+            click.echo(f"  metastore: {s.metastore_uri}  (dial localhost: the service principal's host)")
+        else:
+            click.echo(f"  beeline -u '{data['jdbc_url']}' -n trib -w {data['password_file']}")
+            click.echo(f"  (CA certificate for other clients: {s.ca_pem})")
         click.echo(f"stop with: trib hive down --dir {dir_}")
     emit(as_json, data, human)
 
@@ -83,10 +140,17 @@ def status(dir_, as_json) -> None:
 @json_option
 def down(dir_, as_json) -> None:
     """Stop both services (SIGTERM, then SIGKILL); a no-op if nothing runs from DIR."""
+    from tributary_read.services import secure_hive
+
     was = {key: s["alive"] for key, s in services.status(dir_).items()}
     services.stop(dir_)
+    secured = secure_hive.load(dir_)  # a secured pair (trib hive up --auth), if one runs from DIR
+    if secured is not None:
+        was["secured"] = secure_hive.running(secured)
+        secure_hive.stop(secured)
+    names = {**_NAMES, "secured": "the secured pair and its KDC"}
     emit(as_json, {"dir": dir_, "was_alive": was, "stopped": True},
-         f"stopped ({', '.join(_NAMES[k] for k, v in was.items() if v) or 'nothing was running'})")
+         f"stopped ({', '.join(names[k] for k, v in was.items() if v) or 'nothing was running'})")
 
 
 @hive.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

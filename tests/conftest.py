@@ -35,7 +35,8 @@ TRIB = [sys.executable, "-m", "tributary_read.cli.main"]
 KINDS = ("unit", "integration")
 #: Fixtures that start or reach a service: the S3 server, Hive, Spark, the Kafka broker.
 SERVICE_FIXTURES = frozenset({"s3_server", "s3_env", "s3_root", "hive_services", "spark", "hs2_cursor",
-                              "metastore", "kafka_broker", "durable_kafka_broker", "spark_cluster"})
+                              "metastore", "kafka_broker", "durable_kafka_broker", "spark_cluster",
+                              "secure_hive"})
 
 
 def _kind(item: pytest.Item) -> str:
@@ -348,6 +349,34 @@ def durable_kafka_broker(tmp_path_factory):
     (``s3://`` on its own local S3 server): for the broker-restart faults."""
     yield from _broker(tmp_path_factory, "s3")
 
+
+
+# -- Secured Hive: one KDC, slapd, SASL metastore and two secured Thrift Servers per session ----
+
+
+@pytest.fixture(scope="session")
+def secure_hive(tmp_path_factory):
+    """The secured stack of tests/secure_stack.py, started once (~40 s, its JVMs in parallel).
+
+    Skips, naming the piece, when krb5kdc, slapd or the python ``kerberos`` module is missing (CI
+    installs them when apt can run); a stack that is there but does not start fails.
+    """
+    from secure_stack import StackUnavailable, start, stop
+
+    from tributary_read.errors import TributaryError
+
+    root = tmp_path_factory.mktemp("secure-hive")
+    try:
+        stack = start(root)
+    except StackUnavailable as e:
+        pytest.skip(f"no secured Hive stack: {e}")
+    except TributaryError as e:
+        stop(root)
+        pytest.fail(f"the secured Hive stack did not start (logs in {root / 'logs'}): {e}", pytrace=False)
+    try:
+        yield stack
+    finally:
+        stop(stack)
 
 
 # -- Spark standalone: one master + one worker per test session, executors without trib -----

@@ -161,42 +161,15 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
 
     hms = hs2 = None
     try:
-        hms = _spawn(
-            [java, "-Xmx512m", *_JAVA17_OPTS, f"-Djava.io.tmpdir={tmp}",
-             f"-Dderby.stream.error.file={logs / 'derby.log'}",
-             # conf first, so our hive-site.xml / hive-log4j2.properties beat the jars' defaults
-             "-cp", os.pathsep.join([str(conf), str(classes), f"{spark_home / 'jars'}/*"]),
-             _HMS_CLASS, str(hms_port), HOST],
-            root, logs / "hms.log", os.environ.copy())
+        hms = _spawn(_hms_command(java, spark_home, classes, conf, tmp, logs / "derby.log", hms_port),
+                     root, logs / "hms.log", os.environ.copy())
         _save(root, HiveServices(str(root), hms_port, hs2_port, hms.pid, 0))
         _wait(hms, logs / "hms.log", "metastore", deadline, lambda: _port_open(hms_port))
 
-        env = os.environ.copy()
-        env["SPARK_HOME"] = str(spark_home)  # a user's SPARK_HOME would run another Spark
-        env["SPARK_CONF_DIR"] = str(conf / "spark")  # no stray spark-defaults.conf / hive-site.xml
-        env["SPARK_LOCAL_IP"] = HOST  # driver RPC and block manager on loopback too
-        for var in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "HIVE_CONF_DIR"):
-            env.pop(var, None)  # a cluster core-site.xml would turn '/tmp/x' into hdfs://
         hs2 = _spawn(
-            [str(spark_home / "bin" / "spark-submit"), "--class", _HS2_CLASS,
-             "--master", "local[2]", "--name", "trib-hs2", "--driver-memory", "1g",
-             "--conf", "spark.ui.enabled=false",
-             # trib's jar: the seed-002 `set` lines and the UDF classes work in every session
-             *registry.spark_args(),
-             # ...and on the driver's own classpath: the server closes a session's class loader
-             # with the session, and Hadoop loads the path filter through whichever is current.
-             "--driver-class-path", str(registry.jar_path()),
-             "--conf", f"spark.sql.warehouse.dir={warehouse.as_uri()}",
-             "--conf", f"spark.hadoop.hive.metastore.uris=thrift://{HOST}:{hms_port}",
-             "--conf", f'spark.driver.extraJavaOptions=-Djava.io.tmpdir="{tmp}" '
-                       f'-Dderby.stream.error.file="{logs / "derby-hs2.log"}"',
-             "spark-internal",  # the "no application jar" primary resource
-             "--hiveconf", f"hive.server2.thrift.port={hs2_port}",
-             "--hiveconf", f"hive.server2.thrift.bind.host={HOST}",
-             "--hiveconf", f"hive.server2.logging.operation.log.location={tmp / 'operation_logs'}",
-             # must exist, or every session close logs "Unable to access pipeout files"
-             "--hiveconf", f"hive.exec.local.scratchdir={tmp / 'scratch'}"],
-            root, logs / "hs2.log", env)
+            _hs2_command(spark_home, hs2_port, warehouse, tmp, logs / "derby-hs2.log",
+                         conf={"spark.hadoop.hive.metastore.uris": f"thrift://{HOST}:{hms_port}"}),
+            root, logs / "hs2.log", _hs2_env(spark_home, conf / "spark"))
         _save(root, HiveServices(str(root), hms_port, hs2_port, hms.pid, hs2.pid))
         _wait(hs2, logs / "hs2.log", "HiveServer2", deadline,
               lambda: _port_open(hs2_port) and _answers(hive, hs2_port, deadline))
@@ -211,6 +184,56 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
                     proc.wait(10.0)
         (root / _STATE).unlink(missing_ok=True)
         raise
+
+
+def _hms_command(java: str, spark_home: Path, classes: Path, conf: Path, tmp: Path, derby_log: Path, port: int,
+                 java_opts: tuple[str, ...] = ()) -> list[str]:
+    """java argv of the loopback metastore launcher (the secured one adds its Kerberos flags)."""
+    return [java, "-Xmx512m", *_JAVA17_OPTS, *java_opts, f"-Djava.io.tmpdir={tmp}",
+            f"-Dderby.stream.error.file={derby_log}",
+            # conf first, so our hive-site.xml / hive-log4j2.properties beat the jars' defaults
+            "-cp", os.pathsep.join([str(conf), str(classes), f"{spark_home / 'jars'}/*"]),
+            _HMS_CLASS, str(port), HOST]
+
+
+def _hs2_env(spark_home: Path, spark_conf: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The Thrift Server's environment: the wheel's Spark, our conf dir only, loopback only."""
+    env = os.environ.copy()
+    env["SPARK_HOME"] = str(spark_home)  # a user's SPARK_HOME would run another Spark
+    env["SPARK_CONF_DIR"] = str(spark_conf)  # no stray spark-defaults.conf / hive-site.xml
+    env["SPARK_LOCAL_IP"] = HOST  # driver RPC and block manager on loopback too
+    for var in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "HIVE_CONF_DIR"):
+        env.pop(var, None)  # a cluster core-site.xml would turn '/tmp/x' into hdfs://
+    env.update(extra or {})
+    return env
+
+
+def _hs2_command(spark_home: Path, port: int, warehouse: Path, tmp: Path, derby_log: Path, *,
+                 name: str = "trib-hs2", submit: tuple[str, ...] = (), conf: dict[str, str] | None = None,
+                 java_opts: tuple[str, ...] = (), hiveconf: dict[str, str] | None = None) -> list[str]:
+    """spark-submit argv of a ``HiveThriftServer2`` in ``local[2]`` on 127.0.0.1 (the secured ones add to it)."""
+    cmd = [str(spark_home / "bin" / "spark-submit"), "--class", _HS2_CLASS,
+           "--master", "local[2]", "--name", name, "--driver-memory", "1g",
+           "--conf", "spark.ui.enabled=false",
+           # trib's jar: the seed-002 `set` lines and the UDF classes work in every session
+           *registry.spark_args(),
+           # ...and on the driver's own classpath: the server closes a session's class loader
+           # with the session, and Hadoop loads the path filter through whichever is current.
+           "--driver-class-path", str(registry.jar_path()), *submit,
+           "--conf", f"spark.sql.warehouse.dir={warehouse.as_uri()}"]
+    for key, value in (conf or {}).items():
+        cmd += ["--conf", f"{key}={value}"]
+    java = " ".join([f'-Djava.io.tmpdir="{tmp}" -Dderby.stream.error.file="{derby_log}"', *java_opts])
+    cmd += ["--conf", f"spark.driver.extraJavaOptions={java}",
+            "spark-internal"]  # the "no application jar" primary resource
+    hive = {"hive.server2.thrift.port": str(port),
+            "hive.server2.thrift.bind.host": HOST,
+            "hive.server2.logging.operation.log.location": str(tmp / "operation_logs"),
+            # must exist, or every session close logs "Unable to access pipeout files"
+            "hive.exec.local.scratchdir": str(tmp / "scratch"), **(hiveconf or {})}
+    for key, value in hive.items():
+        cmd += ["--hiveconf", f"{key}={value}"]
+    return cmd
 
 
 def _spawn(cmd: list[str], cwd: Path, log: Path, env: dict) -> subprocess.Popen:
@@ -259,8 +282,17 @@ def _answers(hive, port: int, deadline: float) -> bool:
     return bool(result and result[0])
 
 
-def _write_conf(root: Path, conf: Path) -> None:
-    props = {
+def _write_conf(root: Path, conf: Path, extra: dict[str, str] | None = None) -> None:
+    """hive-site.xml (``extra`` on top of the metastore's own settings) and the log4j2 files."""
+    _atomic_write(conf / "hive-site.xml", _site_xml({**_metastore_props(root, conf), **(extra or {})}))
+    _atomic_write(conf / "hive-log4j2.properties", _log4j2("org.apache.hadoop.hive.metastore"))
+    _atomic_write(conf / "spark" / "log4j2.properties",
+                  _log4j2("org.apache.spark.sql.hive.thriftserver"))
+
+
+def _metastore_props(root: Path, conf: Path) -> dict[str, str]:
+    """An embedded-Derby metastore in ``root/metastore_db``, its warehouse ``root/warehouse``."""
+    return {
         "javax.jdo.option.ConnectionURL":
             f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
         "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
@@ -275,13 +307,13 @@ def _write_conf(root: Path, conf: Path) -> None:
         # but the ACID listener's TxnHandler does not, so every DROP DATABASE failed mid-call.
         "datanucleus.connectionPoolingType": "HikariCP",
     }
+
+
+def _site_xml(props: dict[str, str]) -> str:
+    """A Hadoop-style ``*-site.xml`` holding ``props``."""
     body = "".join(f"  <property><name>{k}</name><value>{xml_escape(v)}</value></property>\n"
                    for k, v in props.items())
-    _atomic_write(conf / "hive-site.xml",
-                  f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n')
-    _atomic_write(conf / "hive-log4j2.properties", _log4j2("org.apache.hadoop.hive.metastore"))
-    _atomic_write(conf / "spark" / "log4j2.properties",
-                  _log4j2("org.apache.spark.sql.hive.thriftserver"))
+    return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
 
 
 def _log4j2(main_logger: str) -> str:

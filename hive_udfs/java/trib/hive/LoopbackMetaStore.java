@@ -7,8 +7,14 @@
 //
 // It mirrors startMetaStore's unsecured path: the same HMSHandler behind RetryingHMSHandler, binary
 // protocol with the configured message size limit, a thread pool sized by
-// hive.metastore.server.{min,max}.threads. Left out because our hive-site.xml turns them off:
-// SASL/Kerberos, SSL, framed or compact transports, ACID compactor and housekeeping threads.
+// hive.metastore.server.{min,max}.threads. With hive.metastore.sasl.enabled=true it takes startMetaStore's
+// secure branch instead (the secured test stack, tributary_read.services.secure_hive): a Kerberos login
+// from hive.metastore.kerberos.{keytab.file,principal} through Hive's Thrift auth bridge, the delegation
+// token manager started for the handler, a SASL (GSSAPI) transport factory with the metastore's SASL
+// properties, and the bridge's processor that runs each call as the authenticated user. The JVM must be
+// given -Djava.security.krb5.conf (Java ignores KRB5_CONFIG) and a core-site.xml on the classpath with
+// hadoop.security.authentication=kerberos. Left out because our hive-site.xml turns them off:
+// SSL, framed or compact transports, ACID compactor and housekeeping threads.
 // TSetIpAddressProcessor (stock HMS's choice when hive.metastore.execute.setugi=false) still
 // answers clients' set_ugi calls; every call runs as this JVM's user, the same local user anyway.
 //
@@ -22,7 +28,13 @@ import org.apache.hadoop.hive.conf.HiveConf;
 import org.apache.hadoop.hive.conf.HiveConf.ConfVars;
 import org.apache.hadoop.hive.metastore.HiveMetaStore;
 import org.apache.hadoop.hive.metastore.IHMSHandler;
+import org.apache.hadoop.hive.metastore.MetaStoreUtils;
 import org.apache.hadoop.hive.metastore.TSetIpAddressProcessor;
+import org.apache.hadoop.hive.metastore.api.ThriftHiveMetastore;
+import org.apache.hadoop.hive.shims.ShimLoader;
+import org.apache.hadoop.hive.thrift.HadoopThriftAuthBridge;
+import org.apache.hadoop.hive.thrift.HiveDelegationTokenManager;
+import org.apache.thrift.TProcessor;
 import org.apache.thrift.protocol.TBinaryProtocol;
 import org.apache.thrift.server.TServer;
 import org.apache.thrift.server.TThreadPoolServer;
@@ -62,8 +74,12 @@ public final class LoopbackMetaStore {
     remote.setBoolean(null, true);
 
     // Handler first (it creates the Derby schema), socket second: an open port means ready.
-    IHMSHandler handler = HiveMetaStore.newRetryingHMSHandler(
-        new HiveMetaStore.HMSHandler("new db based metaserver", conf, false), conf);
+    HiveMetaStore.HMSHandler baseHandler = new HiveMetaStore.HMSHandler("new db based metaserver", conf, false);
+    IHMSHandler handler = HiveMetaStore.newRetryingHMSHandler(baseHandler, conf);
+    if (conf.getBoolVar(ConfVars.METASTORE_USE_THRIFT_SASL)) {
+      serveSecure(host, port, conf, baseHandler, handler);
+      return;
+    }
     long maxMessageSize = conf.getLongVar(ConfVars.METASTORESERVERMAXMESSAGESIZE);
     TServerSocket socket = new TServerSocket(new InetSocketAddress(host, port));
     TServer server = new TThreadPoolServer(new TThreadPoolServer.Args(socket)
@@ -76,5 +92,42 @@ public final class LoopbackMetaStore {
     System.out.println("LoopbackMetaStore started on " + host + ":" + port);
     System.out.flush();
     server.serve();
+  }
+
+  /** startMetaStore's useSasl branch, bound to {@code host}. */
+  private static void serveSecure(String host, int port, HiveConf conf, HiveMetaStore.HMSHandler baseHandler,
+                                  IHMSHandler handler) throws Throwable {
+    HadoopThriftAuthBridge.Server saslServer = ShimLoader.getHadoopThriftAuthBridge().createServer(
+        conf.getVar(ConfVars.METASTORE_KERBEROS_KEYTAB_FILE), conf.getVar(ConfVars.METASTORE_KERBEROS_PRINCIPAL));
+    HiveDelegationTokenManager tokens = new HiveDelegationTokenManager();
+    tokens.startDelegationTokenSecretManager(conf, baseHandler, HadoopThriftAuthBridge.Server.ServerMode.METASTORE);
+    saslServer.setSecretManager(tokens.getSecretManager());
+    // HMSHandler's get/renew/cancel_delegation_token and its UGI lookups read these statics, which
+    // startMetaStore assigns: without them get_delegation_token (every Kerberos HS2 session) is an NPE.
+    setStatic("useSasl", true);
+    setStatic("saslServer", saslServer);
+    setStatic("delegationTokenManager", tokens);
+    TTransportFactory transportFactory =
+        saslServer.createTransportFactory(MetaStoreUtils.getMetaStoreSaslProperties(conf));
+    TProcessor processor = saslServer.wrapProcessor(new ThriftHiveMetastore.Processor<IHMSHandler>(handler));
+    long maxMessageSize = conf.getLongVar(ConfVars.METASTORESERVERMAXMESSAGESIZE);
+    TServerSocket socket = new TServerSocket(new InetSocketAddress(host, port));
+    TServer server = new TThreadPoolServer(new TThreadPoolServer.Args(socket)
+        .processor(processor)
+        .transportFactory(transportFactory)
+        .protocolFactory(new TBinaryProtocol.Factory())
+        .inputProtocolFactory(new TBinaryProtocol.Factory(true, true, maxMessageSize, maxMessageSize))
+        .minWorkerThreads(conf.getIntVar(ConfVars.METASTORESERVERMINTHREADS))
+        .maxWorkerThreads(conf.getIntVar(ConfVars.METASTORESERVERMAXTHREADS)));
+    System.out.println("LoopbackMetaStore started on " + host + ":" + port + ", SASL (Kerberos) enabled as "
+        + conf.getVar(ConfVars.METASTORE_KERBEROS_PRINCIPAL));
+    System.out.flush();
+    server.serve();
+  }
+
+  private static void setStatic(String name, Object value) throws ReflectiveOperationException {
+    Field f = HiveMetaStore.class.getDeclaredField(name);
+    f.setAccessible(true);
+    f.set(null, value);
   }
 }
