@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import logging
 from typing import TYPE_CHECKING, Sequence
 
 from tributary_read.errors import MetastoreError
@@ -127,6 +128,9 @@ def timed_out(e: BaseException) -> bool:
     return False
 
 
+_QUIET = logging.NullHandler()
+
+
 def thrift_transport(host: str, port: int, *, auth: str, timeout: float, where: str, extra: str,
                      service: str | None = None, user: str | None = None, password: str | None = None,
                      tls: bool = False, ca_file: str | None = None):
@@ -150,6 +154,9 @@ def thrift_transport(host: str, port: int, *, auth: str, timeout: float, where: 
         from thrift.transport import TSocket, TTransport
     except ImportError:
         raise missing_extra("thrift", extra) from None
+    # Thrift logs a failed connect or TLS handshake at ERROR before it raises; without a handler Python
+    # prints it on stderr, a second line beside the one trib prints for the same failure.
+    logging.getLogger("thrift").addHandler(_QUIET)
     # Bad credentials settings are the user's to fix: told before anything touches the network.
     principal = kerberos.principal_for_handshake() if auth == "KERBEROS" else None
     reach(host, port, timeout, where)
