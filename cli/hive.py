@@ -13,7 +13,8 @@ from tributary_read.services import hive as services
 from .context import TribState, emit, json_option, metastore_option, pass_state
 
 _DIR_HELP = "State dir: services.json, logs, Derby metastore_db, warehouse."
-_NAMES = {"hms": "metastore", "hs2": "HiveServer2"}
+_NAMES = {"hms": "metastore", "hs2": "HiveServer2", "kdc": "KDC", "ldap": "slapd", "krb_hs2": "HiveServer2",
+          "ldap_hs2": "HiveServer2"}
 
 
 def _dir_option(f):
@@ -88,7 +89,8 @@ def _up_secure(dir_, hms_port, hs2_port, timeout, auth, as_json) -> None:
         if not keytab.exists():
             s.kdc().add_principal("trib", keytab)
         data.update(hs2_port=s.kerberos_hs2_port, user=f"trib@{s.realm}", keytab=str(keytab),
-                    jdbc_url=s.kerberos_jdbc_url())
+                    jdbc_url=s.kerberos_jdbc_url(),
+                    hs2_uri=f"hs2://localhost:{s.kerberos_hs2_port}/default?auth=KERBEROS")
     else:
         pw_file = clients / "trib.pw"
         if not pw_file.exists():
@@ -98,7 +100,9 @@ def _up_secure(dir_, hms_port, hs2_port, timeout, auth, as_json) -> None:
             s.ldap().add_user("trib", password)
             tls.write_secret(pw_file, password)
         data.update(hs2_port=s.ldap_hs2_port, user="trib", password_file=str(pw_file), ca_pem=s.ca_pem,
-                    jdbc_url=s.ldap_jdbc_url())
+                    jdbc_url=s.ldap_jdbc_url(),
+                    hs2_uri=f"hs2://localhost:{s.ldap_hs2_port}/default?auth=LDAP&user=trib&ssl=true"
+                            f"&ssl_ca={s.ca_pem}&password_file={pw_file}")
 
     def human() -> None:
         click.echo(f"started ({auth}) from {s.dir}")
@@ -106,12 +110,17 @@ def _up_secure(dir_, hms_port, hs2_port, timeout, auth, as_json) -> None:
         click.echo(f"  HiveServer2  localhost:{data['hs2_port']}  ({auth})")
         click.echo("connect:")
         if auth == "kerberos":
-            click.echo(f"  export KRB5_CONFIG={s.krb5_conf} KRB5CCNAME=FILE:{clients / 'trib.cc'}")
+            click.echo(f"  export KRB5_CONFIG={s.krb5_conf}")
+            click.echo(f"  trib --principal {data['user']} --keytab {data['keytab']} partitions sync ROOT "
+                       f"--hive-table DB.TABLE --metastore '{data['hs2_uri']}'")
+            click.echo(f"  (or the metastore's API: --metastore '{s.metastore_uri}')")
+            click.echo(f"  export KRB5CCNAME=FILE:{clients / 'trib.cc'}")
             click.echo(f"  kinit -kt {data['keytab']} trib")
             click.echo(f"  python: pyhive.hive.connect(host='localhost', port={data['hs2_port']}, auth='KERBEROS', "
                        "kerberos_service_name='hive')")
             click.echo(f"  metastore: {s.metastore_uri}  (dial localhost: the service principal's host)")
         else:
+            click.echo(f"  trib partitions sync ROOT --hive-table DB.TABLE --metastore '{data['hs2_uri']}'")
             click.echo(f"  beeline -u '{data['jdbc_url']}' -n trib -w {data['password_file']}")
             click.echo(f"  (CA certificate for other clients: {s.ca_pem})")
         click.echo(f"stop with: trib hive down --dir {dir_}")
@@ -122,14 +131,17 @@ def _up_secure(dir_, hms_port, hs2_port, timeout, auth, as_json) -> None:
 @_dir_option
 @json_option
 def status(dir_, as_json) -> None:
-    """Show pid, port and liveness of each service; exit 8 unless both are alive."""
-    st = services.status(dir_)
+    """Show pid, port and liveness of each service; exit 8 unless all are alive."""
+    from tributary_read.services import secure_hive
+
+    secured = secure_hive.load(dir_)  # a secured pair (trib hive up --auth) answers for itself
+    st = secure_hive.status(secured) if secured is not None else services.status(dir_)
     alive = all(s["alive"] for s in st.values())
 
     def human() -> None:
         for key, s in st.items():
             where = f"pid {s['pid']}, port {s['port']}" if s["pid"] else "never started or stopped"
-            click.echo(f"{_NAMES[key]:<12} {'alive' if s['alive'] else 'NOT RUNNING':<12} {where}")
+            click.echo(f"{_NAMES.get(key, key):<12} {'alive' if s['alive'] else 'NOT RUNNING':<12} {where}")
     emit(as_json, {"dir": dir_, "alive": alive, **st}, human)
     if not alive:
         raise click.exceptions.Exit(MetastoreError.exit_code)

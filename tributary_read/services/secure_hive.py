@@ -214,6 +214,19 @@ def running(stack: SecureHive) -> bool:
     return bool(stack.pids) and all(_is_ours(pid, _MARKERS[name]) for name, pid in stack.pids.items())
 
 
+def status(stack: SecureHive) -> dict[str, dict]:
+    """Per process: pid, port (where it serves one) and alive (still ours AND its port accepting TCP)."""
+    ports = {"kdc": stack.kdc_port, "hms": stack.hms_port, "krb_hs2": stack.kerberos_hs2_port,
+             "ldap_hs2": stack.ldap_hs2_port,
+             "ldap": int(stack.ldap_url.rsplit(":", 1)[1].strip("/")) if stack.ldap_url else None}
+    out = {}
+    for name, pid in stack.pids.items():
+        port = ports.get(name)
+        out[name] = {"pid": pid, "port": port,
+                     "alive": _is_ours(pid, _MARKERS[name]) and (port is None or _port_open(port))}
+    return out
+
+
 def _stop_pids(pids: dict[str, int], timeout: float) -> None:
     for name in ("krb_hs2", "ldap_hs2", "hms", "ldap", "kdc"):  # clients of the others first
         pid = pids.get(name)
