@@ -59,6 +59,10 @@ pass_state = click.make_pass_decorator(TribState, ensure=True)
 #: The running command was asked for ``--json`` (on its command line or from ``$TRIB_…_JSON``): set while
 #: its options are parsed, so that a failure also ends stdout with its error object (``TribGroup.main``).
 JSON_ASKED: contextvars.ContextVar[bool] = contextvars.ContextVar("trib_json_asked", default=False)
+#: The running command printed its JSON document (:func:`emit`). A failure after it (a sync whose plan was
+#: refused, an ingest whose partition commit failed) adds no error object: the document carries the
+#: outcome, and stdout stays one document that ``json.loads`` reads.
+JSON_EMITTED: contextvars.ContextVar[bool] = contextvars.ContextVar("trib_json_emitted", default=False)
 
 
 def _note_json(ctx, param, value):
@@ -123,6 +127,7 @@ def metastore_option(*, accepts=None, note: str = "", refusals=None, envvar: boo
 def emit(as_json: bool, data: Any, human: Callable[[], None] | str | None = None) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+        JSON_EMITTED.set(True)
     elif callable(human):
         human()
     elif human is not None:

@@ -42,7 +42,7 @@ with _plain_sigint():
     from tributary_read import __version__
     from tributary_read.exits import INTERRUPTED, Terminated, error_object, exit_line, one_line
 
-    from tributary_read.cli.context import JSON_ASKED, TribState
+    from tributary_read.cli.context import JSON_ASKED, JSON_EMITTED, TribState
 
 #: command name -> ("module:attribute", the line ``trib --help`` shows for it).
 #: The line is the command's own short help (its docstring's first sentence),
@@ -146,7 +146,7 @@ class TribGroup(LazyGroup):
         """
         argv = sys.argv[1:] if args is None else list(args)
         verbose = _verbose(argv)
-        asked = JSON_ASKED.set(False)
+        asked, emitted = JSON_ASKED.set(False), JSON_EMITTED.set(False)
         try:
             # Non-standalone click returns (not raises) the code of ctx.exit(n).
             rv = super().main(args=argv, prog_name=prog_name or "trib", complete_var=complete_var,
@@ -177,13 +177,18 @@ class TribGroup(LazyGroup):
             _fail(line, code, type(e).__name__, _json_wanted(argv))
         finally:
             JSON_ASKED.reset(asked)
+            JSON_EMITTED.reset(emitted)
         sys.exit(0)
 
 
 def _json_wanted(argv: list[str]) -> bool:
-    """The failing command was asked for ``--json``: parsed, or on its command line (an error may come
-    before click reaches the flag: a usage error, or a bad value of an option given before it)."""
-    return JSON_ASKED.get() or "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
+    """The failing command was asked for ``--json`` (parsed, or on its command line: an error may come
+    before click reaches the flag, a usage error or a bad value of an option given before it) and has
+    not printed its JSON document already (that document carries the outcome: stdout stays one)."""
+    from tributary_read.cli.context import JSON_EMITTED
+
+    asked = JSON_ASKED.get() or "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
+    return asked and not JSON_EMITTED.get()
 
 
 def _fail(line: str | None, code: int, cls: str, as_json: bool) -> None:

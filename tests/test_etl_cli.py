@@ -271,7 +271,7 @@ def _full_run_then_concurrent_and_rerun(tmp_path, t, hive, cur):
     out, err = first.communicate(timeout=300)
     assert first.returncode == 0, err[-5000:]
     one_line_error(second, 5, "another run of job 'hourly_events' is in progress", f"pid {first.pid}")
-    assert second.stdout == ""
+    assert json.loads(second.stdout)["error"]["exit_code"] == 5  # --json: the error object, nothing else
 
     doc = json.loads(out)
     table = Table.load(str(t["out"]))

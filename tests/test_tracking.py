@@ -117,7 +117,8 @@ def test_manifest_tracked_table_with_foreign_files_warns_and_reports(tmp_path):
     for mode in ("auto", "manifest"):
         # Without the opt-out a read that would leave them behind fails (exit 13, one line naming the fix).
         proc = run_trib("files", str(root), "--all", "--mode", mode, "--json")
-        assert proc.returncode == 13 and proc.stdout == "" and len(proc.stderr.splitlines()) == 1
+        assert proc.returncode == 13 and len(proc.stderr.splitlines()) == 1
+        assert json.loads(proc.stdout)["error"]["class"] == "UntrackedDataError"  # --json: only the error object
         assert "3 files in the table are not tracked" in proc.stderr
         assert f"trib table set file://{root} --tracking both" in proc.stderr and "--allow-untracked" in proc.stderr
         proc = run_trib("files", str(root), "--all", "--mode", mode, "--json", "--allow-untracked")
