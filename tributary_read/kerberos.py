@@ -20,11 +20,8 @@ spark-submit takes ``--principal/--keytab``). Without them the ticket cache of `
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
-import shutil
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
@@ -47,6 +44,11 @@ class KeytabLogin:
     keytab: str
     ccache: str
     saved_env: Mapping[str, str | None] = field(default_factory=dict, hash=False)
+
+    @property
+    def folder(self) -> str:
+        """The private 0700 directory of :attr:`ccache` (``FILE:<folder>/ccache``)."""
+        return os.path.dirname(self.ccache[len("FILE:"):])
 
 
 _login: KeytabLogin | None = None
@@ -80,7 +82,9 @@ def logout() -> None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        shutil.rmtree(os.path.dirname(_login.ccache[len("FILE:"):]), ignore_errors=True)
+        import shutil
+
+        shutil.rmtree(_login.folder, ignore_errors=True)
         _login = None
 
 
@@ -115,12 +119,17 @@ def login() -> KeytabLogin | None:
             raise InvalidInputError(f"keytab {keytab} does not exist or cannot be read")
         if _login is not None and (_login.principal, _login.keytab) == (principal, keytab):
             return _login
+        # Imported here: this module loads at every trib start, and most runs never log in.
+        import atexit
+        import shutil
+        import tempfile
+
         folder = tempfile.mkdtemp(prefix="trib-krb5-")  # 0700: the tickets are the user's alone
         atexit.register(shutil.rmtree, folder, True)
         saved = {name: os.environ.get(name) for name in ("KRB5CCNAME", "KRB5_CLIENT_KTNAME")}
         if _login is not None:  # another principal: keep what was there before the first login
             saved = dict(_login.saved_env)
-            shutil.rmtree(os.path.dirname(_login.ccache[len("FILE:"):]), ignore_errors=True)
+            shutil.rmtree(_login.folder, ignore_errors=True)
         _login = KeytabLogin(principal, keytab, f"FILE:{os.path.join(folder, 'ccache')}", saved)
         # Read by libkrb5 at each acquire, so later connections (and child processes such as a
         # Spark driver) use the private cache and renew from the keytab.
@@ -139,32 +148,33 @@ def _cache() -> str:
     return os.environ.get("KRB5CCNAME") or "the default cache"
 
 
-# What libkrb5 says -> what to do, in words. Each pattern's groups fill its message.
-_GSS_ERRORS: list[tuple[re.Pattern, Callable[..., str]]] = [
-    (re.compile(r"No Kerberos credentials available \(default cache: ([^)]+)\)"),
+# What libkrb5 says -> what to do, in words. Each pattern's groups fill its message. Kept as text (``re``
+# compiles and caches them at the first failure to explain, not at every trib start).
+_GSS_ERRORS: list[tuple[str, Callable[..., str]]] = [
+    (r"No Kerberos credentials available \(default cache: ([^)]+)\)",
      lambda m, **k: f"no Kerberos ticket (cache {m.group(1)}): run kinit, or give a principal and keytab "
                     f"(${PRINCIPAL_ENV} and ${KEYTAB_ENV}) so that trib logs in and renews"),
-    (re.compile(r"Ticket expired"),
+    (r"Ticket expired",
      lambda m, **k: f"the Kerberos ticket expired (cache {k['cache']}): run kinit again, or give a principal "
                     f"and keytab (${PRINCIPAL_ENV} and ${KEYTAB_ENV}) so that trib renews it before it expires"),
-    (re.compile(r"Server (\S+) not found in Kerberos database"),
+    (r"Server (\S+) not found in Kerberos database",
      lambda m, **k: f"service principal {m.group(1)} unknown to the KDC: HOST must be the principal's host "
                     "(the name in its keytab, e.g. localhost, not an IP address), and "
                     "kerberos_service_name its service"),
-    (re.compile(r"Can't find client principal (\S+) in cache collection"),
+    (r"Can't find client principal (\S+) in cache collection",
      lambda m, **k: f"no ticket and no key for {m.group(1)}: check that the keytab holds this principal "
                     "(klist -k KEYTAB)"),
-    (re.compile(r"Client '?(\S+?)'? not found in Kerberos database"),
+    (r"Client '?(\S+?)'? not found in Kerberos database",
      lambda m, **k: f"principal {m.group(1)} unknown to the KDC: check the principal's name and realm"),
-    (re.compile(r"Key table file '([^']+)' not found"),
+    (r"Key table file '([^']+)' not found",
      lambda m, **k: f"keytab {m.group(1)} not found"),
-    (re.compile(r"Preauthentication failed|Password incorrect|Decrypt integrity check failed"),
+    (r"Preauthentication failed|Password incorrect|Decrypt integrity check failed",
      lambda m, **k: "the KDC refused the key: the keytab is out of date (a newer key version exists), "
                     "or the password is wrong"),
-    (re.compile(r"Cannot (?:find|contact any) KDC for (?:requested )?realm \"?([^\"\s]+)\"?"),
+    (r"Cannot (?:find|contact any) KDC for (?:requested )?realm \"?([^\"\s]+)\"?",
      lambda m, **k: f"cannot reach a KDC for realm {m.group(1)}: check krb5.conf "
                     f"({os.environ.get('KRB5_CONFIG', '/etc/krb5.conf')})"),
-    (re.compile(r"Clock skew too great"),
+    (r"Clock skew too great",
      lambda m, **k: "clock skew too great between this machine and the KDC or server: synchronise the clocks"),
 ]
 
@@ -172,7 +182,7 @@ _GSS_ERRORS: list[tuple[re.Pattern, Callable[..., str]]] = [
 def explain(text: str) -> str | None:
     """One line naming the fix for a Kerberos failure found in ``text``; ``None`` if it is not one."""
     for pattern, line in _GSS_ERRORS:
-        m = pattern.search(text)
+        m = re.search(pattern, text)
         if m:
             return line(m, cache=_cache())
     return None
