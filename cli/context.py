@@ -80,7 +80,7 @@ def json_option(f: Callable) -> Callable:
 #: How each kind of metastore is written on a command line (the kinds are those of hive/uri.py KINDS).
 _METASTORE_FORMS = {
     "hs2": "hs2://HOST:PORT[/DB]?auth=NONE|NOSASL|LDAP|KERBEROS&user=… (HiveServer2; password from "
-           "$TRIB_HS2_PASSWORD)",
+           "$TRIB_HS2_PASSWORD or password_file=FILE; ssl=true for TLS)",
     "thrift": "thrift://HOST:PORT[?auth=NOSASL|KERBEROS] (a Hive Metastore's own Thrift API)",
     "spark": "spark[?conf.KEY=VALUE…] (a Spark session's catalog)",
 }

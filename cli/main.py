@@ -185,8 +185,6 @@ def _json_wanted(argv: list[str]) -> bool:
     """The failing command was asked for ``--json`` (parsed, or on its command line: an error may come
     before click reaches the flag, a usage error or a bad value of an option given before it) and has
     not printed its JSON document already (that document carries the outcome: stdout stays one)."""
-    from tributary_read.cli.context import JSON_EMITTED
-
     asked = JSON_ASKED.get() or "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
     return asked and not JSON_EMITTED.get()
 

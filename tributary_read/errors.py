@@ -33,6 +33,22 @@ class TributaryError(Exception):
         return msg
 
 
+def causes(e: BaseException, limit: int = 6):
+    """``e``, then what it wraps, at most ``limit`` in all: a client library's own ``inner`` (Thrift's
+    transport errors carry the socket's there), else ``__cause__``, else ``__context__``.
+
+    Thrift, SASL and pyhive each wrap the one failure that says what happened (a timeout, a refused
+    login); whoever asks what it was walks this chain.
+    """
+    cur: BaseException | None = e
+    for _ in range(limit):
+        if cur is None:
+            return
+        yield cur
+        inner = getattr(cur, "inner", None)
+        cur = inner if isinstance(inner, BaseException) else (cur.__cause__ or cur.__context__)
+
+
 class InvalidInputError(TributaryError, ValueError):
     """The caller passed something malformed: fix the argument and run again."""
 

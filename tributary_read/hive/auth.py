@@ -21,7 +21,7 @@ import ipaddress
 import os
 from typing import Mapping
 
-from tributary_read.errors import InvalidInputError, MetastoreAuthError
+from tributary_read.errors import InvalidInputError, MetastoreAuthError, causes
 import tributary_read.kerberos as kerberos
 from tributary_read.hive.uri import PASSWORD_ENV
 
@@ -80,20 +80,9 @@ def tls_socket(host: str, port: int, ca_file: str | None):
     return TSSLSocket.TSSLSocket(host, port, ssl_context=context, server_hostname=host)
 
 
-def _chain_text(e: BaseException) -> str:
-    parts, seen = [], 0
-    cur: BaseException | None = e
-    while cur is not None and seen < 6:
-        parts.append(f"{type(cur).__name__}: {cur}")
-        inner = getattr(cur, "inner", None)
-        cur = inner if isinstance(inner, BaseException) else (cur.__cause__ or cur.__context__)
-        seen += 1
-    return " | ".join(parts)
-
-
 def explain(e: BaseException, *, where: str, auth: str, user: str | None = None, tls: bool = False) -> str | None:
     """One line naming the fix when ``e`` is an authentication or TLS failure; ``None`` when it is not."""
-    text = _chain_text(e)
+    text = " | ".join(f"{type(c).__name__}: {c}" for c in causes(e))
     krb = kerberos.explain(text)
     if krb:
         return f"{where}: {krb}"

@@ -19,7 +19,7 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Sequence
 
-from tributary_read.errors import MetastoreError
+from tributary_read.errors import MetastoreError, causes
 from tributary_read.hive.dialect import Dialect
 from tributary_read.hive.model import HivePartition, HiveTable, PartitionSpec, TableName
 from tributary_read.hive.uri import KINDS, SCHEMES, MetastoreURI
@@ -117,15 +117,17 @@ def timed_out(e: BaseException) -> bool:
 
     Thrift raises its own exception around the socket's; SASL and pyhive may wrap it again.
     """
-    seen = 0
-    while e is not None and seen < 5:
-        if isinstance(e, TimeoutError) or getattr(e, "type", None) == 3 and type(e).__name__ == "TTransportException":
+    for c in causes(e, 5):
+        if isinstance(c, TimeoutError) or getattr(c, "type", None) == 3 and type(c).__name__ == "TTransportException":
             return True
-        if "timed out" in str(e).lower() or "read timeout" in str(e).lower():
+        if "timed out" in str(c).lower() or "read timeout" in str(c).lower():
             return True
-        e = getattr(e, "inner", None) or e.__cause__ or e.__context__
-        seen += 1
     return False
+
+
+def lost_connection(e: BaseException) -> bool:
+    """``e`` is the connection failing (a socket error, an EOF, Thrift's transport), not the server's answer."""
+    return isinstance(e, (OSError, EOFError)) or type(e).__module__.startswith("thrift")
 
 
 _QUIET = logging.NullHandler()

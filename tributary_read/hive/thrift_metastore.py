@@ -27,7 +27,7 @@ from tributary_read.errors import InvalidInputError, MetastoreError, NoSuchHiveT
 import tributary_read.hive.auth as authn
 from tributary_read.hive.describe import stats_from, table_type
 from tributary_read.hive.dialect import DIALECTS
-from tributary_read.hive.metastore import Metastore, thrift_transport, timed_out
+from tributary_read.hive.metastore import Metastore, lost_connection, thrift_transport, timed_out
 from tributary_read.hive.model import STALE_STATS_PARAMS, HivePartition, HiveTable, PartitionSpec, TableName
 from tributary_read.hive.sql import check_values
 from tributary_read.hive.uri import DEFAULT_TIMEOUT_S, KINDS, MetastoreKind, MetastoreURI
@@ -96,7 +96,7 @@ class ThriftMetastore(Metastore):
             if timed_out(e):
                 raise MetastoreError(f"{where} accepted the connection but did not answer within {timeout:g}s "
                                      "(?timeout=)") from None
-            if isinstance(e, (OSError, EOFError)) or type(e).__module__.startswith("thrift"):
+            if lost_connection(e):
                 raise authn.mismatch(where, auth, False, "hive.metastore.sasl.enabled (auth=KERBEROS when true, "
                                      "NOSASL when false)") from None
             raise MetastoreError(f"cannot open {where} (auth={auth}): {e}") from None
@@ -123,8 +123,7 @@ class ThriftMetastore(Metastore):
                 raise MetastoreError(f"{self.address} did not answer within {self.timeout:g}s (?timeout=) "
                                      f"during {what} {table or ''}; the call's outcome is unknown: rerun "
                                      "(adds and drops are idempotent)".replace(" ;", ";")) from None
-            if not isinstance(e, (OSError, EOFError, ConnectionError)) and \
-                    not type(e).__module__.startswith("thrift"):
+            if not lost_connection(e):
                 raise
             raise MetastoreError(f"lost {self.address} during {what} {table or ''}: {e}; the call's outcome "
                                  "is unknown: rerun (adds and drops are idempotent)") from None

@@ -102,7 +102,8 @@ class MetastoreURI:
                                             "metastore URI (a URI shows in process lists, messages and reports)")
             return cls(kind, text, params=MappingProxyType(params))
         u = urlsplit(text)
-        if u.password is not None or any(is_secret(name) for name, _ in parse_qsl(u.query, keep_blank_values=True)):
+        params = dict(parse_qsl(u.query, keep_blank_values=True))
+        if u.password is not None or any(is_secret(name) for name in params):
             raise InvalidInputError(f"put the metastore password in ${PASSWORD_ENV} or in a file named by "
                                     "password_file=, not in the URI (a URI shows in process lists, messages, "
                                     "table.json and reports)")
@@ -112,7 +113,6 @@ class MetastoreURI:
             port = u.port or facts.default_port
         except ValueError:
             raise InvalidInputError(f"bad port in {text!r}") from None
-        params = dict(parse_qsl(u.query, keep_blank_values=True))
         unknown = set(params) - facts.options - {"timeout"}
         if unknown:
             raise InvalidInputError(f"unknown option(s) {', '.join(sorted(unknown))} in {text!r}")

@@ -29,13 +29,14 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 from xml.sax.saxutils import escape as xml_escape
 
 from tributary_read.errors import MetastoreError, MissingDependencyError, missing_extra
 from tributary_read.hive_udfs import build, registry
 
 HOST = "127.0.0.1"
+_S = TypeVar("_S")
 _STATE = "services.json"
 _HMS_CLASS = build.LAUNCHER_CLASS
 _LEGACY_HMS_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"  # pairs started before it
@@ -452,15 +453,28 @@ def _locked(root: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _load(root: Path) -> HiveServices | None:
+def load_state(path: Path, cls: type[_S]) -> _S | None:
+    """The dataclass a service recorded at ``path`` when it started (alive or not); None if absent or unreadable.
+
+    One reader for every local service's state file (this pair's, the KDC's, slapd's, the secured stack's).
+    """
     try:
-        return HiveServices(**json.loads((root / _STATE).read_text()))
+        return cls(**json.loads(path.read_text()))
     except (FileNotFoundError, ValueError, TypeError):
         return None
 
 
+def save_state(path: Path, state) -> None:
+    """Record a started service's dataclass at ``path`` (readers see the old file or the new one)."""
+    _atomic_write(path, json.dumps(asdict(state), indent=2) + "\n")
+
+
+def _load(root: Path) -> HiveServices | None:
+    return load_state(root / _STATE, HiveServices)
+
+
 def _save(root: Path, services: HiveServices) -> None:
-    _atomic_write(root / _STATE, json.dumps(asdict(services), indent=2) + "\n")
+    save_state(root / _STATE, services)
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -19,17 +19,17 @@ The KDC runs in the foreground (``krb5kdc -n``) in its own session and is stoppe
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from tributary_read.errors import MetastoreError, MissingDependencyError
-from tributary_read.services.hive import HOST, _atomic_write, _kill_group, _port_open, _spawn, _wait, free_ports
+from tributary_read.services.hive import (HOST, _atomic_write, _kill_group, _port_open, _spawn, _wait, free_ports,
+                                          load_state, save_state)
 
 REALM = "TRIB.TEST"
 #: The service principal of the secured metastore and Thrift Server: its host is what clients dial.
@@ -148,16 +148,13 @@ def start(dir: str | os.PathLike, *, realm: str = REALM, port: int | None = None
     except BaseException:
         _kill_group(proc_kdc.pid, 5.0)
         raise
-    _atomic_write(root / _STATE, json.dumps(asdict(kdc), indent=2) + "\n")
+    save_state(root / _STATE, kdc)
     return kdc
 
 
 def load(dir: str | os.PathLike) -> Kdc | None:
     """The KDC last started in ``dir`` (alive or not), or None."""
-    try:
-        return Kdc(**json.loads((Path(dir) / _STATE).read_text()))
-    except (FileNotFoundError, ValueError, TypeError):
-        return None
+    return load_state(Path(dir) / _STATE, Kdc)
 
 
 def stop(kdc: Kdc, timeout: float = 10.0) -> None:

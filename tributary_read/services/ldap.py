@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import secrets
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from tributary_read.errors import MetastoreError, MissingDependencyError
-from tributary_read.services.hive import HOST, _atomic_write, _kill_group, _port_open, _spawn, _wait, free_ports
+from tributary_read.services.hive import (HOST, _atomic_write, _kill_group, _port_open, _spawn, _wait, free_ports,
+                                          load_state, save_state)
 from tributary_read.services.tls import write_secret
 
 SUFFIX = "dc=trib,dc=test"
@@ -141,15 +141,12 @@ directory {root / 'data'}
     except BaseException:
         _kill_group(proc.pid, 5.0)
         raise
-    _atomic_write(root / _STATE, json.dumps(asdict(ldap), indent=2) + "\n")
+    save_state(root / _STATE, ldap)
     return ldap
 
 
 def load(dir: str | os.PathLike) -> Ldap | None:
-    try:
-        return Ldap(**json.loads((Path(dir) / _STATE).read_text()))
-    except (FileNotFoundError, ValueError, TypeError):
-        return None
+    return load_state(Path(dir) / _STATE, Ldap)
 
 
 def stop(ldap: Ldap, timeout: float = 10.0) -> None:

@@ -25,10 +25,9 @@ is up), so the stack is ready in about the time of its slowest JVM. Logs are in 
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tributary_read.errors import MetastoreError, MissingDependencyError
@@ -38,7 +37,8 @@ from tributary_read.services import ldap as ldap_mod
 from tributary_read.services import tls
 from tributary_read.services.hive import (HOST, _atomic_write, _hms_command, _hs2_command, _hs2_env, _is_ours,
                                           _java, _kill_group, _log4j2, _metastore_props, _port_open, _site_xml,
-                                          _spark_home, _spawn, _wait, _write_conf, free_ports)
+                                          _spark_home, _spawn, _wait, _write_conf, free_ports, load_state,
+                                          save_state)
 
 AUTH_MODES = ("ldap", "kerberos")
 SERVICE = "hive"
@@ -185,7 +185,7 @@ def start(dir: str | os.PathLike, *, auth: tuple[str, ...] = AUTH_MODES, hms_por
             ldap_url=ldap.url if ldap else None, ldap_base_dn=ldap.base_dn if ldap else None,
             ca_pem=keystore.ca_pem if keystore else None, truststore=keystore.truststore if keystore else None,
             pids=dict(procs))
-        _atomic_write(root / _STATE, json.dumps(asdict(stack), indent=2) + "\n")
+        save_state(root / _STATE, stack)
         return stack
     except BaseException:
         _stop_pids(procs, 10.0)
@@ -194,10 +194,7 @@ def start(dir: str | os.PathLike, *, auth: tuple[str, ...] = AUTH_MODES, hms_por
 
 def load(dir: str | os.PathLike) -> SecureHive | None:
     """The stack last started in ``dir`` (alive or not), or None."""
-    try:
-        return SecureHive(**json.loads((Path(dir) / _STATE).read_text()))
-    except (FileNotFoundError, ValueError, TypeError):
-        return None
+    return load_state(Path(dir) / _STATE, SecureHive)
 
 
 def stop(stack: SecureHive | str | os.PathLike, timeout: float = 30.0) -> None:
