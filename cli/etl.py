@@ -10,6 +10,10 @@ _schedule = click.option(
     "--schedule-time", required=True,
     help="The run's schedule time: ISO-8601 (2024-01-01T05:00:00Z; no offset = UTC) or epoch ms, e.g. "
          "Airflow's {{ data_interval_end }}. Floored to the job's period: one run per period.")
+_interval = click.option(
+    "--interval-start", default=None,
+    help="A scheduler's data interval start (Airflow's {{ data_interval_start }}), its end being --schedule-time: "
+         "the run is refused (exit 3) unless the interval is exactly one of the job's periods.")
 
 
 @click.group()
@@ -31,6 +35,7 @@ def _load(state: TribState, job_file: str):
 @etl.command("run")
 @click.argument("job_file", metavar="JOB.toml")
 @_schedule
+@_interval
 @click.option("--dry-run", is_flag=True,
               help="Print the plan (inputs, files, SQL, output, transaction) and check the [hive] table (exit 3 "
               "where the run would refuse); run no query, write nothing.")
@@ -39,7 +44,7 @@ def _load(state: TribState, job_file: str):
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 @json_option
 @pass_state
-def run(state: TribState, job_file, schedule_time, dry_run, full_sync, quiet, as_json) -> None:
+def run(state: TribState, job_file, schedule_time, interval_start, dry_run, full_sync, quiet, as_json) -> None:
     """Run JOB.toml for one schedule time: resolve, SQL, commit once, sync Hive, ack.
 
     \b
@@ -59,7 +64,7 @@ def run(state: TribState, job_file, schedule_time, dry_run, full_sync, quiet, as
             click.echo(f"trib etl: {msg}", err=True)
 
     report = run_job(job, schedule_time, dry_run=dry_run, progress=progress, full_sync=full_sync,
-                     verbose=state.verbose)
+                     verbose=state.verbose, interval_start=interval_start)
     emit(as_json, report.to_json(), lambda: _print_report(report))
 
 
@@ -112,6 +117,7 @@ def _print_report(r) -> None:
 @etl.command("submit")
 @click.argument("job_file", metavar="JOB.toml")
 @_schedule
+@_interval
 @click.option("--master", help="Spark master (default: the job's [spark] master, else $TRIB_SPARK_MASTER, "
                                 "$SPARK_MASTER, local[*]).")
 @click.option("--deploy-mode", type=click.Choice(["client", "cluster"]),
@@ -125,8 +131,8 @@ def _print_report(r) -> None:
               help="Run the line instead of printing it: the run's JSON report on stdout, its exit status.")
 @json_option
 @pass_state
-def submit(state: TribState, job_file, schedule_time, master, deploy_mode, archive, spark_submit, do_run,
-           as_json) -> None:
+def submit(state: TribState, job_file, schedule_time, interval_start, master, deploy_mode, archive, spark_submit,
+           do_run, as_json) -> None:
     """Print (or --run) the spark-submit line that runs JOB.toml on a cluster.
 
     \b
@@ -138,7 +144,7 @@ def submit(state: TribState, job_file, schedule_time, master, deploy_mode, archi
 
     job = _load(state, job_file)
     cmd = build_submit(job, schedule_time, master=master, deploy_mode=deploy_mode, archives=archive,
-                       spark_submit=spark_submit)
+                       spark_submit=spark_submit, interval_start=interval_start)
     if not as_json:
         for note in cmd.notes:
             click.echo(f"trib etl: note: {note}", err=True)

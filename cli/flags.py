@@ -14,6 +14,7 @@ FLAGS = {
     "end": "--end",
     "bounds": "--start/--end",
     "schedule_time": "--schedule-time",
+    "interval_start": "--interval-start",
     "period": "--period",
     "lag": "--lag",
     "form": "--window-form",

@@ -413,6 +413,7 @@ LAYERS: list[set[str]] = [
     {"hive_udfs"},  # everything JVM; its registry renders SQL through hive/sql.py
     {"spark"},
     {"etl", "compact"},
+    {"airflow"},  # the Airflow provider: runs trib as a process, reads the log (etl, hive) for its sensor
     {"services"},
     {"demo"},
     # The front ends: the CLI and the package face (tributary_read itself, whose names load lazily). The CLI
@@ -798,6 +799,11 @@ _PARTITION_DDL = ("add_partitions", "set_locations", "refresh_stats", "drop_part
 _PARTITION_DDL_OWNERS = {("tributary_read.hive.commit", "mount_commit"), ("tributary_read.hive.sync", "apply_sync")}
 
 
+def _airflow_outlet(receiver: ast.AST) -> bool:
+    """``outlet_events[asset].add_partitions(keys)``: Airflow's partition keys of an asset event, not Hive DDL."""
+    return isinstance(receiver, ast.Subscript) and "events" in ast.unparse(receiver.value)
+
+
 def _partition_ddl(tree: ast.AST) -> list[tuple[str, ast.Call]]:
     """(enclosing function, call) for each ``x.add_partitions(…)``-like call."""
     found = []
@@ -806,7 +812,8 @@ def _partition_ddl(tree: ast.AST) -> list[tuple[str, ast.Call]]:
         for child in ast.iter_child_nodes(node):
             inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
             if (isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute)
-                    and child.func.attr in _PARTITION_DDL and ast.unparse(child.func.value) not in ("self", "super()")):
+                    and child.func.attr in _PARTITION_DDL and ast.unparse(child.func.value) not in ("self", "super()")
+                    and not _airflow_outlet(child.func.value)):
                 found.append((fn, child))
             visit(child, inner)
 

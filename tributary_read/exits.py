@@ -72,3 +72,16 @@ def error_object(line: str, code: int, cls: str, prog: str = "trib") -> str:
             line = line[len(prefix):]
             break
     return json.dumps({"error": {"class": cls, "exit_code": code, "message": line}})
+
+
+def code_of(error: type[TributaryError]) -> int:
+    """The exit status of error class ``error`` (for a table keyed by class, such as a scheduler's)."""
+    return error.exit_code
+
+
+def error_codes() -> set[int]:
+    """Every exit status a trib error class ends with, except 1 (an unexpected error's too)."""
+    def walk(cls: type) -> list[type]:
+        return [cls] + [s for c in cls.__subclasses__() for s in walk(c)]
+
+    return {c.exit_code for c in walk(TributaryError)} - {1}

@@ -30,6 +30,11 @@ from tributary_read.timespec import parse_duration_ms
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
+def app_id(job_name: str) -> str:
+    """The app id of job ``job_name``'s transactions in its output's log (:attr:`Job.app_id`)."""
+    return f"etl:{job_name}"
+
+
 @dataclass(frozen=True)
 class Job:
     """A parsed job file. Build it with :meth:`load` (or :meth:`from_dict` in tests)."""
@@ -52,7 +57,7 @@ class Job:
     @property
     def app_id(self) -> str:
         """The transaction's app id in the output's log: one per job."""
-        return f"etl:{self.name}"
+        return app_id(self.name)
 
     @property
     def tz(self) -> tzinfo:

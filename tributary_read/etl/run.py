@@ -41,7 +41,7 @@ from tributary_read.faults import crash_point
 from tributary_read.read.window import Schedule, TimeWindow
 from tributary_read.table.manifest import Transaction
 
-__all__ = ["SCHEDULE_KEY", "check_not_ahead", "find_commit", "hive_table_definition", "iso_z", "job_zones",
+__all__ = ["SCHEDULE_KEY", "check_interval", "check_not_ahead", "committed_run", "find_commit", "hive_table_definition", "iso_z", "job_zones",
            "recorded_inputs", "run_job",
            "schedule_time_ms", "transaction_for", "window_for"]
 
@@ -58,22 +58,38 @@ def schedule_time_ms(value: str | int | datetime, job: Job) -> tuple[int, int]:
     few seconds late still names its hour: the run for 05:00:07 is the run for
     05:00, one transaction per period (:meth:`Schedule.run_time`).
     """
+    given = _instant_ms(value, job, "schedule_time", "schedule time")
+    return Schedule(job.period_ms, tz=job.tz).run_time(given), given
+
+
+def check_interval(job: Job, start: str | int | datetime, schedule_time: str | int | datetime) -> None:
+    """Refuse a scheduler's data interval ``[start, schedule_time)`` unless it is exactly one of the job's
+    periods ending at a boundary (:meth:`Schedule.check_interval`): a run reads the period before its
+    schedule time, so any other interval would be read in part, or twice."""
+    end = _instant_ms(schedule_time, job, "schedule_time", "schedule time")
+    Schedule(job.period_ms, tz=job.tz).check_interval(
+        _instant_ms(start, job, "interval_start", "data interval start"), end)
+
+
+def _instant_ms(value: str | int | datetime, job: Job | None, param: str, what: str) -> int:
+    """``value`` in epoch ms; a time without an offset is refused (``job``: its zones are named then)."""
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            raise InvalidInputError(f"schedule time {value.isoformat()} has no UTC offset: give an aware datetime",
-                                    schedule_time="schedule time")
-        given = int(value.timestamp() * 1000)
-    else:
-        from tributary_read.read.window import _instant
+            raise InvalidInputError(f"{what} {value.isoformat()} has no UTC offset: give an aware datetime",
+                                    **{param: what})
+        return int(value.timestamp() * 1000)
+    from datetime import timezone
 
-        try:
-            given = _instant(value, job.tz, "schedule_time", "schedule time")
-        except InvalidInputError:
+    from tributary_read.read.window import _instant
+
+    try:
+        return _instant(value, job.tz if job else timezone.utc, param, what)
+    except InvalidInputError:
+        if job is not None:
             # The same refusal, naming the zones of the job's tables too: a table created in Asia/Shanghai
             # under a job left in UTC is the case where "06:00" means two things. Looked up on refusal only.
-            _instant(value, job_zones(job), "schedule_time", "schedule time")
-            raise
-    return Schedule(job.period_ms, tz=job.tz).run_time(given), given
+            _instant(value, job_zones(job), param, what)
+        raise
 
 
 def job_zones(job: Job) -> list:
@@ -133,6 +149,18 @@ def find_commit(table, app_id: str, schedule_ms: int):
     return table.log.find_transaction(transaction_for_lookup(app_id, schedule_ms))
 
 
+def committed_run(table, job_name: str, schedule_time: str | int | datetime):
+    """The commit of job ``job_name``'s run for ``schedule_time`` in its output ``table``, or None.
+
+    For a reader that has the output table and the job's name but not its file (a sensor waiting for
+    the run): ``schedule_time`` must be the run's exact (aligned) time, as a scheduler's interval end is.
+    """
+    from tributary_read.etl.job import app_id
+
+    ms = _instant_ms(schedule_time, None, "schedule_time", "schedule time")
+    return find_commit(table, app_id(job_name), ms)
+
+
 def transaction_for_lookup(app_id: str, schedule_ms: int) -> Transaction:
     return Transaction(app_id, {SCHEDULE_KEY: schedule_ms})
 
@@ -144,7 +172,8 @@ def recorded_inputs(t: Transaction | None) -> dict[str, dict]:
 
 # -- the run -----------------------------------------------------------------------------
 def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_run: bool = False,
-            progress: Progress | None = None, full_sync: bool = False, verbose: bool = False) -> RunReport:
+            progress: Progress | None = None, full_sync: bool = False, verbose: bool = False,
+            interval_start: str | int | datetime | None = None) -> RunReport:
     """Run ``job`` for ``schedule_time`` (see the module docstring); ``dry_run`` resolves and reports only.
 
     ``spark``: an existing SparkSession (else one is built from the job's
@@ -152,7 +181,11 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
     overlap: a second concurrent run raises ConcurrentRunError. ``full_sync``:
     sync the whole Hive table, not only the commit's partitions (docs/etl.md). ``verbose``: keep
     Spark's task-failure traces on the console (``-v``); else a failed task ends in trib's one line.
+    ``interval_start``: a scheduler's data interval starts here and ends at ``schedule_time``; the run is
+    refused unless that is exactly one period (:func:`check_interval`).
     """
+    if interval_start is not None:
+        check_interval(job, interval_start, schedule_time)
     aligned, given = schedule_time_ms(schedule_time, job)
     if not dry_run:
         check_not_ahead(job, aligned, int(time.time() * 1000))

@@ -64,9 +64,14 @@ def default_spark_submit() -> str:
 
 
 def build_submit(job: Job, schedule_time, *, master: str | None = None, deploy_mode: str | None = None,
-                 archives: str | None = None, spark_submit: str | None = None) -> SubmitCommand:
-    from tributary_read.etl.run import iso_z, schedule_time_ms
+                 archives: str | None = None, spark_submit: str | None = None,
+                 interval_start=None) -> SubmitCommand:
+    """``interval_start``: a scheduler's data interval, checked here (:func:`~tributary_read.etl.run.check_interval`);
+    the driver gets the aligned schedule time it names."""
+    from tributary_read.etl.run import check_interval, iso_z, schedule_time_ms
 
+    if interval_start is not None:
+        check_interval(job, interval_start, schedule_time)
     aligned, _ = schedule_time_ms(schedule_time, job)
     when = iso_z(aligned)
     m = resolve_master(master or job.spark.master)

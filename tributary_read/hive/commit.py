@@ -173,6 +173,22 @@ def commit_watermark(commit: Commit | None) -> int | None:
     return w if isinstance(w, int) and not isinstance(w, bool) else None
 
 
+def log_watermark(log, version: int, partitions: Callable[[], Mapping[str, PartitionDir]]) -> int:
+    """The event-time watermark the log gives at ``version``: the newest commit's writer watermark, else
+    the start of the newest partition holding data (``partitions``: the log's, computed only then)."""
+    if not version:
+        return 0
+    given = commit_watermark(log.read_commit(version))
+    if given is None:
+        given = max((p.start_ms for p in partitions().values()), default=0)
+    return given
+
+
+def is_due(policy: CommitPolicy, p: PartitionDir, clock_ms: int) -> bool:
+    """A partition is complete once its end plus the policy's delay has passed on the policy's clock."""
+    return p.end_ms + policy.delay_ms <= clock_ms
+
+
 class PartitionCommitter:
     """Applies a table's policy to each commit, and to what became due when closed.
 
@@ -251,7 +267,7 @@ class PartitionCommitter:
                 del self._pending[d]
 
     def _due(self, p: PartitionDir, clock_ms: int) -> bool:
-        return p.end_ms + self.policy.delay_ms <= clock_ms
+        return is_due(self.policy, p, clock_ms)
 
     def _pending_mounts(self, mark: _Mark | None = None) -> dict[str, PartitionDir]:
         """Event clock: the partitions waiting for the watermark, starting from what the mark
@@ -376,10 +392,8 @@ class PartitionCommitter:
         mark = self._read_mark()
         read = replace(mark)
         if self._event:
-            given = commit_watermark(log.read_commit(version)) if version else None
-            if given is None and version:  # no writer's watermark: the start of the newest partition
-                given = max((p.start_ms for p in log_parts().values()), default=0)
-            self._watermark = mark.watermark_ms = max(mark.watermark_ms, self._watermark, given or 0)
+            given = log_watermark(log, version, log_parts)
+            self._watermark = mark.watermark_ms = max(mark.watermark_ms, self._watermark, given)
         if "metastore" in self.policy.policies and self.error is None:
             try:
                 todo = self._unmounted(mark, version, files, all_partitions)

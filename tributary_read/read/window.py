@@ -114,6 +114,29 @@ class Schedule:
         """The start of the period holding ``t_ms``: an ETL run's identity (one run per period)."""
         return self._guard(t_ms, lambda: floor_to_period(t_ms, self.period_ms, self.tz))
 
+    def check_interval(self, start_ms: int, end_ms: int) -> None:
+        """Refuse a scheduler's data interval ``[start, end)`` that is not exactly one period ending at a boundary.
+
+        A run is named by its interval's end, floored to the period; an interval of another length, or one
+        that ends between boundaries, would have a run read a window other than the interval the scheduler
+        believes it covers (hours skipped, or read by two runs). An empty interval is what a trigger
+        timetable gives (Airflow 3's default for a cron string): the run could not tell which hour it is for.
+        """
+        span = f"[{iso_instant(start_ms)}, {iso_instant(end_ms)})"
+        if end_ms <= start_ms:
+            raise InvalidInputError(
+                f"the data interval {span} is empty: a trigger timetable (what a bare cron string such as "
+                "@hourly gives in Airflow 3: CronTriggerTimetable) has no data interval; schedule with "
+                "CronDataIntervalTimetable, whose interval is the period the run covers")
+        aligned = self.run_time(end_ms)
+        if aligned != end_ms or shift_periods(end_ms, -1, self.period_ms, self.tz) != start_ms:
+            from tributary_read.timespec import format_duration_ms
+
+            raise InvalidInputError(
+                f"the data interval {span} is not one period ({format_duration_ms(self.period_ms)}, in "
+                f"{getattr(self.tz, 'key', None) or self.tz}) ending at a period boundary: a run covers exactly "
+                "the period before its schedule time; schedule at the job's period (or change the job's period)")
+
     def window(self, t_ms: int) -> TimeWindow:
         """The closed window a run at ``t_ms`` reads (possibly empty: see :meth:`_run_window`)."""
         t = t_ms

@@ -1,0 +1,126 @@
+"""A real Airflow for the provider's tests: its own venv (cached in .airflow-venv), SQLite, ``dags test``.
+
+Airflow's dependency pins differ from the project's, so it lives in a venv of its own with the project
+installed editable (the provider's entry point registers, and its code is this checkout's). The
+operator runs the project's ``trib`` (the test venv's, with pyspark), as a worker with its own venv
+would. ``airflow dags test`` runs a DAG run in one process, triggers inline, retries after
+``retry_delay``; its outcome is read from the metadata database (sqlite3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from conftest import REPO
+
+VENV = REPO / ".airflow-venv"
+REQUIREMENT = "apache-airflow>=3.2,<4"
+AIRFLOW = VENV / "bin" / "airflow"
+#: the project's trib: the test venv's (pyspark and the extras the jobs use)
+TRIB_BIN = str(Path(sys.executable).parent / "trib")
+
+
+def ensure_venv() -> Path:
+    """The cached Airflow venv, made on first use (~40 s from the package index's cache)."""
+    stamp = VENV / ".installed"
+    want = f"{REQUIREMENT}\n{REPO}\n"
+    if stamp.exists() and stamp.read_text() == want:
+        return VENV
+    base = getattr(sys, "_base_executable", sys.executable)
+    pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    for argv in ([base, "-m", "venv", "--clear", str(VENV)], [*pip, REQUIREMENT],
+                 [*pip, "-e", str(REPO)]):  # the provider's entry point; the code stays this tree's
+        p = subprocess.run(argv, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise AssertionError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stderr[-4000:]}")
+    stamp.write_text(want)
+    return VENV
+
+
+class Airflow:
+    """One AIRFLOW_HOME (SQLite, migrated once) with a DAG folder; runs ``airflow`` commands in it."""
+
+    def __init__(self, home: Path):
+        ensure_venv()
+        self.home = home
+        self.dags = home / "dags"
+        self.dags.mkdir(parents=True, exist_ok=True)
+        self.db = home / "airflow.db"
+        self.run("db", "migrate", timeout=300)
+
+    def env(self, extra: dict | None = None) -> dict:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "TRIB_CRASH"))}
+        env.update({
+            "AIRFLOW_HOME": str(self.home), "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            "PATH": f"{Path(TRIB_BIN).parent}{os.pathsep}{env.get('PATH', '')}",
+            "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+        })
+        for var in ("SPARK_HOME", "SPARK_CONF_DIR", "HADOOP_CONF_DIR", "PYTHONPATH", "VIRTUAL_ENV"):
+            env.pop(var, None)
+        env.update(extra or {})
+        return env
+
+    def run(self, *args: str, timeout: float = 600, env: dict | None = None, check: bool = True
+            ) -> subprocess.CompletedProcess:
+        p = subprocess.run([str(AIRFLOW), *args], capture_output=True, text=True, env=self.env(env),
+                           cwd=self.home, timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError(f"airflow {' '.join(args)} exited {p.returncode}:\n{p.stdout[-4000:]}\n"
+                                 f"{p.stderr[-8000:]}")
+        return p
+
+    def start(self, *args: str, env: dict | None = None, log: Path) -> subprocess.Popen:
+        with open(log, "w") as out:
+            return subprocess.Popen([str(AIRFLOW), *args], stdout=out, stderr=subprocess.STDOUT,
+                                    env=self.env(env), cwd=self.home, start_new_session=True)
+
+    def dag(self, name: str, text: str) -> None:
+        (self.dags / f"{name}.py").write_text(textwrap.dedent(text))
+
+    def test(self, dag_id: str, date: str, **kw) -> subprocess.CompletedProcess:
+        return self.run("dags", "test", dag_id, date, **kw)
+
+    # -- the metadata database --------------------------------------------------------
+    def query(self, sql: str, *params) -> list[tuple]:
+        with sqlite3.connect(self.db, timeout=30) as c:
+            return c.execute(sql, params).fetchall()
+
+    def tasks(self, dag_id: str, run_id_like: str = "%") -> dict[str, tuple[str, int]]:
+        """task_id -> (state, try_number) of the newest run of ``dag_id`` matching ``run_id_like``."""
+        rows = self.query("SELECT ti.task_id, ti.state, ti.try_number FROM task_instance ti WHERE ti.dag_id = ? "
+                          "AND ti.run_id = (SELECT run_id FROM dag_run WHERE dag_id = ? AND run_id LIKE ? "
+                          "ORDER BY id DESC LIMIT 1)", dag_id, dag_id, run_id_like)
+        return {t: (s, n) for t, s, n in rows}
+
+    def history(self, dag_id: str, task_id: str) -> list[tuple[int, str]]:
+        """(try_number, state) of the task's earlier tries in the newest run of ``dag_id`` (Airflow keeps
+        them in task_instance_history)."""
+        return self.query("SELECT try_number, state FROM task_instance_history WHERE dag_id = ? AND task_id = ? "
+                          "AND run_id = (SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1) "
+                          "ORDER BY try_number", dag_id, task_id, dag_id)
+
+    def xcom(self, dag_id: str, task_id: str, key: str = "return_value"):
+        rows = self.query("SELECT value FROM xcom WHERE dag_id = ? AND task_id = ? AND key = ? ORDER BY dag_run_id DESC "
+                          "LIMIT 1", dag_id, task_id, key)
+        if not rows:
+            return None
+        v = rows[0][0]
+        return json.loads(v) if isinstance(v, (str, bytes)) else v
+
+    def wait_for(self, predicate, timeout: float, what: str):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            v = predicate()
+            if v:
+                return v
+            time.sleep(0.5)
+        raise AssertionError(f"no {what} after {timeout} s")

@@ -1,0 +1,290 @@
+"""The Airflow provider against a real Airflow (its own venv, SQLite, ``airflow dags test``) and real trib runs.
+
+One Airflow home and one set of tables for the module; the tests run in order:
+
+1. three consecutive data intervals of an hourly DAG over a raw source with late files of every kind,
+   the second interval's task SIGTERMed mid-run (as a worker restart does) and retried by Airflow,
+   then the last interval run again: every record lands once, the rerun succeeds as already
+   committed, and no trib or Spark process outlives the kill;
+2. a downstream DAG on ``PartitionedAssetTimetable`` is scheduled (by a real scheduler) for each hour
+   the upstream runs committed;
+3. each exit class ends in the Airflow state of the outcome table;
+4. a deferrable sensor waits for a partition that exists but is not complete until a background
+   ``trib ingest`` completes it; a DAG on a trigger timetable (zero-length interval) is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_env import TRIB_BIN, Airflow
+from conftest import _free_port, run_trib
+from etl_data import LAY, RawSource, assert_exactly_once, create_output_table, iso, output_rows, write_job
+from helpers import group_pids
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+H = 3_600_000
+
+
+class World:
+    def __init__(self, base: Path):
+        self.base = base
+        self.src = RawSource(base / "raw", 3)
+        self.out = base / "out"
+        create_output_table(self.out)
+        self.job = write_job(base / "jobs", name="hourly", raw=base / "raw", out=self.out)
+        self.af = Airflow(base / "airflow")
+
+    def date(self, k: int) -> str:
+        """The logical date (= the data interval's end with CronDataIntervalTimetable) of schedule ``k``."""
+        return iso(self.src.schedule(k) - self.src.schedule(k) % H)
+
+
+HOURLY = """\
+    from datetime import datetime, timedelta, timezone
+    from airflow.sdk import DAG
+    from airflow.timetables.interval import CronDataIntervalTimetable
+    from tributary_read.airflow import TribEtlOperator, table_asset
+
+    with DAG("trib_hourly", schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
+             start_date=datetime(2020, 1, 1, tzinfo=timezone.utc), catchup=False):
+        TribEtlOperator(task_id="etl", job={job!r}, trib_bin={trib!r}, outlets=[table_asset({out!r})],
+                        retries=2, retry_delay=timedelta(seconds=1), kill_grace=20)
+"""
+
+DOWNSTREAM = """\
+    from datetime import datetime, timezone
+    from airflow.sdk import DAG, PartitionedAssetTimetable, task
+    from tributary_read.airflow import table_asset
+
+    with DAG("trib_downstream", schedule=PartitionedAssetTimetable(assets=table_asset({out!r})),
+             start_date=datetime(2020, 1, 1, tzinfo=timezone.utc)):
+        @task
+        def report(**context):
+            print("partition", context["dag_run"].partition_key)
+
+        report()
+"""
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    w = World(tmp_path_factory.mktemp("airflow"))
+    w.af.dag("hourly", HOURLY.format(job=str(w.job), trib=TRIB_BIN, out=str(w.out)))
+    w.af.dag("downstream", DOWNSTREAM.format(out=str(w.out)))
+    # The scheduler needs the DAGs in the database, and a consumer that is not paused.
+    w.af.run("dags", "reserialize")
+    w.af.run("dags", "unpause", "trib_downstream")
+    return w
+
+
+def _check_output(w: World, k: int) -> None:
+    assert_exactly_once(output_rows(w.out), w.src.expected_rows(k))
+
+
+def test_provider_is_registered(world):
+    listed = world.af.run("providers", "list", "--output", "json").stdout
+    names = [p.get("package_name") for p in json.loads(listed[listed.index("["):])]
+    assert "tributary-read" in names
+
+
+def test_three_intervals_a_kill_and_a_rerun_are_exactly_once(world):
+    w, af = world, world.af
+    # Interval 0.
+    w.src.advance(0)
+    af.test("trib_hourly", w.date(0))
+    assert af.tasks("trib_hourly")["etl"] == ("success", 1)
+    report = af.xcom("trib_hourly", "etl")
+    assert report["schedule_time"] == w.date(0).replace("+00:00", "Z") and not report["already_committed"]
+    _check_output(w, 0)
+
+    # Interval 1: SIGTERM to the task's process mid-run (a worker restart); Airflow retries it.
+    w.src.advance(1)
+    log = w.base / "kill.log"
+    p = af.start("dags", "test", "trib_hourly", w.date(1), log=log)
+    try:
+        af.wait_for(lambda: "running the SQL and committing" in log.read_text(), 240, "commit step in the log")
+        os.kill(p.pid, signal.SIGTERM)  # the task runner calls on_kill, as Airflow's supervisor makes it
+        assert p.wait(300) == 0, log.read_text()[-6000:]
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    text = log.read_text()
+    groups = [int(g) for g in re.findall(r"trib: stopping the run \(process group (\d+)\)", text)]
+    assert groups, text[-6000:]
+    for g in groups:
+        assert group_pids(g) == [], f"trib or its Spark driver outlived the kill (group {g})"
+    # Try 1 ended up_for_retry (its history row keeps the try's own end, failed); try 2 succeeded.
+    assert "new_state=up_for_retry" in text and af.history("trib_hourly", "etl") == [(1, "failed")]
+    assert af.tasks("trib_hourly")["etl"] == ("success", 2)
+    _check_output(w, 1)
+
+    # Interval 2: the late files of every kind land in it.
+    w.src.advance(2)
+    late = {f.pattern for f in w.src.arrived_in(2) if f.pattern != "normal"}
+    assert late == {"late_dir", "old_mtime", "late_rename"}
+    af.test("trib_hourly", w.date(2))
+    _check_output(w, 2)
+
+    # The same interval again: success, as already committed, and nothing changes.
+    af.test("trib_hourly", w.date(2))
+    assert af.tasks("trib_hourly")["etl"][0] == "success"
+    again = af.xcom("trib_hourly", "etl")
+    assert again["already_committed"] is True and again["version"] == 3
+    _check_output(w, 2)
+
+    # One partitioned asset event per output partition each run committed, keyed by its value.
+    keys = {k for (k,) in af.query("SELECT partition_key FROM asset_event")}
+    assert keys == {dt for _, dt in w.src.expected_rows(2)}
+
+
+def test_a_downstream_dag_is_scheduled_per_committed_hour(world):
+    af = world.af
+    want = {k for (k,) in af.query("SELECT partition_key FROM asset_event")}
+    assert want
+    p = af.start("scheduler", "--skip-serve-logs", log=world.base / "scheduler.log")
+    try:
+        runs = af.wait_for(
+            lambda: (lambda got: got if got >= want else None)(
+                {k for (k,) in af.query("SELECT partition_key FROM dag_run WHERE dag_id = 'trib_downstream' "
+                                        "AND run_type = 'asset_triggered'")}), 60, "downstream runs")
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert runs == want
+
+
+OUTCOMES = """\
+    from datetime import datetime, timedelta, timezone
+    from airflow.sdk import DAG
+    from airflow.timetables.interval import CronDataIntervalTimetable
+    from tributary_read.airflow import TribEtlOperator
+
+    with DAG("trib_outcomes", schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
+             start_date=datetime(2020, 1, 1, tzinfo=timezone.utc), catchup=False,
+             default_args=dict(retries=1, retry_delay=timedelta(seconds=1), trib_bin={trib!r})):
+        for task_id, job in {jobs!r}.items():
+            TribEtlOperator(task_id=task_id, job=job)
+"""
+
+
+def test_each_exit_class_ends_in_its_airflow_state(world):
+    w, af = world, world.af
+    jobs = w.base / "jobs"
+    bad = jobs / "bad.toml"
+    bad.write_text("[job\nname = 'bad'\n")  # not TOML: exit 3
+    no_table = write_job(jobs, name="no_table", raw=w.base / "raw", out=w.base / "missing")  # exit 4
+    create_output_table(w.base / "out_locked")
+    locked = write_job(jobs, name="locked", raw=w.base / "raw", out=w.base / "out_locked")  # exit 5
+    create_output_table(w.base / "out_nohive")
+    nohive = write_job(jobs, name="nohive", raw=w.base / "raw", out=w.base / "out_nohive", hive_table="db.t",
+                       metastore=f"thrift://127.0.0.1:{_free_port()}")  # exit 8
+    tasks = {"committed": str(w.job), "bad_input": str(bad), "missing_table": str(no_table),
+             "locked": str(locked), "metastore_down": str(nohive)}
+    af.dag("outcomes", OUTCOMES.format(trib=TRIB_BIN, jobs=tasks))
+
+    from tributary_read.etl.lock import JobLock, lock_path
+    from tributary_read.table.config import Table
+
+    with JobLock(lock_path("locked", Table.load(str(w.base / "out_locked"))), "locked"):
+        p = af.test("trib_outcomes", w.date(0), check=False)
+    states = af.tasks("trib_outcomes")
+    assert states == {"committed": ("success", 1), "bad_input": ("failed", 1), "missing_table": ("failed", 1),
+                      "locked": ("failed", 2), "metastore_down": ("failed", 2)}, p.stdout[-6000:]
+    for retried in ("locked", "metastore_down"):  # try 1 up_for_retry, try 2 failed
+        assert af.history("trib_outcomes", retried) == [(1, "failed")]
+    for failed in ("bad_input", "missing_table"):  # failed at once
+        assert af.history("trib_outcomes", failed) == []
+    assert af.xcom("trib_outcomes", "committed")["already_committed"] is True
+    log = p.stdout + p.stderr
+    assert log.count("new_state=up_for_retry") == 2
+    assert "(ConcurrentRunError)" in log and "(retried)" in log and "(no retry)" in log
+
+
+SENSOR = """\
+    from datetime import datetime, timezone
+    from airflow.sdk import DAG, task
+    from tributary_read.airflow import TribEtlOperator, TribPartitionSensor
+
+    with DAG("trib_sensor", schedule="@hourly", start_date=datetime(2020, 1, 1, tzinfo=timezone.utc),
+             catchup=False):
+        wait = TribPartitionSensor(task_id="wait_complete", table={ing!r}, partitions=[{hour!r}], deferrable=True,
+                                   poke_interval=1, timeout=120)
+
+        @task
+        def after():
+            print("went on")
+
+        wait >> after()
+        TribPartitionSensor(task_id="never_complete", table={ing!r}, partitions=[{next_hour!r}], poke_interval=1,
+                            timeout=3)
+        TribPartitionSensor(task_id="etl_done", table={out!r}, job="hourly", schedule_time={etl_time!r})
+        TribEtlOperator(task_id="zero_interval", job={job!r}, trib_bin={trib!r})
+"""
+
+
+def _records(path: Path, start_ms: int, n: int, first_id: int) -> Path:
+    path.write_text("".join(json.dumps({"id": first_id + i, "ts": start_ms + i * 1000}) + "\n" for i in range(n)))
+    return path
+
+
+def test_a_deferrable_sensor_waits_for_completeness_not_existence(world):
+    w, af = world, world.af
+    ing = w.base / "ingested"
+    run_trib("table", "create", str(ing), "--layout", LAY.directory, "--partition", LAY.partition, check=True)
+    run_trib("partitions", "configure", str(ing), "--policy", "success-file", "--clock", "event", check=True)
+    hour = w.src.hour(0)
+    # The hour's partition exists (its first file is committed) but is not complete: the watermark is its start.
+    run_trib("ingest", str(ing), "--source", str(_records(w.base / "a.jsonl", hour + 60_000, 5, 0)),
+             "--app-id", "a", "--time-field", "ts", check=True)
+    af.dag("sensor", SENSOR.format(ing=str(ing), hour=LAY.for_time(hour).values["dt"],
+                                   next_hour=LAY.for_time(hour + H).path, out=str(w.out), etl_time=w.date(0),
+                                   job=str(w.job), trib=TRIB_BIN))
+    log = w.base / "sensor.log"
+    p = af.start("dags", "test", "trib_sensor", w.date(0), log=log)
+    completed_at: list[float] = []
+
+    def complete_later():  # the next hour's first records move the watermark past the hour's end
+        af.wait_for(lambda: "running trigger in line" in log.read_text(), 120, "the deferred trigger")
+        time.sleep(10)
+        run_trib("ingest", str(ing), "--source", str(_records(w.base / "b.jsonl", hour + H + 60_000, 5, 100)),
+                 "--app-id", "b", "--time-field", "ts", check=True)
+        completed_at.append(time.time())
+
+    t = threading.Thread(target=complete_later, daemon=True)
+    t.start()
+    try:
+        code = p.wait(300)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    t.join(5)
+    text = log.read_text()
+    states = af.tasks("trib_sensor")
+    assert states["wait_complete"][0] == "success" and states["after"][0] == "success", text[-6000:]
+    assert states["etl_done"][0] == "success"
+    assert states["never_complete"][0] == "failed" and "not complete" in text
+    assert states["zero_interval"][0] == "failed" and "CronDataIntervalTimetable" in text
+    assert code != 0  # the run has failed tasks
+    assert completed_at, "the background ingest never ran"
+    ended = af.query("SELECT end_date FROM task_instance WHERE dag_id = 'trib_sensor' AND task_id = 'wait_complete'")
+    from datetime import datetime, timezone
+
+    end = datetime.fromisoformat(str(ended[0][0]))
+    end = end if end.tzinfo else end.replace(tzinfo=timezone.utc)
+    assert end.timestamp() >= completed_at[0] - 1  # it waited for the ingest
+    done = af.xcom("trib_sensor", "wait_complete")
+    assert done["partitions"][0]["complete"] is True and done["partitions"][0]["files"] == 1
