@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from airflow_env import TRIB_BIN, Airflow
-from conftest import _free_port, run_trib
+from conftest import REPO, _free_port, run_trib
 from etl_data import LAY, RawSource, assert_exactly_once, create_output_table, iso, output_rows, write_job
 from helpers import group_pids
 
@@ -50,41 +50,29 @@ class World:
         return iso(self.src.schedule(k) - self.src.schedule(k) % H)
 
 
-HOURLY = """\
-    from datetime import datetime, timedelta, timezone
-    from airflow.sdk import DAG
-    from airflow.timetables.interval import CronDataIntervalTimetable
-    from tributary_read.airflow import TribEtlOperator, table_asset
+def docs_dag(job: Path, events: Path) -> str:
+    """docs/airflow.md's DAG file as shown, its three constants pointing here (a retry after 1 s)."""
+    text = (REPO / "docs" / "airflow.md").read_text()
+    block = re.search(r"```python\n(# dags/hourly_events.py\n.*?)```", text, re.S)
+    assert block, "docs/airflow.md lost its DAG file"
+    code = block.group(1)
+    for name, value in (("JOB", repr(str(job))), ("EVENTS", repr(str(events))),
+                        ("RETRY_DELAY", "timedelta(seconds=1)")):
+        code, n = re.subn(rf"^{name} = .*$", f"{name} = {value}", code, count=1, flags=re.M)
+        assert n == 1, f"docs/airflow.md's DAG has no {name} line"
+    return code
 
-    with DAG("trib_hourly", schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
-             start_date=datetime(2020, 1, 1, tzinfo=timezone.utc), catchup=False):
-        TribEtlOperator(task_id="etl", job={job!r}, trib_bin={trib!r}, outlets=[table_asset({out!r})],
-                        retries=2, retry_delay=timedelta(seconds=1), kill_grace=20)
-"""
 
-DOWNSTREAM = """\
-    from datetime import datetime, timezone
-    from airflow.sdk import DAG, PartitionedAssetTimetable, task
-    from tributary_read.airflow import table_asset
-
-    with DAG("trib_downstream", schedule=PartitionedAssetTimetable(assets=table_asset({out!r})),
-             start_date=datetime(2020, 1, 1, tzinfo=timezone.utc)):
-        @task
-        def report(**context):
-            print("partition", context["dag_run"].partition_key)
-
-        report()
-"""
+UPSTREAM, DOWNSTREAM = "hourly_events", "events_downstream"
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     w = World(tmp_path_factory.mktemp("airflow"))
-    w.af.dag("hourly", HOURLY.format(job=str(w.job), trib=TRIB_BIN, out=str(w.out)))
-    w.af.dag("downstream", DOWNSTREAM.format(out=str(w.out)))
+    w.af.dag("hourly_events", docs_dag(w.job, w.out))
     # The scheduler needs the DAGs in the database, and a consumer that is not paused.
     w.af.run("dags", "reserialize")
-    w.af.run("dags", "unpause", "trib_downstream")
+    w.af.run("dags", "unpause", DOWNSTREAM)
     return w
 
 
@@ -102,16 +90,16 @@ def test_three_intervals_a_kill_and_a_rerun_are_exactly_once(world):
     w, af = world, world.af
     # Interval 0.
     w.src.advance(0)
-    af.test("trib_hourly", w.date(0))
-    assert af.tasks("trib_hourly")["etl"] == ("success", 1)
-    report = af.xcom("trib_hourly", "etl")
+    af.test(UPSTREAM, w.date(0))
+    assert af.tasks(UPSTREAM)["etl"] == ("success", 1)
+    report = af.xcom(UPSTREAM, "etl")
     assert report["schedule_time"] == w.date(0).replace("+00:00", "Z") and not report["already_committed"]
     _check_output(w, 0)
 
     # Interval 1: SIGTERM to the task's process mid-run (a worker restart); Airflow retries it.
     w.src.advance(1)
     log = w.base / "kill.log"
-    p = af.start("dags", "test", "trib_hourly", w.date(1), log=log)
+    p = af.start("dags", "test", UPSTREAM, w.date(1), log=log)
     try:
         af.wait_for(lambda: "running the SQL and committing" in log.read_text(), 240, "commit step in the log")
         os.kill(p.pid, signal.SIGTERM)  # the task runner calls on_kill, as Airflow's supervisor makes it
@@ -125,21 +113,21 @@ def test_three_intervals_a_kill_and_a_rerun_are_exactly_once(world):
     for g in groups:
         assert group_pids(g) == [], f"trib or its Spark driver outlived the kill (group {g})"
     # Try 1 ended up_for_retry (its history row keeps the try's own end, failed); try 2 succeeded.
-    assert "new_state=up_for_retry" in text and af.history("trib_hourly", "etl") == [(1, "failed")]
-    assert af.tasks("trib_hourly")["etl"] == ("success", 2)
+    assert "new_state=up_for_retry" in text and af.history(UPSTREAM, "etl") == [(1, "failed")]
+    assert af.tasks(UPSTREAM)["etl"] == ("success", 2)
     _check_output(w, 1)
 
     # Interval 2: the late files of every kind land in it.
     w.src.advance(2)
     late = {f.pattern for f in w.src.arrived_in(2) if f.pattern != "normal"}
     assert late == {"late_dir", "old_mtime", "late_rename"}
-    af.test("trib_hourly", w.date(2))
+    af.test(UPSTREAM, w.date(2))
     _check_output(w, 2)
 
     # The same interval again: success, as already committed, and nothing changes.
-    af.test("trib_hourly", w.date(2))
-    assert af.tasks("trib_hourly")["etl"][0] == "success"
-    again = af.xcom("trib_hourly", "etl")
+    af.test(UPSTREAM, w.date(2))
+    assert af.tasks(UPSTREAM)["etl"][0] == "success"
+    again = af.xcom(UPSTREAM, "etl")
     assert again["already_committed"] is True and again["version"] == 3
     _check_output(w, 2)
 
@@ -156,7 +144,7 @@ def test_a_downstream_dag_is_scheduled_per_committed_hour(world):
     try:
         runs = af.wait_for(
             lambda: (lambda got: got if got >= want else None)(
-                {k for (k,) in af.query("SELECT partition_key FROM dag_run WHERE dag_id = 'trib_downstream' "
+                {k for (k,) in af.query("SELECT partition_key FROM dag_run WHERE dag_id = '" + DOWNSTREAM + "' "
                                         "AND run_type = 'asset_triggered'")}), 60, "downstream runs")
     finally:
         os.killpg(p.pid, signal.SIGTERM)

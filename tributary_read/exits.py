@@ -79,9 +79,14 @@ def code_of(error: type[TributaryError]) -> int:
     return error.exit_code
 
 
-def error_codes() -> set[int]:
-    """Every exit status a trib error class ends with, except 1 (an unexpected error's too)."""
+def error_classes() -> list[type[TributaryError]]:
+    """Every trib error class, the root first."""
     def walk(cls: type) -> list[type]:
         return [cls] + [s for c in cls.__subclasses__() for s in walk(c)]
 
-    return {c.exit_code for c in walk(TributaryError)} - {1}
+    return walk(TributaryError)
+
+
+def error_codes() -> set[int]:
+    """Every exit status a trib error class ends with, except 1 (an unexpected error's too)."""
+    return {code_of(c) for c in error_classes()} - {1}

@@ -15,12 +15,13 @@ SCHEME = "trib"
 
 def table_uri(root: str) -> str:
     """``trib://…`` for the table at ``root`` (a local path, ``file://`` or a storage URI)."""
-    if root.startswith("file://"):
-        root = root[len("file://"):] or "/"
-    if "://" in root:
-        scheme, rest = root.split("://", 1)
-        return f"{SCHEME}://{scheme}/{rest.rstrip('/')}"
-    return f"{SCHEME}://{posixpath.normpath(posixpath.abspath(root))}"
+    from tributary_read.io.location import local_path
+
+    local = local_path(root)
+    if local is not None:
+        return f"{SCHEME}://{posixpath.normpath(posixpath.abspath(local))}"
+    scheme, rest = root.split("://", 1)
+    return f"{SCHEME}://{scheme}/{rest.rstrip('/')}"
 
 
 def root_of(uri: str) -> str | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 import tributary_read.errors as E
-from tributary_read.exits import INTERRUPTED, TERMINATED, code_of, error_codes
+from tributary_read.exits import INTERRUPTED, TERMINATED, code_of, error_classes, error_codes
 
 
 class Outcome(Enum):
@@ -42,8 +42,11 @@ RULES: tuple[Rule, ...] = (
     Rule(E.HiveTableConflictError, Outcome.FAIL, "the Hive table differs from the job's: trib never alters it"),
     Rule(E.NoSuchHiveTableError, Outcome.FAIL, "the Hive table is missing: create it or set [hive] create"),
     Rule(E.UnreadableInputError, Outcome.FAIL, "a planned file is gone or unreadable: every rerun fails the same way"),
+    Rule(E.FencedError, Outcome.FAIL, "two workers claim the same source partitions: stop one"),
+    Rule(E.PendingPlanError, Outcome.FAIL, "another plan of the consumer is pending: ack or drop it"),
     Rule(E.ConcurrentRunError, Outcome.RETRY, "another run of the job holds its lock: retry after it ends"),
     Rule(E.StalePlanError, Outcome.RETRY, "the consumer moved on while planning: a rerun plans again"),
+    Rule(E.CommitConflictError, Outcome.RETRY, "another writer committed first: a rerun reads the log again"),
     Rule(E.CommitStateUnknownError, Outcome.RETRY, "the commit's outcome is unknown: the rerun reads the log"),
     Rule(E.StorageError, Outcome.RETRY, "storage failed or is unreachable"),
     Rule(E.MetastoreError, Outcome.RETRY, "the metastore failed or is unreachable (the commit, if made, stays)"),
@@ -112,7 +115,10 @@ def verdict(code: int, stdout: str = "", stderr_line: str | None = None) -> Verd
 
 def table_rows() -> list[tuple[str, str, str, str]]:
     """(exit code, error class, outcome, why) per rule, then the class-less ends: docs/airflow.md's table."""
-    rows = [(str(code_of(r.error)), r.error.__name__, r.outcome.value, r.why) for r in RULES]
+    rows = [(str(code_of(r.error)), r.error.__name__, r.outcome.value, r.why) for r in RULES[:-1]]
+    last = RULES[-1]
+    rest = sorted({code_of(c) for c in error_classes() if rule_for(c) is last} - {1})
+    rows.append((", ".join(map(str, rest)), f"other {last.error.__name__}s", last.outcome.value, last.why))
     rows.append((f"{TERMINATED}, {INTERRUPTED}, killed", "(a signal)", Outcome.RETRY.value, SIGNAL_WHY))
     rows.append(("1", "(unexpected)", Outcome.RETRY.value, CRASH_WHY))
     return rows

@@ -40,3 +40,11 @@ def _norm_location(loc: str) -> tuple[str, str, str]:
     if u.scheme in ("", "file"):
         return ("file", "", path)
     return (u.scheme.lower(), u.netloc.lower(), path)
+
+
+def local_path(location: str) -> str | None:
+    """The local path ``location`` names (a bare path or a ``file:`` URI), or None for any other store."""
+    u = urlparse(location)
+    if not u.scheme or len(u.scheme) < 2:
+        return location
+    return unquote(u.path) or "/" if u.scheme == "file" else None
