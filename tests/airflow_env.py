@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -27,22 +28,50 @@ AIRFLOW = VENV / "bin" / "airflow"
 TRIB_BIN = str(Path(sys.executable).parent / "trib")
 
 
+_lock = threading.Lock()
+_early: dict = {}
+
+
+def _want() -> str:
+    return f"{REQUIREMENT}\n{REPO}\n"
+
+
 def ensure_venv() -> Path:
-    """The cached Airflow venv, made on first use (~40 s from the package index's cache)."""
-    stamp = VENV / ".installed"
-    want = f"{REQUIREMENT}\n{REPO}\n"
-    if stamp.exists() and stamp.read_text() == want:
+    """The cached Airflow venv, made on first use (~35 s, CPU-bound: pip unpacking wheels)."""
+    early = _early.get("thread")
+    if early is not None and early is not threading.current_thread():
+        early.join()
+    with _lock:
+        stamp = VENV / ".installed"
+        if stamp.exists() and stamp.read_text() == _want():
+            return VENV
+        base = getattr(sys, "_base_executable", sys.executable)
+        # --no-compile: Airflow imports a fraction of its modules; compiling them all took a quarter of the install.
+        pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check"]
+        for argv in ([base, "-m", "venv", "--clear", str(VENV)], [*pip, REQUIREMENT],
+                     [*pip, "-e", str(REPO)]):  # the provider's entry point; the code stays this tree's
+            p = subprocess.run(argv, capture_output=True, text=True)
+            if p.returncode != 0:
+                raise AssertionError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stderr[-4000:]}")
+        stamp.write_text(_want())
         return VENV
-    base = getattr(sys, "_base_executable", sys.executable)
-    # --no-compile: Airflow imports a fraction of its modules; compiling them all took a quarter of the install.
-    pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check"]
-    for argv in ([base, "-m", "venv", "--clear", str(VENV)], [*pip, REQUIREMENT],
-                 [*pip, "-e", str(REPO)]):  # the provider's entry point; the code stays this tree's
-        p = subprocess.run(argv, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise AssertionError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stderr[-4000:]}")
-    stamp.write_text(want)
-    return VENV
+
+
+def build_early() -> None:
+    """Start making the venv in the background at collection, so the Airflow tests (late in the run) find
+    it ready; a failure is raised again by the fixture's :func:`ensure_venv`."""
+    stamp = VENV / ".installed"
+    if "thread" in _early or (stamp.exists() and stamp.read_text() == _want()):
+        return
+
+    def build():
+        try:
+            ensure_venv()
+        except BaseException:  # noqa: BLE001 - the fixture's own call builds again and reports it
+            pass
+
+    t = _early["thread"] = threading.Thread(target=build, name="airflow-venv", daemon=True)
+    t.start()
 
 
 class Airflow:

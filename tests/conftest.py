@@ -72,6 +72,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(kinds[item.nodeid])
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The Airflow tests run late; their venv (~35 s of pip) is made meanwhile, in the background."""
+    if any(item.path.name == "test_scheduling_airflow.py" for item in session.items):
+        import airflow_env
+
+        airflow_env.build_early()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

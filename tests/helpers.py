@@ -10,7 +10,10 @@ import random
 from collections import Counter
 from pathlib import Path
 
+from tributary_read.processes import group_pids
 from tributary_read.table.layout import Layout
+
+__all__ = ["group_pids"]  # re-exported: the tests' process-group check is the library's
 
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 PARTITION = "dt={yyyy}{MM}{dd}{HH}"
@@ -178,17 +181,3 @@ def source_users(pattern: str) -> set[str]:
             if re.search(pattern, p.read_text())}
 
 
-def group_pids(pgid: int) -> list[int]:
-    """Live (not zombie) pids of a process group: a trib process, its Spark JVM, a cluster daemon's executors."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(d))
-    return out

@@ -1,7 +1,7 @@
 """The provider's parts that need no Airflow: the outcome table (and its copy in docs/airflow.md), the
 interval check every front end shares, completeness read from the log, asset URIs, and the import rule.
 
-tests/test_airflow.py runs them inside a real Airflow."""
+tests/test_scheduling_airflow.py runs them inside a real Airflow."""
 
 from __future__ import annotations
 
@@ -67,6 +67,20 @@ def test_the_cli_error_object_names_the_class_the_table_reads(tmp_path):
                     "--json")
     v = verdict(p.returncode, p.stdout, p.stderr.strip().splitlines()[-1])
     assert (p.returncode, v.outcome, v.error_class) == (3, Outcome.FAIL, "InvalidInputError")
+
+
+def test_a_metastore_that_does_not_answer_is_retried_a_refused_table_is_not(tmp_path):
+    from conftest import _free_port
+
+    root = tmp_path / "t"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    p = invoke_trib("partitions", "sync", str(root), "--metastore", f"thrift://127.0.0.1:{_free_port()}",
+                    "--hive-table", "db.t", "--json")
+    v = verdict(p.returncode, p.stdout, p.stderr.strip().splitlines()[-1])
+    assert (p.returncode, v.outcome) == (8, Outcome.RETRY), p.stderr
+    p = invoke_trib("files", str(tmp_path / "nothing"), "--all", "--json")
+    v = verdict(p.returncode, p.stdout, p.stderr.strip().splitlines()[-1])
+    assert (p.returncode, v.outcome, v.error_class) == (4, Outcome.FAIL, "NoSuchTableError"), p.stderr
 
 
 # -- the interval --------------------------------------------------------------------

@@ -405,7 +405,7 @@ def test_schedule_windows_are_computed_only_by_schedule():
 #: sibling package of its own layer. Function-level imports count (they run as surely, only later).
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"choice", "faults", "timespec", "lazy", "sql", "exits", "secret", "kerberos"},  # leaves; sql/: data
+    {"choice", "faults", "timespec", "lazy", "sql", "exits", "secret", "kerberos", "processes"},  # leaves; sql/: data
     {"io"},
     {"table"},
     {"write", "read"},

@@ -24,6 +24,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from tributary_read.airflow.assets import partition_key, root_of, same_table
 from tributary_read.airflow.outcome import Outcome, verdict
+from tributary_read.processes import group_pids
 
 
 class TribEtlOperator(BaseOperator):
@@ -188,23 +189,4 @@ def _iso(t) -> str:
 
 
 def _alive(pgid: int) -> bool:
-    """Whether process group ``pgid`` has a live (not zombie) process; without /proc, any process."""
-    if os.path.isdir("/proc/self"):
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z" and int(fields[2]) == pgid:
-                return True
-        return False
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return bool(group_pids(pgid))

@@ -8,7 +8,8 @@ One Airflow home and one set of tables for the module; the tests run in order:
    committed, and no trib or Spark process outlives the kill;
 2. a downstream DAG on ``PartitionedAssetTimetable`` is scheduled (by a real scheduler) for each hour
    the upstream runs committed;
-3. each exit class ends in the Airflow state of the outcome table;
+3. each outcome of the exit-class table ends in its Airflow state: success (already committed),
+   up_for_retry (a held lock; other retry classes: tests/test_airflow_parts.py), failed;
 4. a deferrable sensor waits for a partition that exists but is not complete until a background
    ``trib ingest`` completes it; a DAG on a trigger timetable (zero-length interval) is refused.
 """
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from airflow_env import TRIB_BIN, Airflow
-from conftest import REPO, _free_port, run_trib
+from conftest import REPO, run_trib
 from etl_data import LAY, RawSource, assert_exactly_once, create_output_table, iso, output_rows, write_job
 from helpers import group_pids
 
@@ -177,11 +178,8 @@ def test_each_exit_class_ends_in_its_airflow_state(world):
     no_table = write_job(jobs, name="no_table", raw=w.base / "raw", out=w.base / "missing")  # exit 4
     create_output_table(w.base / "out_locked")
     locked = write_job(jobs, name="locked", raw=w.base / "raw", out=w.base / "out_locked")  # exit 5
-    create_output_table(w.base / "out_nohive")
-    nohive = write_job(jobs, name="nohive", raw=w.base / "raw", out=w.base / "out_nohive", hive_table="db.t",
-                       metastore=f"thrift://127.0.0.1:{_free_port()}")  # exit 8
     tasks = {"committed": str(w.job), "bad_input": str(bad), "missing_table": str(no_table),
-             "locked": str(locked), "metastore_down": str(nohive)}
+             "locked": str(locked)}
     af.dag("outcomes", OUTCOMES.format(trib=TRIB_BIN, jobs=tasks))
 
     from tributary_read.etl.lock import JobLock, lock_path
@@ -191,14 +189,13 @@ def test_each_exit_class_ends_in_its_airflow_state(world):
         p = af.test("trib_outcomes", w.date(0), check=False)
     states = af.tasks("trib_outcomes")
     assert states == {"committed": ("success", 1), "bad_input": ("failed", 1), "missing_table": ("failed", 1),
-                      "locked": ("failed", 2), "metastore_down": ("failed", 2)}, p.stdout[-6000:]
-    for retried in ("locked", "metastore_down"):  # try 1 up_for_retry, try 2 failed
-        assert af.history("trib_outcomes", retried) == [(1, "failed")]
+                      "locked": ("failed", 2)}, p.stdout[-6000:]
+    assert af.history("trib_outcomes", "locked") == [(1, "failed")]  # try 1 up_for_retry, try 2 failed
     for failed in ("bad_input", "missing_table"):  # failed at once
         assert af.history("trib_outcomes", failed) == []
     assert af.xcom("trib_outcomes", "committed")["already_committed"] is True
     log = p.stdout + p.stderr
-    assert log.count("new_state=up_for_retry") == 2
+    assert log.count("new_state=up_for_retry") == 1
     assert "(ConcurrentRunError)" in log and "(retried)" in log and "(no retry)" in log
 
 

@@ -1,0 +1,34 @@
+"""Who is still running in a process group: the test of "nothing of a stopped run is left".
+
+A trib run started in a session of its own (the Airflow operator's, the tests') is one process group:
+trib, its Spark driver JVM, spark-submit. Zombies do not count: a process reparented to an init that
+reaps late is gone for every purpose but ``kill(pid, 0)``.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live (not zombie) pids of process group ``pgid``; without /proc, ``[pgid]`` while the group has any."""
+    if not os.path.isdir("/proc/self"):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        except PermissionError:
+            pass
+        return [pgid]
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(d))
+    return out
