@@ -55,4 +55,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .trib build *.egg-info
+	rm -rf $(VENV) .airflow-venv .trib build *.egg-info

@@ -12,6 +12,9 @@ One Airflow home and one set of tables for the module; the tests run in order:
    up_for_retry (a held lock; other retry classes: tests/test_airflow_parts.py), failed;
 4. a deferrable sensor waits for a partition that exists but is not complete until a background
    ``trib ingest`` completes it; a DAG on a trigger timetable (zero-length interval) is refused.
+
+3 and 4 start no Spark and mostly wait, so they run from the start in a thread, on a second Airflow
+home, while 1 runs; their tests check what they left.
 """
 
 from __future__ import annotations
@@ -51,6 +54,33 @@ class World:
         return iso(self.src.schedule(k) - self.src.schedule(k) % H)
 
 
+class Side:
+    """The outcome and sensor scenarios, run in a thread on a second Airflow home while the main one runs."""
+
+    def __init__(self, w: World):
+        self.results: dict = {}
+        self.error: BaseException | None = None
+        self.af: Airflow
+        self.thread = threading.Thread(target=self._run, args=(w,), name="airflow-side", daemon=True)
+        self.thread.start()
+
+    def _run(self, w: World) -> None:
+        try:
+            self.af = Airflow(w.base / "airflow-side")
+            done = _committed_elsewhere(w)
+            self.results["outcomes"] = _outcomes(w, self.af, done)
+            self.results["sensor"] = _sensor(w, self.af)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the test that asks
+            self.error = e
+
+    def result(self, name: str):
+        self.thread.join(600)
+        assert not self.thread.is_alive(), "the side scenarios hung"
+        if name not in self.results:
+            raise AssertionError(f"the side scenario {name} did not finish") from self.error
+        return self.results[name]
+
+
 def docs_dag(job: Path, events: Path) -> str:
     """docs/airflow.md's DAG file as shown, its three constants pointing here (a retry after 1 s)."""
     text = (REPO / "docs" / "airflow.md").read_text()
@@ -70,11 +100,15 @@ UPSTREAM, DOWNSTREAM = "hourly_events", "events_downstream"
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     w = World(tmp_path_factory.mktemp("airflow"))
+    # The outcome and sensor scenarios need no Spark and mostly wait: they run meanwhile, in a second
+    # Airflow home (one SQLite database per dags test process), and their tests read what they left.
+    w.side = Side(w)
     w.af.dag("hourly_events", docs_dag(w.job, w.out))
     # The scheduler needs the DAGs in the database, and a consumer that is not paused.
     w.af.run("dags", "reserialize")
     w.af.run("dags", "unpause", DOWNSTREAM)
-    return w
+    yield w
+    w.side.thread.join(300)
 
 
 def _check_output(w: World, k: int) -> None:
@@ -133,8 +167,9 @@ def test_three_intervals_a_kill_and_a_rerun_are_exactly_once(world):
     _check_output(w, 2)
 
     # One partitioned asset event per output partition each run committed, keyed by its value.
-    keys = {k for (k,) in af.query("SELECT partition_key FROM asset_event")}
-    assert keys == {dt for _, dt in w.src.expected_rows(2)}
+    events = af.query("SELECT partition_key, extra FROM asset_event")
+    assert {k for k, _ in events} == {dt for _, dt in w.src.expected_rows(2)}
+    assert {json.loads(x)["version"] for _, x in events} == {1, 2, 3}  # the commit each event stands for
 
 
 def test_a_downstream_dag_is_scheduled_per_committed_hour(world):
@@ -170,15 +205,30 @@ OUTCOMES = """\
 """
 
 
-def test_each_exit_class_ends_in_its_airflow_state(world):
-    w, af = world, world.af
+def _committed_elsewhere(w: World) -> Path:
+    """Job ``done``: its run for schedule 0 is already in its output's log (written through the committer,
+    no Spark), so a run of it is the already-committed case whatever the main scenario is doing."""
+    from tributary_read.table.config import Table
+    from tributary_read.table.manifest import Transaction
+    from tributary_read.write.writer import TableWriter
+
+    create_output_table(w.base / "out_done")
+    job = write_job(w.base / "jobs", name="done", raw=w.base / "raw", out=w.base / "out_done")
+    t = w.src.schedule(0) - w.src.schedule(0) % H
+    writer = TableWriter(Table.load(str(w.base / "out_done")))
+    writer.write({"id": 1, "ts": t - H + 1, "msg": "x"}, t - H + 1)
+    writer.commit(Transaction("etl:done", {"schedule_time_ms": t}))
+    return job
+
+
+def _outcomes(w: World, af: Airflow, done: Path) -> subprocess.CompletedProcess:
     jobs = w.base / "jobs"
     bad = jobs / "bad.toml"
     bad.write_text("[job\nname = 'bad'\n")  # not TOML: exit 3
     no_table = write_job(jobs, name="no_table", raw=w.base / "raw", out=w.base / "missing")  # exit 4
     create_output_table(w.base / "out_locked")
     locked = write_job(jobs, name="locked", raw=w.base / "raw", out=w.base / "out_locked")  # exit 5
-    tasks = {"committed": str(w.job), "bad_input": str(bad), "missing_table": str(no_table),
+    tasks = {"committed": str(done), "bad_input": str(bad), "missing_table": str(no_table),
              "locked": str(locked)}
     af.dag("outcomes", OUTCOMES.format(trib=TRIB_BIN, jobs=tasks))
 
@@ -186,7 +236,11 @@ def test_each_exit_class_ends_in_its_airflow_state(world):
     from tributary_read.table.config import Table
 
     with JobLock(lock_path("locked", Table.load(str(w.base / "out_locked"))), "locked"):
-        p = af.test("trib_outcomes", w.date(0), check=False)
+        return af.test("trib_outcomes", w.date(0), check=False)
+
+
+def test_each_exit_class_ends_in_its_airflow_state(world):
+    af, p = world.side.af, world.side.result("outcomes")
     states = af.tasks("trib_outcomes")
     assert states == {"committed": ("success", 1), "bad_input": ("failed", 1), "missing_table": ("failed", 1),
                       "locked": ("failed", 2)}, p.stdout[-6000:]
@@ -216,7 +270,7 @@ SENSOR = """\
         wait >> after()
         TribPartitionSensor(task_id="never_complete", table={ing!r}, partitions=[{next_hour!r}], poke_interval=1,
                             timeout=3)
-        TribPartitionSensor(task_id="etl_done", table={out!r}, job="hourly", schedule_time={etl_time!r})
+        TribPartitionSensor(task_id="etl_done", table={out!r}, job="done", schedule_time={etl_time!r})
         TribEtlOperator(task_id="zero_interval", job={job!r}, trib_bin={trib!r})
 """
 
@@ -226,8 +280,7 @@ def _records(path: Path, start_ms: int, n: int, first_id: int) -> Path:
     return path
 
 
-def test_a_deferrable_sensor_waits_for_completeness_not_existence(world):
-    w, af = world, world.af
+def _sensor(w: World, af: Airflow) -> dict:
     ing = w.base / "ingested"
     run_trib("table", "create", str(ing), "--layout", LAY.directory, "--partition", LAY.partition, check=True)
     run_trib("partitions", "configure", str(ing), "--policy", "success-file", "--clock", "event", check=True)
@@ -236,8 +289,8 @@ def test_a_deferrable_sensor_waits_for_completeness_not_existence(world):
     run_trib("ingest", str(ing), "--source", str(_records(w.base / "a.jsonl", hour + 60_000, 5, 0)),
              "--app-id", "a", "--time-field", "ts", check=True)
     af.dag("sensor", SENSOR.format(ing=str(ing), hour=LAY.for_time(hour).values["dt"],
-                                   next_hour=LAY.for_time(hour + H).path, out=str(w.out), etl_time=w.date(0),
-                                   job=str(w.job), trib=TRIB_BIN))
+                                   next_hour=LAY.for_time(hour + H).path, out=str(w.base / "out_done"),
+                                   etl_time=w.date(0), job=str(w.job), trib=TRIB_BIN))
     log = w.base / "sensor.log"
     p = af.start("dags", "test", "trib_sensor", w.date(0), log=log)
     completed_at: list[float] = []
@@ -257,7 +310,12 @@ def test_a_deferrable_sensor_waits_for_completeness_not_existence(world):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
     t.join(5)
-    text = log.read_text()
+    return {"code": code, "log": log.read_text(), "completed_at": completed_at}
+
+
+def test_a_deferrable_sensor_waits_for_completeness_not_existence(world):
+    af, r = world.side.af, world.side.result("sensor")
+    text, code, completed_at = r["log"], r["code"], r["completed_at"]
     states = af.tasks("trib_sensor")
     assert states["wait_complete"][0] == "success" and states["after"][0] == "success", text[-6000:]
     assert states["etl_done"][0] == "success"

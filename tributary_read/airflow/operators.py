@@ -166,6 +166,9 @@ class TribEtlOperator(BaseOperator):
             if not same_table(root, str(out.get("table"))):
                 raise AirflowFailException(f"trib: outlet {asset.uri} is not the job's output table "
                                            f"{out.get('table')}: no event is emitted for another table")
+            # What the event stands for, in the output's log: the commit a reader can go back to.
+            events[asset].extra.update(job=report.get("job"), schedule_time=report.get("schedule_time"),
+                                       version=report.get("version"))
             if keys:
                 events[asset].add_partitions(keys)
             self.log.info("trib: asset %s: partitions %s", asset.uri, ", ".join(keys) or "(none: an empty run)")
