@@ -73,7 +73,7 @@ class TribPartitionSensor(BaseSensorOperator):
             return first.xcom_value
         from tributary_read.airflow.triggers import TribCompletionTrigger
 
-        timeout = self.timeout if self.timeout is not None else None
+        timeout = self.timeout
         deadline = time.time() + float(timeout) if timeout is not None else None
         self.defer(trigger=TribCompletionTrigger(self._condition(context).to_kwargs(), float(self.poke_interval),
                                                  deadline),
