@@ -34,6 +34,7 @@ from etl_data import (
     LAY, Hs2, RawSource, assert_exactly_once, create_hive_table, create_output_table, dt_of, output_rows, write_job,
 )
 from helpers import group_pids as _group
+from tributary_read.processes import reap_group
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -67,14 +68,7 @@ def _reap_group(p: subprocess.Popen, wait_s: float = 30.0) -> list[int]:
     driver must not leave a JVM behind (on a small machine an orphan JVM is a
     leak that slows every later test).
     """
-    deadline = time.monotonic() + wait_s
-    left = _group(p.pid)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.2)
-        left = _group(p.pid)
-    if left:
-        os.killpg(p.pid, signal.SIGKILL)  # our own run's group only
-    return left
+    return reap_group(p.pid, wait_s)  # our own run's group only
 
 
 class Run:

@@ -30,9 +30,10 @@ from pathlib import Path
 import pytest
 
 from etl_data import RawSource, assert_exactly_once, create_output_table, output_rows, write_job
-from test_etl_crash import Run, _group
+from test_etl_crash import Run
 from test_spark_listing import HOURLY, assert_same, odd_tree
 
+from tributary_read.processes import reap_group
 from tributary_read.read.resolve import resolve
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -96,12 +97,7 @@ def run_driver(cluster, tmp: Path, code: str, params: dict) -> dict:
         os.killpg(p.pid, signal.SIGKILL)  # our own driver's group only
         p.wait()
         raise AssertionError(f"the driver hung:\n{(tmp / 'driver.err').read_text()[-6000:]}") from None
-    deadline = time.monotonic() + 30
-    while _group(p.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = _group(p.pid)
-    if left:
-        os.killpg(p.pid, signal.SIGKILL)
+    left = reap_group(p.pid, 30)
     assert rc == 0, f"exit {rc}:\n{(tmp / 'driver.err').read_text()[-6000:]}"
     assert not left, f"the driver left processes behind: {left}"
     one_zip_each(cluster, apps)

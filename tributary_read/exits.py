@@ -74,6 +74,20 @@ def error_object(line: str, code: int, cls: str, prog: str = "trib") -> str:
     return json.dumps({"error": {"class": cls, "exit_code": code, "message": line}})
 
 
+def read_error_object(stdout: str) -> dict | None:
+    """The ``{"error": {...}}`` of :func:`error_object`, from a ``--json`` command's stdout (its last
+    line), for whoever runs ``trib`` as a process; None when there is none (success, or a kill)."""
+    lines = [ln for ln in stdout.strip().splitlines() if ln.strip()]
+    if not lines:
+        return None
+    try:
+        doc = json.loads(lines[-1])
+    except ValueError:
+        return None
+    err = doc.get("error") if isinstance(doc, dict) else None
+    return err if isinstance(err, dict) else None
+
+
 def code_of(error: type[TributaryError]) -> int:
     """The exit status of error class ``error`` (for a table keyed by class, such as a scheduler's)."""
     return error.exit_code

@@ -32,3 +32,25 @@ def group_pids(pgid: int) -> list[int]:
         if fields[0] != "Z" and int(fields[2]) == pgid:
             out.append(int(d))
     return out
+
+
+def reap_group(pgid: int, grace: float) -> list[int]:
+    """Wait up to ``grace`` seconds for process group ``pgid`` to end, then SIGKILL what is left of it.
+
+    Returns the pids that were still running at the deadline (empty: the group ended by itself). A
+    killed trib run's JVM exits once its Python driver's pipe closes; one that does not is a leak.
+    """
+    import signal
+    import time
+
+    deadline = time.monotonic() + grace
+    left = group_pids(pgid)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = group_pids(pgid)
+    if left:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left

@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import threading
-import time
 from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
@@ -24,7 +23,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from tributary_read.airflow.assets import partition_key, root_of, same_table
 from tributary_read.airflow.outcome import Outcome, verdict
-from tributary_read.processes import group_pids
+from tributary_read.processes import group_pids, reap_group
 
 
 class TribEtlOperator(BaseOperator):
@@ -133,7 +132,7 @@ class TribEtlOperator(BaseOperator):
         """SIGTERM to trib's process group (trib ends with one line and 143; its Spark JVM goes with it),
         SIGKILL after ``kill_grace`` to whatever is left. Nothing of the run outlives the task."""
         proc = self._proc
-        if proc is None or proc.poll() is not None and not _alive(proc.pid):
+        if proc is None or proc.poll() is not None and not group_pids(proc.pid):
             return
         self.log.info("trib: stopping the run (process group %d)", proc.pid)
         try:
@@ -143,15 +142,9 @@ class TribEtlOperator(BaseOperator):
         self._reap(proc.pid, self.kill_grace)
 
     def _reap(self, pgid: int, grace: float) -> None:
-        deadline = time.monotonic() + grace
-        while _alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _alive(pgid):
-            self.log.warning("trib: process group %d still running: SIGKILL", pgid)
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        left = reap_group(pgid, grace)
+        if left:
+            self.log.warning("trib: process group %d still ran after %.0f s (pids %s): killed", pgid, grace, left)
 
     # -- asset events -----------------------------------------------------------------
     def _emit(self, context, report: dict) -> None:
@@ -189,7 +182,3 @@ def _partition_keys(root: str, directories, storage_options) -> list[str]:
 
 def _iso(t) -> str:
     return t.isoformat() if hasattr(t, "isoformat") else str(t)
-
-
-def _alive(pgid: int) -> bool:
-    return bool(group_pids(pgid))

@@ -12,13 +12,12 @@ No Airflow import here: the table is plain data, and the docs test reads it with
 
 from __future__ import annotations
 
-import json
 import signal
 from dataclasses import dataclass
 from enum import Enum
 
 import tributary_read.errors as E
-from tributary_read.exits import INTERRUPTED, TERMINATED, code_of, error_classes, error_codes
+from tributary_read.exits import INTERRUPTED, TERMINATED, code_of, error_classes, error_codes, read_error_object
 
 
 class Outcome(Enum):
@@ -73,19 +72,6 @@ class Verdict:
     why: str
 
 
-def error_object(stdout: str) -> dict | None:
-    """The ``{"error": {...}}`` a failing ``--json`` command prints as its last stdout line, if any."""
-    lines = [ln for ln in stdout.strip().splitlines() if ln.strip()]
-    if not lines:
-        return None
-    try:
-        doc = json.loads(lines[-1])
-    except ValueError:
-        return None
-    err = doc.get("error") if isinstance(doc, dict) else None
-    return err if isinstance(err, dict) else None
-
-
 def rule_for(cls: type) -> Rule:
     return next(r for r in RULES if issubclass(cls, r.error))
 
@@ -94,7 +80,7 @@ def verdict(code: int, stdout: str = "", stderr_line: str | None = None) -> Verd
     """How a ``trib`` process that exited with ``code`` (negative: killed by that signal) ends its task."""
     if code == 0:
         return Verdict(Outcome.SUCCESS, 0, None, None, "committed, or already committed")
-    err = error_object(stdout) or {}
+    err = read_error_object(stdout) or {}
     name = err.get("class") if isinstance(err.get("class"), str) else None
     message = err.get("message") if isinstance(err.get("message"), str) else stderr_line
     cls = getattr(E, name, None) if name else None
