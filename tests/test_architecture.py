@@ -413,7 +413,7 @@ LAYERS: list[set[str]] = [
     {"hive_udfs"},  # everything JVM; its registry renders SQL through hive/sql.py
     {"spark"},
     {"etl", "compact"},
-    {"airflow"},  # the Airflow provider: runs trib as a process, reads the log (etl, hive) for its sensor
+    {"airflow", "metrics"},  # the Airflow provider: runs trib as a process, reads the log (etl, hive) for its sensor
     {"services"},
     {"demo"},
     # The front ends: the CLI and the package face (tributary_read itself, whose names load lazily). The CLI

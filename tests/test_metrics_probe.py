@@ -1,0 +1,53 @@
+"""The metrics probes against a table with known values (issue 31, part 2; work in progress on branch i31)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_trib
+from helpers import LAYOUT, PARTITION, make_source
+from tributary_read.metrics.probe import consumer_samples, table_samples
+from tributary_read.read.consumer import Consumer
+from tributary_read.table.config import Table
+
+pytestmark = pytest.mark.unit
+
+
+def _values(samples):
+    return {s.family: s.value for s in samples}
+
+
+def _ingest(root, src, app):
+    run_trib("ingest", str(root), "--source", str(src), "--app-id", app, "--time-field", "ts", check=True)
+
+
+def test_a_manifest_consumer_three_commits_behind(tmp_path):
+    root = tmp_path / "t"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, "--tracking", "manifest",
+             check=True)
+    _ingest(root, make_source(tmp_path / "a.jsonl", 20, hours=1), "a")
+    plan = json.loads(run_trib("files", str(root), "--consumer", "c", "--mode", "manifest", "--json",
+                               check=True).stdout)
+    run_trib("consumer", "ack", str(root), "c", plan["plan_id"], check=True)
+    for i in range(3):
+        _ingest(root, make_source(tmp_path / f"b{i}.jsonl", 10, seed=i + 1, hours=2), f"b{i}")
+    table = Table.load(str(root))
+    log = table.log
+    commits = [log.read_commit(v) for v in (2, 3, 4)]
+    now = commits[-1].timestamp_ms + 5_000
+    v = _values(consumer_samples(table, Consumer(table_source(root), "c"), lambda: now))
+    assert v["trib_consumer_pending_files"] == sum(len(c.new_data) for c in commits)
+    assert v["trib_consumer_pending_bytes"] == sum(f.size for c in commits for f in c.new_data)
+    assert v["trib_consumer_pending_records"] == 30
+    assert v["trib_consumer_oldest_pending_age_seconds"] == (now - commits[0].timestamp_ms) / 1000
+    t = _values(table_samples(table))
+    assert t["trib_table_commits_total"] == 4
+    assert t["trib_table_last_commit_timestamp_seconds"] == commits[-1].timestamp_ms / 1000
+
+
+def table_source(root):
+    from tributary_read.read.resolve import Source
+
+    return Source.of(str(root))

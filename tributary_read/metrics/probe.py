@@ -1,0 +1,68 @@
+"""The samples of one table: its log, its partition-commit clock, its manifest consumers.
+
+Each value costs a few small reads: the latest version (existence probes), the newest commit, the
+consumers' state and plan documents, and for a manifest consumer the commits after its last ack.
+No checkpoint's file list is parsed and nothing is listed but the consumers' directory.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from tributary_read.hive.commit import CommitPolicy
+from tributary_read.hive.completion import policy_clock_ms
+from tributary_read.metrics.sample import Sample
+from tributary_read.table.config import Table, Tracking
+from tributary_read.table.manifest import KIND_DATA
+
+
+def table_samples(table: Table) -> list[Sample]:
+    labels = {"table": table.uri}
+    log = table.log
+    version = log.latest_version()
+    out = [Sample("trib_table_commits_total", labels, float(version))]
+    newest = log.read_commit(version) if version else None
+    if newest is not None:
+        out.append(Sample("trib_table_last_commit_timestamp_seconds", labels, newest.timestamp_ms / 1000))
+    policy = CommitPolicy.from_json(table.config.partition_commit)
+    if policy.enabled and version:
+        out.append(Sample("trib_partition_commit_watermark_seconds", labels,
+                          policy_clock_ms(table, policy, version) / 1000))
+    return out
+
+
+def consumer_samples(table: Table, consumer, now_ms: Callable[[], int] | None = None) -> list[Sample]:
+    """A consumer's ack and plan times; for a manifest consumer, what its next plans will deliver.
+
+    Pending is the new data of the commits after the acked version, less what a later commit removed
+    (an expire): exact, with records, and its age from the commit that made the oldest file readable.
+    A listing consumer's pending data is known only from a listing, so it is not given here.
+    """
+    now = (now_ms or (lambda: int(time.time() * 1000)))()
+    labels = {"table": table.uri, "consumer": consumer.name}
+    state = consumer.current()
+    plan = consumer.pending()
+    out = []
+    if state is not None and state.updated_ms:
+        out.append(Sample("trib_consumer_last_ack_timestamp_seconds", labels, state.updated_ms / 1000))
+    if plan is not None:
+        out.append(Sample("trib_consumer_pending_plan_created_timestamp_seconds", labels, plan.created_ms / 1000))
+    mode = state.mode if state is not None else None
+    if mode is None or Tracking(mode) is not Tracking.MANIFEST:
+        return out
+    log = table.log
+    pending: dict[str, tuple[int, int, int]] = {}  # path -> (bytes, records, commit time)
+    for c in log.commits(state.manifest_version, log.latest_version()):
+        for f in c.removed:
+            pending.pop(f.path, None)
+        for f in c.new_data:
+            if f.kind == KIND_DATA:
+                pending[f.path] = (f.size, f.records, c.timestamp_ms)
+    oldest = min((t for _, _, t in pending.values()), default=None)
+    out += [Sample("trib_consumer_pending_files", labels, float(len(pending))),
+            Sample("trib_consumer_pending_bytes", labels, float(sum(b for b, _, _ in pending.values()))),
+            Sample("trib_consumer_pending_records", labels, float(sum(r for _, r, _ in pending.values()))),
+            Sample("trib_consumer_oldest_pending_age_seconds", labels,
+                   max(0.0, (now - oldest) / 1000) if oldest is not None else 0.0)]
+    return out
