@@ -51,3 +51,30 @@ def table_source(root):
     from tributary_read.read.resolve import Source
 
     return Source.of(str(root))
+
+
+def test_trib_metrics_text_passes_promtool_and_has_no_duplicate_series(tmp_path):
+    import shutil
+    import subprocess
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    root = tmp_path / "t"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, "--tracking", "manifest",
+             check=True)
+    _ingest(root, make_source(tmp_path / "a.jsonl", 20, hours=1), "a")
+    run_trib("files", str(root), "--consumer", "c", "--mode", "manifest", check=True)  # a plan, not acked
+    out = run_trib("metrics", str(root), check=True).stdout
+    series = [(s.name, tuple(sorted(s.labels.items()))) for f in text_string_to_metric_families(out)
+              for s in f.samples]
+    assert len(series) == len(set(series)) and any(n == "trib_table_commits_total" for n, _ in series)
+    assert ("trib_consumer_pending_plan_created_timestamp_seconds",
+            (("consumer", "c"), ("table", f"file://{root}"))) in series
+    if shutil.which("promtool"):
+        p = subprocess.run(["promtool", "check", "metrics"], input=out, capture_output=True, text=True)
+        assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads(run_trib("metrics", str(root), "--json", check=True).stdout)
+    assert {d["name"] for d in doc} >= {"trib_table_commits_total", "trib_metrics_generated_timestamp_seconds"}
+    path = json.loads(run_trib("metrics", str(root), "--textfile", str(tmp_path), "--json",
+                               check=True).stdout)["textfile"]
+    assert open(path).read().count("trib_table_commits_total{") == 1

@@ -46,6 +46,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("trib_consumer_pending_plan_created_timestamp_seconds", Kind.GAUGE,
            "Creation time of the plan handed out and not acked yet (absent: no plan pending).",
            ("table", "consumer")),
+    Family("trib_metrics_generated_timestamp_seconds", Kind.GAUGE,
+           "When these values were read (a textfile older than its refresh is stale).", ()),
 )}
 
 

@@ -494,18 +494,22 @@ def _consumer_mode(mode: str) -> str | None:
     raise InvalidInputError(f"unknown consumer mode {mode!r}; choose auto, manifest, mtime or both")
 
 
-def list_consumers(source: Source | str, state_dir: str | None = None,
-                   options: Mapping[str, str] | None = None) -> list[dict]:
-    """Every consumer of ``source`` (in ``state_dir`` if given), with a summary or the error reading it."""
+def consumers_of(source: Source | str, state_dir: str | None = None,
+                 options: Mapping[str, str] | None = None) -> list[Consumer]:
+    """The consumers of ``source`` (in ``state_dir`` if given) by name: one listing, nothing read yet."""
     src = Source.of(source, options)
     storage = open_storage(state_dir, options) if state_dir else src.storage
     base = "" if state_dir else CONSUMERS_DIR
+    names = sorted(d.path.rsplit("/", 1)[-1] for d in storage.list_dirs(base))
+    return [Consumer(src, n, state_dir, options) for n in names if _NAME.match(n)]
+
+
+def list_consumers(source: Source | str, state_dir: str | None = None,
+                   options: Mapping[str, str] | None = None) -> list[dict]:
+    """Every consumer of ``source`` (in ``state_dir`` if given), with a summary or the error reading it."""
     out = []
-    for d in sorted(storage.list_dirs(base), key=lambda i: i.path):
-        name = d.path.rsplit("/", 1)[-1]
-        if not _NAME.match(name):
-            continue
-        c = Consumer(src, name, state_dir, options)
+    for c in consumers_of(source, state_dir, options):
+        name = c.name
         try:
             out.append(c.show())
         except NoSuchConsumerError:
