@@ -78,3 +78,41 @@ def test_trib_metrics_text_passes_promtool_and_has_no_duplicate_series(tmp_path)
     path = json.loads(run_trib("metrics", str(root), "--textfile", str(tmp_path), "--json",
                                check=True).stdout)["textfile"]
     assert open(path).read().count("trib_table_commits_total{") == 1
+
+
+def test_the_run_book_counts_outcomes_and_finds_a_killed_run(tmp_path):
+    from tributary_read.errors import InvalidInputError, MetastoreError
+    from tributary_read.etl.runs import read_book, recorded
+    from tributary_read.metrics.probe import etl_samples
+    from tributary_read.table.config import Table
+
+    root = tmp_path / "out"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    out = Table.load(str(root))
+
+    class Report:
+        def __init__(self, already):
+            self.already_committed = already
+
+    H = 3_600_000
+    for k, already in ((1, False), (2, False), (2, True)):
+        with recorded(out, "hourly", k * H) as e:
+            e.done(Report(already))
+    for k, err in ((3, MetastoreError("down")), (3, InvalidInputError("bad sql"))):
+        with pytest.raises(type(err)):
+            with recorded(out, "hourly", k * H):
+                raise err
+    # A run killed -9 leaves its entry in flight; the next run counts it.
+    book = read_book(out, "hourly")
+    book["in_flight"] = {"schedule_ms": 4 * H}
+    out.storage.replace("_tributary/etl/hourly.runs.json", json.dumps(book).encode())
+    with recorded(out, "hourly", 4 * H) as e:
+        e.done(Report(False))
+    v = {(s.family, s.labels.get("outcome")): s.value for s in etl_samples(out)}
+    assert v[("trib_etl_runs_total", "success")] == 3 and v[("trib_etl_runs_total", "already_committed")] == 1
+    assert v[("trib_etl_runs_total", "failed")] == 1 and v[("trib_etl_runs_total", "refused")] == 1
+    assert v[("trib_etl_runs_total", "killed")] == 1
+    assert v[("trib_etl_last_success_schedule_time_seconds", None)] == 4 * H / 1000
+    assert read_book(out, "hourly")["last"]["outcome"] == "success"
+    p = run_trib("verify", str(root))
+    assert p.returncode == 0, p.stdout + p.stderr  # the book is trib's own, never an orphan

@@ -34,6 +34,7 @@ from tributary_read.errors import InvalidInputError
 from tributary_read.etl import ack_step, commit_step, hive_step, resolve_step, sync_step
 from tributary_read.etl.job import InputMode, InputSpec, Job
 from tributary_read.etl.lock import JobLock, lock_path
+from tributary_read.etl.runs import recorded
 from tributary_read.etl.record import SCHEDULE_KEY, InputRecord, RunRecord
 from tributary_read.etl.record import transaction_for as _transaction
 from tributary_read.etl.report import STEPS, InputReport, OutputReport, RunReport, Step, iso_z
@@ -196,8 +197,8 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
     run.verbose = verbose
     if dry_run:  # reads only: it may watch a run in progress
         return run.execute()
-    with JobLock(lock_path(job.name, output, job.lock_dir), job.name):
-        return run.execute()
+    with JobLock(lock_path(job.name, output, job.lock_dir), job.name), recorded(output, job.name, aligned) as e:
+        return e.done(run.execute())
 
 
 def hive_table_definition(job: Job, schedule_time: str | int | datetime | None = None, *, spark=None):

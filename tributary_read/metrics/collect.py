@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from tributary_read.errors import TributaryError
-from tributary_read.metrics.probe import consumer_samples, table_samples
+from tributary_read.metrics.probe import consumer_samples, etl_samples, table_samples
 from tributary_read.metrics.sample import Sample
 
 
@@ -32,6 +32,7 @@ def read_tables(tables: Sequence[tuple[str, Mapping[str, str] | None]], state_di
         try:
             table = Table.load(root, options)
             out.samples += table_samples(table)
+            out.samples += etl_samples(table)
             src = Source.of(root, options)
             consumers = consumers_of(src, None, options)
             for d in state_dirs:

@@ -66,3 +66,20 @@ def consumer_samples(table: Table, consumer, now_ms: Callable[[], int] | None = 
             Sample("trib_consumer_oldest_pending_age_seconds", labels,
                    max(0.0, (now - oldest) / 1000) if oldest is not None else 0.0)]
     return out
+
+
+def etl_samples(table: Table) -> list[Sample]:
+    """Each job that keeps a run book in ``table`` (its output): runs by outcome, the last success."""
+    from tributary_read.etl.runs import OUTCOMES, job_books, read_book
+
+    out = []
+    for job in job_books(table):
+        book = read_book(table, job)
+        for outcome in OUTCOMES:
+            out.append(Sample("trib_etl_runs_total", {"table": table.uri, "job": job, "outcome": outcome},
+                              float(book["counts"][outcome])))
+        last = book["last_success_schedule_ms"]
+        if last:
+            out.append(Sample("trib_etl_last_success_schedule_time_seconds", {"table": table.uri, "job": job},
+                              last / 1000))
+    return out

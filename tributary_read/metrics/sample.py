@@ -46,6 +46,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("trib_consumer_pending_plan_created_timestamp_seconds", Kind.GAUGE,
            "Creation time of the plan handed out and not acked yet (absent: no plan pending).",
            ("table", "consumer")),
+    Family("trib_etl_runs_total", Kind.COUNTER,
+           "Runs of an ETL job writing the table, by how they ended: success, already_committed, failed, "
+           "refused (input to fix) or killed (found in flight by the next run).", ("table", "job", "outcome")),
+    Family("trib_etl_last_success_schedule_time_seconds", Kind.GAUGE,
+           "The latest schedule time (the end of its interval) a run of the job committed or found committed.",
+           ("table", "job")),
     Family("trib_metrics_generated_timestamp_seconds", Kind.GAUGE,
            "When these values were read (a textfile older than its refresh is stale).", ()),
 )}
