@@ -116,3 +116,22 @@ def test_the_run_book_counts_outcomes_and_finds_a_killed_run(tmp_path):
     assert read_book(out, "hourly")["last"]["outcome"] == "success"
     p = run_trib("verify", str(root))
     assert p.returncode == 0, p.stdout + p.stderr  # the book is trib's own, never an orphan
+
+
+def test_the_partition_commit_clock_is_the_logs(tmp_path):
+    from helpers import BASE_MS
+
+    root = tmp_path / "t"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    assert "trib_partition_commit_watermark_seconds" not in _values(table_samples(Table.load(str(root))))
+    run_trib("partitions", "configure", str(root), "--policy", "success-file", "--clock", "event", check=True)
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "ts": BASE_MS + h * 3_600_000 + 1000}) + "\n"
+                           for i, h in enumerate((0, 1, 2))))
+    _ingest(root, src, "a")
+    # No writer watermark in a file ingest's commit: the committer's mark (the newest partition's start).
+    v = _values(table_samples(Table.load(str(root))))
+    from tributary_read.table.layout import Layout
+
+    assert v["trib_partition_commit_watermark_seconds"] == Layout(LAYOUT, PARTITION).for_time(
+        BASE_MS + 2 * 3_600_000).start_ms / 1000
