@@ -8,10 +8,8 @@ No checkpoint's file list is parsed and nothing is listed but the consumers' dir
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
-from tributary_read.hive.commit import CommitPolicy
-from tributary_read.hive.completion import policy_clock_ms
 from tributary_read.metrics.sample import Sample
 from tributary_read.table.config import Table, Tracking
 from tributary_read.table.manifest import KIND_DATA
@@ -25,8 +23,14 @@ def table_samples(table: Table) -> list[Sample]:
     newest = log.read_commit(version) if version else None
     if newest is not None:
         out.append(Sample("trib_table_last_commit_timestamp_seconds", labels, newest.timestamp_ms / 1000))
+    settings = table.config.partition_commit
+    if not version or not settings or (isinstance(settings, Mapping) and not settings.get("policies")):
+        return out  # no policy: the Hive modules (tens of ms to import) are not needed
+    from tributary_read.hive.commit import CommitPolicy
+    from tributary_read.hive.completion import policy_clock_ms
+
     policy = CommitPolicy.from_json(table.config.partition_commit)
-    if policy.enabled and version:
+    if policy.enabled:
         out.append(Sample("trib_partition_commit_watermark_seconds", labels,
                           policy_clock_ms(table, policy, version) / 1000))
     return out
