@@ -408,6 +408,7 @@ LAYERS: list[set[str]] = [
     {"choice", "faults", "timespec", "lazy", "sql", "exits", "secret", "kerberos", "processes"},  # leaves; sql/: data
     {"io"},
     {"table"},
+    {"lineage"},  # OpenLineage events: emitted by write (ingest), read (acks) and etl runs
     {"write", "read"},
     {"hive", "report", "kafka"},
     {"hive_udfs"},  # everything JVM; its registry renders SQL through hive/sql.py

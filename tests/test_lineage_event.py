@@ -1,0 +1,58 @@
+"""trib's OpenLineage events against the spec's schemas, offline (issue 31, part 1; work in progress)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from openlineage_schema import event_errors
+from tributary_read.lineage.event import MAX_LOCATIONS, input_dataset, output_dataset, run_event, run_id
+
+pytestmark = pytest.mark.unit
+
+H = 3_600_000
+T = 1_704_085_200_000  # 2024-01-01T05:00Z
+
+
+def _complete(files):
+    return run_event(
+        "COMPLETE", run=run_id("etl", "hourly", T), namespace="trib", job="hourly", event_ms=T + 60_000,
+        nominal=(T - H, T),
+        inputs=[input_dataset("file:///data/raw", files, size=123, rows=7, version="plan-1",
+                              partitions={"2024_01_01/04": len(files)})],
+        outputs=[output_dataset("file:///data/events", version=3, files=2, rows=7, size=456,
+                                partitions=[{"dt": "2024010104"}], hive_table="dw.events",
+                                hive_namespace="hive://metastore:9083")])
+
+
+def test_a_complete_event_validates_and_names_the_exact_files():
+    ev = _complete(["2024_01_01/04/a.jsonl", "2024_01_01/04/b.jsonl"])
+    assert event_errors(ev) == []
+    cond = ev["inputs"][0]["inputFacets"]["subset"]["inputCondition"]
+    assert cond == {"type": "location", "locations": ["2024_01_01/04/a.jsonl", "2024_01_01/04/b.jsonl"]}
+
+
+def test_above_the_threshold_the_subset_lists_partitions_and_the_event_stays_small():
+    files = [f"2024_01_01/04/part-{i:06d}.jsonl" for i in range(MAX_LOCATIONS * 50)]
+    ev = _complete(files)
+    assert event_errors(ev) == []
+    assert ev["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["type"] == "partition"
+    assert len(json.dumps(ev)) < 1_000_000
+
+
+def test_the_check_fails_a_broken_event():
+    ev = _complete(["a"])
+    bad = copy.deepcopy(ev)
+    bad["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["locations"] = "a"  # not a list
+    assert event_errors(bad)
+    bad = copy.deepcopy(ev)
+    bad["run"]["runId"] = "not-a-uuid"
+    assert event_errors(bad)
+
+
+def test_every_try_of_an_hour_is_one_run():
+    assert run_id("etl", "hourly", T) == run_id("etl", "hourly", T)
+    assert run_id("etl", "hourly", T) != run_id("etl", "hourly", T + H) != run_id("etl", "daily", T)
+    assert run_id("etl", "hourly", T) < run_id("etl", "hourly", T + H)  # time-ordered by schedule time
