@@ -56,3 +56,38 @@ def test_every_try_of_an_hour_is_one_run():
     assert run_id("etl", "hourly", T) == run_id("etl", "hourly", T)
     assert run_id("etl", "hourly", T) != run_id("etl", "hourly", T + H) != run_id("etl", "daily", T)
     assert run_id("etl", "hourly", T) < run_id("etl", "hourly", T + H)  # time-ordered by schedule time
+
+
+def test_nothing_configured_sends_nothing_and_imports_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from tributary_read.lineage.transport import Emitter; e = Emitter(print, env={}); "
+            "print(e.send({'eventType': 'START'}), 'openlineage' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert p.stdout.split() == ["False", "False"], p.stderr
+
+
+def test_the_file_transport_gets_the_event_and_a_broken_one_is_one_warning(tmp_path):
+    pytest.importorskip("openlineage.client")
+    from tributary_read.lineage.transport import Emitter
+
+    out = tmp_path / "events.jsonl"
+    env = {"OPENLINEAGE__TRANSPORT__TYPE": "file", "OPENLINEAGE__TRANSPORT__LOG_FILE_PATH": str(out),
+           "OPENLINEAGE__TRANSPORT__APPEND": "true"}
+    import os
+
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        warnings: list[str] = []
+        e = Emitter(warnings.append, env=env)
+        ev = _complete(["a"])
+        assert e.send(ev) is True and warnings == []
+        assert [json.loads(line) for line in out.read_text().splitlines()] == [ev]
+        e._transport = None
+        os.environ["OPENLINEAGE__TRANSPORT__LOG_FILE_PATH"] = str(tmp_path / "no" / "such" / "dir" / "x")
+        assert e.send(ev) is False and len(warnings) == 1 and "not sent" in warnings[0]
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
