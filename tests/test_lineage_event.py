@@ -91,3 +91,18 @@ def test_the_file_transport_gets_the_event_and_a_broken_one_is_one_warning(tmp_p
     finally:
         os.environ.clear()
         os.environ.update(old)
+
+
+def test_the_outbox_keeps_events_by_app_and_key(tmp_path):
+    from tributary_read.io.storage import open_storage
+    from tributary_read.lineage.outbox import Outbox
+
+    box = Outbox(open_storage(str(tmp_path)))
+    ev = _complete(["a"])
+    box.put("etl:hourly", str(T), ev)
+    box.put("etl:hourly", str(T + H), ev)
+    box.put("etl:other/x", "1", ev)
+    assert box.keys("etl:hourly") == [str(T), str(T + H)] and box.keys("etl:other/x") == ["1"]
+    assert box.get("etl:hourly", str(T)) == ev and box.get("etl:hourly", "0") is None
+    box.drop("etl:hourly", str(T))
+    assert box.keys("etl:hourly") == [str(T + H)] and box.keys("nothing") == []
