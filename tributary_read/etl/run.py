@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.etl import ack_step, commit_step, hive_step, resolve_step, sync_step
+from tributary_read.etl import ack_step, commit_step, hive_step, lineage_step, resolve_step, sync_step
 from tributary_read.etl.job import InputSpec, Job
 from tributary_read.etl.lock import JobLock, lock_path
 from tributary_read.etl.runs import recorded
@@ -200,6 +200,7 @@ class _Run:
                 if job.hive is not None:  # what the real run would refuse, before it commits
                     self.hive_table = hive_step.check(self, filesets)
                 return self._report(txn, False, None, dry=True)
+            lineage_step.started(self)
             empty = all(not fs.files for fs, _ in filesets)
             if empty:
                 # Nothing arrived: no Spark, no SQL (an empty jsonl input has no columns to
@@ -211,6 +212,7 @@ class _Run:
                 self.inputs = [replace(r, records=n) for r, n in zip(self.inputs, records)]
             if job.hive is not None:  # nothing committed yet: the table to mount in is there, or made, or we stop
                 self.hive_table = hive_step.ensure(self, filesets, views_ready=not empty)
+            lineage_step.keep(self)
             result = self._step("commit", lambda: commit_step.commit(self, txn, base, empty, filesets))
             committed, already = result.commit, result.already_committed
             if already:  # a concurrent duplicate committed first: go on with its commit and its record
@@ -236,6 +238,7 @@ class _Run:
             self._step("ack", lambda: ack_step.ack(self, plans))
         else:
             self._skip("ack", "no consumer inputs")
+        lineage_step.completed(self)
         return self._report(txn, already, committed.version)
 
     def _report(self, txn: Transaction, already: bool, version: int | None, dry: bool = False) -> RunReport:

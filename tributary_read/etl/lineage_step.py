@@ -1,0 +1,100 @@
+"""A run's OpenLineage events (docs/observability.md): what it read, exactly, and what it committed.
+
+* START once the inputs are resolved: each input table with the exact files of this run;
+* before the commit, the COMPLETE event (all but the output's commit) is kept in the output's outbox
+  (:mod:`tributary_read.lineage.outbox`): the commit keeps only counts, and a window's files cannot be
+  resolved again, so this is what a run killed after its commit leaves for the next one;
+* after the commit, the sync and the ack, the COMPLETE of every kept event whose transaction is
+  committed is sent (this run's, and one an earlier run could not send), then dropped.
+
+Every try of one (job, schedule time) has one run id. Nothing here fails a run: with no transport
+configured nothing is built, and a send that fails is one warning line (the event stays kept).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import time
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from tributary_read.lineage.event import input_dataset, iso_ms, output_dataset, run_event, run_id
+from tributary_read.lineage.outbox import Outbox
+from tributary_read.lineage.transport import Emitter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.etl.run import _Run
+
+
+def _namespace() -> str:
+    return os.environ.get("OPENLINEAGE_NAMESPACE") or "trib"
+
+
+def _emitter(run: _Run) -> Emitter | None:
+    em = getattr(run, "lineage", None)
+    if em is None:
+        em = run.lineage = Emitter(lambda msg: run.say(f"warning: {msg}"))
+    return em if em.enabled else None
+
+
+def _event(run: _Run, event_type: str) -> dict:
+    from tributary_read.read.window import shift_periods
+
+    nominal = (shift_periods(run.t, -1, run.job.period_ms, run.job.tz), run.t)  # the period before the run
+    inputs = [input_dataset(i.table, i.paths, size=i.bytes, rows=i.records, version=i.plan_id,
+                            partitions=Counter(posixpath.dirname(p) for p in i.paths)) for i in run.inputs]
+    return run_event(event_type, run=run_id("etl", run.job.name, run.t), namespace=_namespace(),
+                     job=run.job.name, event_ms=int(time.time() * 1000), nominal=nominal, inputs=inputs)
+
+
+def started(run: _Run) -> None:
+    """START, once the inputs are resolved."""
+    em = _emitter(run)
+    if em is not None:
+        em.send(_event(run, "START"))
+
+
+def keep(run: _Run) -> None:
+    """Before the commit: the COMPLETE event, less its output, into the output's outbox."""
+    if _emitter(run) is not None:
+        try:
+            Outbox(run.output.storage).put(run.job.app_id, str(run.t), _event(run, "COMPLETE"))
+        except Exception as e:  # noqa: BLE001 - lineage never fails the run
+            run.say(f"warning: lineage: the COMPLETE event of {run.job.name} could not be kept: {e}")
+
+
+def completed(run: _Run) -> None:
+    """After the ack: send every kept COMPLETE whose transaction is committed (this run's first)."""
+    em = _emitter(run)
+    if em is None:
+        return
+    from tributary_read.etl.run import find_commit
+
+    box = Outbox(run.output.storage)
+    try:
+        keys = box.keys(run.job.app_id)
+        for key in sorted(keys, key=lambda k: (k != str(run.t), k)):
+            commit = find_commit(run.output, run.job.app_id, int(key))
+            if commit is None:
+                continue  # not committed: its run failed before the commit, or is still to commit
+            ev = box.get(run.job.app_id, key)
+            if ev is None:
+                continue
+            ev["outputs"] = [_output(run, commit)]
+            ev["eventTime"] = iso_ms(int(time.time() * 1000))
+            if em.send(ev):
+                box.drop(run.job.app_id, key)
+    except Exception as e:  # noqa: BLE001 - lineage never fails the run
+        run.say(f"warning: lineage: {type(e).__name__}: {e}")
+
+
+def _output(run: _Run, commit) -> dict:
+    layout = run.output.layout
+    dirs = sorted({posixpath.dirname(f.path) for f in commit.files})
+    parts = [p.values for p in (layout.try_parse(d) for d in dirs) if p is not None]
+    hive = run.job.hive
+    return output_dataset(run.output.uri, version=commit.version, files=len(commit.files),
+                          rows=sum(f.records or 0 for f in commit.files), size=sum(f.size for f in commit.files),
+                          partitions=parts, hive_table=hive.table if hive else None,
+                          hive_namespace=hive.metastore.split("?", 1)[0] if hive else None)
