@@ -39,9 +39,9 @@ def _emitter(run: _Run) -> Emitter | None:
 
 
 def _event(run: _Run, event_type: str) -> dict:
-    from tributary_read.read.window import shift_periods
+    from tributary_read.read.window import Schedule
 
-    nominal = (shift_periods(run.t, -1, run.job.period_ms, run.job.tz), run.t)  # the period before the run
+    nominal = Schedule(run.job.period_ms, tz=run.job.tz).interval(run.t)  # the period before the run
     inputs = [input_dataset(i.table, i.paths, size=i.bytes, rows=i.records, version=i.plan_id,
                             partitions=Counter(posixpath.dirname(p) for p in i.paths)) for i in run.inputs]
     return run_event(event_type, run=run_id("etl", run.job.name, run.t), namespace=_namespace(),
@@ -69,7 +69,7 @@ def completed(run: _Run) -> None:
     em = _emitter(run)
     if em is None:
         return
-    from tributary_read.etl.run import find_commit
+    from tributary_read.etl.record import find_commit
 
     box = Outbox(run.output.storage)
     try:
@@ -97,4 +97,12 @@ def _output(run: _Run, commit) -> dict:
     return output_dataset(run.output.uri, version=commit.version, files=len(commit.files),
                           rows=sum(f.records or 0 for f in commit.files), size=sum(f.size for f in commit.files),
                           partitions=parts, hive_table=hive.table if hive else None,
-                          hive_namespace=hive.metastore.split("?", 1)[0] if hive else None)
+                          hive_namespace=_hive_namespace(hive.metastore) if hive else None)
+
+
+def _hive_namespace(metastore: str) -> str:
+    """``hive://HOST:PORT``, the spec's name for a metastore (``hive`` for one with no address: Spark's own)."""
+    from tributary_read.hive.uri import MetastoreURI
+
+    uri = MetastoreURI.parse(metastore)
+    return f"hive://{uri.host}:{uri.port}" if uri.host else "hive"

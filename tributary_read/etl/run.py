@@ -35,7 +35,7 @@ from tributary_read.etl import ack_step, commit_step, hive_step, lineage_step, r
 from tributary_read.etl.job import InputSpec, Job
 from tributary_read.etl.lock import JobLock, lock_path
 from tributary_read.etl.runs import recorded
-from tributary_read.etl.record import SCHEDULE_KEY, InputRecord, RunRecord
+from tributary_read.etl.record import SCHEDULE_KEY, InputRecord, RunRecord, find_commit
 from tributary_read.etl.record import transaction_for as _transaction
 from tributary_read.etl.report import STEPS, InputReport, OutputReport, RunReport, Step, iso_z
 from tributary_read.faults import crash_point
@@ -65,16 +65,6 @@ def transaction_for(job: Job, schedule_ms: int, inputs: RunRecord | Mapping[str,
 
 
 # -- finding the transaction -------------------------------------------------------------
-def find_commit(table, app_id: str, schedule_ms: int):
-    """The commit of ``(app_id, schedule_ms)`` in ``table``'s log, or None.
-
-    The table state answers a new hour and a rerun of the latest at once; only
-    a rerun of an older hour (a backfill) reads the job's commits
-    (:meth:`~tributary_read.table.log.ManifestLog.find_transaction`).
-    """
-    return table.log.find_transaction(transaction_for_lookup(app_id, schedule_ms))
-
-
 def committed_run(table, job_name: str, schedule_time: str | int | datetime):
     """The commit of job ``job_name``'s run for ``schedule_time`` in its output ``table``, or None.
 
@@ -85,10 +75,6 @@ def committed_run(table, job_name: str, schedule_time: str | int | datetime):
 
     ms = _instant_ms(schedule_time, None, "schedule_time", "schedule time")
     return find_commit(table, app_id(job_name), ms)
-
-
-def transaction_for_lookup(app_id: str, schedule_ms: int) -> Transaction:
-    return Transaction(app_id, {SCHEDULE_KEY: schedule_ms})
 
 
 def recorded_inputs(t: Transaction | None) -> dict[str, dict]:
