@@ -76,3 +76,18 @@ def test_a_run_sends_start_and_complete_and_a_killed_run_is_completed_by_its_rer
     assert sorted(evs[3]["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["locations"]) == \
         sorted(f.path for f in src.arrived_in(1))
     assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))
+
+
+def test_a_run_that_fails_before_its_commit_sends_fail_with_the_error(tmp_path):
+    src = RawSource(tmp_path / "raw", 2)
+    create_output_table(tmp_path / "out")
+    job = write_job(tmp_path / "jobs", name="bad", raw=tmp_path / "raw", out=tmp_path / "out",
+                    sql="SELECT no_such_column FROM raw\n")
+    events = tmp_path / "events.jsonl"
+    src.advance(0)
+    p = _run(job, src.schedule_iso(0), events)
+    assert p.returncode != 0
+    evs = _events(events)
+    assert [e["eventType"] for e in evs] == ["START", "FAIL"], p.stderr
+    assert event_errors(evs[1]) == []
+    assert "no_such_column" in evs[1]["run"]["facets"]["errorMessage"]["message"]

@@ -17,7 +17,8 @@ import os
 import posixpath
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
 
 from tributary_read.lineage.event import input_dataset, iso_ms, output_dataset, run_event, run_id
 from tributary_read.lineage.outbox import Outbox
@@ -38,14 +39,36 @@ def _emitter(run: _Run) -> Emitter | None:
     return em if em.enabled else None
 
 
-def _event(run: _Run, event_type: str) -> dict:
+def _event(run: _Run, event_type: str, error: str | None = None) -> dict:
     from tributary_read.read.window import Schedule
 
     nominal = Schedule(run.job.period_ms, tz=run.job.tz).interval(run.t)  # the period before the run
     inputs = [input_dataset(i.table, i.paths, size=i.bytes, rows=i.records, version=i.plan_id,
                             partitions=Counter(posixpath.dirname(p) for p in i.paths)) for i in run.inputs]
     return run_event(event_type, run=run_id("etl", run.job.name, run.t), namespace=_namespace(),
-                     job=run.job.name, event_ms=int(time.time() * 1000), nominal=nominal, inputs=inputs)
+                     job=run.job.name, event_ms=int(time.time() * 1000), nominal=nominal, inputs=inputs, error=error)
+
+
+@contextmanager
+def failing(run: _Run) -> Iterator[None]:
+    """Around a run: a failure sends FAIL (a signal, ABORT), unless the log holds the run's commit (a
+    failure after it, at the sync or the ack: its kept COMPLETE is sent by the next run)."""
+    try:
+        yield
+    except BaseException as e:
+        em = _emitter(run) if not run.dry_run else None
+        if em is not None:
+            try:
+                from tributary_read.etl.record import find_commit
+                from tributary_read.exits import Terminated
+
+                if find_commit(run.output, run.job.app_id, run.t) is None:
+                    stopped = isinstance(e, (Terminated, KeyboardInterrupt))
+                    em.send(_event(run, "ABORT" if stopped else "FAIL",
+                                   None if stopped else f"{type(e).__name__}: {e}"))
+            except Exception as sent:  # noqa: BLE001 - lineage never fails the run (nor hides its error)
+                run.say(f"warning: lineage: {type(sent).__name__}: {sent}")
+        raise
 
 
 def started(run: _Run) -> None:

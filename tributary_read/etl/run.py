@@ -108,7 +108,8 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
     run.verbose = verbose
     if dry_run:  # reads only: it may watch a run in progress
         return run.execute()
-    with JobLock(lock_path(job.name, output, job.lock_dir), job.name), recorded(output, job.name, aligned) as e:
+    with JobLock(lock_path(job.name, output, job.lock_dir), job.name), recorded(output, job.name, aligned) as e, \
+            lineage_step.failing(run):
         return e.done(run.execute())
 
 

@@ -118,7 +118,7 @@ def run_event(event_type: str, *, run: str, namespace: str, job: str, event_ms: 
     if nominal:
         run_facets["nominalTime"] = facet("nominalTime", nominalStartTime=iso_ms(nominal[0]),
                                           nominalEndTime=iso_ms(nominal[1]))
-    if error:
+    if error is not None:
         run_facets["errorMessage"] = facet("errorMessage", message=error, programmingLanguage="PYTHON")
     return {"eventType": event_type, "eventTime": iso_ms(event_ms), "producer": PRODUCER, "schemaURL": SPEC,
             "run": {"runId": run, "facets": run_facets},
