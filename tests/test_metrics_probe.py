@@ -135,3 +135,21 @@ def test_the_partition_commit_clock_is_the_logs(tmp_path):
 
     assert v["trib_partition_commit_watermark_seconds"] == Layout(LAYOUT, PARTITION).for_time(
         BASE_MS + 2 * 3_600_000).start_ms / 1000
+
+
+def test_the_docs_alert_rules_pass_promtool(tmp_path):
+    import re
+    import shutil
+    import subprocess
+
+    from conftest import REPO
+
+    if not shutil.which("promtool"):
+        pytest.skip("needs Debian's prometheus package (promtool)")
+    text = (REPO / "docs" / "observability.md").read_text()
+    block = re.search(r"```yaml\n(groups:.*?)```", text, re.S)
+    assert block, "docs/observability.md lost its alert rules"
+    rules = tmp_path / "rules.yml"
+    rules.write_text(block.group(1))
+    p = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True)
+    assert p.returncode == 0 and "SUCCESS: 3 rules found" in p.stdout, p.stdout + p.stderr
