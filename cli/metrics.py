@@ -28,8 +28,11 @@ def metrics(state: TribState, roots, state_dirs, textfile, serve, as_json) -> No
 
     def collect():
         reading = read_tables(tables, state_dirs)
-        for where, e in reading.errors.items():
-            click.echo(f"trib metrics: {where}: {e}", err=True)
+        if serve:  # each scrape: the tables that could be read, and a line for each that could not
+            for where, e in reading.errors.items():
+                click.echo(f"trib metrics: {where}: {e}", err=True)
+        elif all(root in reading.errors for root, _ in tables):  # nothing to print: an error is the outcome
+            _fail(reading.errors)
         last[:] = [reading]
         return reading.samples
 
@@ -50,6 +53,12 @@ def metrics(state: TribState, roots, state_dirs, textfile, serve, as_json) -> No
         emit(True, [s.to_json() for s in collect()])
     else:
         click.echo(exposition.text(collect), nl=False)
-    errors = last[0].errors if last else {}
-    if errors:
-        raise next(iter(errors.values()))
+    if last and last[0].errors:  # printed what could be read; the exit code says the rest could not be
+        _fail(last[0].errors)
+
+
+def _fail(errors) -> None:
+    """A line for each error but the first, which ends the command (its line, its exit code)."""
+    for where, e in list(errors.items())[1:]:
+        click.echo(f"trib metrics: {where}: {e}", err=True)
+    raise next(iter(errors.values()))

@@ -57,6 +57,8 @@ def test_a_run_sends_start_and_complete_and_a_killed_run_is_completed_by_its_rer
     assert sorted(locations) == sorted(f.path for f in src.arrived_in(0))
     out = done["outputs"][0]
     assert out["facets"]["version"]["datasetVersion"] == str(report["version"])
+    assert out["facets"]["schema"]["fields"] and done["inputs"][0]["facets"]["schema"]["fields"]
+    assert {f["name"] for f in out["facets"]["schema"]["fields"]} >= {report["output"]["time_column"]}
     assert out["outputFacets"]["outputStatistics"]["rowCount"] == report["output"]["records"]
 
     # Hour 1: killed right after its commit, before any COMPLETE; the rerun sends it, once.
@@ -77,6 +79,26 @@ def test_a_run_sends_start_and_complete_and_a_killed_run_is_completed_by_its_rer
         sorted(f.path for f in src.arrived_in(1))
     assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))
 
+    # Hour 2: killed before its commit. Its kept event waits (it may be a live run on another machine)
+    # until it is a day old; then the next run sends ABORT for it, once, and drops it.
+    src.advance(2)
+    p = _run(job, src.schedule_iso(2), events, {"TRIB_CRASH_AT": "etl.before_commit"})
+    assert p.returncode == -9, p.stderr
+    kept = list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))
+    assert len(kept) == 1
+    ev = json.loads(kept[0].read_text())
+    ev["eventTime"] = "2020-01-01T00:00:00.000+00:00"  # as if kept long ago
+    kept[0].write_text(json.dumps(ev))
+    src.advance(3)
+    p = _run(job, src.schedule_iso(3), events)
+    assert p.returncode == 0, p.stderr
+    evs = _events(events)[4:]
+    assert [e["eventType"] for e in evs] == ["START", "START", "COMPLETE", "ABORT"]
+    abort = evs[3]
+    assert abort["run"]["runId"] == evs[0]["run"]["runId"] and event_errors(abort) == []
+    assert "before its commit" in abort["run"]["facets"]["errorMessage"]["message"]
+    assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))
+
 
 def test_a_run_that_fails_before_its_commit_sends_fail_with_the_error(tmp_path):
     src = RawSource(tmp_path / "raw", 2)
@@ -91,3 +113,4 @@ def test_a_run_that_fails_before_its_commit_sends_fail_with_the_error(tmp_path):
     assert [e["eventType"] for e in evs] == ["START", "FAIL"], p.stderr
     assert event_errors(evs[1]) == []
     assert "no_such_column" in evs[1]["run"]["facets"]["errorMessage"]["message"]
+    assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))  # FAIL ends it

@@ -88,6 +88,11 @@ def test_the_file_transport_gets_the_event_and_a_broken_one_is_one_warning(tmp_p
         e._transport = None
         os.environ["OPENLINEAGE__TRANSPORT__LOG_FILE_PATH"] = str(tmp_path / "no" / "such" / "dir" / "x")
         assert e.send(ev) is False and len(warnings) == 1 and "not sent" in warnings[0]
+        # one dead endpoint costs one failure per run, not one per event (each pays the client's retries)
+        os.environ["OPENLINEAGE__TRANSPORT__LOG_FILE_PATH"] = str(out)
+        e._transport = None
+        assert e.send(ev) is False and len(warnings) == 1
+        assert len(out.read_text().splitlines()) == 1
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -106,3 +111,35 @@ def test_the_outbox_keeps_events_by_app_and_key(tmp_path):
     assert box.get("etl:hourly", str(T)) == ev and box.get("etl:hourly", "0") is None
     box.drop("etl:hourly", str(T))
     assert box.keys("etl:hourly") == [str(T + H)] and box.keys("nothing") == []
+
+
+@pytest.mark.parametrize("uri, namespace, name", [
+    ("/data/t/", "file", "/data/t"),
+    ("file:///data/t", "file", "/data/t"),
+    ("s3://bucket/warehouse/t/", "s3://bucket", "warehouse/t"),
+    ("s3a://bucket/warehouse/t", "s3://bucket", "warehouse/t"),
+    ("gs://b/t", "gs://b", "t"),
+    ("hdfs://nn:8020/warehouse/t", "hdfs://nn:8020", "/warehouse/t"),
+])
+def test_dataset_names_follow_the_specs_naming(uri, namespace, name):
+    """Spark's and Hive's OpenLineage integrations name a table's location this way; the same name
+    links trib's runs to theirs."""
+    from tributary_read.lineage.event import dataset_name
+
+    assert dataset_name(uri) == (namespace, name)
+
+
+def test_the_schema_and_the_hive_table_are_facets_of_the_dataset():
+    from tributary_read.lineage.event import input_dataset, output_dataset
+
+    cols = [("ts", "timestamp", True), ("msg", "string", True)]
+    out = output_dataset("s3://b/out", version=3, files=1, rows=2, size=10, columns=cols, hive_table="db.out",
+                         hive_namespace="hive://127.0.0.1:9083")
+    inp = input_dataset("/raw", ["/raw/2024_01_01/00/a.jsonl"], size=5, columns=cols)
+    ev = run_event("COMPLETE", run=run_id("etl", "j", T), namespace="trib", job="j", event_ms=T,
+                   inputs=[inp], outputs=[out])
+    assert event_errors(ev) == []
+    assert [f["name"] for f in out["facets"]["schema"]["fields"]] == ["ts", "msg"]
+    assert out["facets"]["symlinks"]["identifiers"] == [
+        {"namespace": "hive://127.0.0.1:9083", "name": "db.out", "type": "TABLE"}]
+    assert out["facets"]["version"]["datasetVersion"] == "3" and "symlinks" not in inp["facets"]

@@ -20,7 +20,7 @@ from collections import Counter
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
-from tributary_read.lineage.event import input_dataset, iso_ms, output_dataset, run_event, run_id
+from tributary_read.lineage.event import facet, input_dataset, iso_ms, output_dataset, run_event, run_id
 from tributary_read.lineage.outbox import Outbox
 from tributary_read.lineage.transport import Emitter
 
@@ -43,8 +43,12 @@ def _event(run: _Run, event_type: str, error: str | None = None) -> dict:
     from tributary_read.read.window import Schedule
 
     nominal = Schedule(run.job.period_ms, tz=run.job.tz).interval(run.t)  # the period before the run
+    hive = run.job.hive
     inputs = [input_dataset(i.table, i.paths, size=i.bytes, rows=i.records, version=i.plan_id,
-                            partitions=Counter(posixpath.dirname(p) for p in i.paths)) for i in run.inputs]
+                            partitions=Counter(posixpath.dirname(p) for p in i.paths),
+                            columns=run.input_columns.get(i.view), hive_table=spec.hive_table,
+                            hive_namespace=_hive_namespace(hive.metastore) if hive and spec.hive_table else None)
+              for spec, i in zip(run.job.inputs, run.inputs)]
     return run_event(event_type, run=run_id("etl", run.job.name, run.t), namespace=_namespace(),
                      job=run.job.name, event_ms=int(time.time() * 1000), nominal=nominal, inputs=inputs, error=error)
 
@@ -52,13 +56,18 @@ def _event(run: _Run, event_type: str, error: str | None = None) -> dict:
 @contextmanager
 def failing(run: _Run) -> Iterator[None]:
     """Around a run: a failure sends FAIL (a signal, ABORT), unless the log holds the run's commit (a
-    failure after it, at the sync or the ack: its kept COMPLETE is sent by the next run)."""
+    failure after it, at the sync or the ack: its kept COMPLETE is sent by the next run).
+
+    The run's kept COMPLETE is dropped with it, unless the commit's outcome is unknown (a lost reply:
+    the next run reads the log and sends COMPLETE or, past :data:`STALE_MS`, ABORT).
+    """
     try:
         yield
     except BaseException as e:
         em = _emitter(run) if not run.dry_run else None
         if em is not None:
             try:
+                from tributary_read.errors import CommitStateUnknownError
                 from tributary_read.etl.record import find_commit
                 from tributary_read.exits import Terminated
 
@@ -66,6 +75,8 @@ def failing(run: _Run) -> Iterator[None]:
                     stopped = isinstance(e, (Terminated, KeyboardInterrupt))
                     em.send(_event(run, "ABORT" if stopped else "FAIL",
                                    None if stopped else f"{type(e).__name__}: {e}"))
+                    if not isinstance(e, CommitStateUnknownError):
+                        Outbox(run.output.storage).drop(run.job.app_id, str(run.t))
             except Exception as sent:  # noqa: BLE001 - lineage never fails the run (nor hides its error)
                 run.say(f"warning: lineage: {type(sent).__name__}: {sent}")
         raise
@@ -87,8 +98,16 @@ def keep(run: _Run) -> None:
             run.say(f"warning: lineage: the COMPLETE event of {run.job.name} could not be kept: {e}")
 
 
+#: A kept event whose hour is not committed this long after it was kept belongs to a run that died
+#: before its commit (kill -9): the next run sends ABORT for it and drops it. Runs of one job on other
+#: machines are not under this machine's lock, so a younger one may be a live run's (``trib clean``'s
+#: grace period, for the same reason).
+STALE_MS = 24 * 3_600_000
+
+
 def completed(run: _Run) -> None:
-    """After the ack: send every kept COMPLETE whose transaction is committed (this run's first)."""
+    """After the ack: send every kept COMPLETE whose transaction is committed (this run's first), and
+    ABORT for a stale one whose run died before its commit."""
     em = _emitter(run)
     if em is None:
         return
@@ -99,17 +118,34 @@ def completed(run: _Run) -> None:
         keys = box.keys(run.job.app_id)
         for key in sorted(keys, key=lambda k: (k != str(run.t), k)):
             commit = find_commit(run.output, run.job.app_id, int(key))
-            if commit is None:
-                continue  # not committed: its run failed before the commit, or is still to commit
             ev = box.get(run.job.app_id, key)
             if ev is None:
                 continue
-            ev["outputs"] = [_output(run, commit)]
-            ev["eventTime"] = iso_ms(int(time.time() * 1000))
+            now = int(time.time() * 1000)
+            if commit is None:  # its run died before the commit, or is still to commit (on another machine)
+                if now - _kept_ms(ev) < STALE_MS:
+                    continue
+                ev.update(eventType="ABORT")
+                ev["run"]["facets"]["errorMessage"] = facet(
+                    "errorMessage", message=f"the run of {iso_ms(int(key))} ended before its commit without a word "
+                    f"(killed); found by the run of {iso_ms(run.t)}", programmingLanguage="PYTHON")
+            else:
+                ev["outputs"] = [_output(run, commit)]
+            ev["eventTime"] = iso_ms(now)
             if em.send(ev):
                 box.drop(run.job.app_id, key)
     except Exception as e:  # noqa: BLE001 - lineage never fails the run
         run.say(f"warning: lineage: {type(e).__name__}: {e}")
+
+
+def _kept_ms(ev: dict) -> int:
+    from tributary_read.errors import TributaryError
+    from tributary_read.timespec import parse_instant
+
+    try:
+        return parse_instant(ev["eventTime"])
+    except (KeyError, TypeError, ValueError, TributaryError):
+        return 0  # unreadable: as old as can be
 
 
 def _output(run: _Run, commit) -> dict:
@@ -117,9 +153,12 @@ def _output(run: _Run, commit) -> dict:
     dirs = sorted({posixpath.dirname(f.path) for f in commit.files})
     parts = [p.values for p in (layout.try_parse(d) for d in dirs) if p is not None]
     hive = run.job.hive
+    from tributary_read.io.parquet_schema import recorded_columns
+
     return output_dataset(run.output.uri, version=commit.version, files=len(commit.files),
                           rows=sum(f.records or 0 for f in commit.files), size=sum(f.size for f in commit.files),
                           partitions=parts, hive_table=hive.table if hive else None,
+                          columns=recorded_columns(commit.transaction.meta if commit.transaction else None),
                           hive_namespace=_hive_namespace(hive.metastore) if hive else None)
 
 

@@ -139,6 +139,7 @@ class _Run:
         self.spark, self.dry_run, self.say, self.full_sync = spark, dry_run, progress, full_sync
         self.steps: list[Step] = []
         self.inputs: list[InputReport] = []
+        self.input_columns: dict[str, list] = {}  # view -> its columns as Spark read them (lineage's schema)
         self.recovered: list = []
         self.acked: list = []
         self.out = OutputReport(output.uri, job.output.time_column)

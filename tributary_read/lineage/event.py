@@ -11,7 +11,6 @@ import hashlib
 import uuid
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
-from urllib.parse import urlparse
 
 SPEC = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
 PRODUCER = "https://github.com/tributary-read/tributary-read"
@@ -57,15 +56,11 @@ def run_id(kind: str, name: str, instant_ms: int) -> str:
 
 
 def dataset_name(uri: str) -> tuple[str, str]:
-    """(namespace, name) of a table at ``uri``, per the spec's naming: ``file`` + path, ``s3://bucket`` + key,
-    ``hdfs://host:port`` + path."""
-    from tributary_read.io.location import local_path
+    """(namespace, name) of a table at ``uri``, per the spec's naming, so that lineage from Spark, Hive
+    and trib links (:func:`tributary_read.io.location.namespace_and_name`)."""
+    from tributary_read.io.location import namespace_and_name
 
-    local = local_path(uri)
-    if local is not None:
-        return "file", local
-    u = urlparse(uri)
-    return f"{u.scheme}://{u.netloc}", u.path  # TODO(issue 31): object stores name keys without the slash
+    return namespace_and_name(uri)
 
 
 def iso_ms(ms: int) -> str:
@@ -73,12 +68,16 @@ def iso_ms(ms: int) -> str:
 
 
 def dataset(uri: str, *, hive_table: str | None = None, hive_namespace: str | None = None,
-            version: str | None = None) -> dict:
+            version: str | None = None, columns: Sequence[tuple] | None = None) -> dict:
+    """The table at ``uri``; ``columns``: (name, type, ...) as Spark names them (the schema facet)."""
     ns, name = dataset_name(uri)
     facets: dict[str, Any] = {"dataSource": facet("dataSource", name=ns, uri=uri)}
     if hive_table:
         facets["symlinks"] = facet("symlinks", identifiers=[
             {"namespace": hive_namespace or "hive", "name": hive_table, "type": "TABLE"}])
+    if columns:
+        facets["schema"] = facet("schema", fields=[
+            {"name": c[0], "type": c[1], "ordinal_position": i} for i, c in enumerate(columns, 1)])
     if version is not None:
         facets["version"] = facet("version", datasetVersion=str(version))
     return {"namespace": ns, "name": name, "facets": facets}

@@ -29,11 +29,18 @@ def configured(env: Mapping[str, str] | None = None, cwd: str | None = None) -> 
 
 
 class Emitter:
-    """Sends events through the configured transport; ``warn`` gets one line per failure."""
+    """Sends events through the configured transport; ``warn`` gets one line, at the first failure.
+
+    After a failure the emitter sends nothing more: the client's HTTP transport retries each event
+    (five times with back-off, a 5 s timeout each: about 9 s against a refused port, longer against one
+    that never answers), and a run with three events would pay that three times for one dead endpoint.
+    What is kept in an outbox goes with the next run.
+    """
 
     def __init__(self, warn: Callable[[str], None], env: Mapping[str, str] | None = None):
         self.warn = warn
         self.enabled = configured(env)
+        self.failed = False
         self._transport = None
 
     def _open(self):
@@ -47,12 +54,14 @@ class Emitter:
 
     def send(self, event: dict) -> bool:
         """True once the transport took ``event``; False (and one warning) when it did not."""
-        if not self.enabled:
+        if not self.enabled or self.failed:
             return False
         try:
             self._open().emit(event)
             return True
         except Exception as e:  # noqa: BLE001 - lineage never fails the run; the outbox sends it again
+            self.failed = True
             self.warn(f"lineage: {event.get('eventType')} of {event.get('job', {}).get('name')} not sent: "
-                      f"{type(e).__name__}: {' '.join(str(e).split())[:200]}")
+                      f"{type(e).__name__}: {' '.join(str(e).split())[:200]} (no more events this run; "
+                      f"kept ones are sent by the next)")
             return False
