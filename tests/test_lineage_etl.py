@@ -54,7 +54,7 @@ def test_a_run_sends_start_and_complete_and_a_killed_run_is_completed_by_its_rer
         assert event_errors(e) == [], event_errors(e)
     done = evs[1]
     locations = done["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["locations"]
-    assert sorted(locations) == sorted(f.path for f in src.arrived_in(0))
+    assert sorted(locations) == sorted((tmp_path / "raw" / f.path).as_uri() for f in src.arrived_in(0))
     out = done["outputs"][0]
     assert out["facets"]["version"]["datasetVersion"] == str(report["version"])
     assert out["facets"]["schema"]["fields"] and done["inputs"][0]["facets"]["schema"]["fields"]
@@ -76,7 +76,7 @@ def test_a_run_sends_start_and_complete_and_a_killed_run_is_completed_by_its_rer
     assert evs[2]["run"]["runId"] == evs[3]["run"]["runId"] != evs[0]["run"]["runId"]
     assert event_errors(evs[3]) == []
     assert sorted(evs[3]["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["locations"]) == \
-        sorted(f.path for f in src.arrived_in(1))
+        sorted((tmp_path / "raw" / f.path).as_uri() for f in src.arrived_in(1))
     assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))
 
     # Hour 2: killed before its commit. Its kept event waits (it may be a live run on another machine)

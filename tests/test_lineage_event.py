@@ -31,7 +31,8 @@ def test_a_complete_event_validates_and_names_the_exact_files():
     ev = _complete(["2024_01_01/04/a.jsonl", "2024_01_01/04/b.jsonl"])
     assert event_errors(ev) == []
     cond = ev["inputs"][0]["inputFacets"]["subset"]["inputCondition"]
-    assert cond == {"type": "location", "locations": ["2024_01_01/04/a.jsonl", "2024_01_01/04/b.jsonl"]}
+    assert cond == {"type": "location", "locations": ["file:///data/raw/2024_01_01/04/a.jsonl",
+                                                      "file:///data/raw/2024_01_01/04/b.jsonl"]}
 
 
 def test_above_the_threshold_the_subset_lists_partitions_and_the_event_stays_small():
@@ -143,3 +144,18 @@ def test_the_schema_and_the_hive_table_are_facets_of_the_dataset():
     assert out["facets"]["symlinks"]["identifiers"] == [
         {"namespace": "hive://127.0.0.1:9083", "name": "db.out", "type": "TABLE"}]
     assert out["facets"]["version"]["datasetVersion"] == "3" and "symlinks" not in inp["facets"]
+
+
+def test_the_docs_example_is_a_valid_event_with_the_facets_trib_writes():
+    """docs/observability.md shows a real COMPLETE event: it must stay one the spec accepts."""
+    import re
+    from pathlib import Path
+
+    from tributary_read.lineage.event import FACETS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "observability.md").read_text()
+    ev = json.loads(re.search(r"### A real example\n.*?```json\n(.*?)\n```", text, re.S).group(1))
+    assert ev["eventType"] == "COMPLETE" and event_errors(ev) == []
+    keys = {k for d in ev["inputs"] + ev["outputs"] for part in ("facets", "inputFacets", "outputFacets")
+            for k in d.get(part, {})} | set(ev["run"]["facets"]) | set(ev["job"]["facets"])
+    assert keys <= {k.split("/")[0] for k in FACETS}

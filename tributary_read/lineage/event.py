@@ -85,11 +85,14 @@ def dataset(uri: str, *, hive_table: str | None = None, hive_namespace: str | No
 
 def input_dataset(uri: str, files: Sequence[str], *, size: int | None = None, rows: int | None = None,
                   partitions: Mapping[str, int] | None = None, **kw: Any) -> dict:
-    """The table as an input: the exact files read (``subset``), or above :data:`MAX_LOCATIONS` files
-    the partitions they are in (``partitions``: directory -> files read there), with statistics."""
+    """The table as an input: the exact files read (``subset``: table-relative ``files`` become full
+    URIs), or above :data:`MAX_LOCATIONS` files the partitions they are in (``partitions``: directory ->
+    files read there), with statistics."""
     d = dataset(uri, **kw)
-    if len(files) <= MAX_LOCATIONS or not partitions:
-        condition: dict[str, Any] = {"type": "location", "locations": list(files)}
+    if len(files) <= MAX_LOCATIONS or not partitions:  # each a full URI: an event stands on its own
+        base = uri.rstrip("/")
+        condition: dict[str, Any] = {"type": "location", "locations": [
+            f if "://" in f or f.startswith("/") else f"{base}/{f}" for f in files]}
     else:
         condition = {"type": "partition", "partitions": [
             {"identifier": p, "dimensions": {"files": str(n)}} for p, n in sorted(partitions.items())]}
