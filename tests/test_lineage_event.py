@@ -39,8 +39,23 @@ def test_above_the_threshold_the_subset_lists_partitions_and_the_event_stays_sma
     files = [f"2024_01_01/04/part-{i:06d}.jsonl" for i in range(MAX_LOCATIONS * 50)]
     ev = _complete(files)
     assert event_errors(ev) == []
-    assert ev["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["type"] == "partition"
+    cond = ev["inputs"][0]["inputFacets"]["subset"]["inputCondition"]
+    assert cond == {"type": "partition", "partitions": [
+        {"identifier": "file:///data/raw/2024_01_01/04", "dimensions": {"files": str(len(files))}}]}
     assert len(json.dumps(ev)) < 1_000_000
+
+
+def test_a_backfill_over_many_partitions_lists_coarser_directories_and_stays_small():
+    """A year of hourly partitions, three files each: 8,760 directories are more than the threshold,
+    so the subset lists the 365 days (each with its 72 files)."""
+    files = [f"{d // 24 + 1:03d}/{d % 24:02d}/part-{i}.jsonl" for d in range(8760) for i in range(3)]
+    ev = run_event("COMPLETE", run=run_id("etl", "backfill", T), namespace="trib", job="backfill", event_ms=T,
+                   inputs=[input_dataset("s3://bucket/raw", files, size=1)])
+    assert event_errors(ev) == []
+    parts = ev["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["partitions"]
+    assert len(parts) == 365 and parts[0] == {"identifier": "s3://bucket/raw/001", "dimensions": {"files": "72"}}
+    assert sum(int(p["dimensions"]["files"]) for p in parts) == len(files)
+    assert len(json.dumps(ev)) < 100_000
 
 
 def test_the_check_fails_a_broken_event():

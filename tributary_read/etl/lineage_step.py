@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import posixpath
 import time
-from collections import Counter
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
@@ -45,7 +44,6 @@ def _event(run: _Run, event_type: str, error: str | None = None) -> dict:
     nominal = Schedule(run.job.period_ms, tz=run.job.tz).interval(run.t)  # the period before the run
     hive = run.job.hive
     inputs = [input_dataset(i.table, i.paths, size=i.bytes, rows=i.records, version=i.plan_id,
-                            partitions=Counter(posixpath.dirname(p) for p in i.paths),
                             columns=run.input_columns.get(i.view), hive_table=spec.hive_table,
                             hive_namespace=_hive_namespace(hive.metastore) if hive and spec.hive_table else None)
               for spec, i in zip(run.job.inputs, run.inputs)]

@@ -8,7 +8,9 @@ tests validate against (tests/data/openlineage).
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import uuid
+from collections import Counter
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
@@ -84,18 +86,35 @@ def dataset(uri: str, *, hive_table: str | None = None, hive_namespace: str | No
 
 
 def input_dataset(uri: str, files: Sequence[str], *, size: int | None = None, rows: int | None = None,
-                  partitions: Mapping[str, int] | None = None, **kw: Any) -> dict:
+                  partitions: Mapping[str, int] | None = None, max_locations: int = MAX_LOCATIONS,
+                  **kw: Any) -> dict:
     """The table as an input: the exact files read (``subset``: table-relative ``files`` become full
-    URIs), or above :data:`MAX_LOCATIONS` files the partitions they are in (``partitions``: directory ->
-    files read there), with statistics."""
+    URIs), or above ``max_locations`` files the directories they are in with the files read in each
+    (``partitions``: directory -> files; by default the files' own directories), with statistics.
+
+    Directories are merged into their parents until at most ``max_locations`` are left (a year's
+    backfill of hourly partitions lists its days), so that an event stays far below 1 MB whatever
+    the run read.
+    """
     d = dataset(uri, **kw)
-    if len(files) <= MAX_LOCATIONS or not partitions:  # each a full URI: an event stands on its own
-        base = uri.rstrip("/")
-        condition: dict[str, Any] = {"type": "location", "locations": [
-            f if "://" in f or f.startswith("/") else f"{base}/{f}" for f in files]}
+    base = uri.rstrip("/")
+
+    def full(p: str) -> str:
+        return p if "://" in p or p.startswith("/") else f"{base}/{p}" if p else base
+
+    if len(files) <= max_locations:  # each a full URI: an event stands on its own
+        condition: dict[str, Any] = {"type": "location", "locations": [full(f) for f in files]}
     else:
+        dirs = Counter(partitions) if partitions else Counter(posixpath.dirname(f) for f in files)
+        while len(dirs) > max_locations:
+            up: Counter = Counter()
+            for p, n in dirs.items():
+                up[posixpath.dirname(p.rstrip("/"))] += n
+            if len(up) == len(dirs):
+                break
+            dirs = up
         condition = {"type": "partition", "partitions": [
-            {"identifier": p, "dimensions": {"files": str(n)}} for p, n in sorted(partitions.items())]}
+            {"identifier": full(p), "dimensions": {"files": str(n)}} for p, n in sorted(dirs.items())]}
     stats = {k: v for k, v in (("rowCount", rows), ("size", size), ("fileCount", len(files))) if v is not None}
     d["inputFacets"] = {"subset": facet("subset/input", inputCondition=condition),
                         "inputStatistics": facet("inputStatistics", **stats)}
