@@ -69,7 +69,7 @@ def test_trib_metrics_text_passes_promtool_and_has_no_duplicate_series(tmp_path)
               for s in f.samples]
     assert len(series) == len(set(series)) and any(n == "trib_table_commits_total" for n, _ in series)
     assert ("trib_consumer_pending_plan_created_timestamp_seconds",
-            (("consumer", "c"), ("table", f"file://{root}"))) in series
+            (("consumer", "c"), ("etl_job", ""), ("table", f"file://{root}"))) in series
     if shutil.which("promtool"):
         p = subprocess.run(["promtool", "check", "metrics"], input=out, capture_output=True, text=True)
         assert p.returncode == 0, p.stdout + p.stderr

@@ -44,9 +44,9 @@ def consumer_samples(table: Table, consumer, now_ms: Callable[[], int] | None = 
     A listing consumer's pending data is known only from a listing, so it is not given here.
     """
     now = (now_ms or (lambda: int(time.time() * 1000)))()
-    labels = {"table": table.uri, "consumer": consumer.name}
     state = consumer.current()
     plan = consumer.pending()
+    labels = {"table": table.uri, "consumer": consumer.name, "etl_job": owning_job(state, plan)}
     out = []
     if state is not None and state.updated_ms:
         out.append(Sample("trib_consumer_last_ack_timestamp_seconds", labels, state.updated_ms / 1000))
@@ -72,6 +72,13 @@ def consumer_samples(table: Table, consumer, now_ms: Callable[[], int] | None = 
     return out
 
 
+def owning_job(state, plan) -> str:
+    """The ETL job a consumer serves: recorded in its state at the job's first ack, and before that in
+    the plan the job was handed (a job whose first hour fails still owns its consumer); "" for none."""
+    owner = (state.owner if state is not None else None) or (plan.delta.get("owner") if plan is not None else None)
+    return str(owner.get("job", "")) if owner else ""
+
+
 def etl_samples(table: Table) -> list[Sample]:
     """Each job that keeps a run book in ``table`` (its output): runs by outcome, the last success."""
     from tributary_read.etl.runs import OUTCOMES, job_books, read_book
@@ -80,10 +87,10 @@ def etl_samples(table: Table) -> list[Sample]:
     for job in job_books(table):
         book = read_book(table, job)
         for outcome in OUTCOMES:
-            out.append(Sample("trib_etl_runs_total", {"table": table.uri, "job": job, "outcome": outcome},
+            out.append(Sample("trib_etl_runs_total", {"table": table.uri, "etl_job": job, "outcome": outcome},
                               float(book["counts"][outcome])))
         last = book["last_success_schedule_ms"]
         if last:
-            out.append(Sample("trib_etl_last_success_schedule_time_seconds", {"table": table.uri, "job": job},
+            out.append(Sample("trib_etl_last_success_schedule_time_seconds", {"table": table.uri, "etl_job": job},
                               last / 1000))
     return out
