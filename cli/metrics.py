@@ -11,13 +11,16 @@ from .context import TribState, emit, json_option, pass_state, raise_on_sigterm
 @click.argument("roots", nargs=-1, required=True, metavar="ROOT...")
 @click.option("--state-dir", "state_dirs", multiple=True,
               help="Also read the consumers kept in this directory (repeatable).")
+@click.option("--list", "listing", is_flag=True,
+              help="Also list the tables of listing consumers to count their pending files (a listing each; "
+                   "writes nothing). Without it they show only their ack and plan times.")
 @click.option("--textfile", "textfile", metavar="DIR",
               help="Write DIR/trib.prom atomically (node_exporter's textfile collector) instead of printing.")
 @click.option("--serve", "serve", metavar="HOST:PORT",
               help="Serve /metrics until stopped, read afresh at each scrape (HOST defaults to 127.0.0.1).")
 @json_option
 @pass_state
-def metrics(state: TribState, roots, state_dirs, textfile, serve, as_json) -> None:
+def metrics(state: TribState, roots, state_dirs, listing, textfile, serve, as_json) -> None:
     """Print Prometheus metrics for tables, their consumers and ETL jobs."""
     from tributary_read.errors import InvalidInputError
     from tributary_read.metrics.collect import read_tables
@@ -27,7 +30,7 @@ def metrics(state: TribState, roots, state_dirs, textfile, serve, as_json) -> No
     last: list = []
 
     def collect():
-        reading = read_tables(tables, state_dirs)
+        reading = read_tables(tables, state_dirs, listing=listing)
         if serve:  # each scrape: the tables that could be read, and a line for each that could not
             for where, e in reading.errors.items():
                 click.echo(f"trib metrics: {where}: {e}", err=True)

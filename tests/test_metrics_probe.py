@@ -69,7 +69,7 @@ def test_trib_metrics_text_passes_promtool_and_has_no_duplicate_series(tmp_path)
               for s in f.samples]
     assert len(series) == len(set(series)) and any(n == "trib_table_commits_total" for n, _ in series)
     assert ("trib_consumer_pending_plan_created_timestamp_seconds",
-            (("consumer", "c"), ("table", f"file://{root}"))) in series
+            (("consumer", "c"), ("etl_job", ""), ("table", f"file://{root}"))) in series
     if shutil.which("promtool"):
         p = subprocess.run(["promtool", "check", "metrics"], input=out, capture_output=True, text=True)
         assert p.returncode == 0, p.stdout + p.stderr
@@ -153,3 +153,65 @@ def test_the_docs_alert_rules_pass_promtool(tmp_path):
     rules.write_text(block.group(1))
     p = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True)
     assert p.returncode == 0 and "SUCCESS: 3 rules found" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_listing_consumer_is_counted_with_list_by_a_preview_that_writes_nothing(tmp_path):
+    """Files another tool writes into a table tracked by listing: pending only with ``--list``, from a
+    preview equal to the next plan, which leaves the consumer's documents as they were."""
+    import os
+    import time
+
+    from tributary_read.table.layout import Layout
+
+    root = tmp_path / "t"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, "--tracking", "listing",
+             check=True)
+    H = 3_600_000
+    now = int(time.time() * 1000)
+    hour = now - now % H
+    lay = Layout(LAYOUT, PARTITION)
+
+    def land(name, hour_ms, text, mtime_ms):
+        """A file another tool writes, its mtime set (older than the listing's minimum age)."""
+        path = root / lay.for_time(hour_ms).path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+        return path
+
+    land("a.jsonl", hour - 2 * H, '{"id": 1}\n' * 4, now - 3 * H)
+    plan = json.loads(run_trib("files", str(root), "--consumer", "L", "--mode", "mtime", "--json",
+                               check=True).stdout)
+    assert [f["path"] for f in plan["files"]] == [lay.for_time(hour - 2 * H).path + "/a.jsonl"]
+    run_trib("consumer", "ack", str(root), "L", plan["plan_id"], check=True)
+    # Since the ack: a late file into a partition a day old (copied with its mtime: 2 h ago), and a new one.
+    late = land("late.jsonl", hour - 24 * H, '{"id": 2}\n' * 3, now - 2 * H)
+    new = land("b.jsonl", hour - H, '{"id": 3}\n', now - 90 * 60_000)
+
+    state_dir = root / "_tributary" / "consumers" / "L"
+    before = {p: p.read_bytes() for p in state_dir.rglob("*") if p.is_file()}
+    labels = (("consumer", "L"), ("etl_job", ""), ("table", f"file://{root}"))
+
+    def series(*args):
+        doc = json.loads(run_trib("metrics", str(root), *args, "--json", check=True).stdout)
+        return {(d["name"], tuple(sorted(d["labels"].items()))): d["value"] for d in doc}
+
+    plain = series()
+    assert ("trib_consumer_last_ack_timestamp_seconds", labels) in plain
+    assert not any(n.startswith("trib_consumer_pending_") and lb == labels for n, lb in plain)  # needs a listing
+    listed = series("--list")
+    gen = listed[("trib_metrics_generated_timestamp_seconds", ())]
+    assert listed[("trib_consumer_pending_files", labels)] == 2
+    assert listed[("trib_consumer_pending_bytes", labels)] == late.stat().st_size + new.stat().st_size
+    assert ("trib_consumer_pending_records", labels) not in listed  # a listed file's records are unknown
+    # The age is the oldest mtime's (the late file's, 2 h), not its partition's (a day).
+    assert listed[("trib_consumer_oldest_pending_age_seconds", labels)] == pytest.approx(
+        gen - (now - 2 * H) / 1000, abs=1e-3)
+    assert listed[("trib_consumer_last_ack_timestamp_seconds", labels)] == \
+        plain[("trib_consumer_last_ack_timestamp_seconds", labels)]
+    # The preview wrote nothing: no plan handed out, the consumer's documents as they were ...
+    assert {p: p.read_bytes() for p in state_dir.rglob("*") if p.is_file()} == before
+    assert ("trib_consumer_pending_plan_created_timestamp_seconds", labels) not in listed
+    # ... and it is what the next plan delivers.
+    nxt = json.loads(run_trib("files", str(root), "--consumer", "L", "--json", check=True).stdout)
+    assert sorted(f["path"] for f in nxt["files"]) == sorted(str(p.relative_to(root)) for p in (late, new))

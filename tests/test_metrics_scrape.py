@@ -1,7 +1,8 @@
 """A real Prometheus scrapes ``trib metrics --serve`` and answers a PromQL query with the exact pending count.
 
 Debian's prometheus package (the binary, not the service), on 127.0.0.1 with a temporary TSDB and a
-1 s scrape interval; the first sample arrives about 6 s after start.
+1 s scrape interval; the first sample arrives about 6 s after start. The series' `job` is the scrape
+config's; the ETL job's label is `etl_job` (a series' own `job` would be renamed `exported_job`).
 """
 
 from __future__ import annotations
@@ -36,9 +37,19 @@ def test_prometheus_scrapes_the_exact_pending_count(tmp_path):
              check=True)
     run_trib("ingest", str(root), "--source", str(make_source(tmp_path / "a.jsonl", 20, hours=1)), "--app-id", "a",
              "--time-field", "ts", check=True)
-    plan = json.loads(run_trib("files", str(root), "--consumer", "c", "--mode", "manifest", "--json",
-                               check=True).stdout)
-    run_trib("consumer", "ack", str(root), "c", plan["plan_id"], check=True)
+    # An ETL input's consumer: owned by the job "hourly", which also keeps a run book in the table.
+    from tributary_read.etl.runs import recorded
+    from tributary_read.read.consumer import Consumer
+    from tributary_read.table.config import Table
+
+    c = Consumer(str(root), "c")
+    c.ack(c.plan(mode="manifest", owner={"job": "hourly", "output": "file:///elsewhere"}).plan_id)
+
+    class Report:
+        already_committed = False
+
+    with recorded(Table.load(str(root)), "hourly", 3_600_000) as e:
+        e.done(Report())
     for i in range(2):  # two commits the consumer has not read
         run_trib("ingest", str(root), "--source", str(make_source(tmp_path / f"b{i}.jsonl", 7, seed=i + 2, hours=1)),
                  "--app-id", f"b{i}", "--time-field", "ts", check=True)
@@ -62,8 +73,6 @@ def test_prometheus_scrapes_the_exact_pending_count(tmp_path):
                 time.sleep(0.2)
         assert text is not None, serve.stderr.read() if serve.poll() is not None else "no /metrics"
         line = next(ln for ln in text.splitlines() if ln.startswith("trib_consumer_pending_files{"))
-        from tributary_read.table.config import Table
-
         log = Table.load(str(root)).log
         expected = float(sum(len(log.read_commit(v).new_data) for v in (2, 3)))  # the unread commits' files
         assert float(line.rsplit(" ", 1)[1]) == expected > 0
@@ -77,6 +86,14 @@ def test_prometheus_scrapes_the_exact_pending_count(tmp_path):
         assert result, "Prometheus returned no sample"
         assert float(result[0]["value"][1]) == expected
         assert result[0]["metric"]["table"] == f"file://{root}"
+        # `job` is Prometheus's own (the scrape config's job); the ETL job is `etl_job`, never renamed.
+        for q, value in (('trib_consumer_pending_files{etl_job="hourly"}', expected),
+                         ('trib_etl_runs_total{etl_job="hourly", outcome="success"}', 1.0)):
+            result = _query(pport, q)
+            assert len(result) == 1, (q, result)
+            assert float(result[0]["value"][1]) == value
+            labels = result[0]["metric"]
+            assert labels["job"] == "trib" and labels["etl_job"] == "hourly" and "exported_job" not in labels, labels
     finally:
         for p in (prom, serve):
             if p.poll() is None:

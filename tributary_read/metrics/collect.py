@@ -19,9 +19,10 @@ class Reading:
 
 
 def read_tables(tables: Sequence[tuple[str, Mapping[str, str] | None]], state_dirs: Sequence[str] = (),
-                now_ms: int | None = None) -> Reading:
+                now_ms: int | None = None, listing: bool = False) -> Reading:
     """``tables``: (root, storage options) pairs; ``state_dirs``: where consumers kept outside their
-    tables live (those of other tables there are left out)."""
+    tables live (those of other tables there are left out); ``listing``: list the tables of listing
+    consumers to count their pending files (each such consumer costs a listing)."""
     from tributary_read.read.consumer import consumers_of
     from tributary_read.read.resolve import Source
     from tributary_read.table.config import Table
@@ -42,7 +43,7 @@ def read_tables(tables: Sequence[tuple[str, Mapping[str, str] | None]], state_di
             continue
         for c in consumers:
             try:
-                out.samples += consumer_samples(table, c, lambda: now)
+                out.samples += consumer_samples(table, c, lambda: now, listing)
             except TributaryError as e:  # one unreadable consumer (or another table's, in a state dir)
                 out.errors[f"{root} consumer {c.name}"] = e
     out.samples.append(Sample("trib_metrics_generated_timestamp_seconds", {}, now / 1000))

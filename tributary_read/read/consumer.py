@@ -305,6 +305,21 @@ class Consumer(Moves):
             time.sleep(0.01)  # an S3 conditional PUT lost to one in flight
         raise StorageError(f"cannot create a plan under {self.location}; retry")
 
+    def preview(self, *, now_ms: int | None = None, progress: Progress | None = None,
+                parallel: int | None = None) -> Plan:
+        """What a plan made now would deliver: every file the consumer has not acked. Writes nothing.
+
+        Monitoring asks how far behind a listing consumer is, and only a listing can tell; a
+        :meth:`plan` would persist the answer as the consumer's pending plan (the same plan until
+        acked), so a scrape would change what the next run reads. This computes the same plan from
+        the acked state (a pending plan's files are in it too), uncapped, and keeps it. The plan's
+        own refusals (untracked files, changed files, changes beyond the horizon) are not raised:
+        their files count as pending.
+        """
+        opts = PlanOptions(progress=progress, parallel=parallel, allow_untracked=True, allow_beyond_horizon=True,
+                           allow_changed=True, max_files=0)
+        return self._compute(self.current(), opts, now_ms)
+
     def _relocate(self, p: Plan) -> Plan:
         """A pending plan, handed out again, names its files where they are now.
 
