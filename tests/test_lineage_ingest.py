@@ -11,140 +11,97 @@ event is kept and sent by the next run. With nothing configured nothing is sent,
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO, TRIB
-from helpers import LAYOUT, PARTITION, grow_source, make_source
-from openlineage_schema import event_errors
+from helpers import grow_source, make_source
+from lineage_cli import env_for, events_of, ingest, kept, new_table, stats
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 pytest.importorskip("openlineage.client")
 
 
-def _env(events=None, **extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "TRIB_CRASH_AT", "TRIB_STOP_AT"))}
-    env["PYTHONPATH"] = str(REPO)
-    if events is not None:
-        env.update(OPENLINEAGE__TRANSPORT__TYPE="file", OPENLINEAGE__TRANSPORT__LOG_FILE_PATH=str(events),
-                   OPENLINEAGE__TRANSPORT__APPEND="true")
-    return {**env, **extra}
-
-
-def _trib(tmp_path, *args, env):
-    return subprocess.run([*TRIB, *map(str, args)], capture_output=True, text=True, env=env, cwd=tmp_path,
-                          timeout=60)
-
-
-def _ingest(tmp_path, root, src, env, every=3):
-    return _trib(tmp_path, "ingest", root, "--source", src, "--app-id", "logs", "--time-field", "ts",
-                 "--commit-every", every, "--json", env=env)
-
-
-def _events(path) -> list[dict]:
-    evs = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    for e in evs:
-        assert event_errors(e) == [], event_errors(e)
-    return evs
-
-
-def _kept(root) -> list:
-    return sorted((root / "_tributary" / "lineage").rglob("*.json"))
-
-
-def _stats(ev, side="inputs"):
-    key = "inputStatistics" if side == "inputs" else "outputStatistics"
-    s = dict(ev[side][0].get("inputFacets" if side == "inputs" else "outputFacets", {}).get(key, {}))
-    return {k: v for k, v in s.items() if not k.startswith("_")}
-
-
-@pytest.fixture
-def table(tmp_path):
-    root = tmp_path / "t"
-    p = _trib(tmp_path, "table", "create", root, "--layout", LAYOUT, "--partition", PARTITION, env=_env())
-    assert p.returncode == 0, p.stderr
-    return root
-
-
-def test_an_ingest_sends_start_and_complete_and_a_killed_one_is_ended_by_the_next(tmp_path, table):
+def test_an_ingest_sends_start_and_complete_and_a_killed_one_is_ended_by_the_next(tmp_path):
+    table = new_table(tmp_path)
     src = make_source(tmp_path / "s.jsonl", 7)
     events = tmp_path / "events.jsonl"
 
     # Killed before its first commit: START only; the retry (same start offset) is the same run.
-    p = _ingest(tmp_path, table, src, _env(events, TRIB_CRASH_AT="writer.before_commit"))
+    p = ingest(tmp_path, table, src, env_for(events, TRIB_CRASH_AT="writer.before_commit"))
     assert p.returncode == -9, p.stderr
-    assert [e["eventType"] for e in _events(events)] == ["START"] and len(_kept(table)) == 1
-    p = _ingest(tmp_path, table, src, _env(events))
+    assert [e["eventType"] for e in events_of(events)] == ["START"] and len(kept(table)) == 1
+    p = ingest(tmp_path, table, src, env_for(events))
     assert p.returncode == 0, p.stderr
     report = json.loads(p.stdout)
-    evs = _events(events)
+    evs = events_of(events)
     assert [e["eventType"] for e in evs] == ["START", "FAIL", "START", "COMPLETE"]
     assert len({e["run"]["runId"] for e in evs}) == 1  # every try of offset 0 is one run
     assert "killed" in evs[1]["run"]["facets"]["errorMessage"]["message"]
-    assert _stats(evs[1], "outputs") == {"rowCount": 0, "size": 0, "fileCount": 0}
+    assert stats(evs[1], "outputs") == {"rowCount": 0, "size": 0, "fileCount": 0}
     assert "version" not in evs[1]["outputs"][0]["facets"]
     done = evs[3]
     assert done["job"]["name"] == "logs"
     assert (done["inputs"][0]["namespace"], done["inputs"][0]["name"]) == ("file", str(src))
-    assert _stats(done) == {"rowCount": report["records"], "size": report["consumed_bytes"]} \
+    assert stats(done) == {"rowCount": report["records"], "size": report["consumed_bytes"]} \
         == {"rowCount": 7, "size": src.stat().st_size}
     assert done["outputs"][0]["facets"]["version"]["datasetVersion"] == str(report["commits"])  # a new table
-    assert _stats(done, "outputs")["rowCount"] == 7
+    assert stats(done, "outputs")["rowCount"] == 7
     parts = done["outputs"][0]["outputFacets"]["subset"]["outputCondition"]["partitions"]
     dirs = {f.parent.relative_to(table) for f in table.rglob("part-*")}
     assert len(parts) == len(dirs) and all(set(p["dimensions"]) == {"dt"} for p in parts)
-    assert _kept(table) == []
+    assert kept(table) == []
 
     # Killed after its first commit (2 of 5 new records): the next ingest sends its FAIL, with that commit.
     grow_source(src, 7, 5)
-    p = _ingest(tmp_path, table, src, _env(events, TRIB_CRASH_AT="ingest.after_commit"), every=2)
+    p = ingest(tmp_path, table, src, env_for(events, TRIB_CRASH_AT="ingest.after_commit"), every=2)
     assert p.returncode == -9, p.stderr
-    assert [e["eventType"] for e in _events(events)[4:]] == ["START"]
-    p = _ingest(tmp_path, table, src, _env(events), every=2)
+    assert [e["eventType"] for e in events_of(events)[4:]] == ["START"]
+    p = ingest(tmp_path, table, src, env_for(events), every=2)
     assert p.returncode == 0, p.stderr
     report = json.loads(p.stdout)
-    evs = _events(events)[4:]
+    evs = events_of(events)[4:]
     assert [e["eventType"] for e in evs] == ["START", "FAIL", "START", "COMPLETE"]
     assert evs[0]["run"]["runId"] == evs[1]["run"]["runId"] != evs[2]["run"]["runId"] == evs[3]["run"]["runId"]
     dead = evs[1]
     assert dead["outputs"][0]["facets"]["version"]["datasetVersion"] == "4"  # versions 1-3, then its one commit
-    assert _stats(dead, "outputs")["rowCount"] == 2 and _stats(dead)["rowCount"] == 2
-    assert _stats(dead)["size"] + report["consumed_bytes"] == sum(len(line) for line in
+    assert stats(dead, "outputs")["rowCount"] == 2 and stats(dead)["rowCount"] == 2
+    assert stats(dead)["size"] + report["consumed_bytes"] == sum(len(line) for line in
                                                                  src.read_bytes().splitlines(True)[7:])
-    assert report["start_offset"] == 9 and _stats(evs[3]) == {"rowCount": 3, "size": report["consumed_bytes"]}
+    assert report["start_offset"] == 9 and stats(evs[3]) == {"rowCount": 3, "size": report["consumed_bytes"]}
 
     # Nothing new: COMPLETE with the table as output, zero statistics, no version; the FAIL is not sent again.
-    p = _ingest(tmp_path, table, src, _env(events))
+    p = ingest(tmp_path, table, src, env_for(events))
     assert p.returncode == 0, p.stderr
-    evs = _events(events)[8:]
+    evs = events_of(events)[8:]
     assert [e["eventType"] for e in evs] == ["START", "COMPLETE"]
-    assert _stats(evs[1], "outputs") == {"rowCount": 0, "size": 0, "fileCount": 0}
-    assert "version" not in evs[1]["outputs"][0]["facets"] and _kept(table) == []
+    assert stats(evs[1], "outputs") == {"rowCount": 0, "size": 0, "fileCount": 0}
+    assert "version" not in evs[1]["outputs"][0]["facets"] and kept(table) == []
 
 
-def test_a_failing_transport_is_one_warning_and_the_next_run_sends_the_kept_event(tmp_path, table):
+def test_a_failing_transport_is_one_warning_and_the_next_run_sends_the_kept_event(tmp_path):
+    table = new_table(tmp_path)
     src = make_source(tmp_path / "s.jsonl", 4)
-    down = _env(OPENLINEAGE__TRANSPORT__TYPE="http", OPENLINEAGE__TRANSPORT__URL="http://127.0.0.1:9",
+    down = env_for(OPENLINEAGE__TRANSPORT__TYPE="http", OPENLINEAGE__TRANSPORT__URL="http://127.0.0.1:9",
                 OPENLINEAGE__TRANSPORT__RETRY='{"total": 0, "connect": 0, "read": 0}')
-    p = _ingest(tmp_path, table, src, down)
+    p = ingest(tmp_path, table, src, down)
     assert p.returncode == 0, p.stderr
     warnings = [line for line in p.stderr.splitlines() if line.strip()]
     assert len(warnings) == 1 and warnings[0].startswith("trib: warning: lineage: START"), p.stderr
-    assert len(_kept(table)) == 1  # the COMPLETE, not sent
+    assert len(kept(table)) == 1  # the COMPLETE, not sent
 
     events = tmp_path / "events.jsonl"
-    p = _ingest(tmp_path, table, src, _env(events))
+    p = ingest(tmp_path, table, src, env_for(events))
     assert p.returncode == 0 and p.stderr == "", p.stderr
-    evs = _events(events)
+    evs = events_of(events)
     assert [e["eventType"] for e in evs] == ["COMPLETE", "START", "COMPLETE"]
-    assert _stats(evs[0]) == {"rowCount": 4, "size": src.stat().st_size} and _kept(table) == []
+    assert stats(evs[0]) == {"rowCount": 4, "size": src.stat().st_size} and kept(table) == []
 
 
-def test_nothing_configured_sends_keeps_and_imports_nothing(tmp_path, table):
+def test_nothing_configured_sends_keeps_and_imports_nothing(tmp_path):
     """One process runs ingest, plans and acks through the CLI's entry point, then looks at sys.modules."""
+    table = new_table(tmp_path)
     src = make_source(tmp_path / "s.jsonl", 3)
     code = f"""
 import json, sys
@@ -166,7 +123,7 @@ run("consumer", "ack", {str(table)!r}, "c", json.loads(out.getvalue())["plan_id"
 print(sorted(m for m in sys.modules if m.split(".")[0] == "openlineage"), file=sys.stderr)
 """
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60,
-                       env=_env(HOME=str(tmp_path)))
+                       env=env_for(HOME=str(tmp_path)))
     assert p.returncode == 0, p.stderr
     assert p.stderr.splitlines()[-1] == "[]", p.stderr
     assert not (table / "_tributary" / "lineage").exists()
