@@ -4,18 +4,21 @@ The client's file transport writes one event per line. A run sends START and COM
 the source as input with the records and bytes of the ``--json`` report, the table as output with its
 last commit's version; a retry of the same start offset is the same run. A run killed with -9 (before
 its first commit, or after one) leaves no terminal event: the next ingest of the app sends it, once,
-as FAIL with the commits the dead run made. A transport that fails is one warning line and exit 0; the
-event is kept and sent by the next run. With nothing configured nothing is sent, kept or imported.
+as FAIL with the commits the dead run made; one stopped by SIGTERM sends ABORT with its commits. A
+transport that fails is one warning line and exit 0; the event is kept and sent by the next run. With
+nothing configured nothing is sent, kept or imported.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
+from conftest import TRIB
 from helpers import grow_source, make_source
 from lineage_cli import env_for, events_of, ingest, kept, new_table, stats
 
@@ -127,3 +130,32 @@ print(sorted(m for m in sys.modules if m.split(".")[0] == "openlineage"), file=s
     assert p.returncode == 0, p.stderr
     assert p.stderr.splitlines()[-1] == "[]", p.stderr
     assert not (table / "_tributary" / "lineage").exists()
+
+
+def test_an_ingest_stopped_by_sigterm_sends_abort_with_the_commits_it_made(tmp_path):
+    """Paused right after its first commit (``TRIB_STOP_AT``), sent SIGTERM, resumed: it stops at a record
+    boundary, commits what it read, and its terminal event is ABORT with its commits as output."""
+    import signal
+
+    table, src, events = new_table(tmp_path), make_source(tmp_path / "s.jsonl", 50), tmp_path / "events.jsonl"
+    with open(tmp_path / "out.json", "w") as out:
+        p = subprocess.Popen([*TRIB, "ingest", str(table), "--source", str(src), "--app-id", "logs", "--time-field",
+                              "ts", "--commit-every", "2", "--json"], stdout=out, stderr=subprocess.DEVNULL,
+                             cwd=tmp_path, env=env_for(events, TRIB_STOP_AT="ingest.after_commit"))
+        termed = False
+        while True:
+            _, status = os.waitpid(p.pid, os.WUNTRACED)
+            if not os.WIFSTOPPED(status):
+                break
+            if not termed:
+                os.kill(p.pid, signal.SIGTERM)  # pending until it runs again
+                termed = True
+            os.kill(p.pid, signal.SIGCONT)
+    assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGTERM
+    report = json.loads((tmp_path / "out.json").read_text())
+    # It stops at the first record boundary after the handler ran: usually right after that commit.
+    assert report["stopped_by"] == "SIGTERM" and 2 <= report["records"] < 50 and report["commits"] >= 1
+    evs = events_of(events)
+    assert [e["eventType"] for e in evs] == ["START", "ABORT"] and "errorMessage" not in evs[1]["run"]["facets"]
+    assert evs[1]["outputs"][0]["facets"]["version"]["datasetVersion"] == str(report["commits"])  # a new table
+    assert stats(evs[1]) == {"rowCount": report["records"], "size": report["consumed_bytes"]} and kept(table) == []

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tributary_read.lineage.event import dataset, facet, iso_ms, output_dataset, run_event, run_id
@@ -139,10 +140,14 @@ class IngestLineage:
 
     def _killed(self, event: dict, facts: Mapping[str, Any]) -> dict:
         """The terminal event of a run that died: FAIL, with the commits its writer made after its start."""
-        commits = _commits_of(self.table, self.app_id, facts.get("writer"), int(facts.get("base") or 0))
+        error = KILLED
+        try:
+            commits = _commits_of(self.table, self.app_id, facts.get("writer"), int(facts.get("base") or 0))
+        except Exception as e:  # noqa: BLE001 - e.g. log retention removed them: still end the run, once
+            commits, error = [], f"{KILLED}; its commits could not be read from the log: {type(e).__name__}: {e}"
         source, start = str(facts.get("source")), int(facts.get("start") or 0)
         return build("FAIL", self.table, self.app_id, str(facts.get("path") or event["inputs"][0]["name"]),
-                     source, start, commits, error=KILLED, hive=self.hive,
+                     source, start, commits, error=error, hive=self.hive,
                      **_consumed(commits, source, start, facts.get("start_position")))
 
 
@@ -150,7 +155,7 @@ def build(event_type: str, table, app_id: str, path: str, source: str, start_off
           rows: int | None = None, size: int | None = None, error: str | None = None,
           hive: Mapping[str, Any] | None = None) -> dict:
     """An ingest's event: the source as input (START: no statistics yet), the table and ``commits`` as output."""
-    src = dataset(f"file://{path}")
+    src = dataset(Path(path).as_uri())
     if event_type != "START":
         stats = {k: v for k, v in (("rowCount", rows), ("size", size)) if v is not None}
         src["inputFacets"] = {"inputStatistics": facet("inputStatistics", **stats)}
