@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from tributary_read.errors import TributaryError
 from tributary_read.hive.commit import committer_for
 from tributary_read.write.ingest import FROM_TABLE, Interrupted, OnBadRecord, TimeSpec, stop_on_signals
 from tributary_read.write.ingest import ingest as run_ingest
@@ -211,10 +212,13 @@ def _lineage(t, app_id, source, committer) -> IngestLineage | None:
     if not lineage.enabled:
         return None
     policy = committer.policy if committer else None
-    if policy is not None and policy.hive_table:
+    if policy is not None and policy.hive_table:  # the table's Hive name, as a symlink of the output
         from tributary_read.hive.uri import MetastoreURI
 
-        uri = MetastoreURI.parse(policy.metastore) if policy.metastore else None
+        try:
+            uri = MetastoreURI.parse(policy.metastore) if policy.metastore else None
+        except TributaryError:  # the partition commit reports it; lineage names the table without its host
+            uri = None
         lineage.hive = {"hive_table": policy.hive_table,
                         "hive_namespace": f"hive://{uri.host}:{uri.port}" if uri and uri.host else "hive"}
     lineage.recover()
