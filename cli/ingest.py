@@ -8,9 +8,11 @@ import sys
 
 import click
 
+from tributary_read.errors import TributaryError
 from tributary_read.hive.commit import committer_for
 from tributary_read.write.ingest import FROM_TABLE, Interrupted, OnBadRecord, TimeSpec, stop_on_signals
 from tributary_read.write.ingest import ingest as run_ingest
+from tributary_read.write.ingest_lineage import IngestLineage
 from tributary_read.table.config import Protocol, RollPolicy, parse_fraction, parse_size
 from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 
@@ -158,18 +160,26 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
     roll = roll_policy(t, roll_size, roll_records, roll_inactivity)
     size = os.path.getsize(source) if os.path.isfile(source) else 0
     committer = committer_for(t)  # the table's partition-commit policy, if any
+    lineage = _lineage(t, app_id, source, committer)
     kwargs = dict(time_spec=spec, commit_every=commit_every, protocol=protocol, roll=roll,
                   on_bad_record=on_bad_record, max_bad_fraction=max_bad_fraction, source_name=source_name,
                   final=final, final_after_ms=final_after,
-                  on_commit=committer.on_commit if committer else None, stop=stop)
+                  on_commit=_chain(lineage and lineage.on_commit, committer and committer.on_commit), stop=stop,
+                  on_start=lineage and lineage.on_start)
     try:
         if state.progress_enabled():
             with click.progressbar(length=size, label="ingest", file=sys.stderr) as bar:
                 result = run_ingest(t, source, app_id, progress=bar.update, **kwargs)
         else:
             result = run_ingest(t, source, app_id, **kwargs)
+    except BaseException as e:
+        if lineage:
+            lineage.failed(e)
+        raise
     finally:
         committed = committer.close() if committer else None
+    if lineage:
+        lineage.finished(result)
     msg = (f"{result.records} records from {result.source} (offsets {result.start_offset}..{result.last_offset}) "
            f"in {result.commits} commits" + (f", {result.dead_letters} dead letters" if result.dead_letters else ""))
     if result.dead_letters and not as_json:
@@ -190,3 +200,38 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
         click.echo(f"trib: interrupted by {result.stopped_by}: stopped after committing offsets up to "
                    f"{result.last_offset}; run again to resume", err=True)
         raise click.exceptions.Exit(128 + getattr(signal, result.stopped_by))
+
+
+def _warn(msg: str) -> None:
+    click.echo(f"trib: warning: {msg}", err=True)
+
+
+def _lineage(t, app_id, source, committer) -> IngestLineage | None:
+    """The run's OpenLineage events (None: no transport configured), after sending what earlier runs left."""
+    lineage = IngestLineage(t, app_id, source, _warn)
+    if not lineage.enabled:
+        return None
+    policy = committer.policy if committer else None
+    if policy is not None and policy.hive_table:  # the table's Hive name, as a symlink of the output
+        from tributary_read.hive.uri import MetastoreURI
+
+        try:
+            uri = MetastoreURI.parse(policy.metastore) if policy.metastore else None
+        except TributaryError:  # the partition commit reports it; lineage names the table without its host
+            uri = None
+        lineage.hive = {"hive_table": policy.hive_table,
+                        "hive_namespace": f"hive://{uri.host}:{uri.port}" if uri and uri.host else "hive"}
+    lineage.recover()
+    return lineage
+
+
+def _chain(*hooks):
+    """One ``on_commit`` calling each of ``hooks`` given (None: none given)."""
+    given = [h for h in hooks if h]
+    if len(given) < 2:
+        return given[0] if given else None
+
+    def each(commit) -> None:
+        for h in given:
+            h(commit)
+    return each

@@ -472,6 +472,18 @@ class Consumer(Moves):
             return AckResult(other, plan_id, True)
         raise StalePlanError(f"consumer {self.name!r} moved to version {cur + 1} while acking {plan_id}; plan again")
 
+    def acked(self, plan_id: str) -> bool | None:
+        """Whether ``plan_id`` was acked: True, False (its base version moved on another way: another plan,
+        a reset), or None when it cannot be told: the consumer is still at its base (it may yet be acked),
+        or the state after it was pruned (``KEEP_STATES``)."""
+        m = _PLAN_ID.match(plan_id or "")
+        state = self.current()
+        if m is None or state is None or int(m.group(1)) >= state.version:
+            return None
+        after = int(m.group(1)) + 1
+        st = state if after == state.version else self._read_state(after)
+        return None if st is None else st.plan_id == plan_id
+
     # -- inspection ----------------------------------------------------------
     def _no_such(self) -> NoSuchConsumerError:
         return NoSuchConsumerError(
