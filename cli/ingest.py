@@ -219,8 +219,7 @@ def _lineage(t, app_id, source, committer) -> IngestLineage | None:
             uri = MetastoreURI.parse(policy.metastore) if policy.metastore else None
         except TributaryError:  # the partition commit reports it; lineage names the table without its host
             uri = None
-        lineage.hive = {"hive_table": policy.hive_table,
-                        "hive_namespace": f"hive://{uri.host}:{uri.port}" if uri and uri.host else "hive"}
+        lineage.hive = {"hive_table": policy.hive_table, "hive_namespace": uri.lineage_namespace if uri else "hive"}
     lineage.recover()
     return lineage
 

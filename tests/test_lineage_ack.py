@@ -46,7 +46,7 @@ def test_an_ack_sends_the_plans_exact_files_and_a_killed_one_is_sent_by_the_next
     assert (ds["namespace"], ds["name"]) == ("file", str(table))
     assert ds["facets"]["version"]["datasetVersion"] == plan["plan_id"]
     locations = ds["inputFacets"]["subset"]["inputCondition"]["locations"]
-    assert sorted(locations) == sorted(f["path"] for f in plan["files"])
+    assert sorted(locations) == sorted(f"{table.as_uri()}/{f['path']}" for f in plan["files"])
     stats = {k: v for k, v in ds["inputFacets"]["inputStatistics"].items() if not k.startswith("_")}
     assert stats == {"fileCount": len(plan["files"]), "size": plan["bytes"],
                      "rowCount": sum(f["records"] for f in plan["files"])} and stats["fileCount"] > 1
@@ -66,7 +66,7 @@ def test_an_ack_sends_the_plans_exact_files_and_a_killed_one_is_sent_by_the_next
     evs = events_of(events)[2:]
     assert [e["eventType"] for e in evs] == ["START", "COMPLETE"] and evs[0]["run"] == evs[1]["run"]
     locations = evs[1]["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["locations"]
-    assert sorted(locations) == sorted(f["path"] for f in plan["files"]) and len(locations) == 3
+    assert sorted(locations) == sorted(f"{table.as_uri()}/{f['path']}" for f in plan["files"]) and len(locations) == 3
     assert kept(table) == []
 
 

@@ -13,7 +13,6 @@ configured nothing is built, and a send that fails is one warning line (the even
 
 from __future__ import annotations
 
-import os
 import posixpath
 import time
 from contextlib import contextmanager
@@ -21,14 +20,11 @@ from typing import TYPE_CHECKING, Iterator
 
 from tributary_read.lineage.event import facet, input_dataset, iso_ms, output_dataset, run_event, run_id
 from tributary_read.lineage.outbox import Outbox
+from tributary_read.lineage.runs import namespace
 from tributary_read.lineage.transport import Emitter
 
 if TYPE_CHECKING:  # pragma: no cover
     from tributary_read.etl.run import _Run
-
-
-def _namespace() -> str:
-    return os.environ.get("OPENLINEAGE_NAMESPACE") or "trib"
 
 
 def _emitter(run: _Run) -> Emitter | None:
@@ -47,7 +43,7 @@ def _event(run: _Run, event_type: str, error: str | None = None) -> dict:
                             columns=run.input_columns.get(i.view), hive_table=spec.hive_table,
                             hive_namespace=_hive_namespace(hive.metastore) if hive and spec.hive_table else None)
               for spec, i in zip(run.job.inputs, run.inputs)]
-    return run_event(event_type, run=run_id("etl", run.job.name, run.t), namespace=_namespace(),
+    return run_event(event_type, run=run_id("etl", run.job.name, run.t), namespace=namespace(),
                      job=run.job.name, event_ms=int(time.time() * 1000), nominal=nominal, inputs=inputs, error=error)
 
 
@@ -161,8 +157,6 @@ def _output(run: _Run, commit) -> dict:
 
 
 def _hive_namespace(metastore: str) -> str:
-    """``hive://HOST:PORT``, the spec's name for a metastore (``hive`` for one with no address: Spark's own)."""
     from tributary_read.hive.uri import MetastoreURI
 
-    uri = MetastoreURI.parse(metastore)
-    return f"hive://{uri.host}:{uri.port}" if uri.host else "hive"
+    return MetastoreURI.parse(metastore).lineage_namespace

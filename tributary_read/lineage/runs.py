@@ -1,10 +1,9 @@
 """What the events of ``trib ingest`` and ``trib consumer ack`` share: the job namespace, a sender that gives
-up after one failure, and the outbox entry of a run in flight.
+up after one failure (the transport's :class:`Emitter`), and the outbox entry of a run in flight.
 
-* :class:`Sender`: a command sends two or three events; once the transport failed, the others would only
-  repeat the warning and wait for the same timeout (an HTTP endpoint that is down costs its retries each
-  time), so after the first failure a process sends nothing more and keeps its terminal event instead:
-  one warning line per command, and the next run sends what was kept.
+* a command sends through an :class:`~tributary_read.lineage.transport.Emitter`, which sends nothing more
+  after its first failure: the command keeps its terminal event instead (one warning line per command,
+  and the next run sends what was kept).
 * :func:`running` / :func:`in_flight`: an outbox entry that stands for a run that has not ended yet. The
   outbox otherwise holds events ready to send (``eventType`` at the top); a run in flight is
   ``{"running": {...}, "event": {...}}``, so whoever finds it after a kill -9 knows that the run never
@@ -18,8 +17,6 @@ import socket
 import time
 from typing import Any, Callable, Mapping
 
-from tributary_read.lineage.transport import Emitter
-
 
 def namespace() -> str:
     """The jobs' namespace: ``OPENLINEAGE_NAMESPACE`` (the client's own variable), else ``trib``."""
@@ -28,26 +25,6 @@ def namespace() -> str:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class Sender:
-    """An :class:`Emitter` that stops after its first failure (one warning line per process)."""
-
-    def __init__(self, warn: Callable[[str], None], env: Mapping[str, str] | None = None):
-        self.warn = warn
-        self.emitter = Emitter(warn, env)
-        self.down = False
-
-    @property
-    def enabled(self) -> bool:
-        return self.emitter.enabled
-
-    def send(self, event: dict) -> bool:
-        if not self.enabled or self.down:
-            return False
-        ok = self.emitter.send(event)
-        self.down = not ok
-        return ok
 
 
 def running(event: dict, **facts: Any) -> dict:

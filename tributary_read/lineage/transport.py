@@ -9,7 +9,7 @@ warning line, and the caller keeps the event to send again (the outbox).
 from __future__ import annotations
 
 import os
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from tributary_read.errors import missing_extra
 
@@ -41,7 +41,7 @@ class Emitter:
         self.warn = warn
         self.enabled = configured(env)
         self.failed = False
-        self._transport = None
+        self._transport: Any = None  # the client's Transport, opened at the first send
 
     def _open(self):
         if self._transport is None:

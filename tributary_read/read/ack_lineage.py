@@ -28,14 +28,15 @@ from typing import Callable, Mapping
 from tributary_read.faults import crash_point
 from tributary_read.lineage.event import input_dataset, iso_ms, run_event, run_id
 from tributary_read.lineage.outbox import Outbox
-from tributary_read.lineage.runs import Sender, in_flight, namespace, now_ms, running, warn_once
+from tributary_read.lineage.transport import Emitter
+from tributary_read.lineage.runs import in_flight, namespace, now_ms, running, warn_once
 from tributary_read.read.consumer import AckResult, Consumer
 
 
 def ack(consumer: Consumer, plan_id: str, warn: Callable[[str], None],
         env: Mapping[str, str] | None = None) -> AckResult:
     """``consumer.ack(plan_id)``, with its events (see the module docstring)."""
-    sender = Sender(warn, env)
+    sender = Emitter(warn, env)
     if not sender.enabled:
         return consumer.ack(plan_id)
     app, box = f"consumer:{consumer.name}", Outbox(consumer.storage)
@@ -72,7 +73,7 @@ def event(consumer: Consumer, plan, event_type: str) -> dict:
                      namespace=namespace(), job=f"consumer:{consumer.name}", event_ms=now_ms(), inputs=[ds])
 
 
-def _failed(consumer: Consumer, box: Outbox, app: str, sender: Sender, complete: dict, e: BaseException,
+def _failed(consumer: Consumer, box: Outbox, app: str, sender: Emitter, complete: dict, e: BaseException,
             warn: Callable[[str], None]) -> None:
     from tributary_read.exits import Terminated
 
@@ -90,7 +91,7 @@ def _failed(consumer: Consumer, box: Outbox, app: str, sender: Sender, complete:
         warn_once(warn, "FAIL", sent)
 
 
-def _flush(consumer: Consumer, box: Outbox, app: str, sender: Sender, warn: Callable[[str], None],
+def _flush(consumer: Consumer, box: Outbox, app: str, sender: Emitter, warn: Callable[[str], None],
            first: str) -> None:
     """Send the kept events of acked plans (``first`` first), drop those of plans never to be acked."""
     try:

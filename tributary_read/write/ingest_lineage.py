@@ -18,7 +18,7 @@
 * A terminal event that could not be sent replaces the entry, and the next ingest of the app sends it.
 
 Nothing here fails an ingest: with no transport configured nothing is built, read or imported, and
-every error is one warning line (:class:`~tributary_read.lineage.runs.Sender`).
+every error is one warning line (:class:`~tributary_read.lineage.transport.Emitter`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tributary_read.lineage.event import dataset, facet, iso_ms, output_dataset, run_event, run_id
 from tributary_read.lineage.outbox import Outbox
-from tributary_read.lineage.runs import Sender, alive, in_flight, namespace, now_ms, running, warn_once
+from tributary_read.lineage.transport import Emitter
+from tributary_read.lineage.runs import alive, in_flight, namespace, now_ms, running, warn_once
 from tributary_read.table.manifest import KIND_DATA
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,7 +51,7 @@ class IngestLineage:
                  env: Mapping[str, str] | None = None, hive: Mapping[str, str | None] | None = None):
         self.table, self.app_id, self.path = table, app_id, os.path.abspath(source)
         self.warn = warn
-        self.sender = Sender(warn, env)
+        self.sender = Emitter(warn, env)
         self.hive = dict(hive or {})
         self.start: IngestStart | None = None  # once told
         self.key: str | None = None  # this run's outbox key
