@@ -80,7 +80,7 @@ def test_a_run_sends_start_and_complete_and_a_killed_run_is_completed_by_its_rer
     assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))
 
     # Hour 2: killed before its commit. Its kept event waits (it may be a live run on another machine)
-    # until it is a day old; then the next run sends ABORT for it, once, and drops it.
+    # until it is a day old; then the next run sends FAIL ("killed") for it, once, and drops it.
     src.advance(2)
     p = _run(job, src.schedule_iso(2), events, {"TRIB_CRASH_AT": "etl.before_commit"})
     assert p.returncode == -9, p.stderr
@@ -93,7 +93,7 @@ def test_a_run_sends_start_and_complete_and_a_killed_run_is_completed_by_its_rer
     p = _run(job, src.schedule_iso(3), events)
     assert p.returncode == 0, p.stderr
     evs = _events(events)[4:]
-    assert [e["eventType"] for e in evs] == ["START", "START", "COMPLETE", "ABORT"]
+    assert [e["eventType"] for e in evs] == ["START", "START", "COMPLETE", "FAIL"]
     abort = evs[3]
     assert abort["run"]["runId"] == evs[0]["run"]["runId"] and event_errors(abort) == []
     assert "before its commit" in abort["run"]["facets"]["errorMessage"]["message"]

@@ -53,7 +53,7 @@ def failing(run: _Run) -> Iterator[None]:
     failure after it, at the sync or the ack: its kept COMPLETE is sent by the next run).
 
     The run's kept COMPLETE is dropped with it, unless the commit's outcome is unknown (a lost reply:
-    the next run reads the log and sends COMPLETE or, past :data:`STALE_MS`, ABORT).
+    the next run reads the log and sends COMPLETE or, past :data:`STALE_MS`, FAIL).
     """
     try:
         yield
@@ -93,7 +93,7 @@ def keep(run: _Run) -> None:
 
 
 #: A kept event whose hour is not committed this long after it was kept belongs to a run that died
-#: before its commit (kill -9): the next run sends ABORT for it and drops it. Runs of one job on other
+#: before its commit (kill -9): the next run sends FAIL for it and drops it. Runs of one job on other
 #: machines are not under this machine's lock, so a younger one may be a live run's (``trib clean``'s
 #: grace period, for the same reason).
 STALE_MS = 24 * 3_600_000
@@ -101,7 +101,7 @@ STALE_MS = 24 * 3_600_000
 
 def completed(run: _Run) -> None:
     """After the ack: send every kept COMPLETE whose transaction is committed (this run's first), and
-    ABORT for a stale one whose run died before its commit."""
+    FAIL for a stale one whose run died before its commit."""
     em = _emitter(run)
     if em is None:
         return
@@ -119,7 +119,7 @@ def completed(run: _Run) -> None:
             if commit is None:  # its run died before the commit, or is still to commit (on another machine)
                 if now - _kept_ms(ev) < STALE_MS:
                     continue
-                ev.update(eventType="ABORT")
+                ev.update(eventType="FAIL")  # as ingest's: ABORT is a stop someone asked for (a signal)
                 ev["run"]["facets"]["errorMessage"] = facet(
                     "errorMessage", message=f"the run of {iso_ms(int(key))} ended before its commit without a word "
                     f"(killed); found by the run of {iso_ms(run.t)}", programmingLanguage="PYTHON")
