@@ -107,6 +107,15 @@ def test_a_run_that_fails_before_its_commit_sends_fail_with_the_error(tmp_path):
                     sql="SELECT no_such_column FROM raw\n")
     events = tmp_path / "events.jsonl"
     src.advance(0)
+    # A lineage endpoint that is down: the run fails as it would (its own error), with one warning line,
+    # and keeps its FAIL for the next run.
+    down = {"OPENLINEAGE__TRANSPORT__TYPE": "http", "OPENLINEAGE__TRANSPORT__URL": "http://127.0.0.1:9",
+            "OPENLINEAGE__TRANSPORT__RETRY": '{"total": 0, "connect": 0, "read": 0}'}
+    p = _run(job, src.schedule_iso(0), events, down)
+    assert p.returncode != 0 and not events.exists()
+    assert len([line for line in p.stderr.splitlines() if "lineage" in line]) == 1, p.stderr
+    kept = list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))
+    assert [json.loads(k.read_text())["eventType"] for k in kept] == ["FAIL"]
     p = _run(job, src.schedule_iso(0), events)
     assert p.returncode != 0
     evs = _events(events)

@@ -52,8 +52,9 @@ def failing(run: _Run) -> Iterator[None]:
     """Around a run: a failure sends FAIL (a signal, ABORT), unless the log holds the run's commit (a
     failure after it, at the sync or the ack: its kept COMPLETE is sent by the next run).
 
-    The run's kept COMPLETE is dropped with it, unless the commit's outcome is unknown (a lost reply:
-    the next run reads the log and sends COMPLETE or, past :data:`STALE_MS`, FAIL).
+    The run's kept COMPLETE is dropped with it (replaced by the FAIL when that could not be sent), unless
+    the commit's outcome is unknown (a lost reply: the next run reads the log and sends COMPLETE or, past
+    :data:`STALE_MS`, FAIL).
     """
     try:
         yield
@@ -67,10 +68,14 @@ def failing(run: _Run) -> Iterator[None]:
 
                 if find_commit(run.output, run.job.app_id, run.t) is None:
                     stopped = isinstance(e, (Terminated, KeyboardInterrupt))
-                    em.send(_event(run, "ABORT" if stopped else "FAIL",
-                                   None if stopped else f"{type(e).__name__}: {e}"))
-                    if not isinstance(e, CommitStateUnknownError):
-                        Outbox(run.output.storage).drop(run.job.app_id, str(run.t))
+                    ev = _event(run, "ABORT" if stopped else "FAIL", None if stopped else f"{type(e).__name__}: {e}")
+                    box = Outbox(run.output.storage)
+                    if isinstance(e, CommitStateUnknownError):
+                        em.send(ev)  # the kept COMPLETE stays: the next run reads the log
+                    elif em.send(ev):
+                        box.drop(run.job.app_id, str(run.t))
+                    else:
+                        box.put(run.job.app_id, str(run.t), ev)  # the next run sends it
             except Exception as sent:  # noqa: BLE001 - lineage never fails the run (nor hides its error)
                 run.say(f"warning: lineage: {type(sent).__name__}: {sent}")
         raise
@@ -100,8 +105,9 @@ STALE_MS = 24 * 3_600_000
 
 
 def completed(run: _Run) -> None:
-    """After the ack: send every kept COMPLETE whose transaction is committed (this run's first), and
-    FAIL for a stale one whose run died before its commit."""
+    """After the ack: send every kept COMPLETE whose transaction is committed (this run's first), every
+    kept FAIL or ABORT (its run could not send it), and FAIL for a stale one whose run died before its
+    commit."""
     em = _emitter(run)
     if em is None:
         return
@@ -116,14 +122,18 @@ def completed(run: _Run) -> None:
             if ev is None:
                 continue
             now = int(time.time() * 1000)
-            if commit is None:  # its run died before the commit, or is still to commit (on another machine)
+            if commit is None and ev.get("eventType") in ("FAIL", "ABORT"):
+                pass  # a failed run's own terminal event, not sent when it ended
+            elif commit is None:  # its run died before the commit, or is still to commit (on another machine)
                 if now - _kept_ms(ev) < STALE_MS:
                     continue
                 ev.update(eventType="FAIL")  # as ingest's: ABORT is a stop someone asked for (a signal)
                 ev["run"]["facets"]["errorMessage"] = facet(
                     "errorMessage", message=f"the run of {iso_ms(int(key))} ended before its commit without a word "
                     f"(killed); found by the run of {iso_ms(run.t)}", programmingLanguage="PYTHON")
-            else:
+            else:  # committed (a kept FAIL whose hour a later try committed is that try's COMPLETE)
+                ev["eventType"] = "COMPLETE"
+                ev["run"]["facets"].pop("errorMessage", None)
                 ev["outputs"] = [_output(run, commit)]
             ev["eventTime"] = iso_ms(now)
             if em.send(ev):
