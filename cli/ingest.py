@@ -8,7 +8,6 @@ import sys
 
 import click
 
-from tributary_read.errors import TributaryError
 from tributary_read.hive.commit import committer_for
 from tributary_read.write.ingest import FROM_TABLE, Interrupted, OnBadRecord, TimeSpec, stop_on_signals
 from tributary_read.write.ingest import ingest as run_ingest
@@ -17,6 +16,7 @@ from tributary_read.table.config import Protocol, RollPolicy, parse_fraction, pa
 from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 
 from .context import Duration, TribState, emit, json_option, pass_state
+from .lineage_hooks import chain, enabled, warn
 from .kafka_ingest import file_only_kafka_flags, kafka_only_file_flags, kafka_options, run_kafka
 
 #: How an integer-time refusal names the settings here (see IntegerTimes.spelling).
@@ -164,7 +164,7 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
     kwargs = dict(time_spec=spec, commit_every=commit_every, protocol=protocol, roll=roll,
                   on_bad_record=on_bad_record, max_bad_fraction=max_bad_fraction, source_name=source_name,
                   final=final, final_after_ms=final_after,
-                  on_commit=_chain(lineage and lineage.on_commit, committer and committer.on_commit), stop=stop,
+                  on_commit=chain(lineage and lineage.on_commit, committer and committer.on_commit), stop=stop,
                   on_start=lineage and lineage.on_start)
     try:
         if state.progress_enabled():
@@ -202,35 +202,9 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
         raise click.exceptions.Exit(128 + getattr(signal, result.stopped_by))
 
 
-def _warn(msg: str) -> None:
-    click.echo(f"trib: warning: {msg}", err=True)
-
-
 def _lineage(t, app_id, source, committer) -> IngestLineage | None:
     """The run's OpenLineage events (None: no transport configured), after sending what earlier runs left."""
-    lineage = IngestLineage(t, app_id, source, _warn)
-    if not lineage.enabled:
-        return None
-    policy = committer.policy if committer else None
-    if policy is not None and policy.hive_table:  # the table's Hive name, as a symlink of the output
-        from tributary_read.hive.uri import MetastoreURI
-
-        try:
-            uri = MetastoreURI.parse(policy.metastore) if policy.metastore else None
-        except TributaryError:  # the partition commit reports it; lineage names the table without its host
-            uri = None
-        lineage.hive = {"hive_table": policy.hive_table, "hive_namespace": uri.lineage_namespace if uri else "hive"}
-    lineage.recover()
+    lineage = enabled(IngestLineage(t, app_id, source, warn), committer)
+    if lineage:
+        lineage.recover()
     return lineage
-
-
-def _chain(*hooks):
-    """One ``on_commit`` calling each of ``hooks`` given (None: none given)."""
-    given = [h for h in hooks if h]
-    if len(given) < 2:
-        return given[0] if given else None
-
-    def each(commit) -> None:
-        for h in given:
-            h(commit)
-    return each

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 
 from conftest import REPO, TRIB
@@ -29,6 +30,21 @@ def trib(tmp_path, *args, env):
 def ingest(tmp_path, root, src, env, every=3):
     return trib(tmp_path, "ingest", root, "--source", src, "--app-id", "logs", "--time-field", "ts",
                 "--commit-every", every, "--json", env=env)
+
+
+def term_after_stop(cmd, out, cwd, env) -> int:
+    """Run ``cmd`` (``env`` names a ``TRIB_STOP_AT`` point): at its first stop send SIGTERM (pending until it runs
+    again), resume it at every stop; its exit status."""
+    p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, cwd=cwd, env=env)
+    termed = False
+    while True:
+        _, status = os.waitpid(p.pid, os.WUNTRACED)
+        if not os.WIFSTOPPED(status):
+            return os.waitstatus_to_exitcode(status)
+        if not termed:
+            os.kill(p.pid, signal.SIGTERM)
+            termed = True
+        os.kill(p.pid, signal.SIGCONT)
 
 
 def events_of(path) -> list[dict]:

@@ -12,7 +12,6 @@ nothing configured nothing is sent, kept or imported.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -20,7 +19,7 @@ import pytest
 
 from conftest import TRIB
 from helpers import grow_source, make_source
-from lineage_cli import env_for, events_of, ingest, kept, new_table, stats
+from lineage_cli import env_for, events_of, ingest, kept, new_table, stats, term_after_stop
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 pytest.importorskip("openlineage.client")
@@ -139,19 +138,10 @@ def test_an_ingest_stopped_by_sigterm_sends_abort_with_the_commits_it_made(tmp_p
 
     table, src, events = new_table(tmp_path), make_source(tmp_path / "s.jsonl", 50), tmp_path / "events.jsonl"
     with open(tmp_path / "out.json", "w") as out:
-        p = subprocess.Popen([*TRIB, "ingest", str(table), "--source", str(src), "--app-id", "logs", "--time-field",
-                              "ts", "--commit-every", "2", "--json"], stdout=out, stderr=subprocess.DEVNULL,
-                             cwd=tmp_path, env=env_for(events, TRIB_STOP_AT="ingest.after_commit"))
-        termed = False
-        while True:
-            _, status = os.waitpid(p.pid, os.WUNTRACED)
-            if not os.WIFSTOPPED(status):
-                break
-            if not termed:
-                os.kill(p.pid, signal.SIGTERM)  # pending until it runs again
-                termed = True
-            os.kill(p.pid, signal.SIGCONT)
-    assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGTERM
+        code = term_after_stop([*TRIB, "ingest", str(table), "--source", str(src), "--app-id", "logs",
+                                "--time-field", "ts", "--commit-every", "2", "--json"], out, tmp_path,
+                               env_for(events, TRIB_STOP_AT="ingest.after_commit"))
+    assert code == 128 + signal.SIGTERM
     report = json.loads((tmp_path / "out.json").read_text())
     # It stops at the first record boundary after the handler ran: usually right after that commit.
     assert report["stopped_by"] == "SIGTERM" and 2 <= report["records"] < 50 and report["commits"] >= 1

@@ -41,19 +41,23 @@ KILLED = ("killed: the ingest ended without a terminal event (kill -9, out of me
           "the commits it made stand; found by the next ingest of the app")
 
 
-class IngestLineage:
-    """The events of one ingest of ``source`` into ``table`` for ``app_id``; hooks for ``ingest()``.
+class RunLineage:
+    """What the events of any ingest share (a file's, Kafka topics'): the outbox entry of the run in flight, the
+    commits it made, its terminal event, and the events earlier runs of the app left. A subclass names its
+    source: :meth:`_event`, :meth:`_killed`, :meth:`_consumed`, and which in-flight entries it may end
+    (:meth:`_ends_entry`).
 
     ``hive``: keyword arguments of :func:`~tributary_read.lineage.event.dataset` naming the table in Hive.
     """
 
-    def __init__(self, table, app_id: str, source: str, warn: Callable[[str], None],
-                 env: Mapping[str, str] | None = None, hive: Mapping[str, str | None] | None = None):
-        self.table, self.app_id, self.path = table, app_id, os.path.abspath(source)
-        self.warn = warn
+    kind = "file"  # in the entry of a run in flight: which kind of ingest may end it after a kill
+
+    def __init__(self, table, app_id: str, warn: Callable[[str], None], env: Mapping[str, str] | None = None,
+                 hive: Mapping[str, str | None] | None = None):
+        self.table, self.app_id, self.warn = table, app_id, warn
         self.sender = Emitter(warn, env)
         self.hive = dict(hive or {})
-        self.start: IngestStart | None = None  # once told
+        self.start: Any = None  # once told where the run starts
         self.key: str | None = None  # this run's outbox key
         self.commits: list = []
 
@@ -74,8 +78,8 @@ class IngestLineage:
                     continue
                 facts = in_flight(entry)
                 if facts is not None:
-                    if alive(facts):
-                        continue  # another ingest of the app, still running
+                    if not self._ends_entry(facts) or alive(facts):
+                        continue  # another kind of run, or another ingest of the app, still running
                     entry = self._killed(entry["event"], facts)
                 entry["eventTime"] = iso_ms(now_ms())
                 if self.sender.send(entry):
@@ -85,8 +89,9 @@ class IngestLineage:
         except Exception as e:  # noqa: BLE001 - lineage never fails the ingest
             warn_once(self.warn, "the events of earlier runs", e)
 
-    def on_start(self, start: IngestStart) -> None:
-        """START, and the outbox entry that stands for this run until it ends."""
+    def _began(self, start, /, **facts: Any) -> None:
+        """START, and the outbox entry (``facts``: what a later run needs to end this one) that stands for this
+        run until it ends."""
         self.start = start
         if not self.enabled:
             return
@@ -95,30 +100,23 @@ class IngestLineage:
             self.sender.send(ev)
             self.key = f"{now_ms():013d}-{ev['run']['runId']}"
             Outbox(self.table.storage).put(self.app_id, self.key, running(
-                ev, source=start.source, start=start.start_offset, start_position=start.start_position,
-                base=start.base_version, writer=start.writer_id, path=self.path))
+                ev, kind=self.kind, base=start.base_version, writer=start.writer_id, **facts))
         except Exception as e:  # noqa: BLE001
             warn_once(self.warn, "START", e)
 
     def on_commit(self, commit) -> None:
         self.commits.append(commit)
 
-    def finished(self, result: IngestResult) -> None:
-        """After the run's last commit: COMPLETE, or ABORT when a signal stopped it."""
-        self._end("ABORT" if result.stopped_by else "COMPLETE", None, rows=result.records,
-                  size=result.consumed_bytes)
-
     def failed(self, e: BaseException) -> None:
         """The run raised: ABORT for a signal, else FAIL with the error; the commits made so far are its output."""
         from tributary_read.exits import Terminated
 
         stopped = isinstance(e, (KeyboardInterrupt, Terminated))
-        st = self.start
-        consumed: dict[str, Any] = _consumed(self.commits, st.source, st.start_offset, st.start_position) if st else {}
+        consumed = self._consumed(self.commits) if self.start is not None else {}
         self._end("ABORT" if stopped else "FAIL", None if stopped else f"{type(e).__name__}: {e}", **consumed)
 
     # -- events ----------------------------------------------------------------
-    def _end(self, event_type: str, error: str | None, rows: int | None = None, size: int | None = None) -> None:
+    def _end(self, event_type: str, error: str | None, rows: Any = None, size: Any = None) -> None:
         if not self.enabled or self.start is None:
             return  # a run that never started (a refused option, an unreadable table) is no run
         try:
@@ -132,6 +130,51 @@ class IngestLineage:
         except Exception as e:  # noqa: BLE001
             warn_once(self.warn, event_type, e)
 
+    def _dead_commits(self, facts: Mapping[str, Any], consecutive: bool = True) -> tuple[list, str]:
+        """The commits a killed run made (its writer's, after its base version), and the FAIL's message."""
+        try:
+            return _commits_of(self.table, self.app_id, facts.get("writer"), int(facts.get("base") or 0),
+                               consecutive), KILLED
+        except Exception as e:  # noqa: BLE001 - e.g. log retention removed them: still end the run, once
+            return [], f"{KILLED}; its commits could not be read from the log: {type(e).__name__}: {e}"
+
+    def _ends_entry(self, facts: Mapping[str, Any]) -> bool:
+        return facts.get("kind", "file") == self.kind
+
+    def _event(self, event_type: str, commits: Sequence, *, rows: Any = None, size: Any = None,
+               error: str | None = None) -> dict:
+        """The run's event: ``rows`` and ``size`` what it consumed (as the subclass counts them; None: unknown)."""
+        raise NotImplementedError
+
+    def _killed(self, event: dict, facts: Mapping[str, Any]) -> dict:
+        raise NotImplementedError
+
+    def _consumed(self, commits: Sequence) -> dict:
+        raise NotImplementedError
+
+
+class IngestLineage(RunLineage):
+    """The events of one ingest of the file ``source`` into ``table`` for ``app_id``; hooks for ``ingest()``."""
+
+    def __init__(self, table, app_id: str, source: str, warn: Callable[[str], None],
+                 env: Mapping[str, str] | None = None, hive: Mapping[str, str | None] | None = None):
+        super().__init__(table, app_id, warn, env, hive)
+        self.path = os.path.abspath(source)
+
+    def on_start(self, start: IngestStart) -> None:
+        """START, and the outbox entry that stands for this run until it ends."""
+        self._began(start, source=start.source, start=start.start_offset, start_position=start.start_position,
+                    path=self.path)
+
+    def finished(self, result: IngestResult) -> None:
+        """After the run's last commit: COMPLETE, or ABORT when a signal stopped it."""
+        self._end("ABORT" if result.stopped_by else "COMPLETE", None, rows=result.records,
+                  size=result.consumed_bytes)
+
+    def _consumed(self, commits: Sequence) -> dict:
+        st = self.start
+        return _consumed(commits, st.source, st.start_offset, st.start_position)
+
     def _event(self, event_type: str, commits: Sequence, *, rows: int | None = None, size: int | None = None,
                error: str | None = None) -> dict:
         st = self.start
@@ -141,11 +184,7 @@ class IngestLineage:
 
     def _killed(self, event: dict, facts: Mapping[str, Any]) -> dict:
         """The terminal event of a run that died: FAIL, with the commits its writer made after its start."""
-        error = KILLED
-        try:
-            commits = _commits_of(self.table, self.app_id, facts.get("writer"), int(facts.get("base") or 0))
-        except Exception as e:  # noqa: BLE001 - e.g. log retention removed them: still end the run, once
-            commits, error = [], f"{KILLED}; its commits could not be read from the log: {type(e).__name__}: {e}"
+        commits, error = self._dead_commits(facts)
         source, start = str(facts.get("source")), int(facts.get("start") or 0)
         return build("FAIL", self.table, self.app_id, str(facts.get("path") or event["inputs"][0]["name"]),
                      source, start, commits, error=error, hive=self.hive,
@@ -156,13 +195,25 @@ def build(event_type: str, table, app_id: str, path: str, source: str, start_off
           rows: int | None = None, size: int | None = None, error: str | None = None,
           hive: Mapping[str, Any] | None = None) -> dict:
     """An ingest's event: the source as input (START: no statistics yet), the table and ``commits`` as output."""
-    src = dataset(Path(path).as_uri())
+    src = with_statistics(event_type, dataset(Path(path).as_uri()), rows, size)
+    return ingest_event(event_type, table, app_id, source, start_offset, [src], commits, error=error, hive=hive)
+
+
+def ingest_event(event_type: str, table, app_id: str, identity: str, number: int, inputs: Sequence[dict],
+                 commits: Sequence, *, error: str | None = None, hive: Mapping[str, Any] | None = None) -> dict:
+    """Any ingest's event: job ``app_id``, run id from (app, ``identity``, ``number``), the table as output
+    (none at START) with ``commits``."""
+    out = [] if event_type == "START" else [_output(table, commits, hive or {})]
+    return run_event(event_type, run=run_id("ingest", f"{app_id}\0{identity}", number), namespace=namespace(),
+                     job=app_id, event_ms=now_ms(), inputs=inputs, outputs=out, error=error)
+
+
+def with_statistics(event_type: str, src: dict, rows: int | None, size: int | None) -> dict:
+    """``src`` with the records and bytes the run consumed from it (at START nothing yet; None: unknown)."""
     if event_type != "START":
         stats = {k: v for k, v in (("rowCount", rows), ("size", size)) if v is not None}
         src["inputFacets"] = {"inputStatistics": facet("inputStatistics", **stats)}
-    out = [] if event_type == "START" else [_output(table, commits, hive or {})]
-    return run_event(event_type, run=run_id("ingest", f"{app_id}\0{source}", start_offset), namespace=namespace(),
-                     job=app_id, event_ms=now_ms(), inputs=[src], outputs=out, error=error)
+    return src
 
 
 def _output(table, commits: Sequence, hive: Mapping[str, Any]) -> dict:
@@ -192,10 +243,10 @@ def _consumed(commits: Sequence, source: str, start_offset: int, start_position:
     return {"rows": rows, "size": size}
 
 
-def _commits_of(table, app_id: str, writer: str | None, base: int) -> list:
-    """The commits ``writer`` made for ``app_id`` after version ``base``: one run's, and consecutive among the
-    app's (runs of an app follow one another), so the scan ends at the app's first commit by another writer
-    after them, or at the end of the log."""
+def _commits_of(table, app_id: str, writer: str | None, base: int, consecutive: bool = True) -> list:
+    """The commits ``writer`` made for ``app_id`` after version ``base``: one run's. ``consecutive``: they are
+    consecutive among the app's (runs of an app follow one another), so the scan ends at the app's first commit
+    by another writer after them; else (workers of one app commit side by side) it reads to the app's last."""
     app = table.log.state().apps.get(app_id)
     if writer is None or app is None or app.version <= base:
         return []
@@ -205,6 +256,6 @@ def _commits_of(table, app_id: str, writer: str | None, base: int) -> list:
             continue
         if c.writer == writer:
             out.append(c)
-        else:
+        elif consecutive:
             break  # a later run of the app (runs follow one another): the dead run's commits are behind
     return out
