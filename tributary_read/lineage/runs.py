@@ -45,13 +45,9 @@ def alive(facts: Mapping) -> bool:
     pid = facts.get("pid")
     if facts.get("host") != socket.gethostname() or not isinstance(pid, int) or pid == os.getpid():
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    from tributary_read.processes import pid_alive
+
+    return pid_alive(pid)
 
 
 def warn_once(warn: Callable[[str], None], what: str, e: BaseException) -> None:
