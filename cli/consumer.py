@@ -41,8 +41,11 @@ def consumer() -> None:
 @pass_state
 def ack(state: TribState, root, name, plan_id, state_dir, as_json) -> None:
     """Commit PLAN_ID: its files count as delivered. Acking it again is a no-op."""
+    from tributary_read.read.ack_lineage import ack as ack_with_lineage
+
     src, options = open_source(state, root, None, None, None)
-    result = Consumer(src, name, state_dir, options).ack(plan_id)
+    result = ack_with_lineage(Consumer(src, name, state_dir, options), plan_id,
+                              lambda msg: click.echo(f"trib: warning: {msg}", err=True))
     msg = (f"plan {plan_id} was already acked (consumer {name} at version {result.state.version})"
            if result.already_acked else f"acked {plan_id}: consumer {name} at version {result.state.version}")
     emit(as_json, result.to_json(), msg)

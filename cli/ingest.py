@@ -11,10 +11,12 @@ import click
 from tributary_read.hive.commit import committer_for
 from tributary_read.write.ingest import FROM_TABLE, Interrupted, OnBadRecord, TimeSpec, stop_on_signals
 from tributary_read.write.ingest import ingest as run_ingest
+from tributary_read.write.ingest_lineage import IngestLineage
 from tributary_read.table.config import Protocol, RollPolicy, parse_fraction, parse_size
 from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 
 from .context import Duration, TribState, emit, json_option, pass_state
+from .lineage_hooks import chain, enabled, warn
 from .kafka_ingest import file_only_kafka_flags, kafka_only_file_flags, kafka_options, run_kafka
 
 #: How an integer-time refusal names the settings here (see IntegerTimes.spelling).
@@ -158,18 +160,26 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
     roll = roll_policy(t, roll_size, roll_records, roll_inactivity)
     size = os.path.getsize(source) if os.path.isfile(source) else 0
     committer = committer_for(t)  # the table's partition-commit policy, if any
+    lineage = _lineage(t, app_id, source, committer)
     kwargs = dict(time_spec=spec, commit_every=commit_every, protocol=protocol, roll=roll,
                   on_bad_record=on_bad_record, max_bad_fraction=max_bad_fraction, source_name=source_name,
                   final=final, final_after_ms=final_after,
-                  on_commit=committer.on_commit if committer else None, stop=stop)
+                  on_commit=chain(lineage and lineage.on_commit, committer and committer.on_commit), stop=stop,
+                  on_start=lineage and lineage.on_start)
     try:
         if state.progress_enabled():
             with click.progressbar(length=size, label="ingest", file=sys.stderr) as bar:
                 result = run_ingest(t, source, app_id, progress=bar.update, **kwargs)
         else:
             result = run_ingest(t, source, app_id, **kwargs)
+    except BaseException as e:
+        if lineage:
+            lineage.failed(e)
+        raise
     finally:
         committed = committer.close() if committer else None
+    if lineage:
+        lineage.finished(result)
     msg = (f"{result.records} records from {result.source} (offsets {result.start_offset}..{result.last_offset}) "
            f"in {result.commits} commits" + (f", {result.dead_letters} dead letters" if result.dead_letters else ""))
     if result.dead_letters and not as_json:
@@ -190,3 +200,11 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
         click.echo(f"trib: interrupted by {result.stopped_by}: stopped after committing offsets up to "
                    f"{result.last_offset}; run again to resume", err=True)
         raise click.exceptions.Exit(128 + getattr(signal, result.stopped_by))
+
+
+def _lineage(t, app_id, source, committer) -> IngestLineage | None:
+    """The run's OpenLineage events (None: no transport configured), after sending what earlier runs left."""
+    lineage = enabled(IngestLineage(t, app_id, source, warn), committer)
+    if lineage:
+        lineage.recover()
+    return lineage

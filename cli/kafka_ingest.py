@@ -7,6 +7,7 @@ import signal
 import click
 
 from .context import Duration, TribState, emit
+from .lineage_hooks import chain, enabled, warn
 
 START_HELP = ("Where a partition the table has never seen starts: earliest (default), latest, or an ISO-8601 "
               "instant with an offset (the first record at or after it). Recorded in its first commit.")
@@ -66,6 +67,7 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, spec, commit_ev
     from tributary_read.hive.commit import committer_for
     from tributary_read.kafka.client import parse_options
     from tributary_read.kafka.ingest import KafkaSource, ingest_kafka, parse_columns
+    from tributary_read.kafka.lineage import KafkaLineage
     from tributary_read.kafka.offsets import parse_partitions, parse_worker
 
     if not kafka["topics"]:
@@ -80,6 +82,8 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, spec, commit_ev
     columns = parse_columns(kafka["kafka_columns"])
     t = state.table(root)
     committer = committer_for(t)
+    lineage = enabled(KafkaLineage(t, app_id, source.bootstrap, source.topics, warn, follow=kafka["follow"]),
+                      committer)
 
     def note(line: str) -> None:
         if not state.quiet:
@@ -90,10 +94,16 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, spec, commit_ev
             t, source, app_id, time_spec=spec, follow=kafka["follow"], commit_every=commit_every,
             commit_interval_s=kafka["commit_interval"] / 1000, columns=columns, on_gap=kafka["on_gap"],
             protocol=protocol, roll=roll_for(t), on_bad_record=on_bad_record, max_bad_fraction=max_bad_fraction,
-            on_commit=committer.on_commit if committer else None, stop=stop,
-            progress=note if kafka["follow"] else None)
+            on_commit=chain(lineage and lineage.on_commit, committer and committer.on_commit), stop=stop,
+            progress=note if kafka["follow"] else None, on_start=lineage and lineage.on_start)
+    except BaseException as e:
+        if lineage:
+            lineage.failed(e)
+        raise
     finally:
         committed = committer.close() if committer else None
+    if lineage:
+        lineage.finished(result)
     extra = [f"{result.tombstones} tombstones skipped"] if result.tombstones else []
     if result.dead_letters:
         extra.append(f"{result.dead_letters} dead letters")

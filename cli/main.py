@@ -73,6 +73,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "Append SOURCE's uncommitted records to ROOT, exactly once per app id."),
     "log": ("tributary_read.cli.maintenance:log",
             "List commits: version, time, app, files, records, offsets."),
+    "metrics": ("tributary_read.cli.metrics:metrics",
+                "Print Prometheus metrics for tables, their consumers and ETL jobs."),
     "partitions": ("tributary_read.cli.partitions:partitions",
                    "Mount a table's partition directories as Hive partitions; commit partitions after writes."),
     "recover": ("tributary_read.cli.maintenance:recover",

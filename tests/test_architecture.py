@@ -408,12 +408,13 @@ LAYERS: list[set[str]] = [
     {"choice", "faults", "timespec", "lazy", "sql", "exits", "secret", "kerberos", "processes"},  # leaves; sql/: data
     {"io"},
     {"table"},
+    {"lineage"},  # OpenLineage events: emitted by write (ingest), read (acks) and etl runs
     {"write", "read"},
     {"hive", "report", "kafka"},
     {"hive_udfs"},  # everything JVM; its registry renders SQL through hive/sql.py
     {"spark"},
     {"etl", "compact"},
-    {"airflow"},  # the Airflow provider: runs trib as a process, reads the log (etl, hive) for its sensor
+    {"airflow", "metrics"},  # the Airflow provider: runs trib as a process, reads the log (etl, hive) for its sensor
     {"services"},
     {"demo"},
     # The front ends: the CLI and the package face (tributary_read itself, whose names load lazily). The CLI

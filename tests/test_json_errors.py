@@ -78,6 +78,7 @@ CASES: dict[str, tuple[list[str], int]] = {
     "hive up": (["--dir", "{file}"], 2),
     "ingest": ([NO_ROOT, "--app-id", "a", "--source", "{file}", "--time-field", "ts"], 4),
     "log": ([NO_ROOT], 4),
+    "metrics": ([NO_ROOT], 4),
     "partitions commit": ([NO_ROOT], 4),
     "partitions configure": ([NO_ROOT], 4),
     "partitions sync": ([NO_ROOT], 4),

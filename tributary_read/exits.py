@@ -96,7 +96,8 @@ def code_of(error: type[TributaryError]) -> int:
 def error_classes() -> list[type[TributaryError]]:
     """Every trib error class, the root first."""
     def walk(cls: type) -> list[type]:
-        return [cls] + [s for c in cls.__subclasses__() for s in walk(c)]
+        subs: list[type] = cls.__subclasses__()
+        return [cls] + [s for c in subs for s in walk(c)]
 
     return walk(TributaryError)
 

@@ -56,6 +56,7 @@ def read(run: _Run, filesets, count: bool = True) -> list[int | None]:
 
 def _read(run: _Run, spark, filesets, count: bool = True) -> list[int | None]:
     from tributary_read.spark.read import read_files
+    from tributary_read.spark.write import spark_columns
 
     counts = []
     for spec, (fs, _plan), rep in zip(run.job.inputs, filesets, run.inputs):
@@ -79,6 +80,7 @@ def _read(run: _Run, spark, filesets, count: bool = True) -> list[int | None]:
             hint = f" (give inputs[{i}].schema in the job file)" if not fs.files and spec.schema is None else ""
             raise InvalidInputError(f"input {spec.view}: {e}{hint}") from None
         df.createOrReplaceTempView(spec.view)
+        run.input_columns[spec.view] = spark_columns(df)
         n = rep.records
         if n is None and run.job.count_inputs and count:
             n = df.count()

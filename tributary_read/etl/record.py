@@ -95,3 +95,17 @@ def transaction_for(app_id: str, schedule_ms: int, schedule_time: str, record: R
 
 def _opt(v: Any) -> str | None:
     return str(v) if v is not None and v != "" else None
+
+
+def find_commit(table, app_id: str, schedule_ms: int):
+    """The commit of ``(app_id, schedule_ms)`` in ``table``'s log, or None.
+
+    The table state answers a new hour and a rerun of the latest at once; only
+    a rerun of an older hour (a backfill) reads the job's commits
+    (:meth:`~tributary_read.table.log.ManifestLog.find_transaction`).
+    """
+    return table.log.find_transaction(transaction_for_lookup(app_id, schedule_ms))
+
+
+def transaction_for_lookup(app_id: str, schedule_ms: int) -> Transaction:
+    return Transaction(app_id, {SCHEDULE_KEY: schedule_ms})

@@ -31,14 +31,23 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.etl import ack_step, commit_step, hive_step, resolve_step, sync_step
-from tributary_read.etl.job import InputMode, InputSpec, Job
+from tributary_read.etl import ack_step, commit_step, hive_step, lineage_step, resolve_step, sync_step
+from tributary_read.etl.job import InputSpec, Job
 from tributary_read.etl.lock import JobLock, lock_path
-from tributary_read.etl.record import SCHEDULE_KEY, InputRecord, RunRecord
+from tributary_read.etl.runs import recorded
+from tributary_read.etl.record import SCHEDULE_KEY, InputRecord, RunRecord, find_commit
 from tributary_read.etl.record import transaction_for as _transaction
 from tributary_read.etl.report import STEPS, InputReport, OutputReport, RunReport, Step, iso_z
 from tributary_read.faults import crash_point
-from tributary_read.read.window import Schedule, TimeWindow
+from tributary_read.etl.schedule import (
+    _instant_ms,
+    check_interval,
+    check_not_ahead,
+    job_zones,
+    schedule_time_ms,
+    window_for,
+)
+from tributary_read.read.window import TimeWindow
 from tributary_read.table.manifest import Transaction
 
 __all__ = ["SCHEDULE_KEY", "check_interval", "check_not_ahead", "committed_run", "find_commit", "hive_table_definition", "iso_z", "job_zones",
@@ -46,89 +55,6 @@ __all__ = ["SCHEDULE_KEY", "check_interval", "check_not_ahead", "committed_run",
            "schedule_time_ms", "transaction_for", "window_for"]
 
 Progress = Callable[[str], None]
-
-
-# -- the schedule time -------------------------------------------------------------------
-def schedule_time_ms(value: str | int | datetime, job: Job) -> tuple[int, int]:
-    """(aligned, given) epoch ms: ``value`` floored to the job's period in its zone.
-
-    ISO-8601 with an offset (``2024-01-01T05:00:00Z``, ``+02:00``) or epoch ms,
-    read by the one instant parser (:mod:`tributary_read.timespec`): a time
-    without an offset is refused, as in every front end. A cron job started a
-    few seconds late still names its hour: the run for 05:00:07 is the run for
-    05:00, one transaction per period (:meth:`Schedule.run_time`).
-    """
-    given = _instant_ms(value, job, "schedule_time", "schedule time")
-    return Schedule(job.period_ms, tz=job.tz).run_time(given), given
-
-
-def check_interval(job: Job, start: str | int | datetime, schedule_time: str | int | datetime) -> None:
-    """Refuse a scheduler's data interval ``[start, schedule_time)`` unless it is exactly one of the job's
-    periods ending at a boundary (:meth:`Schedule.check_interval`): a run reads the period before its
-    schedule time, so any other interval would be read in part, or twice."""
-    end = _instant_ms(schedule_time, job, "schedule_time", "schedule time")
-    Schedule(job.period_ms, tz=job.tz).check_interval(
-        _instant_ms(start, job, "interval_start", "data interval start"), end)
-
-
-def _instant_ms(value: str | int | datetime, job: Job | None, param: str, what: str) -> int:
-    """``value`` in epoch ms; a time without an offset is refused (``job``: its zones are named then)."""
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise InvalidInputError(f"{what} {value.isoformat()} has no UTC offset: give an aware datetime",
-                                    **{param: what})
-        return int(value.timestamp() * 1000)
-    from datetime import timezone
-
-    from tributary_read.read.window import _instant
-
-    try:
-        return _instant(value, job.tz if job else timezone.utc, param, what)
-    except InvalidInputError:
-        if job is not None:
-            # The same refusal, naming the zones of the job's tables too: a table created in Asia/Shanghai
-            # under a job left in UTC is the case where "06:00" means two things. Looked up on refusal only.
-            _instant(value, job_zones(job), param, what)
-        raise
-
-
-def job_zones(job: Job) -> list:
-    """The job's zone, then each input's and the output's (those that can be read; the run reports the rest)."""
-    from tributary_read.etl.job_inputs import zone_of
-
-    tables = [(i.root, i.storage_options, i.layout) for i in job.inputs]
-    tables.append((job.output.root, job.output.storage_options, None))
-    return [job.tz, *(z for z in (zone_of(*t) for t in tables) if z is not None)]
-
-
-def window_for(job: Job, spec: InputSpec, schedule_ms: int) -> TimeWindow:
-    """The window an mtime or manifest input reads in the run of ``schedule_ms``: the job's :class:`Schedule`."""
-    return job.schedule(spec).window(schedule_ms)
-
-
-def check_not_ahead(job: Job, schedule_ms: int, now_ms: int) -> None:
-    """Refuse a run whose data cannot all be there yet.
-
-    A run commits its schedule time once: a later rerun finds the commit and
-    reads nothing more. So an mtime or manifest window that ends after now (its
-    files may still arrive) would lose them for good; a consumer loses nothing
-    (what arrives later is the next run's), but a time more than a period ahead
-    is a typo, not a schedule.
-    """
-    def refuse(msg: str) -> InvalidInputError:
-        return InvalidInputError(msg, schedule_time="the schedule time")
-
-    if schedule_ms - job.period_ms > now_ms:
-        raise refuse(f"the schedule time {iso_z(schedule_ms)} is more than a period ahead of the clock "
-                     f"({iso_z(now_ms)})")
-    for spec in job.inputs:
-        if spec.mode is InputMode.CONSUMER:
-            continue
-        end = window_for(job, spec, schedule_ms).end_ms + 1
-        if end > now_ms:
-            raise refuse(f"the window of input {spec.view} ends at {iso_z(end)}, after now ({iso_z(now_ms)}): its "
-                         "files may still arrive, and a committed hour is never read again; run it later "
-                         "(or give the input a lag)")
 
 
 def transaction_for(job: Job, schedule_ms: int, inputs: RunRecord | Mapping[str, Mapping] | None = None
@@ -139,16 +65,6 @@ def transaction_for(job: Job, schedule_ms: int, inputs: RunRecord | Mapping[str,
 
 
 # -- finding the transaction -------------------------------------------------------------
-def find_commit(table, app_id: str, schedule_ms: int):
-    """The commit of ``(app_id, schedule_ms)`` in ``table``'s log, or None.
-
-    The table state answers a new hour and a rerun of the latest at once; only
-    a rerun of an older hour (a backfill) reads the job's commits
-    (:meth:`~tributary_read.table.log.ManifestLog.find_transaction`).
-    """
-    return table.log.find_transaction(transaction_for_lookup(app_id, schedule_ms))
-
-
 def committed_run(table, job_name: str, schedule_time: str | int | datetime):
     """The commit of job ``job_name``'s run for ``schedule_time`` in its output ``table``, or None.
 
@@ -159,10 +75,6 @@ def committed_run(table, job_name: str, schedule_time: str | int | datetime):
 
     ms = _instant_ms(schedule_time, None, "schedule_time", "schedule time")
     return find_commit(table, app_id(job_name), ms)
-
-
-def transaction_for_lookup(app_id: str, schedule_ms: int) -> Transaction:
-    return Transaction(app_id, {SCHEDULE_KEY: schedule_ms})
 
 
 def recorded_inputs(t: Transaction | None) -> dict[str, dict]:
@@ -196,8 +108,9 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
     run.verbose = verbose
     if dry_run:  # reads only: it may watch a run in progress
         return run.execute()
-    with JobLock(lock_path(job.name, output, job.lock_dir), job.name):
-        return run.execute()
+    with JobLock(lock_path(job.name, output, job.lock_dir), job.name), recorded(output, job.name, aligned) as e, \
+            lineage_step.failing(run):
+        return e.done(run.execute())
 
 
 def hive_table_definition(job: Job, schedule_time: str | int | datetime | None = None, *, spark=None):
@@ -226,6 +139,7 @@ class _Run:
         self.spark, self.dry_run, self.say, self.full_sync = spark, dry_run, progress, full_sync
         self.steps: list[Step] = []
         self.inputs: list[InputReport] = []
+        self.input_columns: dict[str, list] = {}  # view -> its columns as Spark read them (lineage's schema)
         self.recovered: list = []
         self.acked: list = []
         self.out = OutputReport(output.uri, job.output.time_column)
@@ -274,6 +188,7 @@ class _Run:
                 if job.hive is not None:  # what the real run would refuse, before it commits
                     self.hive_table = hive_step.check(self, filesets)
                 return self._report(txn, False, None, dry=True)
+            lineage_step.started(self)
             empty = all(not fs.files for fs, _ in filesets)
             if empty:
                 # Nothing arrived: no Spark, no SQL (an empty jsonl input has no columns to
@@ -285,6 +200,7 @@ class _Run:
                 self.inputs = [replace(r, records=n) for r, n in zip(self.inputs, records)]
             if job.hive is not None:  # nothing committed yet: the table to mount in is there, or made, or we stop
                 self.hive_table = hive_step.ensure(self, filesets, views_ready=not empty)
+            lineage_step.keep(self)
             result = self._step("commit", lambda: commit_step.commit(self, txn, base, empty, filesets))
             committed, already = result.commit, result.already_committed
             if already:  # a concurrent duplicate committed first: go on with its commit and its record
@@ -310,6 +226,7 @@ class _Run:
             self._step("ack", lambda: ack_step.ack(self, plans))
         else:
             self._skip("ack", "no consumer inputs")
+        lineage_step.completed(self)
         return self._report(txn, already, committed.version)
 
     def _report(self, txn: Transaction, already: bool, version: int | None, dry: bool = False) -> RunReport:

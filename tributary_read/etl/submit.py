@@ -68,7 +68,8 @@ def build_submit(job: Job, schedule_time, *, master: str | None = None, deploy_m
                  interval_start=None) -> SubmitCommand:
     """``interval_start``: a scheduler's data interval, checked here (:func:`~tributary_read.etl.run.check_interval`);
     the driver gets the aligned schedule time it names."""
-    from tributary_read.etl.run import check_interval, iso_z, schedule_time_ms
+    from tributary_read.etl.report import iso_z
+    from tributary_read.etl.schedule import check_interval, schedule_time_ms
 
     if interval_start is not None:
         check_interval(job, interval_start, schedule_time)

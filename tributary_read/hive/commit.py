@@ -173,6 +173,20 @@ def commit_watermark(commit: Commit | None) -> int | None:
     return w if isinstance(w, int) and not isinstance(w, bool) else None
 
 
+def read_mark(table: Table) -> _Mark:
+    """The committer's hint (:data:`MARK`); an empty one when lost or torn (the next pass re-checks the log)."""
+    try:
+        d = load_document(table.storage.read(MARK), table.storage.uri_for(MARK))
+        mounted = d.get("mounted_version")
+        pending = d.get("pending", [])
+        if not isinstance(pending, list) or not all(isinstance(x, str) for x in pending):
+            raise ValueError("pending must be a list of directories")
+        return _Mark(int(d.get("through_ms", 0)), int(d.get("watermark_ms", 0)),
+                     None if mounted is None else int(mounted), tuple(pending))
+    except (FileNotFoundError, ManifestCorruptError, TypeError, ValueError):
+        return _Mark()
+
+
 def log_watermark(log, version: int, partitions: Callable[[], Mapping[str, PartitionDir]]) -> int:
     """The event-time watermark the log gives at ``version``: the newest commit's writer watermark, else
     the start of the newest partition holding data (``partitions``: the log's, computed only then)."""
@@ -349,16 +363,7 @@ class PartitionCommitter:
 
     # -- whole-log passes ------------------------------------------------------------
     def _read_mark(self) -> _Mark:
-        try:
-            d = load_document(self.table.storage.read(MARK), self.table.storage.uri_for(MARK))
-            mounted = d.get("mounted_version")
-            pending = d.get("pending", [])
-            if not isinstance(pending, list) or not all(isinstance(x, str) for x in pending):
-                raise ValueError("pending must be a list of directories")
-            return _Mark(int(d.get("through_ms", 0)), int(d.get("watermark_ms", 0)),
-                         None if mounted is None else int(mounted), tuple(pending))
-        except (FileNotFoundError, ManifestCorruptError, TypeError, ValueError):
-            return _Mark()  # a lost or torn hint: re-check the whole log
+        return read_mark(self.table)
 
     def _write_mark(self, mark: _Mark) -> None:
         doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "partition-commit",

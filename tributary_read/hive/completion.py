@@ -16,10 +16,17 @@ read from the log, never from the metastore (which may be Kerberized, down, or m
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 from tributary_read.errors import InvalidInputError, TributaryError
-from tributary_read.hive.commit import CommitPolicy, is_due, log_watermark, partitions_of_files
+from tributary_read.hive.commit import (
+    CommitPolicy,
+    commit_watermark,
+    is_due,
+    log_watermark,
+    partitions_of_files,
+    read_mark,
+)
 from tributary_read.hive.describe import parse_partition_name
 from tributary_read.table.config import Table
 from tributary_read.table.layout import PartitionDir, PartitionMapper
@@ -65,6 +72,24 @@ def resolve_partition(table: Table, text: str) -> PartitionDir:
     return p
 
 
+def policy_clock_ms(table: Table, policy: CommitPolicy, version: int,
+                    partitions: Callable[[], Mapping[str, PartitionDir]] | None = None) -> int:
+    """The policy's clock at ``version``, read from the log: the event watermark, or the newest commit's time.
+
+    ``partitions``: the log's partitions, for an event clock whose newest commit carries no writer
+    watermark (a full state read); None takes the committer's mark instead (one small read: a
+    metrics scrape).
+    """
+    log = table.log
+    if policy.clock == "event":
+        if partitions is None:
+            given = commit_watermark(log.read_commit(version)) if version else None
+            return given if given is not None else read_mark(table).watermark_ms
+        return log_watermark(log, version, partitions)
+    newest = log.read_commit(version) if version else None
+    return newest.timestamp_ms if newest is not None else 0
+
+
 def completion(table: Table, partitions: Sequence[str]) -> list[Completion]:
     """Each partition's completeness under the table's partition-commit policy (refused without one)."""
     policy = CommitPolicy.from_json(table.config.partition_commit)
@@ -77,11 +102,7 @@ def completion(table: Table, partitions: Sequence[str]) -> list[Completion]:
     version = log.latest_version()
     state = log.state(version) if version else None
     files = list(state.files.values()) if state else []
-    if policy.clock == "event":
-        clock = log_watermark(log, version, lambda: partitions_of_files(table, files))
-    else:
-        newest = log.read_commit(version) if version else None
-        clock = newest.timestamp_ms if newest is not None else 0
+    clock = policy_clock_ms(table, policy, version, lambda: partitions_of_files(table, files))
     out = []
     for p in wanted:
         n = sum(1 for f in files if f.kind == KIND_DATA and f.path.startswith(p.path + "/"))

@@ -166,6 +166,12 @@ class MetastoreURI:
         raise InvalidInputError(f"a Spark session needs a metastore it can use as its catalog: thrift://HOST:PORT "
                                 f"or spark, not {self.text} (HiveServer2 runs SQL, it is not a catalog)")
 
+    @property
+    def lineage_namespace(self) -> str:
+        """OpenLineage's namespace for a table of this metastore: ``hive://HOST:PORT`` (spec/naming.md), or
+        ``hive`` for one with no address (Spark's own catalog)."""
+        return f"hive://{self.host}:{self.port}" if self.host else "hive"
+
     def __str__(self) -> str:
         return self.text
 

@@ -48,3 +48,23 @@ def local_path(location: str) -> str | None:
     if not u.scheme or len(u.scheme) < 2:
         return location
     return unquote(u.path) or "/" if u.scheme == "file" else None
+
+
+#: Hadoop's spellings of one object store -> the scheme OpenLineage's naming gives it.
+_SCHEME = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
+#: Object stores: a location is a key, with no leading slash; file systems keep their absolute paths.
+_OBJECT_STORES = {"s3", "gs", "wasbs", "abfss", "oss"}
+
+
+def namespace_and_name(location: str) -> tuple[str, str]:
+    """``location`` as OpenLineage names a dataset (spec/naming.md): ``file`` + path, ``s3://bucket`` +
+    key (``s3a`` is S3), ``hdfs://host:port`` + path; no trailing slash."""
+    local = local_path(location)
+    if local is not None:
+        return "file", local.rstrip("/") or "/"
+    u = urlparse(location)
+    scheme = _SCHEME.get(u.scheme.lower(), u.scheme.lower())
+    path = unquote(u.path).rstrip("/")
+    if scheme in _OBJECT_STORES:
+        return f"{scheme}://{u.netloc}", path.lstrip("/")
+    return f"{scheme}://{u.netloc}", path or "/"

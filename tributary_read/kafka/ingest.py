@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from tributary_read.choice import Choice
+from tributary_read.faults import crash_point
 from tributary_read.errors import (
     BadRecordError, InvalidInputError, SchemaConflictError, SourceGapError, SourceMismatchError, StorageError,
     TimeOutOfRangeError, TimeUnitError,
@@ -66,6 +67,16 @@ class KafkaSource:
 
 
 @dataclass(frozen=True)
+class KafkaStart:
+    """Where a run starts, told to ``on_start`` before the first record is read (lineage: the run's id, and
+    what a later run needs to tell what a killed one committed: its writer id is on each of its commits)."""
+
+    starts: dict  # "kafka:topic/p" -> the first offset to read, for every partition the run reads
+    base_version: int  # the table version the run read its state at
+    writer_id: str
+
+
+@dataclass(frozen=True)
 class KafkaIngestResult:
     app_id: str
     topics: tuple[str, ...]
@@ -75,7 +86,8 @@ class KafkaIngestResult:
     commits: int
     files: int
     rolled_forward: int
-    #: per partition ("topic/p"): {"from": first offset read, "next": next offset to read, "records": n}
+    #: per partition ("topic/p"): {"from": first offset read, "next": next offset to read, "records": n,
+    #: "bytes": of the values read}
     partitions: dict
     skipped: dict
     stopped_by: str | None = None
@@ -188,6 +200,7 @@ def ingest_kafka(
     on_commit: Callable[[object], None] | None = None,
     stop: StopRequest | None = None,
     progress: Callable[[str], None] | None = None,
+    on_start: Callable[[KafkaStart], None] | None = None,
 ) -> KafkaIngestResult:
     """Append the records of ``source``'s topics not yet committed for ``app_id``.
 
@@ -200,6 +213,7 @@ def ingest_kafka(
         on_gap: ``skip`` jumps over offsets the broker no longer holds and records how many in
             the commit; the default stops with SourceGapError naming them.
         progress: called with a one-line status (records/s, lag per partition) now and then.
+        on_start: called with the :class:`KafkaStart` once the run knows where each partition starts.
     """
     if not app_id or any(c.isspace() for c in app_id):
         raise InvalidInputError("the app id must be a non-empty word", app_id="the app id")
@@ -218,20 +232,22 @@ def ingest_kafka(
                            ",".join(source.topics), unit="offset")
     conf = kc.client_config(source.bootstrap, app_id, source.config)
     run = _Run(table, source, app_id, conf, record, limit, on_bad_record, on_gap, follow, commit_every,
-               commit_interval_s, protocol, roll, on_commit, stop, progress)
+               commit_interval_s, protocol, roll, on_commit, stop, progress, on_start)
     return run.go()
 
 
 class _Run:
     def __init__(self, table, source, app_id, conf, record, limit, on_bad_record, on_gap, follow, commit_every,
-                 commit_interval_s, protocol, roll, on_commit, stop, progress):
+                 commit_interval_s, protocol, roll, on_commit, stop, progress, on_start=None):
         self.table, self.source, self.app_id, self.conf = table, source, app_id, conf
         self.record, self.limit, self.on_bad_record, self.on_gap = record, limit, on_bad_record, on_gap
         self.follow, self.commit_every, self.commit_interval_s = follow, commit_every, commit_interval_s
         self.protocol, self.roll, self.on_commit, self.stop, self.progress = protocol, roll, on_commit, stop, progress
+        self.on_start = on_start
         self.read = self.tombstones = self.dead = self.commits = self.files = 0
         self.first: dict[TopicPartition, int] = {}
         self.counts: dict[TopicPartition, int] = {}
+        self.sizes: dict[TopicPartition, int] = {}  # bytes of the values read
         self._skipped_total: dict[TopicPartition, int] = {}
         self._probed, self._noted_down = 0.0, False  # broker outages: the last probe, whether it was said
 
@@ -262,6 +278,8 @@ class _Run:
             self.ends = {} if self.follow else {tp: (kc.watermarks(consumer, tp) or (0, 0))[1] for tp in assigned}
             self.done: set[TopicPartition] = set()
             writer = TableWriter(self.table, protocol=self.protocol, roll=self.roll)
+            if self.on_start is not None:
+                self.on_start(KafkaStart({tp.key: self.pos.next[tp] for tp in assigned}, self.base, writer.writer_id))
             self._assign(consumer, ck, assigned)
             self._loop(consumer, ck, writer)
         except BaseException:
@@ -278,7 +296,8 @@ class _Run:
         return KafkaIngestResult(
             self.app_id, tuple(self.source.topics), self.read, self.tombstones, self.dead, self.commits, self.files,
             rolled, {str(tp): {"from": self.first.get(tp, self.pos.next[tp]), "next": self.pos.next[tp],
-                               "records": self.counts.get(tp, 0)} for tp in sorted(self.pos.next)},
+                               "records": self.counts.get(tp, 0), "bytes": self.sizes.get(tp, 0)}
+             for tp in sorted(self.pos.next)},
             {str(tp): n for tp, n in sorted(self._skipped_total.items())}, stopped)
 
     # -- positions ---------------------------------------------------------------------
@@ -410,9 +429,11 @@ class _Run:
         self.read += 1
         self.counts[tp] = self.counts.get(tp, 0) + 1
         self.pos.advance(tp, off)
-        if msg.value() is None:  # a tombstone: nothing to store, its offset still advances
+        value = msg.value()
+        if value is None:  # a tombstone: nothing to store, its offset still advances
             self.tombstones += 1
             return
+        self.sizes[tp] = self.sizes.get(tp, 0) + len(value)
         reason = None
         try:
             rec, ts = self.record.convert(msg)
@@ -447,6 +468,7 @@ class _Run:
         self.pos.committed()
         if self.on_commit:
             self.on_commit(commit)
+        crash_point("kafka.after_commit")
         self._group_commit(txn)
 
     def _group_commit(self, txn) -> None:

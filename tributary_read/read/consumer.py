@@ -305,6 +305,21 @@ class Consumer(Moves):
             time.sleep(0.01)  # an S3 conditional PUT lost to one in flight
         raise StorageError(f"cannot create a plan under {self.location}; retry")
 
+    def preview(self, *, now_ms: int | None = None, progress: Progress | None = None,
+                parallel: int | None = None) -> Plan:
+        """What a plan made now would deliver: every file the consumer has not acked. Writes nothing.
+
+        Monitoring asks how far behind a listing consumer is, and only a listing can tell; a
+        :meth:`plan` would persist the answer as the consumer's pending plan (the same plan until
+        acked), so a scrape would change what the next run reads. This computes the same plan from
+        the acked state (a pending plan's files are in it too), uncapped, and keeps it. The plan's
+        own refusals (untracked files, changed files, changes beyond the horizon) are not raised:
+        their files count as pending.
+        """
+        opts = PlanOptions(progress=progress, parallel=parallel, allow_untracked=True, allow_beyond_horizon=True,
+                           allow_changed=True, max_files=0)
+        return self._compute(self.current(), opts, now_ms)
+
     def _relocate(self, p: Plan) -> Plan:
         """A pending plan, handed out again, names its files where they are now.
 
@@ -457,6 +472,18 @@ class Consumer(Moves):
             return AckResult(other, plan_id, True)
         raise StalePlanError(f"consumer {self.name!r} moved to version {cur + 1} while acking {plan_id}; plan again")
 
+    def acked(self, plan_id: str) -> bool | None:
+        """Whether ``plan_id`` was acked: True, False (its base version moved on another way: another plan,
+        a reset), or None when it cannot be told: the consumer is still at its base (it may yet be acked),
+        or the state after it was pruned (``KEEP_STATES``)."""
+        m = _PLAN_ID.match(plan_id or "")
+        state = self.current()
+        if m is None or state is None or int(m.group(1)) >= state.version:
+            return None
+        after = int(m.group(1)) + 1
+        st = state if after == state.version else self._read_state(after)
+        return None if st is None else st.plan_id == plan_id
+
     # -- inspection ----------------------------------------------------------
     def _no_such(self) -> NoSuchConsumerError:
         return NoSuchConsumerError(
@@ -494,18 +521,22 @@ def _consumer_mode(mode: str) -> str | None:
     raise InvalidInputError(f"unknown consumer mode {mode!r}; choose auto, manifest, mtime or both")
 
 
-def list_consumers(source: Source | str, state_dir: str | None = None,
-                   options: Mapping[str, str] | None = None) -> list[dict]:
-    """Every consumer of ``source`` (in ``state_dir`` if given), with a summary or the error reading it."""
+def consumers_of(source: Source | str, state_dir: str | None = None,
+                 options: Mapping[str, str] | None = None) -> list[Consumer]:
+    """The consumers of ``source`` (in ``state_dir`` if given) by name: one listing, nothing read yet."""
     src = Source.of(source, options)
     storage = open_storage(state_dir, options) if state_dir else src.storage
     base = "" if state_dir else CONSUMERS_DIR
+    names = sorted(d.path.rsplit("/", 1)[-1] for d in storage.list_dirs(base))
+    return [Consumer(src, n, state_dir, options) for n in names if _NAME.match(n)]
+
+
+def list_consumers(source: Source | str, state_dir: str | None = None,
+                   options: Mapping[str, str] | None = None) -> list[dict]:
+    """Every consumer of ``source`` (in ``state_dir`` if given), with a summary or the error reading it."""
     out = []
-    for d in sorted(storage.list_dirs(base), key=lambda i: i.path):
-        name = d.path.rsplit("/", 1)[-1]
-        if not _NAME.match(name):
-            continue
-        c = Consumer(src, name, state_dir, options)
+    for c in consumers_of(source, state_dir, options):
+        name = c.name
         try:
             out.append(c.show())
         except NoSuchConsumerError:

@@ -114,6 +114,10 @@ class Schedule:
         """The start of the period holding ``t_ms``: an ETL run's identity (one run per period)."""
         return self._guard(t_ms, lambda: floor_to_period(t_ms, self.period_ms, self.tz))
 
+    def interval(self, end_ms: int) -> tuple[int, int]:
+        """The data interval a run at boundary ``end_ms`` covers: the one calendar period before it."""
+        return shift_periods(end_ms, -1, self.period_ms, self.tz), end_ms
+
     def check_interval(self, start_ms: int, end_ms: int) -> None:
         """Refuse a scheduler's data interval ``[start, end)`` that is not exactly one period ending at a boundary.
 
@@ -129,7 +133,7 @@ class Schedule:
                 "@hourly gives in Airflow 3: CronTriggerTimetable) has no data interval; schedule with "
                 "CronDataIntervalTimetable, whose interval is the period the run covers")
         aligned = self.run_time(end_ms)
-        if aligned != end_ms or shift_periods(end_ms, -1, self.period_ms, self.tz) != start_ms:
+        if aligned != end_ms or self.interval(end_ms)[0] != start_ms:
             from tributary_read.timespec import format_duration_ms
 
             raise InvalidInputError(

@@ -34,6 +34,7 @@ from xml.sax.saxutils import escape as xml_escape
 
 from tributary_read.errors import MetastoreError, MissingDependencyError, missing_extra
 from tributary_read.hive_udfs import build, registry
+from tributary_read.processes import pid_alive
 
 HOST = "127.0.0.1"
 _S = TypeVar("_S")
@@ -385,7 +386,7 @@ def _kill_group(pid: int, timeout: float) -> None:
             return
         end = time.monotonic() + grace
         while time.monotonic() < end:
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 with contextlib.suppress(ProcessLookupError):  # stragglers of the group
                     os.killpg(pid, signal.SIGKILL)
                 return
@@ -398,7 +399,7 @@ def _service_alive(pid: int, marker: str, port: int) -> bool:
 
 def _is_ours(pid: int, marker: str) -> bool:
     """Alive and still our service: a recycled pid must never be signalled."""
-    if not pid or not _pid_alive(pid):
+    if not pid or not pid_alive(pid):
         return False
     if not Path("/proc/self").exists():
         return True  # no procfs (macOS): trust the recorded pid
@@ -407,20 +408,6 @@ def _is_ours(pid: int, marker: str) -> bool:
     except OSError:
         return False
 
-
-def _pid_alive(pid: int) -> bool:
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)  # reap it if it is our own exited child
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie still answers kill(0)
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def _port_open(port: int) -> bool:

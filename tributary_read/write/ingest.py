@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Callable, Iterator
 
 from tributary_read.choice import Choice
+from tributary_read.faults import crash_point
 from tributary_read.errors import (
     BadRecordError, InvalidInputError, SchemaConflictError, TimeOutOfRangeError, TimeUnitError,
 )
@@ -169,9 +170,24 @@ class IngestResult:
     took_unterminated_line: bool = False
     #: The bad-record limit applied (None: none, every bad record is kept as a dead letter).
     max_bad_fraction: float | None = None
+    #: Bytes of the source this run committed: from the end of the last run's records to the end of its own.
+    consumed_bytes: int = 0
 
     def to_json(self) -> dict:
         return self.__dict__.copy()
+
+
+@dataclass(frozen=True)
+class IngestStart:
+    """Where a run starts, told to ``on_start`` before the first record is read (lineage: the run's id, and
+    what a later run needs to tell what a killed one committed: its writer id is on each of its commits)."""
+
+    source: str  # the source's key in the offsets
+    start_offset: int
+    #: The byte position the run starts at (0 for a new source; None: a log from before positions).
+    start_position: int | None
+    base_version: int  # the table version the run read its state at
+    writer_id: str
 
 
 class FromTable:
@@ -321,6 +337,7 @@ def ingest(
     progress: Callable[[int], None] | None = None,
     on_commit: Callable[[object], None] | None = None,
     stop: StopRequest | None = None,
+    on_start: Callable[[IngestStart], None] | None = None,
 ) -> IngestResult:
     """Append the records of ``source`` not yet committed for ``app_id``.
 
@@ -342,7 +359,9 @@ def ingest(
         unwrap: turns a source line into the record (dead-letter replay); a
             ValueError makes the line a bad record.
         progress: called with the number of source bytes consumed since the last call.
-        on_commit: called with each Commit (partition-commit hooks).
+        on_commit: called with each Commit (partition-commit hooks, lineage).
+        on_start: called with the :class:`IngestStart` once the run knows where it
+            starts, before the source is opened (lineage's START).
         stop: polled after each record; once set, the run commits the records
             read so far and returns (``stopped_by`` names the signal).
     """
@@ -377,12 +396,14 @@ def ingest(
 
     writer = TableWriter(table, protocol=protocol, roll=roll)
     base = state.version
-    offset = read = dead = commits = partial = 0
+    if on_start is not None:
+        on_start(IngestStart(name, start, prior.position, base, writer.writer_id))
+    offset = read = dead = commits = partial = first = end = 0
     pending_until = None
     took = False
     try:
         with open(source, "rb") as src:
-            end = prior.seek(src, source, start)  # byte position after the last whole line read
+            end = first = prior.seek(src, source, start)  # byte position after the last whole line read
             offset = start
             pending = unreported = 0
             # The last run took an unterminated last line as complete, and its newline came later:
@@ -453,7 +474,8 @@ def ingest(
     stopped_by = signal.Signals(stop.signum).name if stop is not None and stop.signum is not None else None
     return IngestResult(app_id, name, start, offset - 1 if read else last_offset, read, dead, commits, rolled,
                         stopped_by, pending_bytes=partial, pending_until=pending_until,
-                        took_unterminated_line=took, max_bad_fraction=limit.limit)
+                        took_unterminated_line=took, max_bad_fraction=limit.limit,
+                        consumed_bytes=end - first if commits else 0)
 
 
 def _unsettled_ms(src, size: int, settle_ms: int) -> int:
@@ -491,4 +513,5 @@ def _commit(writer: TableWriter, txn: Transaction, base, on_commit) -> int:
     assert commit is not None  # with a transaction there is always a commit
     if on_commit:
         on_commit(commit)
+    crash_point("ingest.after_commit")
     return commit.version

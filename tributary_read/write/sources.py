@@ -80,6 +80,14 @@ class SourceOffsets:
     def last_offset(self) -> int:
         return self.prior.offsets.get(self.name, -1) if self.prior else -1
 
+    @property
+    def position(self) -> int | None:
+        """The byte position after the committed lines: 0 before any, None in a log from before positions."""
+        if self.last_offset < 0:
+            return 0
+        pos = self._meta("positions")
+        return pos if isinstance(pos, int) and not isinstance(pos, bool) and pos > 0 else None
+
     def _meta(self, key: str):
         return _by_source(self.prior.meta, key).get(self.name) if self.prior else None
 

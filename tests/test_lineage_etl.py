@@ -1,0 +1,125 @@
+"""OpenLineage events of real ``trib etl run`` processes (issue 31, part 1; work in progress on branch i31).
+
+The client's file transport (``OPENLINEAGE__TRANSPORT__*``) writes one event per line. A run sends
+START and COMPLETE with one run id; the input subset names exactly the files the run read, the output
+the commit's version and statistics; every event validates against the spec's schemas. A run killed
+with -9 right after its commit sends no COMPLETE; the rerun of that hour sends it, once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, TRIB
+from etl_data import RawSource, create_output_table, write_job
+from openlineage_schema import event_errors
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytest.importorskip("openlineage.client")
+
+
+def _run(job, when, events, extra=None):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+           "OPENLINEAGE__TRANSPORT__TYPE": "file", "OPENLINEAGE__TRANSPORT__LOG_FILE_PATH": str(events),
+           "OPENLINEAGE__TRANSPORT__APPEND": "true", **(extra or {})}
+    if not extra:
+        env.pop("TRIB_CRASH_AT", None)
+    return subprocess.run([*TRIB, "etl", "run", str(job), "--schedule-time", when, "--json"], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def _events(path):
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_run_sends_start_and_complete_and_a_killed_run_is_completed_by_its_rerun(tmp_path):
+    src = RawSource(tmp_path / "raw", 2)
+    create_output_table(tmp_path / "out")
+    job = write_job(tmp_path / "jobs", name="hourly", raw=tmp_path / "raw", out=tmp_path / "out")
+    events = tmp_path / "events.jsonl"
+
+    src.advance(0)
+    p = _run(job, src.schedule_iso(0), events)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    evs = _events(events)
+    assert [e["eventType"] for e in evs] == ["START", "COMPLETE"]
+    assert evs[0]["run"]["runId"] == evs[1]["run"]["runId"]
+    for e in evs:
+        assert event_errors(e) == [], event_errors(e)
+    done = evs[1]
+    locations = done["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["locations"]
+    assert sorted(locations) == sorted((tmp_path / "raw" / f.path).as_uri() for f in src.arrived_in(0))
+    out = done["outputs"][0]
+    assert out["facets"]["version"]["datasetVersion"] == str(report["version"])
+    assert out["facets"]["schema"]["fields"] and done["inputs"][0]["facets"]["schema"]["fields"]
+    assert {f["name"] for f in out["facets"]["schema"]["fields"]} >= {report["output"]["time_column"]}
+    assert out["outputFacets"]["outputStatistics"]["rowCount"] == report["output"]["records"]
+
+    # Hour 1: killed right after its commit, before any COMPLETE; the rerun sends it, once.
+    src.advance(1)
+    p = _run(job, src.schedule_iso(1), events, {"TRIB_CRASH_AT": "etl.after_commit"})
+    assert p.returncode == -9, p.stderr
+    evs = _events(events)
+    assert [e["eventType"] for e in evs[2:]] == ["START"]
+    assert list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))  # kept for the next run
+    p = _run(job, src.schedule_iso(1), events)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["already_committed"] is True
+    evs = _events(events)
+    assert [e["eventType"] for e in evs[2:]] == ["START", "COMPLETE"]
+    assert evs[2]["run"]["runId"] == evs[3]["run"]["runId"] != evs[0]["run"]["runId"]
+    assert event_errors(evs[3]) == []
+    assert sorted(evs[3]["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["locations"]) == \
+        sorted((tmp_path / "raw" / f.path).as_uri() for f in src.arrived_in(1))
+    assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))
+
+    # Hour 2: killed before its commit. Its kept event waits (it may be a live run on another machine)
+    # until it is a day old; then the next run sends FAIL ("killed") for it, once, and drops it.
+    src.advance(2)
+    p = _run(job, src.schedule_iso(2), events, {"TRIB_CRASH_AT": "etl.before_commit"})
+    assert p.returncode == -9, p.stderr
+    kept = list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))
+    assert len(kept) == 1
+    ev = json.loads(kept[0].read_text())
+    ev["eventTime"] = "2020-01-01T00:00:00.000+00:00"  # as if kept long ago
+    kept[0].write_text(json.dumps(ev))
+    src.advance(3)
+    p = _run(job, src.schedule_iso(3), events)
+    assert p.returncode == 0, p.stderr
+    evs = _events(events)[4:]
+    assert [e["eventType"] for e in evs] == ["START", "START", "COMPLETE", "FAIL"]
+    abort = evs[3]
+    assert abort["run"]["runId"] == evs[0]["run"]["runId"] and event_errors(abort) == []
+    assert "before its commit" in abort["run"]["facets"]["errorMessage"]["message"]
+    assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))
+
+
+def test_a_run_that_fails_before_its_commit_sends_fail_with_the_error(tmp_path):
+    src = RawSource(tmp_path / "raw", 2)
+    create_output_table(tmp_path / "out")
+    job = write_job(tmp_path / "jobs", name="bad", raw=tmp_path / "raw", out=tmp_path / "out",
+                    sql="SELECT no_such_column FROM raw\n")
+    events = tmp_path / "events.jsonl"
+    src.advance(0)
+    # A lineage endpoint that is down: the run fails as it would (its own error), with one warning line,
+    # and keeps its FAIL for the next run.
+    down = {"OPENLINEAGE__TRANSPORT__TYPE": "http", "OPENLINEAGE__TRANSPORT__URL": "http://127.0.0.1:9",
+            "OPENLINEAGE__TRANSPORT__RETRY": '{"total": 0, "connect": 0, "read": 0}'}
+    p = _run(job, src.schedule_iso(0), events, down)
+    assert p.returncode != 0 and not events.exists()
+    assert len([line for line in p.stderr.splitlines() if "lineage" in line]) == 1, p.stderr
+    kept = list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))
+    assert [json.loads(k.read_text())["eventType"] for k in kept] == ["FAIL"]
+    p = _run(job, src.schedule_iso(0), events)
+    assert p.returncode != 0
+    evs = _events(events)
+    assert [e["eventType"] for e in evs] == ["START", "FAIL"], p.stderr
+    assert event_errors(evs[1]) == []
+    assert "no_such_column" in evs[1]["run"]["facets"]["errorMessage"]["message"]
+    assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))  # FAIL ends it
