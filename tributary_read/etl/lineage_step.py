@@ -13,15 +13,14 @@ configured nothing is built, and a send that fails is one warning line (the even
 
 from __future__ import annotations
 
-import posixpath
 import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
-from tributary_read.lineage.event import facet, input_dataset, iso_ms, output_dataset, run_event, run_id
+from tributary_read.lineage.event import facet, input_dataset, iso_ms, run_event, run_id, table_output
 from tributary_read.lineage.outbox import Outbox
 from tributary_read.lineage.runs import namespace
-from tributary_read.lineage.transport import Emitter
+from tributary_read.lineage.transport import Emitter, error_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from tributary_read.etl.run import _Run
@@ -77,7 +76,7 @@ def failing(run: _Run) -> Iterator[None]:
                     else:
                         box.put(run.job.app_id, str(run.t), ev)  # the next run sends it
             except Exception as sent:  # noqa: BLE001 - lineage never fails the run (nor hides its error)
-                run.say(f"warning: lineage: {type(sent).__name__}: {sent}")
+                run.say(f"warning: lineage: {error_text(sent)}")
         raise
 
 
@@ -94,7 +93,7 @@ def keep(run: _Run) -> None:
         try:
             Outbox(run.output.storage).put(run.job.app_id, str(run.t), _event(run, "COMPLETE"))
         except Exception as e:  # noqa: BLE001 - lineage never fails the run
-            run.say(f"warning: lineage: the COMPLETE event of {run.job.name} could not be kept: {e}")
+            run.say(f"warning: lineage: the COMPLETE event of {run.job.name} could not be kept: {error_text(e)}")
 
 
 #: A kept event whose hour is not committed this long after it was kept belongs to a run that died
@@ -139,7 +138,7 @@ def completed(run: _Run) -> None:
             if em.send(ev):
                 box.drop(run.job.app_id, key)
     except Exception as e:  # noqa: BLE001 - lineage never fails the run
-        run.say(f"warning: lineage: {type(e).__name__}: {e}")
+        run.say(f"warning: lineage: {error_text(e)}")
 
 
 def _kept_ms(ev: dict) -> int:
@@ -153,17 +152,12 @@ def _kept_ms(ev: dict) -> int:
 
 
 def _output(run: _Run, commit) -> dict:
-    layout = run.output.layout
-    dirs = sorted({posixpath.dirname(f.path) for f in commit.files})
-    parts = [p.values for p in (layout.try_parse(d) for d in dirs) if p is not None]
-    hive = run.job.hive
     from tributary_read.io.parquet_schema import recorded_columns
 
-    return output_dataset(run.output.uri, version=commit.version, files=len(commit.files),
-                          rows=sum(f.records or 0 for f in commit.files), size=sum(f.size for f in commit.files),
-                          partitions=parts, hive_table=hive.table if hive else None,
-                          columns=recorded_columns(commit.transaction.meta if commit.transaction else None),
-                          hive_namespace=_hive_namespace(hive.metastore) if hive else None)
+    hive = run.job.hive
+    return table_output(run.output, [commit], hive_table=hive.table if hive else None,
+                        hive_namespace=_hive_namespace(hive.metastore) if hive else None,
+                        columns=recorded_columns(commit.transaction.meta if commit.transaction else None))
 
 
 def _hive_namespace(metastore: str) -> str:

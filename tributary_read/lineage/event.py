@@ -132,6 +132,24 @@ def output_dataset(uri: str, *, version: int, files: int, rows: int, size: int |
     return d
 
 
+def table_output(table, commits: Sequence, **kw: Any) -> dict:
+    """A trib ``table`` as a run's output: the version of the last of ``commits``, the data files, rows and
+    bytes of them all (not dead letters), the partitions they wrote. No commits: zero statistics, no version
+    (a run with nothing new). ``kw``: :func:`dataset`'s (the Hive table, the columns)."""
+    from tributary_read.table.manifest import KIND_DATA
+
+    if not commits:
+        d = dataset(table.uri, **kw)
+        d["outputFacets"] = {"outputStatistics": facet("outputStatistics", rowCount=0, size=0, fileCount=0)}
+        return d
+    files = [f for c in commits for f in c.files if f.kind == KIND_DATA]
+    dirs = sorted({posixpath.dirname(f.path) for f in files})
+    parts = [p.values for p in (table.layout.try_parse(d) for d in dirs) if p is not None]
+    return output_dataset(table.uri, version=commits[-1].version, files=len(files),
+                          rows=sum(f.records or 0 for f in files), size=sum(f.size for f in files),
+                          partitions=parts, **kw)
+
+
 def run_event(event_type: str, *, run: str, namespace: str, job: str, event_ms: int,
               nominal: tuple[int, int] | None = None, inputs: Sequence[dict] = (), outputs: Sequence[dict] = (),
               error: str | None = None) -> dict:

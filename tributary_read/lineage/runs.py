@@ -50,5 +50,7 @@ def alive(facts: Mapping) -> bool:
     return pid_alive(pid)
 
 
-def warn_once(warn: Callable[[str], None], what: str, e: BaseException) -> None:
-    warn(f"lineage: {what}: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+def warn_error(warn: Callable[[str], None], what: str, e: BaseException) -> None:
+    from tributary_read.lineage.transport import error_text
+
+    warn(f"lineage: {what}: {error_text(e)}")

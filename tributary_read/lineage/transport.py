@@ -28,6 +28,13 @@ def configured(env: Mapping[str, str] | None = None, cwd: str | None = None) -> 
     return any(p and os.path.isfile(p) and os.access(p, os.R_OK) for p in candidates)
 
 
+def error_text(e: BaseException) -> str:
+    """An error in a lineage warning: its class and one line of its message (a transport's can run long)."""
+    from tributary_read.exits import one_line
+
+    return f"{type(e).__name__}: {one_line(e)[:200]}"
+
+
 class Emitter:
     """Sends events through the configured transport; ``warn`` gets one line, at the first failure.
 
@@ -62,6 +69,5 @@ class Emitter:
         except Exception as e:  # noqa: BLE001 - lineage never fails the run; the outbox sends it again
             self.failed = True
             self.warn(f"lineage: {event.get('eventType')} of {event.get('job', {}).get('name')} not sent: "
-                      f"{type(e).__name__}: {' '.join(str(e).split())[:200]} (no more events this run; "
-                      f"kept ones are sent by the next)")
+                      f"{error_text(e)} (no more events this run; kept ones are sent by the next)")
             return False

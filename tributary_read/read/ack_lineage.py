@@ -21,15 +21,13 @@ warning line.
 
 from __future__ import annotations
 
-import posixpath
-from collections import Counter
 from typing import Callable, Mapping
 
 from tributary_read.faults import crash_point
 from tributary_read.lineage.event import input_dataset, iso_ms, run_event, run_id
 from tributary_read.lineage.outbox import Outbox
 from tributary_read.lineage.transport import Emitter
-from tributary_read.lineage.runs import in_flight, namespace, now_ms, running, warn_once
+from tributary_read.lineage.runs import in_flight, namespace, now_ms, running, warn_error
 from tributary_read.read.consumer import AckResult, Consumer
 
 
@@ -48,7 +46,7 @@ def ack(consumer: Consumer, plan_id: str, warn: Callable[[str], None],
             sender.send({**complete, "eventType": "START", "eventTime": iso_ms(now_ms())})
             box.put(app, plan_id, running(complete, plan_id=plan_id))
     except Exception as e:  # noqa: BLE001 - lineage never fails the ack
-        warn_once(warn, "START", e)
+        warn_error(warn, "START", e)
     try:
         result = consumer.ack(plan_id)
     except BaseException as e:
@@ -68,7 +66,7 @@ def event(consumer: Consumer, plan, event_type: str) -> dict:
     records = [f.records for f in files]
     rows = sum(records) if all(r is not None for r in records) else None
     ds = input_dataset(consumer.source.uri, paths, size=sum(f.readable_bytes for f in files), rows=rows,
-                       version=plan.plan_id, partitions=Counter(posixpath.dirname(p) for p in paths))
+                       version=plan.plan_id)
     return run_event(event_type, run=run_id("ack", f"{consumer.name}\0{plan.plan_id}", plan.created_ms),
                      namespace=namespace(), job=f"consumer:{consumer.name}", event_ms=now_ms(), inputs=[ds])
 
@@ -83,12 +81,15 @@ def _failed(consumer: Consumer, box: Outbox, app: str, sender: Emitter, complete
             _flush(consumer, box, app, sender, warn, first=plan_id)
             return
         stopped = isinstance(e, (KeyboardInterrupt, Terminated))
-        sender.send(run_event("ABORT" if stopped else "FAIL", run=complete["run"]["runId"], namespace=namespace(),
-                              job=complete["job"]["name"], event_ms=now_ms(), inputs=complete["inputs"],
-                              error=None if stopped else f"{type(e).__name__}: {e}"))
-        box.drop(app, plan_id)
+        ev = run_event("ABORT" if stopped else "FAIL", run=complete["run"]["runId"], namespace=namespace(),
+                       job=complete["job"]["name"], event_ms=now_ms(), inputs=complete["inputs"],
+                       error=None if stopped else f"{type(e).__name__}: {e}")
+        if sender.send(ev):
+            box.drop(app, plan_id)
+        else:
+            box.put(app, plan_id, ev)  # as the ETL's and ingest's: the next ack sends it
     except Exception as sent:  # noqa: BLE001 - lineage never hides the ack's own error
-        warn_once(warn, "FAIL", sent)
+        warn_error(warn, "FAIL", sent)
 
 
 def _flush(consumer: Consumer, box: Outbox, app: str, sender: Emitter, warn: Callable[[str], None],
@@ -114,7 +115,7 @@ def _flush(consumer: Consumer, box: Outbox, app: str, sender: Emitter, warn: Cal
             else:
                 box.put(app, key, entry)  # acked: kept as an event ready to send
     except Exception as e:  # noqa: BLE001
-        warn_once(warn, "COMPLETE", e)
+        warn_error(warn, "COMPLETE", e)
 
 
 def _pending(consumer: Consumer, plan_id: str) -> bool:

@@ -24,15 +24,13 @@ every error is one warning line (:class:`~tributary_read.lineage.transport.Emitt
 from __future__ import annotations
 
 import os
-import posixpath
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from tributary_read.lineage.event import dataset, facet, iso_ms, output_dataset, run_event, run_id
+from tributary_read.lineage.event import dataset, facet, iso_ms, run_event, run_id, table_output
 from tributary_read.lineage.outbox import Outbox
 from tributary_read.lineage.transport import Emitter
-from tributary_read.lineage.runs import alive, in_flight, namespace, now_ms, running, warn_once
-from tributary_read.table.manifest import KIND_DATA
+from tributary_read.lineage.runs import alive, in_flight, namespace, now_ms, running, warn_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from tributary_read.write.ingest import IngestResult, IngestStart
@@ -87,7 +85,7 @@ class RunLineage:
                 elif facts is not None:
                     box.put(self.app_id, key, entry)  # the dead run's event, found: keep it as sent
         except Exception as e:  # noqa: BLE001 - lineage never fails the ingest
-            warn_once(self.warn, "the events of earlier runs", e)
+            warn_error(self.warn, "the events of earlier runs", e)
 
     def _began(self, start, /, **facts: Any) -> None:
         """START, and the outbox entry (``facts``: what a later run needs to end this one) that stands for this
@@ -102,7 +100,7 @@ class RunLineage:
             Outbox(self.table.storage).put(self.app_id, self.key, running(
                 ev, kind=self.kind, base=start.base_version, writer=start.writer_id, **facts))
         except Exception as e:  # noqa: BLE001
-            warn_once(self.warn, "START", e)
+            warn_error(self.warn, "START", e)
 
     def on_commit(self, commit) -> None:
         self.commits.append(commit)
@@ -128,7 +126,7 @@ class RunLineage:
             else:
                 box.put(self.app_id, self.key or f"{now_ms():013d}-{ev['run']['runId']}", ev)
         except Exception as e:  # noqa: BLE001
-            warn_once(self.warn, event_type, e)
+            warn_error(self.warn, event_type, e)
 
     def _dead_commits(self, facts: Mapping[str, Any], consecutive: bool = True) -> tuple[list, str]:
         """The commits a killed run made (its writer's, after its base version), and the FAIL's message."""
@@ -203,7 +201,7 @@ def ingest_event(event_type: str, table, app_id: str, identity: str, number: int
                  commits: Sequence, *, error: str | None = None, hive: Mapping[str, Any] | None = None) -> dict:
     """Any ingest's event: job ``app_id``, run id from (app, ``identity``, ``number``), the table as output
     (none at START) with ``commits``."""
-    out = [] if event_type == "START" else [_output(table, commits, hive or {})]
+    out = [] if event_type == "START" else [table_output(table, commits, **(hive or {}))]
     return run_event(event_type, run=run_id("ingest", f"{app_id}\0{identity}", number), namespace=namespace(),
                      job=app_id, event_ms=now_ms(), inputs=inputs, outputs=out, error=error)
 
@@ -216,31 +214,20 @@ def with_statistics(event_type: str, src: dict, rows: int | None, size: int | No
     return src
 
 
-def _output(table, commits: Sequence, hive: Mapping[str, Any]) -> dict:
-    """The table as the run's output: the last commit's version, every commit's files, rows, bytes, partitions."""
-    files = [f for c in commits for f in c.files if f.kind == KIND_DATA]  # not the dead letters
-    if not commits:
-        d = dataset(table.uri, **hive)
-        d["outputFacets"] = {"outputStatistics": facet("outputStatistics", rowCount=0, size=0, fileCount=0)}
-        return d
-    dirs = sorted({posixpath.dirname(f.path) for f in files})
-    parts = [p.values for p in (table.layout.try_parse(d) for d in dirs) if p is not None]
-    return output_dataset(table.uri, version=commits[-1].version, files=len(files),
-                          rows=sum(f.records or 0 for f in files), size=sum(f.size for f in files),
-                          partitions=parts, **hive)
-
-
 def _consumed(commits: Sequence, source: str, start_offset: int, start_position: int | None) -> dict:
     """The records and bytes of the source that ``commits`` hold: from their last transaction's offset and
     position, less where the run started (bytes unknown for a log from before positions)."""
+    from tributary_read.write.sources import SourceOffsets
+
     t = commits[-1].transaction if commits else None
     if t is None:
         return {"rows": 0, "size": 0}
-    last = t.offsets.get(source)
-    pos = ((t.meta or {}).get("positions") or {}).get(source)
-    rows = last - start_offset + 1 if isinstance(last, int) else None
-    size = pos - start_position if isinstance(pos, int) and isinstance(start_position, int) else None
-    return {"rows": rows, "size": size}
+    if source not in t.offsets:
+        return {"rows": None, "size": None}
+    committed = SourceOffsets(t.app_id, source, t)  # the one reader of a transaction's offsets and positions
+    pos = committed.position
+    return {"rows": committed.last_offset - start_offset + 1,
+            "size": pos - start_position if pos is not None and start_position is not None else None}
 
 
 def _commits_of(table, app_id: str, writer: str | None, base: int, consecutive: bool = True) -> list:
