@@ -37,7 +37,8 @@ from tributary_read.kafka.offsets import (
 )
 from tributary_read.table.config import RollPolicy, Table
 from tributary_read.table.renames import roll_forward
-from tributary_read.write.ingest import FROM_TABLE, BadRecordLimit, OnBadRecord, StopRequest, TimeSpec, FromTable, bad_record_reason
+from tributary_read.write.ingest import FROM_TABLE, FromTable, StopRequest, TimeSpec
+from tributary_read.write.lines import BadRecordLimit, OnBadRecord, bad_record_reason
 from tributary_read.write.writer import TableWriter
 
 COLUMNS = ("key", "topic", "partition", "offset", "timestamp", "headers")

@@ -24,7 +24,8 @@ from typing import Callable
 from tributary_read.errors import InvalidInputError, VerificationError
 from tributary_read.table.config import Table
 from tributary_read.table.manifest import KIND_DEAD_LETTER
-from tributary_read.write.ingest import IngestResult, StopRequest, ingest, reason_kind
+from tributary_read.write.ingest import IngestResult, StopRequest, ingest
+from tributary_read.write.lines import reason_kind
 
 #: The app id replay commits under unless told otherwise.
 REPLAY_APP = "trib-dead-letters"

@@ -8,7 +8,6 @@ previous run died at, its uncommitted files are simply never referenced.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -19,11 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Iterator
 
-from tributary_read.choice import Choice
 from tributary_read.faults import crash_point
-from tributary_read.errors import (
-    BadRecordError, InvalidInputError, SchemaConflictError, TimeOutOfRangeError, TimeUnitError,
-)
+from tributary_read.errors import InvalidInputError
 from tributary_read.table.state import AppState
 from tributary_read.table.manifest import Transaction
 from tributary_read.write.sources import SourceOffsets
@@ -31,14 +27,8 @@ from tributary_read.table.config import RollPolicy, Table
 from tributary_read.table.renames import roll_forward
 from tributary_read.table.timeunit import IntegerTimes
 from tributary_read.timespec import iso
+from tributary_read.write.lines import BadRecordLimit, LineRecords, OnBadRecord
 from tributary_read.write.writer import TableWriter
-
-
-class OnBadRecord(Choice):
-    """What ingest does with a record it cannot place: write it to the dead-letter file, or stop."""
-
-    DEAD_LETTER = "dead-letter"
-    FAIL = "fail"
 
 
 #: The refusal of a run with no time source. Every table is partitioned by time, and
@@ -200,60 +190,6 @@ class FromTable:
 FROM_TABLE = FromTable()
 
 
-class BadRecordLimit:
-    """Counts a run's bad records and refuses a commit once their share is over the limit.
-
-    The share is the run's (every record read so far), checked before each commit:
-    a run's first commit is judged on its first batch, and a run that crosses the
-    limit later keeps its earlier commits (each under the limit when it was made).
-    A run where every record is bad fails whatever the limit: that is a wrong
-    option (a misspelt field), not bad data. ``limit`` None: no limit at all.
-    """
-
-    def __init__(self, limit: float | None, source: str, unit: str = "line"):
-        self.limit = limit
-        self.source = source
-        self.unit = unit  # what an offset counts: a file's lines, a Kafka partition's offsets
-        self.bad = 0
-        self.first: tuple[int, str] | None = None  # (offset, reason) of the run's first bad record
-        self._first_kind = ""
-        self.alike = 0  # bad records with the first one's kind of reason
-
-    def add(self, offset: int, reason: str) -> None:
-        self.bad += 1
-        kind = reason_kind(reason)
-        if self.first is None:
-            self.first, self._first_kind = (offset, reason), kind
-        if kind == self._first_kind:
-            self.alike += 1
-
-    def check(self, read: int, commits: int, last_committed: int) -> None:
-        """Raise BadRecordError when ``read`` records hold too many bad ones (nothing of the batch is committed)."""
-        if self.limit is None or not self.bad or not read:
-            return
-        share = self.bad / read
-        if share <= self.limit and self.bad < read:
-            return
-        assert self.first is not None
-        offset, reason = self.first
-        upto = f" (up to {self.unit} {last_committed})" if last_committed >= 0 else ""
-        kept = f"this run's {commits} earlier commits{upto} stand, nothing after" if commits else "nothing was committed"
-        if self.bad == read:
-            over, out = "every record is bad", "keep them all as dead letters (on-bad-record dead-letter)"
-        else:
-            over, out = f"over the max bad fraction {self.limit:g}", "raise that limit"
-        raise BadRecordError(
-            f"{self.source}: {self.bad} of {read} records ({share:.1%}) cannot be placed, {over}; first: "
-            f"{self.unit} {offset}: {reason} ({self.alike} records like it); {kept}. Fix the input or the time "
-            f"options and rerun, or {out}",
-            max_bad_fraction="the max bad fraction", on_bad_record="on-bad-record dead-letter")
-
-
-def reason_kind(reason: str) -> str:
-    """A reason without its values (quoted text, numbers): records failing the same way count as alike."""
-    return re.sub(r"'[^']*'|\"[^\"]*\"|[0-9]+", "_", reason)
-
-
 class StopRequest:
     """Set by the first SIGINT/SIGTERM; the ingest polls it between records.
 
@@ -374,8 +310,6 @@ def ingest(
         raise InvalidInputError(f"source {source} is not a readable file")
     name = source_name or os.path.basename(source)
     extract = time_spec.extractor(table.layout.tz)
-    needs_json = bool(time_spec.field) or table.config.format == "parquet"
-    as_rows = table.config.format == "parquet"
     if isinstance(max_bad_fraction, FromTable):
         max_bad_fraction = table.config.max_bad_fraction
     limit = BadRecordLimit(max_bad_fraction if on_bad_record is OnBadRecord.DEAD_LETTER else None, name)
@@ -395,10 +329,12 @@ def ingest(
     start = last_offset + 1
 
     writer = TableWriter(table, protocol=protocol, roll=roll)
+    records = LineRecords(table, writer, extract, bool(time_spec.field), on_bad_record, limit, unwrap)
+    take = records.take
     base = state.version
     if on_start is not None:
         on_start(IngestStart(name, start, prior.position, base, writer.writer_id))
-    offset = read = dead = commits = partial = first = end = 0
+    offset = read = commits = partial = first = end = 0
     pending_until = None
     took = False
     try:
@@ -426,27 +362,7 @@ def ingest(
                 line = raw[:-1] if raw.endswith(b"\n") else raw
                 if line.endswith(b"\r"):
                     line = line[:-1]
-                reason = None
-                try:
-                    if unwrap is not None:
-                        line = unwrap(line)
-                    doc = json.loads(line) if needs_json else None
-                    ts = extract(line, doc)
-                except TimeUnitError as e:  # the job's unit is wrong, not this record: stop the run
-                    raise TimeUnitError(f"{name} line {offset}: {e}") from None
-                except (ValueError, TypeError, OverflowError, RecursionError) as e:
-                    reason = bad_record_reason(e)
-                else:
-                    try:
-                        writer.write(doc if as_rows and isinstance(doc, dict) else line, ts)
-                    except (TimeOutOfRangeError, SchemaConflictError) as e:  # raised before anything was written
-                        reason = str(e)
-                if reason is not None:
-                    if on_bad_record is OnBadRecord.FAIL:
-                        raise BadRecordError(f"{name} line {offset}: {reason}") from None
-                    writer.write_dead_letter(line, offset, reason, name)
-                    limit.add(offset, reason)
-                    dead += 1
+                take(line, offset, name)
                 offset += 1
                 read += 1
                 pending += 1
@@ -472,7 +388,7 @@ def ingest(
         writer.abort()  # deletes only a batch whose commit was never attempted
         raise
     stopped_by = signal.Signals(stop.signum).name if stop is not None and stop.signum is not None else None
-    return IngestResult(app_id, name, start, offset - 1 if read else last_offset, read, dead, commits, rolled,
+    return IngestResult(app_id, name, start, offset - 1 if read else last_offset, read, records.dead, commits, rolled,
                         stopped_by, pending_bytes=partial, pending_until=pending_until,
                         took_unterminated_line=took, max_bad_fraction=limit.limit,
                         consumed_bytes=end - first if commits else 0)
@@ -494,18 +410,6 @@ def _unsettled_ms(src, size: int, settle_ms: int) -> int:
         return 0
     age_ms = time.time() * 1000 - st.st_mtime_ns / 1e6
     return 0 if age_ms >= settle_ms else max(1, math.ceil(settle_ms - max(age_ms, 0)))
-
-
-def bad_record_reason(e: Exception) -> str:
-    """Why a record is bad, in one short line (a decoder's message can be long and cryptic)."""
-    if isinstance(e, json.JSONDecodeError):
-        return "not valid JSON"
-    if isinstance(e, UnicodeDecodeError):
-        # json detects UTF-16/32 from the first bytes, so name the codec it tried.
-        return f"not valid {e.encoding.upper()} (byte {e.object[e.start]:#04x} at position {e.start})"
-    if isinstance(e, RecursionError):
-        return "JSON nested too deeply"
-    return str(e)
 
 
 def _commit(writer: TableWriter, txn: Transaction, base, on_commit) -> int:

@@ -1,0 +1,133 @@
+"""A source line into the table: one owner for every line source (a file, a spool directory).
+
+Parsing a line, finding its event time, writing it to its partition, and
+keeping it as a dead letter when it cannot be placed are one rule, applied
+the same way whichever source the line came from; :class:`LineRecords` is it.
+The bad-record policy and limit live here too, shared with the Kafka source.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Callable
+
+from tributary_read.choice import Choice
+from tributary_read.errors import BadRecordError, SchemaConflictError, TimeOutOfRangeError, TimeUnitError
+from tributary_read.write.writer import TableWriter
+
+
+class OnBadRecord(Choice):
+    """What ingest does with a record it cannot place: write it to the dead-letter file, or stop."""
+
+    DEAD_LETTER = "dead-letter"
+    FAIL = "fail"
+
+
+class BadRecordLimit:
+    """Counts a run's bad records and refuses a commit once their share is over the limit.
+
+    The share is the run's (every record read so far), checked before each commit:
+    a run's first commit is judged on its first batch, and a run that crosses the
+    limit later keeps its earlier commits (each under the limit when it was made).
+    A run where every record is bad fails whatever the limit: that is a wrong
+    option (a misspelt field), not bad data. ``limit`` None: no limit at all.
+    """
+
+    def __init__(self, limit: float | None, source: str, unit: str = "line"):
+        self.limit = limit
+        self.source = source
+        self.unit = unit  # what an offset counts: a file's lines, a Kafka partition's offsets
+        self.bad = 0
+        self.first: tuple[int, str] | None = None  # (offset, reason) of the run's first bad record
+        self._first_kind = ""
+        self.alike = 0  # bad records with the first one's kind of reason
+
+    def add(self, offset: int, reason: str) -> None:
+        self.bad += 1
+        kind = reason_kind(reason)
+        if self.first is None:
+            self.first, self._first_kind = (offset, reason), kind
+        if kind == self._first_kind:
+            self.alike += 1
+
+    def check(self, read: int, commits: int, last_committed: int) -> None:
+        """Raise BadRecordError when ``read`` records hold too many bad ones (nothing of the batch is committed)."""
+        if self.limit is None or not self.bad or not read:
+            return
+        share = self.bad / read
+        if share <= self.limit and self.bad < read:
+            return
+        assert self.first is not None
+        offset, reason = self.first
+        upto = f" (up to {self.unit} {last_committed})" if last_committed >= 0 else ""
+        kept = f"this run's {commits} earlier commits{upto} stand, nothing after" if commits else "nothing was committed"
+        if self.bad == read:
+            over, out = "every record is bad", "keep them all as dead letters (on-bad-record dead-letter)"
+        else:
+            over, out = f"over the max bad fraction {self.limit:g}", "raise that limit"
+        raise BadRecordError(
+            f"{self.source}: {self.bad} of {read} records ({share:.1%}) cannot be placed, {over}; first: "
+            f"{self.unit} {offset}: {reason} ({self.alike} records like it); {kept}. Fix the input or the time "
+            f"options and rerun, or {out}",
+            max_bad_fraction="the max bad fraction", on_bad_record="on-bad-record dead-letter")
+
+
+def reason_kind(reason: str) -> str:
+    """A reason without its values (quoted text, numbers): records failing the same way count as alike."""
+    return re.sub(r"'[^']*'|\"[^\"]*\"|[0-9]+", "_", reason)
+
+
+def bad_record_reason(e: Exception) -> str:
+    """Why a record is bad, in one short line (a decoder's message can be long and cryptic)."""
+    if isinstance(e, json.JSONDecodeError):
+        return "not valid JSON"
+    if isinstance(e, UnicodeDecodeError):
+        # json detects UTF-16/32 from the first bytes, so name the codec it tried.
+        return f"not valid {e.encoding.upper()} (byte {e.object[e.start]:#04x} at position {e.start})"
+    if isinstance(e, RecursionError):
+        return "JSON nested too deeply"
+    return str(e)
+
+
+class LineRecords:
+    """Writes source lines as records of the table, or as dead letters.
+
+    ``extract(line, doc)``: the record's event time in epoch ms (a TimeSpec's
+    extractor). ``unwrap``: turns a source line into the record first (dead-letter
+    replay). The caller checks ``limit`` before each commit.
+    """
+
+    def __init__(self, table, writer: TableWriter, extract: Callable[[bytes, object], int], needs_json: bool,
+                 on_bad_record: OnBadRecord, limit: BadRecordLimit,
+                 unwrap: Callable[[bytes], bytes] | None = None):
+        self.writer, self.extract, self.unwrap = writer, extract, unwrap
+        self.needs_json = needs_json or table.config.format == "parquet"
+        self.as_rows = table.config.format == "parquet"
+        self.fail = on_bad_record is OnBadRecord.FAIL
+        self.limit = limit
+        self.dead = 0
+
+    def take(self, line: bytes, offset: int, source: str) -> None:
+        """Write ``line`` (without its newline), ``offset`` of ``source``: a record, or a dead letter."""
+        reason = None
+        try:
+            if self.unwrap is not None:
+                line = self.unwrap(line)
+            doc = json.loads(line) if self.needs_json else None
+            ts = self.extract(line, doc)
+        except TimeUnitError as e:  # the job's unit is wrong, not this record: stop the run
+            raise TimeUnitError(f"{source} line {offset}: {e}") from None
+        except (ValueError, TypeError, OverflowError, RecursionError) as e:
+            reason = bad_record_reason(e)
+        else:
+            try:
+                self.writer.write(doc if self.as_rows and isinstance(doc, dict) else line, ts)
+                return
+            except (TimeOutOfRangeError, SchemaConflictError) as e:  # raised before anything was written
+                reason = str(e)
+        if self.fail:
+            raise BadRecordError(f"{source} line {offset}: {reason}") from None
+        self.writer.write_dead_letter(line, offset, reason, source)
+        self.limit.add(offset, reason)
+        self.dead += 1
