@@ -66,6 +66,9 @@ FLAGS = {
     "worker": "--worker",
     "on_gap": "--on-gap skip",
     "time_source": "--time-source kafka",
+    "commit_interval": "--commit-interval",
+    "close_inactive": "--close-inactive",
+    "allow_lost": "--allow-lost",
 }
 
 

@@ -17,7 +17,8 @@ from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 
 from .context import Duration, TribState, emit, json_option, pass_state
 from .lineage_hooks import chain, enabled, warn
-from .kafka_ingest import file_only_kafka_flags, kafka_only_file_flags, kafka_options, run_kafka
+from .kafka_ingest import file_only_kafka_flags, follow_options, kafka_only_file_flags, kafka_options, run_kafka
+from .spool_ingest import run_spool, spool_given, spool_options
 
 #: How an integer-time refusal names the settings here (see IntegerTimes.spelling).
 FLAG_SPELLING = ("--time-unit {}", "--allow-any-time")
@@ -110,13 +111,17 @@ def roll_policy(t, roll_size, roll_records, roll_inactivity) -> RollPolicy:
               help="Take a last line without a newline once the file has not changed for this long "
                    "(default: the table's setting, 5m). Until then it is left for the next run "
                    "(pending_bytes in --json), as a line still being written.")
+@spool_options
+@follow_options
 @kafka_options
 @json_option
 @pass_state
 def ingest(state: TribState, root, source, app_id, source_name, time_field, time_regex, arrival_time,
            time_format, time_unit, allow_any_time, commit_every, protocol, on_bad_record, max_bad_fraction,
-           roll_size, roll_records, roll_inactivity, final, final_after, as_json, **kafka) -> None:
-    """Append SOURCE's uncommitted records to ROOT, exactly once per app id.
+           roll_size, roll_records, roll_inactivity, final, final_after, follow, commit_interval, as_json,
+           source_dir, pattern, exclude, close_inactive, on_complete, allow_lost, **kafka) -> None:
+    """Append the uncommitted records of a file (--source), a directory of rotating logs (--source-dir) or
+    Kafka topics (--kafka) to ROOT, exactly once per app id.
 
     Each record's time comes from --time-field or --time-regex; --arrival-time
     files records under the time they are ingested, and must be said.
@@ -125,14 +130,29 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
     committed and the run exits 130/143. A second signal stops it at once. Either
     way no committed record is lost, and running again resumes.
     """
-    if (source is None) == (kafka["kafka"] is None):
-        raise click.UsageError("give --source FILE or --kafka HOST:PORT (with --topic)")
-    if source is None:
-        kafka_only_file_flags(source_name, final, final_after)
-    else:
+    spool = dict(source_dir=source_dir, pattern=pattern, exclude=exclude, close_inactive=close_inactive,
+                 on_complete=on_complete, allow_lost=allow_lost)
+    if sum(x is not None for x in (source, source_dir, kafka["kafka"])) != 1:
+        raise click.UsageError("give one of --source FILE, --source-dir DIR or --kafka HOST:PORT (with --topic)")
+    if source_dir is None and spool_given(spool):
+        raise click.UsageError(f"{', '.join(spool_given(spool))} apply to --source-dir")
+    if kafka["kafka"] is None:
         file_only_kafka_flags(kafka)
+    if source is not None and (follow or _given("commit_interval")):
+        raise click.UsageError("--follow and --commit-interval apply to --kafka and --source-dir; a --source file "
+                               "is read to its end")
+    if source is None:
+        kafka_only_file_flags(source_name if kafka["kafka"] else None, final, final_after,
+                              "--kafka" if kafka["kafka"] else "--source-dir")
     with stop_on_signals(restore=False) as stop:
         try:
+            if source_dir is not None:
+                spec = time_spec(time_field, time_regex, arrival_time, time_format, time_unit, allow_any_time)
+                policy, limit = bad_record_policy(on_bad_record, max_bad_fraction)
+                return run_spool(state, stop, root, app_id, spool, follow, commit_interval, spec, commit_every,
+                                 protocol, policy, limit, lambda t: roll_policy(t, roll_size, roll_records,
+                                                                                roll_inactivity),
+                                 source_name, as_json)
             if kafka["kafka"] is not None:
                 times = (time_field, time_regex, arrival_time, time_format, time_unit, allow_any_time)
                 if kafka["time_source"] == "kafka" and any(times):
@@ -140,7 +160,7 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
                                            "time options")
                 spec = None if kafka["time_source"] == "kafka" else time_spec(*times)
                 policy, limit = bad_record_policy(on_bad_record, max_bad_fraction)
-                return run_kafka(state, stop, root, app_id, kafka, spec, commit_every, protocol, policy, limit,
+                return run_kafka(state, stop, root, app_id, kafka, follow, commit_interval, spec, commit_every, protocol, policy, limit,
                                  lambda t: roll_policy(t, roll_size, roll_records, roll_inactivity), as_json)
             spec = time_spec(time_field, time_regex, arrival_time, time_format, time_unit, allow_any_time)
             policy, limit = bad_record_policy(on_bad_record, max_bad_fraction)
@@ -151,6 +171,12 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
             click.echo(f"trib: stopped at once by a second {e.args[0]}; whatever was committed is kept, "
                        f"run again to resume", err=True)
             raise click.exceptions.Exit(128 + e.signum) from None
+
+
+def _given(name: str) -> bool:
+    from click.core import ParameterSource
+
+    return click.get_current_context().get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
 
 
 def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: TimeSpec,

@@ -23,11 +23,6 @@ def kafka_options(f):
         click.option("--start", default="earliest", show_default=True, help=START_HELP),
         click.option("--time-source", type=click.Choice(["value", "kafka"]), default="value", show_default=True,
                      help="kafka: the event time is the record's Kafka timestamp (no --time-field needed)."),
-        click.option("--follow", is_flag=True,
-                     help="Keep reading until SIGTERM/SIGINT (then one last commit, exit 0); default: read to the "
-                          "ends found at the start, commit, exit."),
-        click.option("--commit-interval", type=Duration(), default="60s", show_default=True,
-                     help="With --follow: commit at least this often (or every --commit-every records)."),
         click.option("--partitions", help="Read only these partitions of each topic (0,1,2)."),
         click.option("--worker", metavar="i/N", help="Read every N-th partition from the i-th: a deterministic split "
                                                      "of the topics' partitions over N workers."),
@@ -44,10 +39,23 @@ def kafka_options(f):
     return f
 
 
-def kafka_only_file_flags(source_name, final, final_after) -> None:
+def follow_options(f):
+    """Continuous reading: the same for Kafka topics and spool directories (write.pacing)."""
+    for opt in reversed([
+        click.option("--follow", is_flag=True,
+                     help="With --kafka or --source-dir: keep reading until SIGTERM/SIGINT (then one last commit, "
+                          "exit 0); default: read to the ends found at the start, commit, exit."),
+        click.option("--commit-interval", type=Duration(), default="60s", show_default=True,
+                     help="With --follow: commit at least this often (or every --commit-every records)."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def kafka_only_file_flags(source_name, final, final_after, other: str = "--kafka") -> None:
     used = [n for n, v in (("--source-name", source_name), ("--final", final), ("--final-after", final_after)) if v]
     if used:
-        raise click.UsageError(f"{', '.join(used)} apply to --source files, not to --kafka")
+        raise click.UsageError(f"{', '.join(used)} apply to --source files, not to {other}")
 
 
 def file_only_kafka_flags(kafka: dict) -> None:
@@ -59,11 +67,11 @@ def file_only_kafka_flags(kafka: dict) -> None:
     used = [flags[k] for k in kafka
             if k != "kafka" and ctx.get_parameter_source(k) not in (None, ParameterSource.DEFAULT)]
     if used:
-        raise click.UsageError(f"{', '.join(sorted(used))} apply to --kafka, not to --source files")
+        raise click.UsageError(f"{', '.join(sorted(used))} apply to --kafka only")
 
 
-def run_kafka(state: TribState, stop, root, app_id, kafka: dict, spec, commit_every, protocol, on_bad_record,
-              max_bad_fraction, roll_for, as_json) -> None:
+def run_kafka(state: TribState, stop, root, app_id, kafka: dict, follow: bool, commit_interval_ms: int, spec,
+              commit_every, protocol, on_bad_record, max_bad_fraction, roll_for, as_json) -> None:
     from tributary_read.hive.commit import committer_for
     from tributary_read.kafka.client import parse_options
     from tributary_read.kafka.ingest import KafkaSource, ingest_kafka, parse_columns
@@ -82,7 +90,7 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, spec, commit_ev
     columns = parse_columns(kafka["kafka_columns"])
     t = state.table(root)
     committer = committer_for(t)
-    lineage = enabled(KafkaLineage(t, app_id, source.bootstrap, source.topics, warn, follow=kafka["follow"]),
+    lineage = enabled(KafkaLineage(t, app_id, source.bootstrap, source.topics, warn, follow=follow),
                       committer)
 
     def note(line: str) -> None:
@@ -91,11 +99,11 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, spec, commit_ev
 
     try:
         result = ingest_kafka(
-            t, source, app_id, time_spec=spec, follow=kafka["follow"], commit_every=commit_every,
-            commit_interval_s=kafka["commit_interval"] / 1000, columns=columns, on_gap=kafka["on_gap"],
+            t, source, app_id, time_spec=spec, follow=follow, commit_every=commit_every,
+            commit_interval_s=commit_interval_ms / 1000, columns=columns, on_gap=kafka["on_gap"],
             protocol=protocol, roll=roll_for(t), on_bad_record=on_bad_record, max_bad_fraction=max_bad_fraction,
             on_commit=chain(lineage and lineage.on_commit, committer and committer.on_commit), stop=stop,
-            progress=note if kafka["follow"] else None, on_start=lineage and lineage.on_start)
+            progress=note if follow else None, on_start=lineage and lineage.on_start)
     except BaseException as e:
         if lineage:
             lineage.failed(e)
@@ -123,7 +131,7 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, spec, commit_ev
     if committer and committer.error:
         raise type(committer.error)(f"records committed, but the partition commit failed: {committer.error}; "
                                     f"catch up with: trib partitions commit {root}")
-    if result.stopped_by and not kafka["follow"]:
+    if result.stopped_by and not follow:
         click.echo(f"trib: interrupted by {result.stopped_by}: the records read so far are committed; run again "
                    "to resume", err=True)
         raise click.exceptions.Exit(128 + getattr(signal, result.stopped_by))

@@ -38,6 +38,7 @@ from tributary_read.kafka.offsets import (
 from tributary_read.table.config import RollPolicy, Table
 from tributary_read.table.renames import roll_forward
 from tributary_read.write.ingest import FROM_TABLE, FromTable, StopRequest, TimeSpec
+from tributary_read.write.pacing import CommitPacer
 from tributary_read.write.lines import BadRecordLimit, OnBadRecord, bad_record_reason
 from tributary_read.write.writer import TableWriter
 
@@ -218,10 +219,7 @@ def ingest_kafka(
     """
     if not app_id or any(c.isspace() for c in app_id):
         raise InvalidInputError("the app id must be a non-empty word", app_id="the app id")
-    if commit_every < 1:
-        raise InvalidInputError("the records per commit must be >= 1", commit_every="the records per commit")
-    if commit_interval_s <= 0:
-        raise InvalidInputError("the commit interval must be > 0", commit_interval="the commit interval")
+    CommitPacer(commit_every, commit_interval_s, follow)  # refuses a bad pace before the broker is asked
     on_gap = OnGap.parse(on_gap, "on_gap")
     on_bad_record = OnBadRecord.parse(on_bad_record, "on_bad_record")
     if time_spec is not None:
@@ -373,9 +371,9 @@ class _Run:
 
     # -- the loop ----------------------------------------------------------------------
     def _loop(self, consumer, ck, writer: TableWriter) -> None:
-        pending = 0
+        pace = CommitPacer(self.commit_every, self.commit_interval_s, self.follow)
         tps: dict[tuple[str, int], TopicPartition] = {}
-        last_commit = last_meta = last_note = time.monotonic()
+        last_meta = time.monotonic()
         noted = 0
         while True:
             if self.stop is not None and self.stop.signum is not None:
@@ -406,24 +404,24 @@ class _Run:
                 if tp not in self.first:
                     self.first[tp] = off
                 self._take(writer, msg, tp, off)
-                pending += 1
-                if pending >= self.commit_every:
+                if pace.add():
                     self._commit(writer)
-                    pending, last_commit = 0, time.monotonic()
+                    pace.committed()
             now = time.monotonic()
             if self.follow:
                 writer.roll_idle()
-                if pending and now - last_commit >= self.commit_interval_s:
+                if pace.due(now):
                     self._commit(writer)
-                    pending, last_commit = 0, now
+                    pace.committed(now)
                 if now - last_meta >= METADATA_REFRESH_S and self.errors.down_since is None:
                     last_meta = now
                     self._new_partitions(consumer, ck)
-            if self.progress and now - last_note >= 10 and self.errors.down_since is None:
-                rate = (self.read - noted) / (now - last_note)
-                self.progress(f"{self.read} records ({rate:,.0f}/s); " + self._lag(consumer))
-                last_note, noted = now, self.read
-        if self.pos.touched or pending:
+            if self.progress and self.errors.down_since is None:
+                since = pace.note_due(now)
+                if since:
+                    self.progress(f"{self.read} records ({(self.read - noted) / since:,.0f}/s); " + self._lag(consumer))
+                    noted = self.read
+        if self.pos.touched or pace.pending:
             self._commit(writer)
 
     def _take(self, writer: TableWriter, msg, tp: TopicPartition, off: int) -> None:

@@ -1,0 +1,128 @@
+"""What a file in a spool directory is: its content, not its name.
+
+A log shipper that knows files by name or by inode goes wrong at every rotation
+tool's corner: a rename looks like a new file, a reused inode like an old one,
+and a compressed copy of a file already shipped is shipped again. Here a file
+is known by a digest of its first :data:`HEAD` bytes (the whole file if
+shorter), of the decompressed content for a gzip file, so ``app.log`` renamed
+to ``app.log.1`` and compressed to ``app.log.1.gz`` stays one file throughout.
+(device, inode) is only a hint: it tells a truncated file (copytruncate) from a
+new one. Two files whose heads agree are told apart by a second digest, of the
+bytes just before the position read so far (the *tail*).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator
+
+#: Bytes of content that identify a file.
+HEAD = 1024
+#: The bytes a gzip file starts with: compression is told by content, not by a ``.gz`` name.
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK = 1 << 20
+
+
+def digest(data: bytes) -> bytes:
+    """8 bytes of BLAKE2b: among the files of one directory a collision is not a practical concern."""
+    return hashlib.blake2b(data, digest_size=8).digest()
+
+
+@dataclass(frozen=True)
+class Found:
+    """A file a scan found: where, its stat, whether it is gzip, and the head of its content."""
+
+    path: str
+    name: str
+    dev: int
+    ino: int
+    size: int  # bytes on disk (compressed for gzip)
+    mtime_ns: int
+    gz: bool
+    head: bytes  # the first min(HEAD, content) bytes; for a gzip file still being written, what decompresses so far
+
+    @property
+    def key(self) -> bytes:
+        return digest(self.head)
+
+    def prefix_key(self, n: int) -> bytes | None:
+        """The digest of the first ``n`` content bytes (None: the file holds fewer)."""
+        return digest(self.head[:n]) if len(self.head) >= n else None
+
+    def tail_key(self, pos: int) -> bytes | None:
+        """The digest of the content bytes just before ``pos`` (a plain file only; None: it holds fewer)."""
+        n = min(HEAD, pos)
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            data = os.pread(fd, n, pos - n)
+        finally:
+            os.close(fd)
+        return digest(data) if len(data) == n else None
+
+
+def look(path: str, name: str, st: os.stat_result) -> Found | None:
+    """The file at ``path`` as a scan sees it (None: it went away, or cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.read(HEAD)
+            gz = first[:2] == GZIP_MAGIC
+            head = _gz_head(first + f.read(64 * 1024)) if gz else first
+    except OSError:
+        return None
+    return Found(path, name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, gz, head)
+
+
+def _gz_head(raw: bytes) -> bytes:
+    """The first HEAD bytes of the content of the gzip data ``raw`` begins with (fewer if it holds fewer)."""
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, HEAD)
+    except zlib.error:
+        return b""  # not gzip after all: no content, so it matches nothing and is read as the bytes it is
+
+
+def chunks(path: str, gz: bool, pos: int) -> Iterator[bytes]:
+    """The content of ``path`` from content position ``pos`` on, in chunks, up to its current end.
+
+    A gzip file is decompressed from its start (the format cannot seek) and the
+    first ``pos`` bytes are dropped; a gzip file cut short (still being written)
+    yields what decompresses so far and stops, so the rest is read next time.
+    """
+    with open(path, "rb") as f:
+        if not gz:
+            f.seek(pos)
+            yield from iter(lambda: f.read(CHUNK), b"")
+            return
+        yield from _skip(_gunzip(f), pos)
+
+
+def _gunzip(f: BinaryIO) -> Iterator[bytes]:
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    while True:
+        raw = f.read(CHUNK)
+        if not raw:
+            return
+        while raw:
+            out = d.decompress(raw)
+            if out:
+                yield out
+            if not d.eof:
+                break
+            raw = d.unused_data  # a multi-member file: the next member starts here
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            if raw and raw[:2] != GZIP_MAGIC:
+                return  # trailing garbage (padding) after the last member
+
+
+def _skip(it: Iterator[bytes], pos: int) -> Iterator[bytes]:
+    for chunk in it:
+        if pos >= len(chunk):
+            pos -= len(chunk)
+            continue
+        yield chunk[pos:] if pos else chunk
+        pos = 0

@@ -1,0 +1,405 @@
+"""Exactly-once ingest of a directory of rotating log files (``trib ingest --source-dir``).
+
+Each commit holds the records read and, in the same atomic manifest, where every
+open file stands (:mod:`.positions`), so a run killed at any instant resumes
+from the table alone: the files of a commit that never landed are never
+referenced, and their lines are read again. Log shippers keep their positions
+in a side file written on a timer, so a crash between that file and the data
+duplicates or loses the interval; here the two are one write.
+
+Bounded (default): read every selected file to its current end, look once more
+for what rotated meanwhile, commit and return. ``follow``: scan every
+``poll_s`` and commit at the pace of :class:`~tributary_read.write.pacing.CommitPacer`,
+the one shared with the Kafka source, until stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from tributary_read.choice import Choice
+from tributary_read.errors import InvalidInputError, SourceGapError
+from tributary_read.faults import crash_point
+from tributary_read.spool.identity import HEAD, chunks, digest
+from tributary_read.spool.positions import Done, OpenFile, SpoolPositions, commit_key
+from tributary_read.spool.scan import COMPLETED_SUFFIX, Found, Lister, Plan, Selection, plan
+from tributary_read.table.config import RollPolicy, Table
+from tributary_read.table.manifest import Transaction
+from tributary_read.table.renames import roll_forward
+from tributary_read.write.ingest import FROM_TABLE, FromTable, StopRequest, TimeSpec
+from tributary_read.write.lines import BadRecordLimit, LineRecords, OnBadRecord
+from tributary_read.write.pacing import CommitPacer
+from tributary_read.write.writer import TableWriter
+
+#: Where a large directory's done-set snapshots live, under the table.
+SNAPSHOT_DIR = "_tributary/spool"
+
+
+class OnComplete(Choice):
+    """What happens to a file once the commit holding its last byte has landed (Flume's deletePolicy)."""
+
+    KEEP = "keep"
+    DELETE = "delete"
+    RENAME = "rename"  # to NAME.COMPLETED, which no scan selects
+
+
+@dataclass(frozen=True)
+class SpoolSource:
+    """A directory of log files. ``close_inactive_s``: a file read to its end and unchanged this long, with a
+    newer file beside it, is finished (folded into the done set; its unterminated last line is taken)."""
+
+    directory: str
+    pattern: str = "*"
+    exclude: tuple[str, ...] = ()
+    close_inactive_s: float = 300.0
+    on_complete: OnComplete = OnComplete.KEEP
+
+
+@dataclass(frozen=True)
+class SpoolResult:
+    app_id: str
+    source: str
+    records: int  # read by this run
+    dead_letters: int
+    commits: int
+    files_read: int  # files this run read at least one record from
+    finished: int  # files this run folded into the done set
+    rolled_forward: int
+    lost: tuple = ()  # {"name", "unread_bytes"}: files deleted before they were read to their end
+    events: tuple = ()  # truncations and other events the commits recorded
+    completed: tuple = ()  # files acted on by on_complete: {"name", "action"}
+    records_committed: int = 0  # from this directory, by every run
+    bytes: int = 0  # content bytes this run read
+    stopped_by: str | None = None
+    tracked: int = 0  # open files after the run
+    done: int = 0  # done files remembered after the run
+
+    def to_json(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
+
+
+def ingest_dir(
+    table: Table,
+    source: SpoolSource,
+    app_id: str,
+    *,
+    time_spec: TimeSpec,
+    follow: bool = False,
+    commit_every: int = 10_000,
+    commit_interval_s: float = 60.0,
+    source_name: str | None = None,
+    protocol: str | None = None,
+    roll: RollPolicy | None = None,
+    on_bad_record: OnBadRecord | str = OnBadRecord.DEAD_LETTER,
+    max_bad_fraction: float | None | FromTable = FROM_TABLE,
+    allow_lost: bool = False,
+    poll_s: float = 1.0,
+    on_commit: Callable[[object], None] | None = None,
+    stop: StopRequest | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SpoolResult:
+    """Append the lines of ``source``'s files not yet committed for ``app_id``.
+
+    Args:
+        time_spec: where each record's event time comes from (required, as for a file).
+        follow: keep scanning until ``stop`` is set; else read to the current ends and return.
+        source_name: the directory's key in the offsets (default: its base name).
+        allow_lost: a bounded run that found a file deleted before it was read to its end
+            raises SourceGapError after committing everything else, unless this is set. A
+            follow run reports such a file through ``progress`` and goes on. Either way the
+            commit records it.
+        progress: called with one-line notes (status, lost files, truncations).
+    """
+    if not app_id or any(c.isspace() for c in app_id):
+        raise InvalidInputError("the app id must be a non-empty word", app_id="the app id")
+    if not os.path.isdir(source.directory):
+        raise InvalidInputError(f"source directory {source.directory} is not a readable directory")
+    if source.close_inactive_s < 0:
+        raise InvalidInputError("close-inactive must be >= 0", close_inactive="close-inactive")
+    on_bad_record = OnBadRecord.parse(on_bad_record, "on_bad_record")
+    OnComplete.parse(source.on_complete, "on_complete")
+    pace = CommitPacer(commit_every, commit_interval_s, follow)
+    name = source_name or os.path.basename(os.path.normpath(os.path.abspath(source.directory)))
+    extract = time_spec.extractor(table.layout.tz)
+    if isinstance(max_bad_fraction, FromTable):
+        max_bad_fraction = table.config.max_bad_fraction
+    limit = BadRecordLimit(max_bad_fraction if on_bad_record is OnBadRecord.DEAD_LETTER else None, name)
+    run = _Run(table, source, app_id, name, pace, protocol, roll, on_commit, stop, progress)
+    run.records = LineRecords(table, run.writer, extract, bool(time_spec.field), on_bad_record, limit)
+    return run.go(follow, poll_s, allow_lost)
+
+
+class _Run:
+    def __init__(self, table: Table, source: SpoolSource, app_id: str, name: str, pace: CommitPacer, protocol,
+                 roll, on_commit, stop, progress):
+        self.table, self.source, self.app_id, self.name, self.pace = table, source, app_id, name, pace
+        self.on_commit, self.stop, self.progress = on_commit, stop, progress
+        self.on_complete = OnComplete.parse(source.on_complete, "on_complete")
+        self.lister = Lister(Selection(source.directory, source.pattern, tuple(source.exclude)))
+        state = table.log.state()
+        app = state.apps.get(app_id)
+        self.rolled = 0
+        if app is not None:
+            last = table.log.read_commit(app.version)
+            self.rolled = len(roll_forward(table, last.files)) if last else 0
+        self.base = state.version
+        txn = app.transaction if app else Transaction(app_id)
+        self.pos = SpoolPositions.from_transaction(txn.offsets, txn.meta, name, self._read_snapshot)
+        self.writer = TableWriter(table, protocol=protocol, roll=roll)
+        self.records: LineRecords
+        self.committed_done = {d.key for d in self.pos.done}
+        self.events: list[dict] = []
+        self.lost: list[dict] = []
+        self.all_events: list[dict] = []
+        self.completed: list[dict] = []
+        self.finishing: list[tuple[Found, Done]] = []  # done files waiting for their commit to act on
+        self.dirty = False  # positions changed without a record (a file finished or lost): worth a commit
+        self.read = self.bytes = self.commits = self.finished = 0
+        self.files_read: set[int] = set()
+        self.seen: dict[int, tuple] = {}  # id(open file) -> (path, size, mtime) when this process last read it
+        self.missing_before: set[int] = set()  # open files no scan found last time (id)
+        self.absent_before: set[bytes] = set()  # done keys no scan found last time
+
+    def _read_snapshot(self, rel: str) -> bytes:
+        return self.table.storage.read(rel)
+
+    # -- the loop ----------------------------------------------------------------
+    def go(self, follow: bool, poll_s: float, allow_lost: bool) -> SpoolResult:
+        try:
+            passes = 0
+            while True:
+                passes += 1
+                self._pass()
+                if self._stopped() or (not follow and passes >= 2):
+                    break
+                now = time.monotonic()
+                self.writer.roll_idle()
+                if self.pace.due(now) or (self.dirty and now - self.pace.last_commit >= self.pace.interval_s):
+                    self._commit()
+                self._note(now)
+                if follow:
+                    self._sleep(poll_s)
+            if self.pace.pending or self.dirty or self.events:
+                self._commit()
+        except BaseException:
+            self.writer.abort()  # only a batch whose commit was never attempted
+            raise
+        stopped = signal.Signals(self.stop.signum).name if self._stopped() else None
+        result = SpoolResult(
+            self.app_id, self.name, self.read, self.records.dead, self.commits, len(self.files_read),
+            self.finished, self.rolled, tuple(self.lost), tuple(self.all_events), tuple(self.completed),
+            self.pos.records, self.bytes, stopped, len(self.pos.files), len(self.pos.done))
+        if self.lost and not follow and not allow_lost:
+            raise SourceGapError(
+                f"{_lost_text(self.lost)} deleted from {self.source.directory} before they were read to their "
+                f"end: those bytes are lost at the source. Everything else read is committed ({self.read} records "
+                f"in {self.commits} commits), and the commits record the loss. To exit 0 on such a loss, say so by "
+                f"allowing lost files", allow_lost="allowing lost files")
+        return result
+
+    def _stopped(self) -> bool:
+        return self.stop is not None and self.stop.signum is not None
+
+    def _sleep(self, s: float) -> None:
+        end = time.monotonic() + s
+        while not self._stopped() and time.monotonic() < end:
+            time.sleep(min(0.05, s))
+
+    def _note(self, now: float) -> None:
+        since = self.pace.note_due(now) if self.progress else 0
+        if since:
+            self.progress(f"{self.read} records, {len(self.pos.files)} open files, {len(self.pos.done)} done, "
+                          f"{self.commits} commits")
+
+    def _pass(self) -> None:
+        p = plan(self.lister(), self.pos)
+        for ev in p.events:
+            self._event(ev, f"{ev['name']} was {ev['event']} in place after {ev['committed_bytes']} bytes were read; "
+                            "reading it again from its start")
+        self._finish(p.copies)
+        now_ns = time.time_ns()
+        for e, f in p.reads:
+            if self._stopped():
+                return
+            self._read(e, f, now_ns, p)
+        self._missing(p)
+        self._forget(p)
+
+    # -- reading ------------------------------------------------------------------
+    def _read(self, e: OpenFile, f: Found, now_ns: int, p: Plan) -> None:
+        stamp = (f.path, f.size, f.mtime_ns)
+        if self.seen.get(id(e)) != stamp:  # unchanged since this process read it: nothing new to read
+            self._read_new(e, f, now_ns, p)
+            self.seen[id(e)] = stamp
+        if e.pos >= e.size and e.hlen == min(HEAD, e.pos) and self._ended(f, now_ns, p):
+            self._fold(e, f)
+
+    def _read_new(self, e: OpenFile, f: Found, now_ns: int, p: Plan) -> None:
+        take, pace, src = self.records.take, self.pace, f.name
+        back = min(HEAD, e.pos)  # the content before the position, read again for the tail digest
+        pos = e.pos - back  # content position of data[0]
+        carry = b""  # the content just before ``data``
+        rest = b""
+        got = 0
+        for chunk in chunks(f.path, f.gz, pos):
+            if back:
+                take_back = min(back, len(chunk))
+                carry, chunk, back, pos = carry + chunk[:take_back], chunk[take_back:], back - take_back, pos + take_back
+                if back or not chunk:
+                    continue
+            if e.owed and chunk:  # a newline owed to the last line, which was taken as a record already
+                e.owed = False
+                if chunk[:1] == b"\n":
+                    carry, pos, chunk = (carry + b"\n")[-HEAD:], pos + 1, chunk[1:]
+                    self._advance(e, pos, carry, b"", 0)
+                    self.dirty = True
+            data = rest + chunk if rest else chunk
+            start = 0
+            find = data.find
+            while True:
+                nl = find(b"\n", start)
+                if nl < 0:
+                    break
+                line = data[start:nl]
+                take(line[:-1] if line.endswith(b"\r") else line, self.pos.records, src)
+                self.pos.records += 1
+                got += 1
+                start = nl + 1
+                if pace.add():
+                    self._advance(e, pos + start, carry, data, start)
+                    self._commit()
+                if self.stop is not None and self.stop.signum is not None:
+                    break
+            carry = (carry + data[:start])[-HEAD:]
+            pos += start
+            rest = data[start:]
+            if self._stopped():
+                rest = b""
+                break
+        if pos < e.pos:  # it shrank between the scan and this read: the next scan tells what it is now
+            return
+        e.size = max(e.size, pos + len(rest), 0 if f.gz else f.size)
+        if rest and self._ended(f, now_ns, p):  # rotated away and quiet: its last line is all there will be
+            take(rest[:-1] if rest.endswith(b"\r") else rest, self.pos.records, src)
+            self.pos.records += 1
+            got += 1
+            carry, pos, rest = (carry + rest)[-HEAD:], pos + len(rest), b""
+            e.owed = True
+            pace.add()
+        self._advance(e, pos, carry, b"", 0)
+        if got:
+            self.read += got
+            self.files_read.add(id(e))
+
+    def _advance(self, e: OpenFile, pos: int, carry: bytes, data: bytes, upto: int) -> None:
+        """Move ``e`` to ``pos``; ``carry + data[:upto]`` ends at ``pos`` and holds min(HEAD, pos) bytes or more."""
+        if pos == e.pos:
+            return
+        self.bytes += pos - e.pos
+        e.tail = digest((carry + data[:upto])[-HEAD:])
+        e.pos = pos
+
+    def _ended(self, f: Found, now_ns: int, p: Plan) -> bool:
+        """Rotated away (a newer file is there, or it is a compressed copy) and unchanged for close-inactive."""
+        return (f.gz or f.mtime_ns < p.newest_ns) and now_ns - f.mtime_ns >= self.source.close_inactive_s * 1e9
+
+    def _fold(self, e: OpenFile, f: Found) -> None:
+        d = e.done()
+        self.pos.files.remove(e)
+        self.pos.done.add(d)
+        self.finished += 1
+        self.dirty = True
+        self.finishing.append((f, d))
+
+    def _missing(self, p: Plan) -> None:
+        """Open files no scan found twice running: read to their end (moved out), or lost."""
+        now = {id(e) for e in p.missing}
+        for e in p.missing:
+            if id(e) not in self.missing_before:
+                continue
+            self.pos.files.remove(e)
+            self.dirty = True
+            if e.size > e.pos:
+                lost = {"name": e.name, "unread_bytes": e.size - e.pos}
+                self.lost.append(lost)
+                self._event({"event": "lost", **lost}, f"{e.name} was deleted before it was read to its end: "
+                                                       f"{e.size - e.pos} bytes were never read")
+            if e.pos and e.hlen == min(HEAD, e.pos):  # should it come back, it goes on from here
+                self.pos.done.add(e.done())
+        self.missing_before = {i for i in now if i not in self.missing_before}
+
+    def _forget(self, p: Plan) -> None:
+        """Done files no scan found twice running are forgotten: the set follows the directory, not its history."""
+        absent = {d.key for d in self.pos.done} - p.present - {d.key for _, d in self.finishing}
+        for d in list(self.pos.done):
+            if d.key in absent and d.key in self.absent_before:
+                self.pos.done.discard(d)
+                self.dirty = True
+        self.absent_before = absent
+
+    def _event(self, ev: dict, text: str) -> None:
+        self.events.append(ev)
+        self.all_events.append(ev)
+        self.dirty = True
+        if self.progress:
+            self.progress(f"warning: {text}")
+
+    # -- committing ----------------------------------------------------------------
+    def _commit(self) -> None:
+        self.records.limit.check(self.read, self.commits, -1)
+        done = self.pos.done
+        if done.needs_snapshot():
+            data = done.snapshot_bytes()
+            rel = f"{SNAPSHOT_DIR}/{self.app_id}/done-{digest(data).hex()}.bin"
+            self.table.storage.write(rel, data)
+            self.table.storage.sync(rel)
+            done.rebase(rel)
+        offsets = {self.name: self.pos.records - 1, commit_key(self.name): self.pos.commits + 1}
+        meta = {"spool": self.pos.to_meta(), **({"spool_events": list(self.events)} if self.events else {})}
+        commit = self.writer.commit(Transaction(self.app_id, offsets, meta), base_version=self.base)
+        assert commit is not None
+        self.base = commit.version
+        self.pos.commits += 1
+        self.commits += 1
+        self.events.clear()
+        self.dirty = False
+        self.pace.committed()
+        self.committed_done = {d.key for d in done}
+        if self.on_commit:
+            self.on_commit(commit)
+        crash_point("spool.after_commit")
+        self._finish([])
+
+    def _finish(self, copies: list[tuple[Found, Done]]) -> None:
+        """Act on done files whose last byte is committed (``on_complete``); the rest wait for their commit."""
+        waiting = []
+        for f, d in self.finishing + copies:
+            if d.key not in self.committed_done:
+                waiting.append((f, d))
+            elif self.on_complete is not OnComplete.KEEP:
+                self._complete(f)
+        self.finishing = waiting
+
+    def _complete(self, f: Found) -> None:
+        try:
+            st = os.stat(f.path)
+        except OSError:
+            return
+        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != (f.dev, f.ino, f.size, f.mtime_ns):
+            return  # changed since the scan: the next scan looks again
+        if self.on_complete is OnComplete.DELETE:
+            os.unlink(f.path)
+        elif not os.path.exists(f.path + COMPLETED_SUFFIX):
+            os.rename(f.path, f.path + COMPLETED_SUFFIX)
+        else:
+            return
+        self.completed.append({"name": f.name, "action": str(self.on_complete)})
+
+
+def _lost_text(lost: list[dict]) -> str:
+    names = ", ".join(f"{x['name']} ({x['unread_bytes']} bytes unread)" for x in lost[:5])
+    return f"{len(lost)} file{'s' if len(lost) > 1 else ''} ({names}{' …' if len(lost) > 5 else ''}) were"

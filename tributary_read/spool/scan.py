@@ -1,0 +1,151 @@
+"""Match what a spool directory holds now against the committed positions.
+
+Each file found is one of: the continuation of an open file (same head, and
+the same bytes before the position read so far), a copy of a done file (a
+rename, a compressed copy, a symlink), a done file that grew again, or a new
+file. An open file that no file matches any more has been deleted or rotated
+out of the pattern; one seen truncated in place (same inode, now shorter than
+what was read, another head) is an event the commit records.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+
+from tributary_read.spool.identity import HEAD, Found, digest, look
+from tributary_read.spool.positions import Done, OpenFile, SpoolPositions
+
+#: What ``--on-complete rename`` appends; such files are never read again.
+COMPLETED_SUFFIX = ".COMPLETED"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which names of the directory are the source."""
+
+    directory: str
+    pattern: str = "*"
+    exclude: tuple[str, ...] = ()
+
+    def wants(self, name: str) -> bool:
+        return (fnmatch.fnmatchcase(name, self.pattern) and not name.endswith(COMPLETED_SUFFIX)
+                and not any(fnmatch.fnmatchcase(name, x) for x in self.exclude))
+
+
+class Lister:
+    """Lists the selected files with their heads; a file unchanged since the last listing is not read again."""
+
+    def __init__(self, selection: Selection):
+        self.selection = selection
+        self._cache: dict[tuple, Found] = {}
+
+    def __call__(self) -> list[Found]:
+        found: list[Found] = []
+        cache: dict[tuple, Found] = {}
+        with os.scandir(self.selection.directory) as it:
+            entries = [e for e in it if self.selection.wants(e.name)]
+        for e in entries:
+            try:
+                st = os.stat(e.path)  # follows a symlink: a link to a log is that log
+            except OSError:
+                continue  # gone since the listing
+            if not _regular(st.st_mode):
+                continue
+            k = (e.name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            f = self._cache.get(k)
+            if f is None or (len(f.head) < HEAD and f.gz):  # a gzip file still being written: look again
+                f = look(e.path, e.name, st)
+                if f is None:
+                    continue
+            cache[k] = f
+            found.append(f)
+        self._cache = cache
+        return sorted(found, key=lambda f: (f.mtime_ns, f.name))
+
+
+def _regular(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(mode)
+
+
+@dataclass
+class Plan:
+    """What one scan found: the files to read, copies of done files, and what went missing."""
+
+    reads: list[tuple[OpenFile, Found]] = field(default_factory=list)
+    copies: list[tuple[Found, Done]] = field(default_factory=list)  # files whose content is all done
+    missing: list[OpenFile] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    newest_ns: int = 0  # the newest mtime in the directory: a file older than it has been rotated away
+    present: set[bytes] = field(default_factory=set)  # done keys some file still holds
+
+
+def _fits(f: Found, pos: int, tail: bytes) -> bool:
+    """Could ``f`` hold the content read so far (``pos`` bytes ending in ``tail``)? A gzip file's
+    bytes before ``pos`` would take decompressing it all: its head is trusted alone."""
+    if f.gz:
+        return True
+    return f.size >= pos and (pos == 0 or f.tail_key(pos) == tail)
+
+
+def plan(found: list[Found], state: SpoolPositions) -> Plan:
+    out = Plan(newest_ns=max((f.mtime_ns for f in found), default=0))
+    opens: dict[tuple[bytes, int], list[OpenFile]] = {}
+    for e in state.files:
+        opens.setdefault((e.head, e.hlen), []).append(e)
+    hlens = {e.hlen for e in state.files if e.hlen < HEAD} | state.done.short_sizes()
+    best: dict[int, Found] = {}  # id(open file) -> the file that continues it
+    taken: dict[int, OpenFile] = {}
+    new: list[Found] = []
+    # Plain files first: of an open file's copies, the uncompressed one is read (it is cheaper, and gzip
+    # may still be writing the compressed one).
+    for f in sorted(found, key=lambda f: f.gz):
+        keys = [(digest(f.head[:h]), h) for h in sorted(hlens | {len(f.head)}, reverse=True) if h <= len(f.head)]
+        match = next((e for k in keys for e in opens.get(k, ()) if _fits(f, e.pos, e.tail)), None)
+        if match is not None:
+            cur = best.get(id(match))
+            if cur is None or _better(f, cur, match):
+                best[id(match)] = f
+                taken[id(match)] = match
+            continue
+        done = next((d for k, h in keys for d in state.done.with_head(k)
+                     if d.hlen == h and _fits(f, d.size, d.tail)), None)
+        if done is not None:
+            out.present.add(done.key)
+            if f.gz or f.size == done.size:
+                out.copies.append((f, done))
+            else:  # read to its end once, and it grew again: go on from there
+                e = OpenFile(done.head, done.hlen, done.size, done.tail, f.name, f.dev, f.ino, f.size)
+                state.done.discard(done)
+                state.files.append(e)
+                best[id(e)], taken[id(e)] = f, e
+            continue
+        new.append(f)
+    for e in state.files:
+        f = best.get(id(e))
+        if f is None:
+            out.missing.append(e)
+            continue
+        if len(f.head) > e.hlen:
+            e.head, e.hlen = f.key, len(f.head)
+        e.name, e.dev, e.ino = f.name, f.dev, f.ino
+        out.reads.append((e, f))
+    for f in new:
+        was = next((e for e in state.files if (e.dev, e.ino) == (f.dev, f.ino) and id(e) not in best), None)
+        if was is not None:  # the same inode, other content: truncated in place, or the inode reused
+            out.events.append({"event": "truncated" if f.size < was.pos else "replaced", "name": f.name,
+                               "committed_bytes": was.pos, "size": f.size})
+        e = OpenFile(f.key, len(f.head), 0, digest(b""), f.name, f.dev, f.ino, f.size)
+        state.files.append(e)
+        out.reads.append((e, f))
+    out.reads.sort(key=lambda ef: (ef[1].mtime_ns, ef[1].name))
+    return out
+
+
+def _better(f: Found, cur: Found, e: OpenFile) -> bool:
+    """Of two files that continue ``e``: plain over gzip, then ``e``'s own inode, then the longer."""
+    rank = lambda x: (not x.gz, (x.dev, x.ino) == (e.dev, e.ino), x.size)  # noqa: E731
+    return rank(f) > rank(cur)
