@@ -93,6 +93,7 @@ def _fits(f: Found, pos: int, tail: bytes) -> bool:
 
 def plan(found: list[Found], state: SpoolPositions) -> Plan:
     out = Plan(newest_ns=max((f.mtime_ns for f in found), default=0))
+    inodes = {(e.dev, e.ino): e.pos for e in state.files}  # as committed, before this scan moves any
     opens: dict[tuple[bytes, int], list[OpenFile]] = {}
     for e in state.files:
         opens.setdefault((e.head, e.hlen), []).append(e)
@@ -133,11 +134,15 @@ def plan(found: list[Found], state: SpoolPositions) -> Plan:
             e.head, e.hlen = f.key, len(f.head)
         e.name, e.dev, e.ino = f.name, f.dev, f.ino
         out.reads.append((e, f))
+    names: set[tuple[int, int]] = set()
     for f in new:
-        was = next((e for e in state.files if (e.dev, e.ino) == (f.dev, f.ino) and id(e) not in best), None)
-        if was is not None:  # the same inode, other content: truncated in place, or the inode reused
-            out.events.append({"event": "truncated" if f.size < was.pos else "replaced", "name": f.name,
-                               "committed_bytes": was.pos, "size": f.size})
+        if (f.dev, f.ino) in names:  # a second name of a file found new (a symlink, a hard link): read once
+            continue
+        names.add((f.dev, f.ino))
+        was = inodes.get((f.dev, f.ino))
+        if was is not None:  # the same inode, other content: truncated in place (copytruncate), or reused
+            out.events.append({"event": "truncated" if f.size < was else "replaced", "name": f.name,
+                               "committed_bytes": was, "size": f.size})
         e = OpenFile(f.key, len(f.head), 0, digest(b""), f.name, f.dev, f.ino, f.size)
         state.files.append(e)
         out.reads.append((e, f))
