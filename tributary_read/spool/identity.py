@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
@@ -53,48 +54,75 @@ class Found:
         return digest(self.head[:n]) if len(self.head) >= n else None
 
     def tail_key(self, pos: int) -> bytes | None:
-        """The digest of the content bytes just before ``pos`` (a plain file only; None: it holds fewer)."""
+        """The digest of the content bytes just before ``pos`` (a plain file only; b"": it holds fewer).
+
+        Raises :class:`Moved` when the name no longer leads to this file (a rotation since the scan).
+        """
         n = min(HEAD, pos)
+        with self.open() as f:
+            data = os.pread(f.fileno(), n, pos - n)
+        return digest(data) if len(data) == n else b""
+
+    def open(self) -> BinaryIO:
+        """The file itself, never another one that took its name since the scan (that raises Moved)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            f = open(self.path, "rb")
         except OSError:
-            return None
-        try:
-            data = os.pread(fd, n, pos - n)
-        finally:
-            os.close(fd)
-        return digest(data) if len(data) == n else None
+            raise Moved(self.path) from None
+        st = os.fstat(f.fileno())
+        if (st.st_dev, st.st_ino) != (self.dev, self.ino):
+            f.close()
+            raise Moved(self.path)
+        return f
 
 
-def look(path: str, name: str, st: os.stat_result) -> Found | None:
-    """The file at ``path`` as a scan sees it (None: it went away, or cannot be read)."""
+class Moved(Exception):
+    """A name found by a scan leads to another file now, or to none: the next scan tells what happened."""
+
+
+def look(path: str, name: str, known=None) -> Found | None:
+    """The file at ``path`` as a scan sees it (None: it went away, is not a regular file, or cannot be told
+    yet). Stat and head come from one open file, so a rename between the two cannot mix two files.
+    ``known(stat_key)``: a Found from an earlier scan for the same (name, device, inode, size, mtime)."""
     try:
         with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            cached = known((name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)) if known else None
+            if cached is not None:
+                return cached
             first = f.read(HEAD)
             gz = first[:2] == GZIP_MAGIC
             head = _gz_head(first + f.read(64 * 1024)) if gz else first
     except OSError:
         return None
+    if head is None:
+        return None  # a compressed file being written, too short yet to tell what it is a copy of
     return Found(path, name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, gz, head)
 
 
-def _gz_head(raw: bytes) -> bytes:
-    """The first HEAD bytes of the content of the gzip data ``raw`` begins with (fewer if it holds fewer)."""
+def _gz_head(raw: bytes) -> bytes | None:
+    """The first HEAD bytes of the content of the gzip data ``raw`` begins with (fewer if the content is
+    shorter); None while a shorter head may still grow: gzip is still writing the file."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
-        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, HEAD)
+        head = d.decompress(raw, HEAD)
     except zlib.error:
-        return b""  # not gzip after all: no content, so it matches nothing and is read as the bytes it is
+        return b""  # not gzip after all: no content, so it matches nothing
+    return head if len(head) >= HEAD or d.eof else None
 
 
-def chunks(path: str, gz: bool, pos: int) -> Iterator[bytes]:
-    """The content of ``path`` from content position ``pos`` on, in chunks, up to its current end.
+def chunks(found: Found, pos: int) -> Iterator[bytes]:
+    """The content of ``found`` from content position ``pos`` on, in chunks, up to its current end.
 
     A gzip file is decompressed from its start (the format cannot seek) and the
     first ``pos`` bytes are dropped; a gzip file cut short (still being written)
     yields what decompresses so far and stops, so the rest is read next time.
+    Raises :class:`Moved` if the name leads to another file than the scan found.
     """
-    with open(path, "rb") as f:
-        if not gz:
+    with found.open() as f:
+        if not found.gz:
             f.seek(pos)
             yield from iter(lambda: f.read(CHUNK), b"")
             return

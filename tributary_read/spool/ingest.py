@@ -24,7 +24,7 @@ from typing import Callable
 from tributary_read.choice import Choice
 from tributary_read.errors import InvalidInputError, SourceGapError
 from tributary_read.faults import crash_point
-from tributary_read.spool.identity import HEAD, chunks, digest
+from tributary_read.spool.identity import HEAD, Moved, chunks, digest
 from tributary_read.spool.positions import Done, OpenFile, SpoolPositions, commit_key
 from tributary_read.spool.scan import COMPLETED_SUFFIX, Found, Lister, Plan, Selection, plan
 from tributary_read.table.config import RollPolicy, Table
@@ -173,6 +173,7 @@ class _Run:
             passes = 0
             while True:
                 passes += 1
+                before = self.read
                 self._pass()
                 if self._stopped() or (not follow and passes >= 2):
                     break
@@ -181,7 +182,7 @@ class _Run:
                 if self.pace.due(now) or (self.dirty and now - self.pace.last_commit >= self.pace.interval_s):
                     self._commit()
                 self._note(now)
-                if follow:
+                if follow and self.read == before:  # a pass that read lines looks again at once: catching up
                     self._sleep(poll_s)
             if self.pace.pending or self.dirty or self.events:
                 self._commit()
@@ -233,7 +234,10 @@ class _Run:
     def _read(self, e: OpenFile, f: Found, now_ns: int, p: Plan) -> None:
         stamp = (f.path, f.size, f.mtime_ns)
         if self.seen.get(id(e)) != stamp:  # unchanged since this process read it: nothing new to read
-            self._read_new(e, f, now_ns, p)
+            try:
+                self._read_new(e, f, now_ns, p)
+            except Moved:  # rotated since the scan: the next scan finds it under its new name
+                return
             self.seen[id(e)] = stamp
         if e.pos >= e.size and e.hlen == min(HEAD, e.pos) and self._ended(f, now_ns, p):
             self._fold(e, f)
@@ -245,7 +249,7 @@ class _Run:
         carry = b""  # the content just before ``data``
         rest = b""
         got = 0
-        for chunk in chunks(f.path, f.gz, pos):
+        for chunk in chunks(f, pos):
             if back:
                 take_back = min(back, len(chunk))
                 carry, chunk, back, pos = carry + chunk[:take_back], chunk[take_back:], back - take_back, pos + take_back

@@ -14,7 +14,7 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 
-from tributary_read.spool.identity import HEAD, Found, digest, look
+from tributary_read.spool.identity import HEAD, Found, Moved, digest, look
 from tributary_read.spool.positions import Done, OpenFile, SpoolPositions
 
 #: What ``--on-complete rename`` appends; such files are never read again.
@@ -47,28 +47,13 @@ class Lister:
         with os.scandir(self.selection.directory) as it:
             entries = [e for e in it if self.selection.wants(e.name)]
         for e in entries:
-            try:
-                st = os.stat(e.path)  # follows a symlink: a link to a log is that log
-            except OSError:
-                continue  # gone since the listing
-            if not _regular(st.st_mode):
-                continue
-            k = (e.name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-            f = self._cache.get(k)
-            if f is None or (len(f.head) < HEAD and f.gz):  # a gzip file still being written: look again
-                f = look(e.path, e.name, st)
-                if f is None:
-                    continue
-            cache[k] = f
+            f = look(e.path, e.name, self._cache.get)  # follows a symlink: a link to a log is that log
+            if f is None:
+                continue  # gone since the listing, not a regular file, or gzip still writing its head
+            cache[(f.name, f.dev, f.ino, f.size, f.mtime_ns)] = f
             found.append(f)
         self._cache = cache
         return sorted(found, key=lambda f: (f.mtime_ns, f.name))
-
-
-def _regular(mode: int) -> bool:
-    import stat
-
-    return stat.S_ISREG(mode)
 
 
 @dataclass
@@ -83,12 +68,16 @@ class Plan:
     present: set[bytes] = field(default_factory=set)  # done keys some file still holds
 
 
-def _fits(f: Found, pos: int, tail: bytes) -> bool:
-    """Could ``f`` hold the content read so far (``pos`` bytes ending in ``tail``)? A gzip file's
-    bytes before ``pos`` would take decompressing it all: its head is trusted alone."""
+def _fits(f: Found, pos: int, tail: bytes) -> bool | None:
+    """Could ``f`` hold the content read so far (``pos`` bytes ending in ``tail``)? None: cannot tell now
+    (the name was rotated to another file since the scan). A gzip file's bytes before ``pos`` would take
+    decompressing it all: its head is trusted alone."""
     if f.gz:
         return True
-    return f.size >= pos and (pos == 0 or f.tail_key(pos) == tail)
+    try:
+        return f.size >= pos and (pos == 0 or f.tail_key(pos) == tail)
+    except Moved:
+        return None
 
 
 def plan(found: list[Found], state: SpoolPositions) -> Plan:
@@ -105,15 +94,22 @@ def plan(found: list[Found], state: SpoolPositions) -> Plan:
     # may still be writing the compressed one).
     for f in sorted(found, key=lambda f: f.gz):
         keys = [(digest(f.head[:h]), h) for h in sorted(hlens | {len(f.head)}, reverse=True) if h <= len(f.head)]
-        match = next((e for k in keys for e in opens.get(k, ()) if _fits(f, e.pos, e.tail)), None)
+        hits = [e for k in keys for e in opens.get(k, ())]
+        fits = [_fits(f, e.pos, e.tail) for e in hits]
+        match = next((e for e, ok in zip(hits, fits) if ok), None)
+        if match is None and (None in fits or any(f.size < e.pos for e in hits)):
+            continue  # moved since the scan, or a copy of an open file still being made (copytruncate's cp)
         if match is not None:
             cur = best.get(id(match))
             if cur is None or _better(f, cur, match):
                 best[id(match)] = f
                 taken[id(match)] = match
             continue
-        done = next((d for k, h in keys for d in state.done.with_head(k)
-                     if d.hlen == h and _fits(f, d.size, d.tail)), None)
+        dhits = [d for k, h in keys for d in state.done.with_head(k) if d.hlen == h]
+        dfits = [_fits(f, d.size, d.tail) for d in dhits]
+        done = next((d for d, ok in zip(dhits, dfits) if ok), None)
+        if done is None and (None in dfits or any(f.size < d.size for d in dhits)):
+            continue  # a copy of a finished file still being made, or a prefix of one: nothing new in it
         if done is not None:
             out.present.add(done.key)
             if f.gz or f.size == done.size:
