@@ -120,8 +120,10 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
            time_format, time_unit, allow_any_time, commit_every, protocol, on_bad_record, max_bad_fraction,
            roll_size, roll_records, roll_inactivity, final, final_after, follow, commit_interval, as_json,
            source_dir, pattern, exclude, close_inactive, on_complete, allow_lost, **kafka) -> None:
-    """Append the uncommitted records of a file (--source), a directory of rotating logs (--source-dir) or
-    Kafka topics (--kafka) to ROOT, exactly once per app id.
+    """Append a file's, a log directory's or Kafka topics' new records to ROOT, exactly once.
+
+    The source is a file (--source), a directory of rotating log files (--source-dir) or Kafka
+    topics (--kafka); its position is kept per app id in the table's own commits.
 
     Each record's time comes from --time-field or --time-regex; --arrival-time
     files records under the time they are ingested, and must be said.

@@ -70,7 +70,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hive": ("tributary_read.cli.hive:hive",
              "Run a local Hive metastore + HiveServer2 (Spark Thrift Server) on 127.0.0.1."),
     "ingest": ("tributary_read.cli.ingest:ingest",
-               "Append SOURCE's uncommitted records to ROOT, exactly once per app id."),
+               "Append a file's, a log directory's or Kafka topics' new records to ROOT, exactly once."),
     "log": ("tributary_read.cli.maintenance:log",
             "List commits: version, time, app, files, records, offsets."),
     "metrics": ("tributary_read.cli.metrics:metrics",

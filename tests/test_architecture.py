@@ -410,7 +410,7 @@ LAYERS: list[set[str]] = [
     {"table"},
     {"lineage"},  # OpenLineage events: emitted by write (ingest), read (acks) and etl runs
     {"write", "read"},
-    {"hive", "report", "kafka"},
+    {"hive", "report", "kafka", "spool"},  # spool: a directory of rotating logs (--source-dir)
     {"hive_udfs"},  # everything JVM; its registry renders SQL through hive/sql.py
     {"spark"},
     {"etl", "compact"},

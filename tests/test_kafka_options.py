@@ -30,7 +30,9 @@ def test_kafka_flags_on_a_file_run_and_settings_trib_needs_are_refused(tmp_path)
     src.write_text('{"ts": 1764000000000}\n')
     p = invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts",
                     "--topic", "t", "--follow")
-    assert p.returncode == 2 and "--follow, --topic apply to --kafka" in p.stderr, p.stderr
+    assert p.returncode == 2 and "--topic apply to --kafka only" in p.stderr, p.stderr
+    p = invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", "--follow")
+    assert p.returncode == 2 and "--follow and --commit-interval apply to --kafka and --source-dir" in p.stderr
     p = invoke_trib("ingest", str(root), "--kafka", "127.0.0.1:1", "--topic", "t", "--app-id", "a",
                     "--time-field", "ts", "--kafka-option", "enable.auto.commit=true")
     one_line_error(p, 3, "enable.auto.commit=true is refused", "offsets in the table")

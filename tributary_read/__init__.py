@@ -32,6 +32,8 @@ _LAZY = {
     "Protocol": "table.config", "Tracking": "table.config", "DataFormat": "io.formats",
     "TableWriter": "write.writer",
     "KafkaSource": "kafka.ingest", "KafkaIngestResult": "kafka.ingest", "ingest_kafka": "kafka.ingest",
+    "SpoolSource": "spool.ingest", "SpoolResult": "spool.ingest", "OnComplete": "spool.ingest",
+    "ingest_dir": "spool.ingest",
 }
 
 __all__ = sorted([*_errors_all, *_LAZY, "__version__"])
@@ -58,6 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from tributary_read.io.storage import FileInfo, Storage, open_storage
     from tributary_read.table.config import Protocol, RollPolicy, Table, TableConfig, Tracking
     from tributary_read.io.formats import DataFormat
+    from tributary_read.spool.ingest import OnComplete, SpoolResult, SpoolSource, ingest_dir
     from tributary_read.read.window import TimeWindow
     from tributary_read.write.writer import TableWriter
     from tributary_read.kafka.ingest import KafkaIngestResult, KafkaSource, ingest_kafka

@@ -64,7 +64,7 @@ class Plan:
     copies: list[tuple[Found, Done]] = field(default_factory=list)  # files whose content is all done
     missing: list[OpenFile] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
-    newest_ns: int = 0  # the newest mtime in the directory: a file older than it has been rotated away
+    newest_ns: int = 0  # the newest plain file's mtime: a file older than it has been rotated away
     present: set[bytes] = field(default_factory=set)  # done keys some file still holds
 
 
@@ -81,14 +81,14 @@ def _fits(f: Found, pos: int, tail: bytes) -> bool | None:
 
 
 def plan(found: list[Found], state: SpoolPositions) -> Plan:
-    out = Plan(newest_ns=max((f.mtime_ns for f in found), default=0))
+    # A compressed file is never a logger's open log, and gzip may stamp it after the log it sits beside.
+    out = Plan(newest_ns=max((f.mtime_ns for f in found if not f.gz), default=0))
     inodes = {(e.dev, e.ino): e.pos for e in state.files}  # as committed, before this scan moves any
     opens: dict[tuple[bytes, int], list[OpenFile]] = {}
     for e in state.files:
         opens.setdefault((e.head, e.hlen), []).append(e)
     hlens = {e.hlen for e in state.files if e.hlen < HEAD} | state.done.short_sizes()
     best: dict[int, Found] = {}  # id(open file) -> the file that continues it
-    taken: dict[int, OpenFile] = {}
     new: list[Found] = []
     # Plain files first: of an open file's copies, the uncompressed one is read (it is cheaper, and gzip
     # may still be writing the compressed one).
@@ -103,7 +103,6 @@ def plan(found: list[Found], state: SpoolPositions) -> Plan:
             cur = best.get(id(match))
             if cur is None or _better(f, cur, match):
                 best[id(match)] = f
-                taken[id(match)] = match
             continue
         dhits = [d for k, h in keys for d in state.done.with_head(k) if d.hlen == h]
         dfits = [_fits(f, d.size, d.tail) for d in dhits]
@@ -118,18 +117,18 @@ def plan(found: list[Found], state: SpoolPositions) -> Plan:
                 e = OpenFile(done.head, done.hlen, done.size, done.tail, f.name, f.dev, f.ino, f.size)
                 state.done.discard(done)
                 state.files.append(e)
-                best[id(e)], taken[id(e)] = f, e
+                best[id(e)] = f
             continue
         new.append(f)
     for e in state.files:
-        f = best.get(id(e))
-        if f is None:
+        got = best.get(id(e))
+        if got is None:
             out.missing.append(e)
             continue
-        if len(f.head) > e.hlen:
-            e.head, e.hlen = f.key, len(f.head)
-        e.name, e.dev, e.ino = f.name, f.dev, f.ino
-        out.reads.append((e, f))
+        if len(got.head) > e.hlen:
+            e.head, e.hlen = got.key, len(got.head)
+        e.name, e.dev, e.ino = got.name, got.dev, got.ino
+        out.reads.append((e, got))
     names: set[tuple[int, int]] = set()
     for f in new:
         if (f.dev, f.ino) in names:  # a second name of a file found new (a symlink, a hard link): read once
