@@ -69,10 +69,12 @@ def exactly(root, n: int) -> None:
     assert invoke_trib("verify", str(root)).returncode == 0
 
 
-def last_meta(root) -> dict:
+def last_meta(root, name="logs") -> dict:
+    """The app's last transaction meta, with the directory's own state as ``spool``."""
     from tributary_read.table.config import Table
 
-    return dict(Table.load(str(root)).log.last_transaction("a").transaction.meta)
+    meta = dict(Table.load(str(root)).log.last_transaction("a").transaction.meta)
+    return {**meta, "spool": meta["spool"][name]}
 
 
 def test_a_rename_continues_the_same_file_from_its_offset(tmp_path):
@@ -188,7 +190,7 @@ def test_a_file_deleted_half_read_is_lost_loudly(tmp_path):
     out = ingest(root, d, code=13)
     assert f"{unread} bytes unread" in out["stderr"] and "app.log" in out["stderr"]
     events = last_meta(root)["spool_events"]
-    assert events == [{"event": "lost", "name": "app.log", "unread_bytes": unread}]
+    assert events == [{"source": "logs", "event": "lost", "name": "app.log", "unread_bytes": unread}]
     ids = table_ids(root)
     assert sorted(ids) == list(range(40)) + list(range(100, 110)) and max(ids.values()) == 1
     assert ingest(root, d)["records"] == 0  # reported once, by the commit that recorded it
@@ -283,3 +285,41 @@ def test_bad_input_is_one_line_and_exit_3(tmp_path):
     assert p.returncode == 2 and "give one of" in p.stderr
     p = invoke_trib("ingest", str(root), "--source-dir", str(d), "--app-id", "a")
     assert p.returncode == 3 and "no time source" in p.stderr
+
+
+def test_one_app_reads_two_directories_and_a_file_each_from_its_own_position(tmp_path):
+    root = _table(tmp_path)
+    a, b = tmp_path / "a" / "logs", tmp_path / "b" / "logs"  # one base name: the second needs its own
+    a.mkdir(parents=True)
+    b.mkdir(parents=True)
+    _write(a / "app.log", range(0, 30))
+    _write(b / "app.log", range(30, 60))
+    src = tmp_path / "one.jsonl"
+    _write(src, range(60, 90))
+    for _ in range(2):  # the second round finds everything committed
+        ingest(root, a)
+        ingest(root, b, "--source-name", "logs-b")
+        invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts", check=True)
+    _write(a / "app.log", range(90, 95))
+    _write(src, range(95, 100))
+    assert ingest(root, a)["records"] == 5
+    assert ingest(root, b, "--source-name", "logs-b")["records"] == 0
+    out = json.loads(invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "a", "--time-field", "ts",
+                                 "--json", check=True).stdout)
+    assert out["records"] == 5
+    exactly(root, 100)
+
+
+def test_a_newline_after_a_taken_last_line_ends_that_record(tmp_path):
+    root, d = _table(tmp_path), tmp_path / "logs"
+    d.mkdir()
+    (d / "app.log.1").write_bytes(_lines(range(5)) + _lines([5])[:-1])  # rotated away, its last line unended
+    os.utime(d / "app.log.1", (1, 1))
+    _write(d / "app.log", range(6, 8))
+    assert ingest(root, d, "--close-inactive", "1m")["records"] == 8
+    assert last_meta(root)["spool"]["files"][-1]["name"] == "app.log"
+    with open(d / "app.log.1", "ab") as f:  # the logger's last flush lands late: the newline, then more lines
+        f.write(b"\n" + _lines(range(8, 10)))
+    os.utime(d / "app.log.1", (2, 2))
+    assert ingest(root, d, "--close-inactive", "1m")["records"] == 2
+    exactly(root, 10)

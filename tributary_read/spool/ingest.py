@@ -147,8 +147,8 @@ class _Run:
             last = table.log.read_commit(app.version)
             self.rolled = len(roll_forward(table, last.files)) if last else 0
         self.base = state.version
-        txn = app.transaction if app else Transaction(app_id)
-        self.pos = SpoolPositions.from_transaction(txn.offsets, txn.meta, name, self._read_snapshot)
+        self.prior = app.transaction if app else Transaction(app_id)
+        self.pos = SpoolPositions.from_transaction(self.prior.offsets, self.prior.meta, name, self._read_snapshot)
         self.writer = TableWriter(table, protocol=protocol, roll=roll)
         self.records: LineRecords
         self.committed_done = {d.key for d in self.pos.done}
@@ -362,9 +362,17 @@ class _Run:
             self.table.storage.write(rel, data)
             self.table.storage.sync(rel)
             done.rebase(rel)
-        offsets = {self.name: self.pos.records - 1, commit_key(self.name): self.pos.commits + 1}
-        meta = {"spool": self.pos.to_meta(), **({"spool_events": list(self.events)} if self.events else {})}
-        commit = self.writer.commit(Transaction(self.app_id, offsets, meta), base_version=self.base)
+        # The app's other sources are carried forward: the log keeps only an app's last transaction.
+        prior = self.prior
+        offsets = {**prior.offsets, self.name: self.pos.records - 1, commit_key(self.name): self.pos.commits + 1}
+        dirs = prior.meta.get("spool")
+        meta = {**{k: v for k, v in prior.meta.items() if k != "spool_events"},
+                "spool": {**(dirs if isinstance(dirs, dict) else {}), self.name: self.pos.to_meta()}}
+        if self.events:
+            meta["spool_events"] = [{"source": self.name, **ev} for ev in self.events]
+        txn = Transaction(self.app_id, offsets, meta)
+        commit = self.writer.commit(txn, base_version=self.base)
+        self.prior = txn
         assert commit is not None
         self.base = commit.version
         self.pos.commits += 1

@@ -1,6 +1,6 @@
 """The positions of a spool directory, kept in the commit's transaction with the records they end.
 
-Committed as ``meta["spool"]`` (docs/sources.md)::
+Committed as ``meta["spool"][DIR]``, DIR the directory's source name (docs/manifest.md)::
 
     {"v": 1,
      "files": [{"head", "hlen", "pos", "tail", "name", "dev", "ino", "size", "owed"}, ...],
@@ -168,7 +168,8 @@ class SpoolPositions:
 
     @classmethod
     def from_transaction(cls, offsets: Mapping[str, int], meta: Mapping, name: str, read_snapshot) -> SpoolPositions:
-        m = meta.get("spool") if isinstance(meta, Mapping) else None
+        every = meta.get("spool") if isinstance(meta, Mapping) else None
+        m = every.get(name) if isinstance(every, Mapping) else None
         if not isinstance(m, Mapping):
             return cls([], DoneSet())
         return cls([OpenFile.from_json(f) for f in m.get("files", [])],

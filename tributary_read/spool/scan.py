@@ -114,7 +114,8 @@ def plan(found: list[Found], state: SpoolPositions) -> Plan:
             if f.gz or f.size == done.size:
                 out.copies.append((f, done))
             else:  # read to its end once, and it grew again: go on from there
-                e = OpenFile(done.head, done.hlen, done.size, done.tail, f.name, f.dev, f.ino, f.size)
+                e = OpenFile(done.head, done.hlen, done.size, done.tail, f.name, f.dev, f.ino, f.size,
+                             owed=_unended(f, done.size))
                 state.done.discard(done)
                 state.files.append(e)
                 best[id(e)] = f
@@ -143,6 +144,15 @@ def plan(found: list[Found], state: SpoolPositions) -> Plan:
         out.reads.append((e, f))
     out.reads.sort(key=lambda ef: (ef[1].mtime_ns, ef[1].name))
     return out
+
+
+def _unended(f: Found, pos: int) -> bool:
+    """Was the last line before ``pos`` taken without its newline? (Then a newline at ``pos`` ends it.)"""
+    try:
+        with f.open() as fh:
+            return pos > 0 and os.pread(fh.fileno(), 1, pos - 1) != b"\n"
+    except Moved:
+        return False
 
 
 def _better(f: Found, cur: Found, e: OpenFile) -> bool:

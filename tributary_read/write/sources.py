@@ -145,6 +145,7 @@ class SourceOffsets:
         meta = self.prior.meta if self.prior else {}
         offsets = {**(self.prior.offsets if self.prior else {}), self.name: last_offset}
         return Transaction(self.app_id, offsets, {
+            **{k: v for k, v in meta.items() if k not in ("positions", "fingerprints", "spool_events")},
             "positions": {**_by_source(meta, "positions"), self.name: pos},
             "fingerprints": {**_by_source(meta, "fingerprints"), self.name: fingerprint(src.fileno(), pos)},
         })
