@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
@@ -35,6 +36,8 @@ from tributary_read.write.lines import BadRecordLimit, LineRecords, OnBadRecord
 from tributary_read.write.pacing import CommitPacer
 from tributary_read.write.writer import TableWriter
 
+#: The lost files, events and completed files a result lists at most (a follow run's latest).
+REPORTED = 1000
 #: Where a large directory's done-set snapshots live, under the table.
 SNAPSHOT_DIR = "_tributary/spool"
 
@@ -153,13 +156,15 @@ class _Run:
         self.records: LineRecords
         self.committed_done = {d.key for d in self.pos.done}
         self.events: list[dict] = []
-        self.lost: list[dict] = []
-        self.all_events: list[dict] = []
-        self.completed: list[dict] = []
+        # A follow run lasts months: what it reports keeps the latest REPORTED of each (and counts).
+        self.lost: deque[dict] = deque(maxlen=REPORTED)
+        self.all_events: deque[dict] = deque(maxlen=REPORTED)
+        self.completed: deque[dict] = deque(maxlen=REPORTED)
         self.finishing: list[tuple[Found, Done]] = []  # done files waiting for their commit to act on
         self.dirty = False  # positions changed without a record (a file finished or lost): worth a commit
         self.read = self.bytes = self.commits = self.finished = 0
-        self.files_read: set[int] = set()
+        self.files_read = 0
+        self.reading: set[int] = set()  # open files this run has read records from (id), pruned each pass
         self.seen: dict[int, tuple] = {}  # id(open file) -> (path, size, mtime) when this process last read it
         self.missing_before: set[int] = set()  # open files no scan found last time (id)
         self.absent_before: set[bytes] = set()  # done keys no scan found last time
@@ -191,12 +196,12 @@ class _Run:
             raise
         stopped = signal.Signals(self.stop.signum).name if self._stopped() else None
         result = SpoolResult(
-            self.app_id, self.name, self.read, self.records.dead, self.commits, len(self.files_read),
+            self.app_id, self.name, self.read, self.records.dead, self.commits, self.files_read,
             self.finished, self.rolled, tuple(self.lost), tuple(self.all_events), tuple(self.completed),
             self.pos.records, self.bytes, stopped, len(self.pos.files), len(self.pos.done))
         if self.lost and not follow and not allow_lost:
             raise SourceGapError(
-                f"{_lost_text(self.lost)} deleted from {self.source.directory} before they were read to their "
+                f"{_lost_text(list(self.lost))} deleted from {self.source.directory} before they were read to their "
                 f"end: those bytes are lost at the source. Everything else read is committed ({self.read} records "
                 f"in {self.commits} commits), and the commits record the loss. To exit 0 on such a loss, say so by "
                 f"allowing lost files", allow_lost="allowing lost files")
@@ -229,6 +234,9 @@ class _Run:
             self._read(e, f, now_ns, p)
         self._missing(p)
         self._forget(p)
+        live = {id(e) for e in self.pos.files}  # what this process remembers of files it no longer tracks goes
+        self.seen = {k: v for k, v in self.seen.items() if k in live}
+        self.reading &= live
 
     # -- reading ------------------------------------------------------------------
     def _read(self, e: OpenFile, f: Found, now_ns: int, p: Plan) -> None:
@@ -297,7 +305,9 @@ class _Run:
         self._advance(e, pos, carry, b"", 0)
         if got:
             self.read += got
-            self.files_read.add(id(e))
+            if id(e) not in self.reading:
+                self.reading.add(id(e))
+                self.files_read += 1
 
     def _advance(self, e: OpenFile, pos: int, carry: bytes, data: bytes, upto: int) -> None:
         """Move ``e`` to ``pos``; ``carry + data[:upto]`` ends at ``pos`` and holds min(HEAD, pos) bytes or more."""
