@@ -18,6 +18,7 @@ from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 from .context import Duration, TribState, emit, json_option, pass_state
 from .lineage_hooks import chain, enabled, warn
 from .kafka_ingest import file_only_kafka_flags, follow_options, kafka_only_file_flags, kafka_options, run_kafka
+from .ingest_common import given
 from .spool_ingest import run_spool, spool_given, spool_options
 
 #: How an integer-time refusal names the settings here (see IntegerTimes.spelling).
@@ -140,7 +141,7 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
         raise click.UsageError(f"{', '.join(spool_given(spool))} apply to --source-dir")
     if kafka["kafka"] is None:
         file_only_kafka_flags(kafka)
-    if source is not None and (follow or _given("commit_interval")):
+    if source is not None and (follow or given(["commit_interval"])):
         raise click.UsageError("--follow and --commit-interval apply to --kafka and --source-dir; a --source file "
                                "is read to its end")
     if source is None:
@@ -173,12 +174,6 @@ def ingest(state: TribState, root, source, app_id, source_name, time_field, time
             click.echo(f"trib: stopped at once by a second {e.args[0]}; whatever was committed is kept, "
                        f"run again to resume", err=True)
             raise click.exceptions.Exit(128 + e.signum) from None
-
-
-def _given(name: str) -> bool:
-    from click.core import ParameterSource
-
-    return click.get_current_context().get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
 
 
 def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: TimeSpec,

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import signal
-
 import click
 
-from .context import Duration, TribState, emit
+from .context import Duration, TribState
+from .ingest_common import finish, given
 from .lineage_hooks import chain, enabled, warn
 
 START_HELP = ("Where a partition the table has never seen starts: earliest (default), latest, or an ISO-8601 "
@@ -60,12 +59,7 @@ def kafka_only_file_flags(source_name, final, final_after, other: str = "--kafka
 
 def file_only_kafka_flags(kafka: dict) -> None:
     """Refuse the Kafka flags a --source run was given (click knows which were given, defaults aside)."""
-    from click.core import ParameterSource
-
-    ctx = click.get_current_context()
-    flags = {o.name: o.opts[0] for o in ctx.command.params}
-    used = [flags[k] for k in kafka
-            if k != "kafka" and ctx.get_parameter_source(k) not in (None, ParameterSource.DEFAULT)]
+    used = given(k for k in kafka if k != "kafka")
     if used:
         raise click.UsageError(f"{', '.join(sorted(used))} apply to --kafka only")
 
@@ -120,18 +114,8 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, follow: bool, c
     msg = (f"{result.records} records from {', '.join(result.topics)} in {result.commits} commits"
            + (f" ({'; '.join(extra)})" if extra else "") + "; next offsets "
            + ", ".join(f"{tp}@{p['next']}" for tp, p in result.partitions.items()))
-    if result.dead_letters and not as_json:
-        click.echo(f"trib: warning: {result.dead_letters} records went to {t.uri}/_tributary/dead_letter; "
-                   f"see them with: trib dead-letters list {root}", err=True)
     if result.skipped and not as_json:
         click.echo("trib: warning: skipped " + ", ".join(f"{n} offsets of {tp}" for tp, n in result.skipped.items())
                    + ": the topic's retention deleted them before they were read; the commit records how many",
                    err=True)
-    emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, msg)
-    if committer and committer.error:
-        raise type(committer.error)(f"records committed, but the partition commit failed: {committer.error}; "
-                                    f"catch up with: trib partitions commit {root}")
-    if result.stopped_by and not follow:
-        click.echo(f"trib: interrupted by {result.stopped_by}: the records read so far are committed; run again "
-                   "to resume", err=True)
-        raise click.exceptions.Exit(128 + getattr(signal, result.stopped_by))
+    finish(t, root, as_json, result, msg, committer, committed, follow, "records")

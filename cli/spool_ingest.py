@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import signal
-
 import click
 
-from .context import Duration, TribState, emit
+from .context import Duration, TribState
+from .ingest_common import finish, given
 
 
 def spool_options(f):
@@ -36,12 +35,7 @@ def spool_options(f):
 
 def spool_given(spool: dict) -> list[str]:
     """The --source-dir flags given on the command line (defaults aside)."""
-    from click.core import ParameterSource
-
-    ctx = click.get_current_context()
-    flags = {o.name: o.opts[0] for o in ctx.command.params}
-    return sorted(flags[k] for k in spool
-                  if k != "source_dir" and ctx.get_parameter_source(k) not in (None, ParameterSource.DEFAULT))
+    return given(k for k in spool if k != "source_dir")
 
 
 def run_spool(state: TribState, stop, root, app_id, spool: dict, follow: bool, commit_interval_ms: int, spec,
@@ -74,14 +68,4 @@ def run_spool(state: TribState, stop, root, app_id, spool: dict, follow: bool, c
     msg = (f"{result.records} records from {result.files_read} files of {source.directory} in {result.commits} "
            f"commits" + (f" ({'; '.join(extra)})" if extra else "")
            + f"; {result.tracked} open, {result.done} finished files remembered")
-    if result.dead_letters and not as_json:
-        click.echo(f"trib: warning: {result.dead_letters} records went to {t.uri}/_tributary/dead_letter; "
-                   f"see them with: trib dead-letters list {root}", err=True)
-    emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, msg)
-    if committer and committer.error:
-        raise type(committer.error)(f"records committed, but the partition commit failed: {committer.error}; "
-                                    f"catch up with: trib partitions commit {root}")
-    if result.stopped_by and not follow:
-        click.echo(f"trib: interrupted by {result.stopped_by}: the lines read so far are committed; run again "
-                   "to resume", err=True)
-        raise click.exceptions.Exit(128 + getattr(signal, result.stopped_by))
+    finish(t, root, as_json, result, msg, committer, committed, follow, "lines")

@@ -272,20 +272,28 @@ class _Run:
             data = rest + chunk if rest else chunk
             start = 0
             find = data.find
+            # The hot loop: counters in locals, put back before a commit reads them.
+            rec, pending, every, stop, first = self.pos.records, pace.pending, pace.every, self.stop, got
             while True:
                 nl = find(b"\n", start)
                 if nl < 0:
                     break
                 line = data[start:nl]
-                take(line[:-1] if line.endswith(b"\r") else line, self.pos.records, src)
-                self.pos.records += 1
-                got += 1
+                take(line[:-1] if line[-1:] == b"\r" else line, rec, src)
+                rec += 1
                 start = nl + 1
-                if pace.add():
+                pending += 1
+                if pending >= every:
+                    got = first + rec - self.pos.records
+                    self.read, self.pos.records, pace.pending = self.read + rec - self.pos.records, rec, pending
+                    first = got
                     self._advance(e, pos + start, carry, data, start)
                     self._commit()
-                if self.stop is not None and self.stop.signum is not None:
+                    pending = 0
+                if stop is not None and stop.signum is not None:
                     break
+            got = first + rec - self.pos.records
+            self.read, self.pos.records, pace.pending = self.read + rec - self.pos.records, rec, pending
             carry = (carry + data[:start])[-HEAD:]
             pos += start
             rest = data[start:]
@@ -298,13 +306,13 @@ class _Run:
         if rest and self._ended(f, now_ns, p):  # rotated away and quiet: its last line is all there will be
             take(rest[:-1] if rest.endswith(b"\r") else rest, self.pos.records, src)
             self.pos.records += 1
+            self.read += 1
             got += 1
             carry, pos, rest = (carry + rest)[-HEAD:], pos + len(rest), b""
             e.owed = True
             pace.add()
         self._advance(e, pos, carry, b"", 0)
         if got:
-            self.read += got
             if id(e) not in self.reading:
                 self.reading.add(id(e))
                 self.files_read += 1

@@ -1,0 +1,37 @@
+"""What every ``trib ingest`` source shares in the CLI: which flags were given, and how a run ends."""
+
+from __future__ import annotations
+
+import signal
+
+import click
+
+from .context import emit
+
+
+def given(names) -> list[str]:
+    """The flags (``--name``) of the parameters ``names`` given on the command line, defaults aside."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    flags = {o.name: o.opts[0] for o in ctx.command.params}
+    return sorted(flags[k] for k in names if ctx.get_parameter_source(k) not in (None, ParameterSource.DEFAULT))
+
+
+def finish(t, root, as_json: bool, result, msg: str, committer, committed, follow: bool, what: str) -> None:
+    """Print a continuous source's run (Kafka topics, a spool directory) and end with its exit status.
+
+    The partition commit's failure is the run's error (the records are committed); a bounded run stopped
+    by a signal exits 128 + signal, a follow run stopped by one has ended as asked (exit 0).
+    """
+    if result.dead_letters and not as_json:
+        click.echo(f"trib: warning: {result.dead_letters} records went to {t.uri}/_tributary/dead_letter; "
+                   f"see them with: trib dead-letters list {root}", err=True)
+    emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, msg)
+    if committer and committer.error:
+        raise type(committer.error)(f"records committed, but the partition commit failed: {committer.error}; "
+                                    f"catch up with: trib partitions commit {root}")
+    if result.stopped_by and not follow:
+        click.echo(f"trib: interrupted by {result.stopped_by}: the {what} read so far are committed; run again "
+                   "to resume", err=True)
+        raise click.exceptions.Exit(128 + getattr(signal, result.stopped_by))
