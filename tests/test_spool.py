@@ -323,3 +323,38 @@ def test_a_newline_after_a_taken_last_line_ends_that_record(tmp_path):
     os.utime(d / "app.log.1", (2, 2))
     assert ingest(root, d, "--close-inactive", "1m")["records"] == 2
     exactly(root, 10)
+
+
+@pytest.mark.integration
+def test_on_s3_with_a_done_set_snapshot(tmp_path, s3_root, monkeypatch):
+    """The table on moto's S3 server: positions, the snapshot file and the exact lines, the same as on disk."""
+    from tributary_read.spool import positions
+    from tributary_read.spool.ingest import SpoolSource, ingest_dir
+    from tributary_read.table.config import Table
+    from tributary_read.write.ingest import TimeSpec
+
+    monkeypatch.setattr(positions, "DELTA_MAX", 4)
+    invoke_trib("table", "create", s3_root, "--layout", LAYOUT, "--partition", PARTITION, "--format", "jsonl",
+                check=True)
+    d = tmp_path / "logs"
+    d.mkdir()
+    for k in range(8):
+        _write(d / f"app.log.{k}", range(k * 10, k * 10 + 10))
+        os.utime(d / f"app.log.{k}", (k + 1, k + 1))
+    _write(d / "app.log", range(80, 90))
+    t = Table.load(s3_root)
+    r = ingest_dir(t, SpoolSource(str(d), close_inactive_s=0), "a", time_spec=TimeSpec(field="ts"))
+    assert r.records == 90 and r.finished == 8
+    snap = t.log.last_transaction("a").transaction.meta["spool"]["logs"]["done"]["snapshot"]
+    assert snap and t.storage.exists(snap)
+    os.rename(d / "app.log.3", d / "renamed.log")
+    (d / "app.log.4.gz").write_bytes(gzip.compress((d / "app.log.4").read_bytes()))
+    out = json.loads(invoke_trib("ingest", s3_root, "--source-dir", str(d), "--app-id", "a", "--time-field", "ts",
+                                 "--json", check=True).stdout)
+    assert out["records"] == 0 and out["done"] == 8  # a renamed file and a gzip copy are files already read
+    t.storage.delete(snap)
+    p = invoke_trib("ingest", s3_root, "--source-dir", str(d), "--app-id", "a", "--time-field", "ts")
+    assert p.returncode == 6 and "is missing" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    files = json.loads(invoke_trib("files", s3_root, "--all", "--json", check=True).stdout)["files"]
+    ids = sorted(json.loads(x)["i"] for f in files for x in t.storage.read(f["path"]).splitlines())
+    assert ids == list(range(90))

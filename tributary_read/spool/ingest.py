@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tributary_read.choice import Choice
-from tributary_read.errors import InvalidInputError, SourceGapError
+from tributary_read.errors import InvalidInputError, ManifestCorruptError, SourceGapError
 from tributary_read.faults import crash_point
 from tributary_read.spool.identity import HEAD, Moved, chunks, digest
 from tributary_read.spool.positions import Done, OpenFile, SpoolPositions, commit_key
@@ -34,6 +34,7 @@ from tributary_read.table.renames import roll_forward
 from tributary_read.write.ingest import FROM_TABLE, FromTable, StopRequest, TimeSpec
 from tributary_read.write.lines import BadRecordLimit, LineRecords, OnBadRecord
 from tributary_read.write.pacing import CommitPacer
+from tributary_read.write.sources import CARRIED_NOT
 from tributary_read.write.writer import TableWriter
 
 #: The lost files, events and completed files a result lists at most (a follow run's latest).
@@ -170,7 +171,14 @@ class _Run:
         self.absent_before: set[bytes] = set()  # done keys no scan found last time
 
     def _read_snapshot(self, rel: str) -> bytes:
-        return self.table.storage.read(rel)
+        try:
+            return self.table.storage.read(rel)
+        except FileNotFoundError:
+            raise ManifestCorruptError(
+                f"{self.table.storage.uri_for(rel)}, the finished files of {self.name!r} that app {self.app_id!r}'s "
+                "last commit names, is missing: something deleted it from the table. Without it this app "
+                "cannot tell which files of the directory it already read; restore it, or ingest the directory "
+                "under a new app id") from None
 
     # -- the loop ----------------------------------------------------------------
     def go(self, follow: bool, poll_s: float, allow_lost: bool) -> SpoolResult:
@@ -384,7 +392,8 @@ class _Run:
         prior = self.prior
         offsets = {**prior.offsets, self.name: self.pos.records - 1, commit_key(self.name): self.pos.commits + 1}
         dirs = prior.meta.get("spool")
-        meta = {**{k: v for k, v in prior.meta.items() if k != "spool_events"},
+        keep = {k: v for k, v in prior.meta.items() if k not in CARRIED_NOT or k in ("positions", "fingerprints")}
+        meta = {**keep,
                 "spool": {**(dirs if isinstance(dirs, dict) else {}), self.name: self.pos.to_meta()}}
         if self.events:
             meta["spool_events"] = [{"source": self.name, **ev} for ev in self.events]

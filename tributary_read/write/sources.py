@@ -30,9 +30,12 @@ from dataclasses import dataclass
 from typing import BinaryIO, Mapping
 
 from tributary_read.errors import SourceMismatchError
-from tributary_read.table.manifest import Transaction
+from tributary_read.table.manifest import EVENT_WATERMARK, Transaction
 
 FINGERPRINT_BLOCK = 4096
+#: Meta a commit does not carry forward for the app's other sources: this source's own (rewritten), what
+#: one commit records about itself (events), and another writer's event-time watermark (not this one's).
+CARRIED_NOT = ("positions", "fingerprints", "spool_events", EVENT_WATERMARK)
 
 
 def _digest(data: bytes) -> str:
@@ -145,7 +148,7 @@ class SourceOffsets:
         meta = self.prior.meta if self.prior else {}
         offsets = {**(self.prior.offsets if self.prior else {}), self.name: last_offset}
         return Transaction(self.app_id, offsets, {
-            **{k: v for k, v in meta.items() if k not in ("positions", "fingerprints", "spool_events")},
+            **{k: v for k, v in meta.items() if k not in CARRIED_NOT},
             "positions": {**_by_source(meta, "positions"), self.name: pos},
             "fingerprints": {**_by_source(meta, "fingerprints"), self.name: fingerprint(src.fileno(), pos)},
         })
