@@ -80,18 +80,14 @@ class Moved(Exception):
     """A name found by a scan leads to another file now, or to none: the next scan tells what happened."""
 
 
-def look(path: str, name: str, known=None) -> Found | None:
+def look(path: str, name: str) -> Found | None:
     """The file at ``path`` as a scan sees it (None: it went away, is not a regular file, or cannot be told
-    yet). Stat and head come from one open file, so a rename between the two cannot mix two files.
-    ``known(stat_key)``: a Found from an earlier scan for the same (name, device, inode, size, mtime)."""
+    yet). Stat and head come from one open file, so a rename between the two cannot mix two files."""
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 return None
-            cached = known((name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)) if known else None
-            if cached is not None:
-                return cached
             first = f.read(HEAD)
             gz = first[:2] == GZIP_MAGIC
             head = _gz_head(first + f.read(64 * 1024)) if gz else first

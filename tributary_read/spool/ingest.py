@@ -230,7 +230,7 @@ class _Run:
                           f"{self.commits} commits")
 
     def _pass(self) -> None:
-        p = plan(self.lister(), self.pos)
+        p = plan(self.lister(), self.pos, self.lister.tails)
         for ev in p.events:
             self._event(ev, f"{ev['name']} was {ev['event']} in place after {ev['committed_bytes']} bytes were read; "
                             "reading it again from its start")

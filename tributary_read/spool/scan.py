@@ -35,11 +35,18 @@ class Selection:
 
 
 class Lister:
-    """Lists the selected files with their heads; a file unchanged since the last listing is not read again."""
+    """Lists the selected files with their heads.
+
+    A file whose (name, device, inode, size, mtime) is what an earlier listing of this process read is not
+    opened again, and the digests of the bytes before a position (:attr:`tails`) are kept for it: a
+    follow run's scans, and a bounded run's second look, cost a stat per file.
+    """
 
     def __init__(self, selection: Selection):
         self.selection = selection
         self._cache: dict[tuple, Found] = {}
+        #: (device, inode, size, mtime, position) -> the tail digest there ("" : fewer bytes), see plan()
+        self.tails: dict[tuple, bytes] = {}
 
     def __call__(self) -> list[Found]:
         found: list[Found] = []
@@ -47,12 +54,20 @@ class Lister:
         with os.scandir(self.selection.directory) as it:
             entries = [e for e in it if self.selection.wants(e.name)]
         for e in entries:
-            f = look(e.path, e.name, self._cache.get)  # follows a symlink: a link to a log is that log
+            try:
+                st = e.stat()  # follows a symlink: a link to a log is that log
+            except OSError:
+                continue  # gone since the listing
+            f = self._cache.get((e.name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
             if f is None:
-                continue  # gone since the listing, not a regular file, or gzip still writing its head
+                f = look(e.path, e.name)  # stat again, and the head, from one open file
+                if f is None:
+                    continue  # gone, not a regular file, or gzip still writing its head
             cache[(f.name, f.dev, f.ino, f.size, f.mtime_ns)] = f
             found.append(f)
         self._cache = cache
+        now = {(f.dev, f.ino, f.size, f.mtime_ns) for f in found}
+        self.tails = {k: v for k, v in self.tails.items() if k[:4] in now}
         return sorted(found, key=lambda f: (f.mtime_ns, f.name))
 
 
@@ -68,19 +83,28 @@ class Plan:
     present: set[bytes] = field(default_factory=set)  # done keys some file still holds
 
 
-def _fits(f: Found, pos: int, tail: bytes) -> bool | None:
+def _fits(f: Found, pos: int, tail: bytes, tails: dict) -> bool | None:
     """Could ``f`` hold the content read so far (``pos`` bytes ending in ``tail``)? None: cannot tell now
     (the name was rotated to another file since the scan). A gzip file's bytes before ``pos`` would take
     decompressing it all: its head is trusted alone."""
     if f.gz:
         return True
-    try:
-        return f.size >= pos and (pos == 0 or f.tail_key(pos) == tail)
-    except Moved:
-        return None
+    if f.size < pos:
+        return False
+    if pos == 0:
+        return True
+    k = (f.dev, f.ino, f.size, f.mtime_ns, pos)
+    got = tails.get(k)
+    if got is None:
+        try:
+            got = tails[k] = f.tail_key(pos)
+        except Moved:
+            return None
+    return got == tail
 
 
-def plan(found: list[Found], state: SpoolPositions) -> Plan:
+def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None) -> Plan:
+    tails = {} if tails is None else tails
     # A compressed file is never a logger's open log, and gzip may stamp it after the log it sits beside.
     out = Plan(newest_ns=max((f.mtime_ns for f in found if not f.gz), default=0))
     inodes = {(e.dev, e.ino): e.pos for e in state.files}  # as committed, before this scan moves any
@@ -95,7 +119,7 @@ def plan(found: list[Found], state: SpoolPositions) -> Plan:
     for f in sorted(found, key=lambda f: f.gz):
         keys = [(digest(f.head[:h]), h) for h in sorted(hlens | {len(f.head)}, reverse=True) if h <= len(f.head)]
         hits = [e for k in keys for e in opens.get(k, ())]
-        fits = [_fits(f, e.pos, e.tail) for e in hits]
+        fits = [_fits(f, e.pos, e.tail, tails) for e in hits]
         match = next((e for e, ok in zip(hits, fits) if ok), None)
         if match is None and (None in fits or any(f.size < e.pos for e in hits)):
             continue  # moved since the scan, or a copy of an open file still being made (copytruncate's cp)
@@ -105,7 +129,7 @@ def plan(found: list[Found], state: SpoolPositions) -> Plan:
                 best[id(match)] = f
             continue
         dhits = [d for k, h in keys for d in state.done.with_head(k) if d.hlen == h]
-        dfits = [_fits(f, d.size, d.tail) for d in dhits]
+        dfits = [_fits(f, d.size, d.tail, tails) for d in dhits]
         done = next((d for d, ok in zip(dhits, dfits) if ok), None)
         if done is None and (None in dfits or any(f.size < d.size for d in dhits)):
             continue  # a copy of a finished file still being made, or a prefix of one: nothing new in it
