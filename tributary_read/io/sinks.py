@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ class LineSink:
     def __init__(self, raw, compression: str):
         self.raw = raw
         codec = COMPRESSIONS[compression][1]
-        self.out = pa.CompressedOutputStream(raw, codec) if codec else raw
+        self.out = _Gzip(raw) if codec == "gzip" else pa.CompressedOutputStream(raw, codec) if codec else raw
         self._buf: list[bytes] = []
         self._buffered = 0
         self.uncompressed = 0
@@ -63,6 +64,24 @@ class LineSink:
         self.out.close()
         if not self.raw.closed:
             self.raw.close()
+
+
+class _Gzip:
+    """A gzip stream at level 6, gzip's own default. Arrow's gzip codec compresses at level 9 and takes no
+    level in its streams: about twice the CPU for 3% smaller files, which made a line table's gzip the
+    largest cost of an ingest. zlib releases the GIL while it compresses, as Arrow does."""
+
+    GZIP = 16 + zlib.MAX_WBITS
+
+    def __init__(self, raw, level: int = 6):
+        self.raw = raw
+        self._z = zlib.compressobj(level, zlib.DEFLATED, self.GZIP)
+
+    def write(self, data: bytes) -> None:
+        self.raw.write(self._z.compress(data))
+
+    def close(self) -> None:
+        self.raw.write(self._z.flush())
 
 
 class RowGroupEncoder:

@@ -120,6 +120,14 @@ def parse_time(v, tz, fmt: str | None = None, integers: IntegerTimes = IntegerTi
     """
     if type(v) is int:  # the usual epoch integer, straight to its one check (a bool is not int here)
         return integers.to_ms(v, subject)
+    if type(v) is str and fmt is None:  # the usual ISO-8601 string: no regex unless it could be a number
+        s = v.strip()
+        if not (s.isdigit() or s[:1] == "-" or s.replace(".", "", 1).isdigit()):
+            try:
+                dt = datetime.fromisoformat(s)
+            except ValueError:
+                raise ValueError(f"unparsable time {v[:40]!r}") from None
+            return int((dt if dt.tzinfo is not None else dt.replace(tzinfo=tz)).timestamp() * 1000)
     if isinstance(v, bytes):
         v = v.decode("utf-8", "replace")
     if isinstance(v, bool) or v is None:
