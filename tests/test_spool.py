@@ -245,6 +245,7 @@ def test_the_done_set_follows_the_directory_not_its_history(tmp_path, monkeypatc
     assert max(sizes[6:]) <= max(sizes[:6]) * 1.5, sizes  # flat, not growing with every rotation
     snap = last_meta(root)["spool"]["done"]["snapshot"]
     assert snap and (root / snap).is_file()
+    assert len(list((root / snap).parent.iterdir())) <= 2  # the current snapshot and the one it replaced
     done = ingest_dir(t, src, "a", time_spec=TimeSpec(field="ts")).done
     assert 29 <= done <= 31  # what the directory holds (the newest is still open)
     exactly(root, n)

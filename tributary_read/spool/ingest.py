@@ -382,18 +382,20 @@ class _Run:
     def _commit(self) -> None:
         self.records.limit.check(self.read, self.commits, -1)
         done = self.pos.done
+        snapshots = None  # the ones to keep, when this commit names a new one
         if done.needs_snapshot():
             data = done.snapshot_bytes()
-            rel = f"{SNAPSHOT_DIR}/{self.app_id}/done-{digest(data).hex()}.bin"
+            rel = f"{self._snapshot_prefix()}{digest(data).hex()}.bin"
             self.table.storage.write(rel, data)
             self.table.storage.sync(rel)
+            snapshots = {rel, done.snapshot}
             done.rebase(rel)
         # The app's other sources are carried forward: the log keeps only an app's last transaction.
         prior = self.prior
         offsets = {**prior.offsets, self.name: self.pos.records - 1, commit_key(self.name): self.pos.commits + 1}
         dirs = prior.meta.get("spool")
-        keep = {k: v for k, v in prior.meta.items() if k not in CARRIED_NOT or k in ("positions", "fingerprints")}
-        meta = {**keep,
+        others = {k: v for k, v in prior.meta.items() if k not in CARRIED_NOT or k in ("positions", "fingerprints")}
+        meta = {**others,
                 "spool": {**(dirs if isinstance(dirs, dict) else {}), self.name: self.pos.to_meta()}}
         if self.events:
             meta["spool_events"] = [{"source": self.name, **ev} for ev in self.events]
@@ -411,7 +413,25 @@ class _Run:
         if self.on_commit:
             self.on_commit(commit)
         crash_point("spool.after_commit")
+        if snapshots is not None:
+            self._prune(snapshots)
         self._finish([])
+
+    def _snapshot_prefix(self) -> str:
+        """Snapshot names of this directory (its source name hashed: any string, and one app may read many)."""
+        return f"{SNAPSHOT_DIR}/{self.app_id}/done-{digest(self.name.encode()).hex()}-"
+
+    def _prune(self, keep: set) -> None:
+        """Once a commit naming a new snapshot has landed, the snapshots before the one it replaced are named
+        only by commits no run resumes from: drop them (best effort), so they do not pile up with the year.
+        The replaced one stays a generation longer."""
+        prefix = self._snapshot_prefix()
+        try:
+            for info in self.table.storage.list(f"{SNAPSHOT_DIR}/{self.app_id}", recursive=False):
+                if info.path.startswith(prefix) and info.path not in keep:
+                    self.table.storage.delete(info.path)
+        except OSError:
+            pass
 
     def _finish(self, copies: list[tuple[Found, Done]]) -> None:
         """Act on done files whose last byte is committed (``on_complete``); the rest wait for their commit."""
