@@ -597,10 +597,10 @@ def _timed_wrappers():
             finally:
                 times["list"].append(time.perf_counter() - t0)
 
-    def timed_plan(found, state):
+    def timed_plan(found, state, *args):
         t0 = time.perf_counter()
         try:
-            return orig_plan(found, state)
+            return orig_plan(found, state, *args)
         finally:
             times["plan"].append(time.perf_counter() - t0)
 

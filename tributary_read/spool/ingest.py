@@ -255,7 +255,7 @@ class _Run:
             except Moved:  # rotated since the scan: the next scan finds it under its new name
                 return
             self.seen[id(e)] = stamp
-        if e.pos >= e.size and e.hlen == min(HEAD, e.pos) and self._ended(f, now_ns, p):
+        if e.pos >= e.size and e.pos and e.hlen == min(HEAD, e.pos) and self._ended(f, now_ns, p):
             self._fold(e, f)
 
     def _read_new(self, e: OpenFile, f: Found, now_ns: int, p: Plan) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import base64
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from tributary_read.spool.identity import HEAD, digest
@@ -64,6 +64,9 @@ class OpenFile:
     ino: int
     size: int
     owed: bool = False
+    #: found by this run and not read from yet: a commit leaves it out (the next run finds it new again,
+    #: the same answer), so a backlog of thousands of new files does not ride along in every commit
+    fresh: bool = field(default=False, compare=False)
 
     def to_json(self) -> dict:
         d = {"head": self.head.hex(), "hlen": self.hlen, "pos": self.pos, "tail": self.tail.hex(),
@@ -164,7 +167,8 @@ class SpoolPositions:
     commits: int = 0
 
     def to_meta(self) -> dict:
-        return {"v": 1, "files": [f.to_json() for f in self.files], "done": self.done.to_json()}
+        return {"v": 1, "files": [f.to_json() for f in self.files if f.pos or not f.fresh],
+                "done": self.done.to_json()}
 
     @classmethod
     def from_transaction(cls, offsets: Mapping[str, int], meta: Mapping, name: str, read_snapshot) -> SpoolPositions:

@@ -163,7 +163,7 @@ def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None) -
         if was is not None:  # the same inode, other content: truncated in place (copytruncate), or reused
             out.events.append({"event": "truncated" if f.size < was else "replaced", "name": f.name,
                                "committed_bytes": was, "size": f.size})
-        e = OpenFile(f.key, len(f.head), 0, digest(b""), f.name, f.dev, f.ino, f.size)
+        e = OpenFile(f.key, len(f.head), 0, digest(b""), f.name, f.dev, f.ino, f.size, fresh=True)
         state.files.append(e)
         out.reads.append((e, f))
     out.reads.sort(key=lambda ef: (ef[1].mtime_ns, ef[1].name))
