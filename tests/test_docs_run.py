@@ -45,6 +45,7 @@ pytestmark = pytest.mark.unit
 NOT_RUN: list[tuple[str, str]] = [
     (r"\bs3://|\bhdfs://", "remote storage (S3, HDFS): the suite's s3 tests run those paths"),
     (r"--kafka\b", "needs a Kafka broker (tests/test_kafka_*.py)"),
+    (r"--follow\b", "runs until SIGTERM (tests/test_spool_faults.py, tests/test_kafka_*.py)"),
     (r"--metastore\b|--hive-table\b|--policy metastore|^trib partitions sync\b",
      "needs a Hive metastore (tests/test_partitions_sync.py, test_metastore.py)"),
     (r"^trib hive\b", "starts Hive, or needs its metastore (tests/test_hive_services.py)"),
@@ -67,7 +68,7 @@ PARTITION = "dt={yyyy}{MM}{dd}{HH}"
 #: What the docs read but never build, by the name they give it: made when a command first names it
 #: (any other path a command reads must come from an earlier command, so a typo in one fails).
 ASSUMED = {"ROOT": "table", "/data/raw": "table", "raw": "table",
-           "/data/logs": "plain", "/mnt/flume": "plain", "events.jsonl": "source"}
+           "/data/logs": "plain", "/mnt/flume": "plain", "events.jsonl": "source", "/var/log/app": "spool"}
 #: The placeholders a scratch world fills (:meth:`World.value`); a command with another is not run.
 FILLED = frozenset({"ROOT", "TABLE", "NAME", "C", "PLAN_ID", "FILE", "P", "ID", "V", "N", "N-1", "T", "L"})
 _PLACEHOLDER = re.compile(r"^(?!UTC$)(?:[A-Z][A-Z0-9_]*(?:-1)?|[A-Z]+\.toml)$")
@@ -179,6 +180,10 @@ class World:
         elif kind == "plain":
             for hour in ("2020_06_24/00", "2020_06_24/01"):
                 put_log(p / hour / "a.log", 1592958600)  # 2020-06-24T00:30Z
+        elif kind == "spool":  # a rotating log directory: a rotated file and the live one
+            p.mkdir(parents=True)
+            write_source(p / "app.log.1", time.time() - 7200, n=3)
+            write_source(p / "app.log", time.time() - 3600, n=2)
         else:
             write_source(p, time.time() - 7200, n=3)
 
