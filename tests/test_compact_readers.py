@@ -13,6 +13,7 @@ table compacts by the same period, as docs/compaction.md tells users to set it. 
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import time
@@ -102,7 +103,12 @@ def test_every_reader_gets_every_record_once_across_ingests_compactions_and_clea
     readers = Readers(root)
     ids: list[int] = []
     compactions = 0
-    for step in range(40):
+    # 40 steps, then on until 4 compactions have found work: one compacts only a closed period that holds
+    # two files, and on a slow S3 server the random steps can spread the ingests one to a period.
+    for step in itertools.count():
+        if step >= 40 and compactions >= 4:
+            break
+        assert step < 120, f"{compactions} compactions in 120 steps"
         op = 0.6 if step % 6 == 5 else rng.random()  # a compaction at least every sixth step
         if op < 0.5:
             _ingest(root, tmp_path, ids)
@@ -122,5 +128,4 @@ def test_every_reader_gets_every_record_once_across_ingests_compactions_and_clea
         twice = {i: n for i, n in got.items() if n > 1}
         lost = sorted(set(everything) - set(got))
         assert got == everything, f"{name}: {len(twice)} records twice {list(twice)[:5]}, {len(lost)} lost {lost[:5]}"
-    assert compactions >= 4, "too few compactions to test anything"
     assert invoke_trib("verify", root).returncode == 0
