@@ -172,6 +172,46 @@ def empty_structs_to_null(arr: pa.Array) -> pa.Array:
     return arr
 
 
+def parsed_type(arr: pa.Array):
+    """The column type this module's rules give the values an Arrow JSON parse read into ``arr``, or None
+    where the Arrow array cannot tell it (the caller then types the records one by one).
+
+    Arrow's JSON inference merges as these rules do (fields added by name, an integer
+    column widened to double, any other change refused), but forgets two things:
+    whether a double column held an integer beyond 2**53 (rounded into it), and
+    whether an integer column's values pass 2**53 (BIGINT). So any value at or beyond
+    2**53 answers None, as does a field-less object (rule 4) and any type the rules
+    never make (a timestamp Arrow read from a string: the caller parses it as a string).
+    """
+    import pyarrow.compute as pc
+
+    t = arr.type
+    if pa.types.is_string(t):
+        return STRING
+    if pa.types.is_int64(t) or pa.types.is_float64(t):
+        if len(arr) - arr.null_count and pc.any(pc.greater_equal(pc.abs(arr), EXACT)).as_py():
+            return None
+        return INT if pa.types.is_int64(t) else DOUBLE
+    if pa.types.is_boolean(t):
+        return BOOL
+    if pa.types.is_null(t):
+        return NULL
+    if pa.types.is_struct(t):
+        if not t.num_fields:
+            return None
+        fields = []
+        for i in range(t.num_fields):
+            ft = parsed_type(arr.field(i))
+            if ft is None:
+                return None
+            fields.append((t.field(i).name, ft))
+        return ("struct", tuple(fields))
+    if pa.types.is_list(t):
+        el = parsed_type(arr.flatten())
+        return None if el is None else ("list", el)
+    return None
+
+
 class RowColumns:
     """The columns of one Parquet file written from JSON rows, in first-seen order.
 
@@ -204,13 +244,32 @@ class RowColumns:
         if changed:
             if not can_widen:
                 return False
-            types.update(changed)  # new fields go last: dicts keep insertion order
-            for k, t in changed.items():
-                if t in FAST_TYPE:
-                    self.fast[k] = FAST_TYPE[t]
-                else:
-                    self.fast.pop(k, None)
+            self.widen(changed)
         return True
+
+    def widen(self, changed: dict) -> None:
+        """Apply column types from :meth:`admit` or :meth:`admit_types` (new fields go last)."""
+        self.types.update(changed)  # dicts keep insertion order
+        for k, t in changed.items():
+            if t in FAST_TYPE:
+                self.fast[k] = FAST_TYPE[t]
+            else:
+                self.fast.pop(k, None)
+
+    def admit_types(self, columns: dict, can_widen: bool) -> dict | None:
+        """The widening that rows of these column types (:func:`parsed_type`) need, or None if any
+        conflicts or needs a widening that is not allowed: the rows are then admitted one by one."""
+        types = self.types
+        changed = {}
+        for k, t in columns.items():
+            old = types.get(k)
+            try:
+                merged = t if old is None else merge(old, t)
+            except _Unfit:
+                return None
+            if merged != old:
+                changed[k] = merged
+        return None if changed and not can_widen else changed
 
     def arrow_schema(self) -> pa.Schema:
         return pa.schema([(k, to_arrow(t)) for k, t in self.types.items()])

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from tributary_read.errors import InvalidInputError, SchemaConflictError
 from tributary_read.io.formats import COMPRESSIONS
-from tributary_read.io.parquet_schema import EXACT, RowColumns
+from tributary_read.io.parquet_schema import EXACT, RowColumns, has_empty_struct
 
 
 class LineSink:
@@ -221,6 +221,22 @@ class ParquetSink:
         self._rows.append(row)
         if len(self._rows) >= self.ROW_GROUP:
             self._drain()
+
+    def has_empty_struct(self) -> bool:
+        return any(has_empty_struct(t) for t in self.columns.types.values())
+
+    def append_parsed(self, table: pa.Table, changed: dict) -> None:
+        """Append rows whose columns :meth:`RowColumns.admit_types` admitted (``changed``: its widening)."""
+        if self._rows:
+            self._drain()
+        if changed or self.schema is None:
+            self.columns.widen(changed)
+            self.schema = self.columns.arrow_schema()
+        self._pending.append((table, None))
+        self._pending_rows += table.num_rows
+        self._pending_bytes += table.nbytes
+        if self._pending_rows >= self.ROW_GROUP or self._pending_bytes >= self.MAX_PENDING_BYTES:
+            self._flush(background=True)
 
     def write_table(self, table: pa.Table, indices: pa.Array | GatheredSlice | None = None,
                     nbytes: int | None = None) -> bool:

@@ -133,7 +133,8 @@ def ingest_dir(
         max_bad_fraction = table.config.max_bad_fraction
     limit = BadRecordLimit(max_bad_fraction if on_bad_record is OnBadRecord.DEAD_LETTER else None, name)
     run = _Run(table, source, app_id, name, pace, protocol, roll, on_commit, stop, progress)
-    run.records = LineRecords(table, run.writer, extract, bool(time_spec.field), on_bad_record, limit)
+    run.records = LineRecords(table, run.writer, extract, bool(time_spec.field), on_bad_record, limit,
+                              field_time=time_spec.field_time(table.layout.tz))
     return run.go(follow, poll_s, allow_lost)
 
 
@@ -259,7 +260,7 @@ class _Run:
             self._fold(e, f)
 
     def _read_new(self, e: OpenFile, f: Found, now_ns: int, p: Plan) -> None:
-        take, pace, src = self.records.take, self.pace, f.name
+        pace, src = self.pace, f.name
         back = min(HEAD, e.pos)  # the content before the position, read again for the tail digest
         pos = e.pos - back  # content position of data[0]
         carry = b""  # the content just before ``data``
@@ -279,29 +280,27 @@ class _Run:
                     self.dirty = True
             data = rest + chunk if rest else chunk
             start = 0
-            find = data.find
-            # The hot loop: counters in locals, put back before a commit reads them.
-            rec, pending, every, stop, first = self.pos.records, pace.pending, pace.every, self.stop, got
-            while True:
-                nl = find(b"\n", start)
-                if nl < 0:
-                    break
-                line = data[start:nl]
-                take(line[:-1] if line[-1:] == b"\r" else line, rec, src)
-                rec += 1
-                start = nl + 1
-                pending += 1
-                if pending >= every:
-                    got = first + rec - self.pos.records
-                    self.read, self.pos.records, pace.pending = self.read + rec - self.pos.records, rec, pending
-                    first = got
+            end = data.rfind(b"\n") + 1  # the whole lines of data end here
+            raw = data[:end - 1].split(b"\n") if end else []
+            lines = [line[:-1] if line[-1:] == b"\r" else line for line in raw] if b"\r" in data else raw
+            # Runs of whole lines up to the next commit point, taken in bulk where they can be.
+            i, stop = 0, self.stop
+            while i < len(raw):
+                k = min(len(raw), i + max(1, pace.every - pace.pending))
+                self.records.take_many(lines[i:k], self.pos.records, src)
+                start += sum(map(len, raw[i:k])) + (k - i)
+                n = k - i
+                i = k
+                self.pos.records += n
+                self.read += n
+                got += n
+                pace.pending += n
+                if pace.pending >= pace.every:
                     self._advance(e, pos + start, carry, data, start)
                     self._commit()
-                    pending = 0
+                    pace.pending = 0
                 if stop is not None and stop.signum is not None:
                     break
-            got = first + rec - self.pos.records
-            self.read, self.pos.records, pace.pending = self.read + rec - self.pos.records, rec, pending
             carry = (carry + data[:start])[-HEAD:]
             pos += start
             rest = data[start:]
@@ -312,7 +311,7 @@ class _Run:
             return
         e.size = max(e.size, pos + len(rest), 0 if f.gz else f.size)
         if rest and self._ended(f, now_ns, p):  # rotated away and quiet: its last line is all there will be
-            take(rest[:-1] if rest.endswith(b"\r") else rest, self.pos.records, src)
+            self.records.take(rest[:-1] if rest.endswith(b"\r") else rest, self.pos.records, src)
             self.pos.records += 1
             self.read += 1
             got += 1

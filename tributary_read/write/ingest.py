@@ -73,9 +73,9 @@ class TimeSpec:
         """Return ``f(line, parsed_json_or_None) -> epoch ms``; raises ValueError."""
         self.check()
         fmt = self.format
-        if self.field:
-            keys = self.field.split(".")
-            subject = f"time field {self.field}"
+        field = self.field_time(tz)
+        if field is not None:
+            keys, value_ms = field
 
             def from_field(line, doc):
                 v = doc
@@ -83,7 +83,7 @@ class TimeSpec:
                     if not isinstance(v, dict) or k not in v:
                         raise ValueError(f"no time field {self.field!r}")
                     v = v[k]
-                return parse_time(v, tz, fmt, self.integers, subject)
+                return value_ms(v)
             return from_field
         if self.regex:
             try:
@@ -102,6 +102,14 @@ class TimeSpec:
                                   "time regex match")
             return from_regex
         return lambda line, doc: int(time.time() * 1000)
+
+    def field_time(self, tz) -> tuple[tuple[str, ...], Callable[[object], int]] | None:
+        """The time field's path and ``f(value) -> epoch ms``, or None without a time field: the one rule for a
+        field's value, shared by the per-record extractor and a JSON batch's time column."""
+        if not self.field:
+            return None
+        fmt, integers, subject = self.format, self.integers, f"time field {self.field}"
+        return tuple(self.field.split(".")), lambda v: parse_time(v, tz, fmt, integers, subject)
 
 
 def parse_time(v, tz, fmt: str | None = None, integers: IntegerTimes = IntegerTimes(),

@@ -14,6 +14,7 @@ from typing import Callable
 
 from tributary_read.choice import Choice
 from tributary_read.errors import BadRecordError, SchemaConflictError, TimeOutOfRangeError, TimeUnitError
+from tributary_read.write.json_batch import JsonBatch
 from tributary_read.write.writer import TableWriter
 
 
@@ -90,6 +91,16 @@ def bad_record_reason(e: Exception) -> str:
     return str(e)
 
 
+def _no_lone_surrogates(doc) -> None:
+    """ValueError if a string of ``doc`` holds a lone surrogate (``"\\ud800"``): JSON lets an escape name
+    half a UTF-16 pair, but it is no character, so no UTF-8 text (a Parquet string) can hold it. Left in,
+    it failed the whole file when it was encoded, at every rerun."""
+    try:
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"a lone surrogate \\u{ord(e.object[e.start]):04x} in a string: no text can hold it") from None
+
+
 class LineRecords:
     """Writes source lines as records of the table, or as dead letters.
 
@@ -98,15 +109,54 @@ class LineRecords:
     replay). The caller checks ``limit`` before each commit.
     """
 
+    #: Fewer lines than this are taken one by one: a bulk parse has a fixed cost.
+    MIN_BATCH = 64
+    #: take_many's lines go in windows of this many; each spends at most TRIES bulk parses.
+    WINDOW, TRIES = 4096, 24
+
     def __init__(self, table, writer: TableWriter, extract: Callable[[bytes, object], int], needs_json: bool,
                  on_bad_record: OnBadRecord, limit: BadRecordLimit,
-                 unwrap: Callable[[bytes], bytes] | None = None):
+                 unwrap: Callable[[bytes], bytes] | None = None,
+                 field_time: tuple[tuple[str, ...], Callable[[object], int]] | None = None):
+        """``field_time``: the time field's path and value rule (TimeSpec.field_time); with it, a
+        Parquet table's lines are parsed in bulk (:meth:`take_many`)."""
         self.writer, self.extract, self.unwrap = writer, extract, unwrap
         self.needs_json = needs_json or table.config.format == "parquet"
         self.as_rows = table.config.format == "parquet"
         self.fail = on_bad_record is OnBadRecord.FAIL
         self.limit = limit
         self.dead = 0
+        self.field_time = field_time
+        self.bulk = 0  # lines taken in bulk (the rest one by one)
+        self.batch: JsonBatch | None = None
+        if self.as_rows and field_time is not None and unwrap is None:
+            self.batch = JsonBatch(writer, field_time)
+
+    def take_many(self, lines: list[bytes], offset: int, source: str) -> None:
+        """:meth:`take` each of ``lines`` (offsets from ``offset`` on); the same records, files and dead
+        letters, written in bulk where :class:`JsonBatch` can. An odd line is found by the row Arrow names,
+        or by halving the run; a window of lines spends at most TRIES bulk parses, then goes one by one."""
+        take, batch = self.take, self.batch
+        for w in range(0, len(lines), self.WINDOW):
+            window = lines[w:w + self.WINDOW]
+            i, size, budget = 0, len(window), self.TRIES if batch is not None else 0
+            while i < len(window):
+                n = min(size, len(window) - i)
+                if batch is not None and n >= self.MIN_BATCH and budget > 0:
+                    budget -= 1
+                    took, alone = batch.write(window[i:i + n], self.MIN_BATCH)
+                    self.bulk += took
+                    i += took
+                    if alone is None:  # it cannot tell which line: a shorter run
+                        size = n // 2
+                        continue
+                    end = min(len(window), i + alone)
+                else:
+                    end = len(window) if budget <= 0 else i + n
+                size = len(window)
+                for j in range(i, end):
+                    take(window[j], offset + w + j, source)
+                i = end
 
     def take(self, line: bytes, offset: int, source: str) -> None:
         """Write ``line`` (without its newline), ``offset`` of ``source``: a record, or a dead letter."""
@@ -115,6 +165,8 @@ class LineRecords:
             if self.unwrap is not None:
                 line = self.unwrap(line)
             doc = json.loads(line) if self.needs_json else None
+            if self.as_rows and b"\\u" in line:  # an escape may be a lone surrogate, which no column can store
+                _no_lone_surrogates(doc)
             ts = self.extract(line, doc)
         except TimeUnitError as e:  # the job's unit is wrong, not this record: stop the run
             raise TimeUnitError(f"{source} line {offset}: {e}") from None

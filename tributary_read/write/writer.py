@@ -248,6 +248,61 @@ class TableWriter:
             ):
                 self._close(path)
 
+    def partition_rows(self, ts: list[int]) -> list[tuple[PartitionDir, list[int] | None]]:
+        """Each partition of these event times with the rows (indices) it takes, in order of first row;
+        None for all the rows when they share one partition. TimeOutOfRangeError as :meth:`write`."""
+        lo, hi = self._partition_of(min(ts)), self._partition_of(max(ts))
+        if lo.path == hi.path:  # partitions are intervals of time: every row between is in it too
+            return [(lo, None)]
+        groups: dict[str, tuple[PartitionDir, list[int]]] = {}
+        part_of = self._partition_of
+        for i, t in enumerate(ts):
+            part = part_of(t)
+            g = groups.get(part.path)
+            if g is None:
+                g = groups[part.path] = (part, [])
+            g[1].append(i)
+        return list(groups.values())
+
+    def write_parsed(self, groups: list[tuple[PartitionDir, pa.StructArray, dict]]) -> bool:
+        """Append rows parsed in bulk (:class:`~tributary_read.write.json_batch.JsonBatch`), one group per
+        partition with its column types, as :meth:`write` would append them one by one; or write nothing and
+        answer False where that could differ (a column conflict, a widening after a row group, a roll by
+        record count inside a group): the caller then writes the records one by one."""
+        plan = []
+        for part, rows, types in groups:
+            f = self._open.get(part.path)
+            if self.roll.max_records and (f.records if f else 0) + len(rows) > self.roll.max_records:
+                return False
+            if f is None:
+                plan.append((part, rows, types))
+                continue
+            sink = f.sink
+            if not isinstance(sink, ParquetSink) or sink.has_empty_struct():
+                return False
+            changed = sink.columns.admit_types(types, can_widen=sink.writer is None)
+            if changed is None:
+                return False
+            plan.append((part, rows, changed))
+        now = self.clock()
+        for part, rows, changed in plan:
+            path = part.path
+            f = self._open.get(path) or self._open.setdefault(path, self._new_file(part))
+            assert isinstance(f.sink, ParquetSink)
+            try:
+                f.sink.append_parsed(pa.Table.from_struct_array(rows), changed)
+            except (OSError, pa.ArrowException) as e:
+                raise self.storage._wrap("cannot write", f.write_path, e) from e
+            f.records += len(rows)
+            f.last_write = now
+            if (self.roll.max_records and f.records >= self.roll.max_records) or (
+                self.roll.max_bytes and f.sink.bytes_written >= self.roll.max_bytes
+            ):
+                self._close(path)
+        if now - self._last_idle_check >= 1.0:
+            self.roll_idle(now)
+        return True
+
     def write_dead_letter(self, line: bytes, offset: int, reason: str, source: str | None = None,
                           extra: dict | None = None) -> None:
         """Keep an unplaceable record, with why, in a file committed like data.
