@@ -237,3 +237,18 @@ def test_write_table_routes_every_row_to_its_partition_across_offset_changes(tmp
             for t in pq.read_table(tmp_path / f"t{n}" / f.path).column("ts").to_pylist():
                 got[t] = f.path.rsplit("/", 1)[0]
         assert got == {t: layout.for_time(t).path for t in ts}, zone
+
+
+def test_a_lone_surrogate_escape_is_a_dead_letter_not_a_failed_file(tmp_path):
+    """``"\\ud800"`` is valid JSON but no character: a Parquet string cannot hold it. It used to be admitted,
+    then fail the whole file at its encode, at every rerun."""
+    root = _create(tmp_path)
+    lines = [json.dumps({"id": i, "ts": T0 + i, "msg": "ok"}) for i in range(300)]
+    lines.insert(150, '{"id": -1, "ts": %d, "msg": "half \\ud800 a pair"}' % T0)
+    src = tmp_path / "src.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    p = _ingest(root, str(src))
+    assert json.loads(p.stdout)["dead_letters"] == 1
+    assert [r["id"] for r in _rows(root)] == list(range(300))
+    (dead,) = _dead_letters(root)
+    assert dead["offset"] == 150 and "lone surrogate" in dead["reason"] and "\\ud800" in dead["line"]

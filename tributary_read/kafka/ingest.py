@@ -39,7 +39,7 @@ from tributary_read.table.config import RollPolicy, Table
 from tributary_read.table.renames import roll_forward
 from tributary_read.write.ingest import FROM_TABLE, FromTable, StopRequest, TimeSpec
 from tributary_read.write.pacing import CommitPacer
-from tributary_read.write.lines import BadRecordLimit, OnBadRecord, bad_record_reason
+from tributary_read.write.lines import BadRecordLimit, OnBadRecord, bad_record_reason, no_lone_surrogates
 from tributary_read.write.writer import TableWriter
 
 COLUMNS = ("key", "topic", "partition", "offset", "timestamp", "headers")
@@ -127,6 +127,8 @@ class _Record:
             doc = json.loads(value)
             if (self.columns or self.rows) and not isinstance(doc, dict):
                 raise ValueError("the value is not a JSON object")
+            if self.rows and b"\\u" in value:
+                no_lone_surrogates(doc)
         ts = self._time(msg, value, doc)
         if self.columns:
             doc = {**doc, **self._columns(msg)}

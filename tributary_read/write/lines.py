@@ -91,7 +91,7 @@ def bad_record_reason(e: Exception) -> str:
     return str(e)
 
 
-def _no_lone_surrogates(doc) -> None:
+def no_lone_surrogates(doc) -> None:
     """ValueError if a string of ``doc`` holds a lone surrogate (``"\\ud800"``): JSON lets an escape name
     half a UTF-16 pair, but it is no character, so no UTF-8 text (a Parquet string) can hold it. Left in,
     it failed the whole file when it was encoded, at every rerun."""
@@ -166,7 +166,7 @@ class LineRecords:
                 line = self.unwrap(line)
             doc = json.loads(line) if self.needs_json else None
             if self.as_rows and b"\\u" in line:  # an escape may be a lone surrogate, which no column can store
-                _no_lone_surrogates(doc)
+                no_lone_surrogates(doc)
             ts = self.extract(line, doc)
         except TimeUnitError as e:  # the job's unit is wrong, not this record: stop the run
             raise TimeUnitError(f"{source} line {offset}: {e}") from None
