@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Callable
 
 import pyarrow as pa
@@ -41,6 +42,13 @@ _OPEN, _SEP, _CLOSE = b'{"v":', b'}\n{"v":', b"}\n"
 
 
 _ROW = re.compile(r"in row (\d+)")
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Write the lines before ``at`` in bulk, then go on from ``at`` (nothing is wrong with it)."""
+
+    at: int
 
 
 class JsonBatch:
@@ -67,18 +75,19 @@ class JsonBatch:
             got = ts
         if got is None:
             return 0, None
-        if got < min_run:  # the line the bulk parse stopped at is near: those lines one by one, then again
-            return 0, got + 1
-        head = self.parse(lines[:got])
+        at, alone = (got.at, 0) if isinstance(got, Cut) else (got, 1)
+        if at < min_run:  # near the start: those lines one by one, then again
+            return 0, at + alone
+        head = self.parse(lines[:at])
         if isinstance(head, tuple):
             ts = self._times(head[0])
-            if isinstance(ts, list) and self._write(lines[:got], head[0], head[1], ts):
-                return got, 1
+            if isinstance(ts, list) and self._write(lines[:at], head[0], head[1], ts):
+                return at, alone
         return 0, None
 
-    def parse(self, lines: list[bytes]) -> tuple[pa.StructArray, dict] | int | None:
+    def parse(self, lines: list[bytes]) -> tuple[pa.StructArray, dict] | int | Cut | None:
         """One row per line and each column's type (:func:`parsed_type`); else the index of the first line
-        that stopped it, or None when that is not known."""
+        that stopped it, a Cut, or None when that is not known."""
         arr = self._read(lines)
         if not isinstance(arr, pa.StructArray):
             return arr
@@ -96,9 +105,9 @@ class JsonBatch:
             if not isinstance(arr, pa.StructArray):
                 return arr
         if self._strings:
-            arr = self._first_seen(arr, lines[0])
-            if arr is None:
-                return None
+            arr = self._first_seen(arr, lines)
+            if not isinstance(arr, pa.StructArray):
+                return arr
         types = {}
         for i in range(arr.type.num_fields):
             ct = parsed_type(arr.field(i))
@@ -126,22 +135,33 @@ class JsonBatch:
             return arr.is_null().to_pylist().index(True)
         return arr
 
-    def _first_seen(self, arr: pa.StructArray, first: bytes) -> pa.StructArray | None:
+    def _first_seen(self, arr: pa.StructArray, lines: list[bytes]) -> pa.StructArray | Cut | None:
         """``arr`` with its fields in first-seen order, when declared (string) fields put them out of it.
 
-        A declared field absent from every line comes back as nulls that no record gave,
-        and one the first line does not name has an unknown place: both decline.
+        Arrow puts declared fields first, and gives one that no line has as nulls no
+        record gave: such a field is dropped (its name is in no line). One that the first
+        line does not name has an unknown place: the run is cut before the line naming it.
         """
         try:
-            doc = json.loads(first)
+            doc = json.loads(lines[0])
         except ValueError:
             return None
-        if not isinstance(doc, dict) or any(name not in doc for name in self._strings):
+        if not isinstance(doc, dict):
             return None
         t = arr.type
         names = [t.field(i).name for i in range(t.num_fields)]
+        for name in self._strings:
+            if name in doc or name not in names:
+                continue
+            key = json.dumps(name).encode()
+            at = next((i for i, line in enumerate(lines[1:], 1) if key in line), None)
+            if at is not None:
+                return Cut(at)
+            if arr.field(name).null_count != len(arr):  # named otherwise (an escape): no guess
+                return None
+            names.remove(name)
         order = [n for n in doc if n in names] + [n for n in names if n not in doc]
-        if order == names:
+        if order == [t.field(i).name for i in range(t.num_fields)]:
             return arr
         return pa.StructArray.from_arrays([arr.field(n) for n in order], names=order)
 
