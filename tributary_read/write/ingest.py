@@ -345,8 +345,13 @@ def ingest(
     start = last_offset + 1
 
     writer = TableWriter(table, protocol=protocol, roll=roll)
-    records = LineRecords(table, writer, extract, bool(time_spec.field), on_bad_record, limit, unwrap)
-    take = records.take
+    records = LineRecords(table, writer, extract, bool(time_spec.field), on_bad_record, limit, unwrap,
+                          field_time=time_spec.field_time(table.layout.tz))
+    lines: list[bytes] = []  # read, not yet taken: taken in runs (take_many), always before a commit or a stop
+
+    def take_lines() -> None:
+        records.take_many(lines, offset - len(lines), name)
+        lines.clear()
     base = state.version
     if on_start is not None:
         on_start(IngestStart(name, start, prior.position, base, writer.writer_id))
@@ -370,6 +375,7 @@ def ingest(
                 if not raw.endswith(b"\n") and not final:
                     wait = _unsettled_ms(src, end + len(raw), settle_ms)
                     if wait:  # the producer may be mid-line: read it whole next run
+                        take_lines()
                         partial = len(raw)
                         pending_until = iso(int(time.time() * 1000) + wait)
                         break
@@ -378,7 +384,7 @@ def ingest(
                 line = raw[:-1] if raw.endswith(b"\n") else raw
                 if line.endswith(b"\r"):
                     line = line[:-1]
-                take(line, offset, name)
+                lines.append(line)
                 offset += 1
                 read += 1
                 pending += 1
@@ -387,13 +393,17 @@ def ingest(
                     if unreported >= 1 << 20:  # a TTY redraw per record would dominate
                         progress(unreported)
                         unreported = 0
+                if len(lines) >= LineRecords.WINDOW:
+                    take_lines()
                 if pending >= commit_every:
+                    take_lines()
                     limit.check(read, commits, offset - 1 - pending)
                     base = _commit(writer, prior.transaction(src, offset - 1, end), base, on_commit)
                     commits += 1
                     pending = 0
                 if stop is not None and stop.signum is not None:
                     break  # after a whole record, so ``end`` is still its end
+            take_lines()
             if pending:
                 limit.check(read, commits, offset - 1 - pending)
                 base = _commit(writer, prior.transaction(src, offset - 1, end), base, on_commit)
