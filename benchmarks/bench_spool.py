@@ -505,7 +505,8 @@ def profile_trib(fmt: str, src: Path, root: Path, top: int) -> dict:
         key = f"{os.path.basename(file)}:{func}"
         if key in {"ingest.py:_pass", "ingest.py:_commit", "lines.py:take", "writer.py:write", "ingest.py:from_field",
                    "ingest.py:_read_new", "scan.py:plan", "scan.py:__call__", "sinks.py:write_line",
-                   "sinks.py:write_row", "ingest.py:parse_time", "layout.py:for_time"}:
+                   "sinks.py:write_row", "ingest.py:parse_time", "layout.py:for_time", "lines.py:take_many",
+                   "json_batch.py:write", "json_batch.py:_read", "json_batch.py:_times", "writer.py:write_parsed"}:
             cum[key] = max(cum.get(key, 0.0), ct)
     return {"label": FORMATS[fmt][2], "records": r.records, "commits": r.commits, "wall_s": wall, "cpu_s": cpu,
             "profiled_s": total, "top": rows, "cumulative": {k: v / total for k, v in cum.items()}}
