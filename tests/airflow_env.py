@@ -9,6 +9,7 @@ would. ``airflow dags test`` runs a DAG run in one process, triggers inline, ret
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sqlite3
@@ -41,7 +42,8 @@ def ensure_venv() -> Path:
     early = _early.get("thread")
     if early is not None and early is not threading.current_thread():
         early.join()
-    with _lock:
+    with _lock, open(REPO / ".airflow-venv.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # and across processes: pytest-xdist workers, two suites in one tree
         stamp = VENV / ".installed"
         if stamp.exists() and stamp.read_text() == _want():
             return VENV
