@@ -80,7 +80,7 @@ class Lines:
             doc = {"n": doc.pop("n"), **doc}  # another field order
         if r.random() >= self.odd:
             return json.dumps(doc, separators=(",", ":")).encode()
-        kind = r.randrange(13)
+        kind = r.randrange(14)
         if kind == 0:
             doc[r.choice(["x", "y", "n", "ms", "level", "user", "day"])] = self._value()
             return json.dumps(doc).encode()
@@ -90,6 +90,7 @@ class Lines:
         return [b"", b"   ", b"5", b"null", b"[1,2]", b"{not json", b'{"ts":1,"ts":2}',
                 json.dumps(doc).encode() + b" " + json.dumps(doc).encode(), b"\xef\xbb\xbf" + json.dumps(doc).encode(),
                 b'{"ts":"%s","s":"\\ud800"}' % _iso(T0).encode(), b'{"ts":"%s","s":"\xff"}' % _iso(T0).encode(),
+                b'{"ts":"%s","s":"\xed\xa0\x80"}' % _iso(T0).encode(),
                 b'{"ts":"%s","n":1e400}' % _iso(T0).encode()][kind - 2]
 
 

@@ -239,16 +239,20 @@ def test_write_table_routes_every_row_to_its_partition_across_offset_changes(tmp
         assert got == {t: layout.for_time(t).path for t in ts}, zone
 
 
-def test_a_lone_surrogate_escape_is_a_dead_letter_not_a_failed_file(tmp_path):
-    """``"\\ud800"`` is valid JSON but no character: a Parquet string cannot hold it. It used to be admitted,
-    then fail the whole file at its encode, at every rerun."""
+def test_a_lone_surrogate_is_a_dead_letter_not_a_failed_file(tmp_path):
+    """``"\\ud800"`` is valid JSON but no character, and json.loads also takes its UTF-8 form (bytes ED A0
+    80): a Parquet string can hold neither. They used to be admitted, then fail the whole file at its
+    encode, at every rerun. (A Hangul syllable also starts with byte ED: it is no dead letter.)"""
     root = _create(tmp_path)
-    lines = [json.dumps({"id": i, "ts": T0 + i, "msg": "ok"}) for i in range(300)]
-    lines.insert(150, '{"id": -1, "ts": %d, "msg": "half \\ud800 a pair"}' % T0)
+    lines = [json.dumps({"id": i, "ts": T0 + i, "msg": "ok"}).encode() for i in range(300)]
+    lines.insert(150, b'{"id": -1, "ts": %d, "msg": "half \\ud800 a pair"}' % T0)
+    lines.insert(200, b'{"id": -2, "ts": %d, "msg": "half \xed\xa0\x80 a pair"}' % T0)
+    lines.insert(250, json.dumps({"id": 9999, "ts": T0, "msg": "\ud55c"}, ensure_ascii=False).encode())
     src = tmp_path / "src.jsonl"
-    src.write_text("\n".join(lines) + "\n")
+    src.write_bytes(b"\n".join(lines) + b"\n")
     p = _ingest(root, str(src))
-    assert json.loads(p.stdout)["dead_letters"] == 1
-    assert [r["id"] for r in _rows(root)] == list(range(300))
-    (dead,) = _dead_letters(root)
-    assert dead["offset"] == 150 and "lone surrogate" in dead["reason"] and "\\ud800" in dead["line"]
+    assert json.loads(p.stdout)["dead_letters"] == 2
+    assert [r["id"] for r in _rows(root)] == [*range(300), 9999]
+    first, second = sorted(_dead_letters(root), key=lambda d: d["offset"])
+    assert first["offset"] == 150 and "lone surrogate" in first["reason"] and "\\ud800" in first["line"]
+    assert second["offset"] == 200 and "lone surrogate \\ud800" in second["reason"]

@@ -69,6 +69,22 @@ def exactly(root, n: int) -> None:
     assert invoke_trib("verify", str(root)).returncode == 0
 
 
+def heads_cover_positions(root, name="logs") -> int:
+    """Every commit's open files are known by a head covering every byte read (a file shorter than 1 KiB
+    is known by all of it): else a later scan could take another file sharing those few bytes for it.
+    Returns the commits checked."""
+    from tributary_read.spool.identity import HEAD
+    from tributary_read.table.config import Table
+
+    n = 0
+    for c in Table.load(str(root)).log.commits():
+        spool = (c.transaction.meta.get("spool") or {}).get(name) if c.transaction else None
+        for f in (spool or {}).get("files", []):
+            assert f["hlen"] >= min(HEAD, f["pos"]), (c.version, f)
+        n += spool is not None
+    return n
+
+
 def last_meta(root, name="logs") -> dict:
     """The app's last transaction meta, with the directory's own state as ``spool``."""
     from tributary_read.table.config import Table
@@ -359,3 +375,32 @@ def test_on_s3_with_a_done_set_snapshot(tmp_path, s3_root, monkeypatch):
     files = json.loads(invoke_trib("files", s3_root, "--all", "--json", check=True).stdout)["files"]
     ids = sorted(json.loads(x)["i"] for f in files for x in t.storage.read(f["path"]).splitlines())
     assert ids == list(range(90))
+
+
+@pytest.mark.parametrize("hlen, pos", [(0, 0), (20, 0), (0, 10), (20, 10)])
+def test_a_short_head_never_takes_a_compressed_copy_of_another_file(tmp_path, hlen, pos):
+    """plan() on real files. An open file known by only its first ``hlen`` bytes (a file found nearly empty),
+    read up to its ``pos``-th line, is gone; beside its compressed copy lies the compressed copy of a
+    finished file whose lines start alike and is bigger. The finished file's copy is that file (its full
+    head), and the open file goes on in its own copy, told by the bytes it read (decompressed)."""
+    from tributary_read.spool.identity import digest, look
+    from tributary_read.spool.positions import Done, DoneSet, OpenFile, SpoolPositions, tail_of
+    from tributary_read.spool.scan import plan
+
+    a, b = _lines(range(100)), _lines(range(100, 150))
+    assert a[:20] == b[:20]
+    for name, data in (("app.log.1.gz", a), ("app.log.2.gz", b)):
+        (tmp_path / name).write_bytes(gzip.compress(data))
+    found = [look(str(tmp_path / n), n) for n in ("app.log.1.gz", "app.log.2.gz")]
+    done = DoneSet()
+    done.add(Done(digest(a[:1024]), tail_of(a), len(a)))
+    at = len(_lines(range(100, 100 + pos)))
+    e = OpenFile(digest(b[:hlen]), hlen, at, tail_of(b[:at]), "app.log", 1, 1, at)
+    p = plan(found, SpoolPositions([e], done))
+    assert p.copies == [(found[0], next(iter(done)))]
+    reads = {f.name: x for x, f in p.reads}
+    assert list(reads) == ["app.log.2.gz"] and reads["app.log.2.gz"].pos == at
+    if hlen or pos:
+        assert reads["app.log.2.gz"] is e
+    else:  # found empty and never read: nothing but its inode tells it, so the copy is new (from 0 all the same)
+        assert p.missing == [e]

@@ -7,6 +7,7 @@ time, nothing reported lost, and ``trib verify`` exiting 0.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import random
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TRIB, run_trib
-from test_spool import _table, exactly
+from test_spool import _lines, _table, _write, exactly, heads_cover_positions, ingest
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +50,7 @@ def _drain(root, d) -> dict:
 def test_kill9_at_random_moments_of_follow_while_the_logger_rotates(tmp_path):
     root, d = _table(tmp_path, fmt="jsonl"), tmp_path / "logs"
     d.mkdir()
-    rng = random.Random(22)
+    rng = random.Random(int(os.environ.get("TRIB_SPOOL_SEED", "22")))
     lines = 24_000  # 20 s of a logger rotating every second and keeping ten rotations
     writer = subprocess.Popen([*WRITER, str(d), "--lines", str(lines), "--rate", "1200", "--rotate", "1200",
                                "--keep", "10"], stdout=subprocess.PIPE)
@@ -76,6 +77,55 @@ def test_kill9_at_random_moments_of_follow_while_the_logger_rotates(tmp_path):
     assert r["lost"] == [], r
     exactly(root, lines)
     assert _drain(root, d)["records"] == 0
+    assert heads_cover_positions(root) > TRIALS
+
+
+def _wait_stopped(p, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while True:
+        with open(f"/proc/{p.pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        assert p.poll() is None, p.stderr.read().decode()
+        assert time.monotonic() < end, "the run never reached its next listing"
+        time.sleep(0.02)
+
+
+def test_a_file_that_grows_between_the_listing_and_the_read_is_known_by_what_was_read(tmp_path):
+    """The logger writes between a follow run's listing and its read (the run is held stopped at the
+    listing), the run commits, is killed, and the file is rotated and compressed beside the compressed copy
+    of a finished file whose lines start like its own. Once a run read past what its listing saw of a file
+    found empty, committed it known by no bytes at all, and the next run took the finished file's copy for
+    it: both files' lines twice."""
+    root, d = _table(tmp_path), tmp_path / "logs"
+    d.mkdir()
+    _write(d / "app.log.1", range(100))
+    os.utime(d / "app.log.1", (time.time() - 60,) * 2)
+    (d / "app.log").write_bytes(b"")
+    assert ingest(root, d, "--close-inactive", "0s")["finished"] == 1
+    p = subprocess.Popen([*TRIB, "ingest", str(root), "--source-dir", str(d), "--app-id", "a", "--time-field",
+                          "ts", "--follow", "--commit-every", "10", "--close-inactive", "0s"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         env={**_env(), "TRIB_STOP_AT": "spool.listed"})
+    try:
+        _wait_stopped(p)  # listed: app.log is empty
+        _write(d / "app.log", range(100, 150))
+        for _ in range(2):  # the read after that listing, then one after a listing that saw the lines
+            p.send_signal(signal.SIGCONT)
+            time.sleep(0.1)
+            _wait_stopped(p)
+    finally:
+        p.kill()
+        p.wait()
+        p.stderr.close()
+    assert heads_cover_positions(root) >= 1
+    os.rename(d / "app.log", d / "app.log.2")
+    for n in ("app.log.1", "app.log.2"):
+        (d / f"{n}.gz").write_bytes(gzip.compress((d / n).read_bytes()))
+        (d / n).unlink()
+    assert _lines([0])[:20] == _lines([100])[:20]  # the lines of both files start alike
+    ingest(root, d, "--close-inactive", "0s")
+    exactly(root, 150)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -127,8 +127,8 @@ class _Record:
             doc = json.loads(value)
             if (self.columns or self.rows) and not isinstance(doc, dict):
                 raise ValueError("the value is not a JSON object")
-            if self.rows and b"\\u" in value:
-                no_lone_surrogates(doc)
+            if self.rows:
+                no_lone_surrogates(value, doc)
         ts = self._time(msg, value, doc)
         if self.columns:
             doc = {**doc, **self._columns(msg)}

@@ -53,14 +53,22 @@ class Found:
         """The digest of the first ``n`` content bytes (None: the file holds fewer)."""
         return digest(self.head[:n]) if len(self.head) >= n else None
 
-    def tail_key(self, pos: int) -> bytes | None:
-        """The digest of the content bytes just before ``pos`` (a plain file only; b"": it holds fewer).
+    def tail_key(self, pos: int) -> bytes:
+        """The digest of the content bytes just before ``pos`` (b"": it holds fewer). A gzip file is
+        decompressed up to ``pos``: the format cannot be read from the middle.
 
         Raises :class:`Moved` when the name no longer leads to this file (a rotation since the scan).
         """
         n = min(HEAD, pos)
-        with self.open() as f:
-            data = os.pread(f.fileno(), n, pos - n)
+        if self.gz:
+            data = b""
+            for c in chunks(self, pos - n):
+                data += c[:n - len(data)]
+                if len(data) >= n:
+                    break
+        else:
+            with self.open() as f:
+                data = os.pread(f.fileno(), n, pos - n)
         return digest(data) if len(data) == n else b""
 
     def open(self) -> BinaryIO:
@@ -109,8 +117,9 @@ def _gz_head(raw: bytes) -> bytes | None:
     return head if len(head) >= HEAD or d.eof else None
 
 
-def chunks(found: Found, pos: int) -> Iterator[bytes]:
-    """The content of ``found`` from content position ``pos`` on, in chunks, up to its current end.
+def chunks(found: Found, pos: int, end: int | None = None) -> Iterator[bytes]:
+    """The content of ``found`` from content position ``pos`` on, in chunks, up to its current end (or
+    ``end``, for a plain file).
 
     A gzip file is decompressed from its start (the format cannot seek) and the
     first ``pos`` bytes are dropped; a gzip file cut short (still being written)
@@ -120,7 +129,14 @@ def chunks(found: Found, pos: int) -> Iterator[bytes]:
     with found.open() as f:
         if not found.gz:
             f.seek(pos)
-            yield from iter(lambda: f.read(CHUNK), b"")
+            left = None if end is None else max(0, end - pos)
+            while left is None or left > 0:
+                chunk = f.read(CHUNK if left is None else min(CHUNK, left))
+                if not chunk:
+                    return
+                if left is not None:
+                    left -= len(chunk)
+                yield chunk
             return
         yield from _skip(_gunzip(f), pos)
 

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 
 from tributary_read.spool.identity import HEAD, Found, Moved, digest, look
-from tributary_read.spool.positions import Done, OpenFile, SpoolPositions
+from tributary_read.spool.positions import Done, DoneSet, OpenFile, SpoolPositions
 
 #: What ``--on-complete rename`` appends; such files are never read again.
 COMPLETED_SUFFIX = ".COMPLETED"
@@ -83,16 +83,17 @@ class Plan:
     present: set[bytes] = field(default_factory=set)  # done keys some file still holds
 
 
-def _fits(f: Found, pos: int, tail: bytes, tails: dict) -> bool | None:
-    """Could ``f`` hold the content read so far (``pos`` bytes ending in ``tail``)? None: cannot tell now
-    (the name was rotated to another file since the scan). A gzip file's bytes before ``pos`` would take
-    decompressing it all: its head is trusted alone."""
-    if f.gz:
-        return True
-    if f.size < pos:
-        return False
+def _fits(f: Found, pos: int, hlen: int, tail: bytes, tails: dict) -> bool | None:
+    """Could ``f`` hold the content read so far (``pos`` bytes ending in ``tail``, known by a head of
+    ``hlen`` bytes)? None: cannot tell now (the name was rotated to another file since the scan, or a gzip
+    file is still being written). A gzip file whose head covers every byte read is trusted by its head:
+    checking the bytes before ``pos`` would take decompressing it up to there."""
     if pos == 0:
         return True
+    if f.gz and hlen >= min(HEAD, pos):
+        return True
+    if not f.gz and f.size < pos:
+        return False
     k = (f.dev, f.ino, f.size, f.mtime_ns, pos)
     got = tails.get(k)
     if got is None:
@@ -100,7 +101,36 @@ def _fits(f: Found, pos: int, tail: bytes, tails: dict) -> bool | None:
             got = tails[k] = f.tail_key(pos)
         except Moved:
             return None
+    if got == b"" and f.gz:
+        return None  # its content so far is shorter: gzip may still be writing it
     return got == tail
+
+
+_OPEN, _DONE, _WAIT, _NEW = "open", "done", "wait", "new"
+
+
+def _identify(f: Found, opens: dict, done: DoneSet, hlens: set[int], tails: dict) -> tuple[str, OpenFile | Done | None]:
+    """What ``f`` is: the continuation of an open file, a copy of a done file, not to be told yet (wait), or
+    new. The longest identity ``f`` shares decides: a gzip copy of a finished file is that file, never the
+    continuation of a file found since whose head is shorter yet (a few bytes of a line that starts like
+    every other line). A file found empty, and not read from since, is known by nothing but its inode."""
+    for h in sorted({x for x in hlens if x <= len(f.head)} | {len(f.head)}, reverse=True):
+        k = digest(f.head[:h])
+        hits = [e for e in opens.get((k, h), ()) if h or e.pos or (not f.gz and (f.dev, f.ino) == (e.dev, e.ino))]
+        fits = [_fits(f, e.pos, e.hlen, e.tail, tails) for e in hits]
+        match = next((e for e, ok in zip(hits, fits) if ok), None)
+        if match is not None:
+            return _OPEN, match
+        if None in fits or any(not f.gz and f.size < e.pos for e in hits):
+            return _WAIT, None  # moved since the scan, or a copy of an open file still being made (copytruncate)
+        dhits = [d for d in done.with_head(k) if d.hlen == h]
+        dfits = [_fits(f, d.size, d.hlen, d.tail, tails) for d in dhits]
+        same = next((d for d, ok in zip(dhits, dfits) if ok), None)
+        if same is not None:
+            return _DONE, same
+        if None in dfits or any(not f.gz and f.size < d.size for d in dhits):
+            return _WAIT, None  # a copy of a finished file still being made, or a prefix of one: nothing new
+    return _NEW, None
 
 
 def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None) -> Plan:
@@ -117,34 +147,25 @@ def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None) -
     # Plain files first: of an open file's copies, the uncompressed one is read (it is cheaper, and gzip
     # may still be writing the compressed one).
     for f in sorted(found, key=lambda f: f.gz):
-        keys = [(digest(f.head[:h]), h) for h in sorted(hlens | {len(f.head)}, reverse=True) if h <= len(f.head)]
-        hits = [e for k in keys for e in opens.get(k, ())]
-        fits = [_fits(f, e.pos, e.tail, tails) for e in hits]
-        match = next((e for e, ok in zip(hits, fits) if ok), None)
-        if match is None and (None in fits or any(f.size < e.pos for e in hits)):
-            continue  # moved since the scan, or a copy of an open file still being made (copytruncate's cp)
-        if match is not None:
-            cur = best.get(id(match))
-            if cur is None or _better(f, cur, match):
-                best[id(match)] = f
-            continue
-        dhits = [d for k, h in keys for d in state.done.with_head(k) if d.hlen == h]
-        dfits = [_fits(f, d.size, d.tail, tails) for d in dhits]
-        done = next((d for d, ok in zip(dhits, dfits) if ok), None)
-        if done is None and (None in dfits or any(f.size < d.size for d in dhits)):
-            continue  # a copy of a finished file still being made, or a prefix of one: nothing new in it
-        if done is not None:
-            out.present.add(done.key)
-            if f.gz or f.size == done.size:
-                out.copies.append((f, done))
+        kind, hit = _identify(f, opens, state.done, hlens, tails)
+        if kind == _OPEN:
+            assert isinstance(hit, OpenFile)
+            cur = best.get(id(hit))
+            if cur is None or _better(f, cur, hit):
+                best[id(hit)] = f
+        elif kind == _DONE:
+            assert isinstance(hit, Done)
+            out.present.add(hit.key)
+            if f.gz or f.size == hit.size:
+                out.copies.append((f, hit))
             else:  # read to its end once, and it grew again: go on from there
-                e = OpenFile(done.head, done.hlen, done.size, done.tail, f.name, f.dev, f.ino, f.size,
-                             owed=_unended(f, done.size))
-                state.done.discard(done)
+                e = OpenFile(hit.head, hit.hlen, hit.size, hit.tail, f.name, f.dev, f.ino, f.size,
+                             owed=_unended(f, hit.size))
+                state.done.discard(hit)
                 state.files.append(e)
                 best[id(e)] = f
-            continue
-        new.append(f)
+        elif kind == _NEW:
+            new.append(f)
     for e in state.files:
         got = best.get(id(e))
         if got is None:

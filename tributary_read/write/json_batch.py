@@ -66,24 +66,25 @@ class JsonBatch:
     def write(self, lines: list[bytes], min_run: int) -> tuple[int, int | None]:
         """Write a leading run of ``lines`` in bulk: (how many, then how many to take one by one before
         trying again; None: all the rest). (len(lines), 0) when all were written."""
-        got = self.parse(lines)
-        if isinstance(got, tuple):
-            rows, types = got
-            ts = self._times(rows)
-            if isinstance(ts, list):
-                return (len(lines), 0) if self._write(lines, rows, types, ts) else (0, None)
-            got = ts
-        if got is None:
+        got = self._whole(lines)
+        if got is True:
+            return len(lines), 0
+        if got is None or got is False:
             return 0, None
         at, alone = (got.at, 0) if isinstance(got, Cut) else (got, 1)
         if at < min_run:  # near the start: those lines one by one, then again
             return 0, at + alone
-        head = self.parse(lines[:at])
-        if isinstance(head, tuple):
-            ts = self._times(head[0])
-            if isinstance(ts, list) and self._write(lines[:at], head[0], head[1], ts):
-                return at, alone
-        return 0, None
+        return (at, alone) if self._whole(lines[:at]) is True else (0, None)
+
+    def _whole(self, lines: list[bytes]) -> bool | int | Cut | None:
+        """True: all of ``lines`` written; False: the writer declined them; else :meth:`parse`'s answer (or
+        the first row without a time), and nothing written."""
+        got = self.parse(lines)
+        if not isinstance(got, tuple):
+            return got
+        rows, types = got
+        ts = self._times(rows)
+        return self._write(lines, rows, types, ts) if isinstance(ts, list) else ts
 
     def parse(self, lines: list[bytes]) -> tuple[pa.StructArray, dict] | int | Cut | None:
         """One row per line and each column's type (:func:`parsed_type`); else the index of the first line
@@ -131,9 +132,7 @@ class JsonBatch:
         if table.num_rows != len(lines) or table.num_columns != 1 or not pa.types.is_struct(table.schema[0].type):
             return None  # a line of two objects (no row named)
         arr = table.column(0).combine_chunks()
-        if arr.null_count:  # a line ``null``
-            return arr.is_null().to_pylist().index(True)
-        return arr
+        return _first_null(arr) if arr.null_count else arr  # a line ``null``
 
     def _first_seen(self, arr: pa.StructArray, lines: list[bytes]) -> pa.StructArray | Cut | None:
         """``arr`` with its fields in first-seen order, when declared (string) fields put them out of it.
@@ -173,7 +172,7 @@ class JsonBatch:
                 return None
             col = col.field(k)
             if col.null_count:
-                return col.is_null().to_pylist().index(True)
+                return _first_null(col)
         if not (pa.types.is_string(col.type) or pa.types.is_int64(col.type)):  # a double may have been 5 (int)
             return None
         value_ms, out = self.value_ms, []
@@ -199,6 +198,10 @@ class JsonBatch:
                 return False
             groups.append((part, *sub))
         return self.writer.write_parsed(groups)
+
+
+def _first_null(arr: pa.Array) -> int:
+    return arr.is_null().to_pylist().index(True)
 
 
 def _utf8(line: bytes) -> bool:

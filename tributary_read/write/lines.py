@@ -91,10 +91,13 @@ def bad_record_reason(e: Exception) -> str:
     return str(e)
 
 
-def no_lone_surrogates(doc) -> None:
-    """ValueError if a string of ``doc`` holds a lone surrogate (``"\\ud800"``): JSON lets an escape name
-    half a UTF-16 pair, but it is no character, so no UTF-8 text (a Parquet string) can hold it. Left in,
-    it failed the whole file when it was encoded, at every rerun."""
+def no_lone_surrogates(raw: bytes, doc) -> None:
+    """ValueError if a string of ``doc`` (parsed from ``raw``) holds a lone surrogate: JSON lets an escape
+    (``"\\ud800"``) name half a UTF-16 pair, and ``json.loads`` takes its UTF-8 form (bytes ED A0 80) too,
+    but it is no character, so no UTF-8 text (a Parquet string) can hold it. Left in, it failed the whole
+    file when it was encoded, at every rerun. Only a line with an escape or an ED byte can hold one."""
+    if b"\\u" not in raw and b"\xed" not in raw:
+        return
     try:
         json.dumps(doc, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as e:
@@ -126,7 +129,6 @@ class LineRecords:
         self.fail = on_bad_record is OnBadRecord.FAIL
         self.limit = limit
         self.dead = 0
-        self.field_time = field_time
         self.bulk = 0  # lines taken in bulk (the rest one by one)
         self.batch: JsonBatch | None = None
         if self.as_rows and field_time is not None and unwrap is None:
@@ -165,8 +167,8 @@ class LineRecords:
             if self.unwrap is not None:
                 line = self.unwrap(line)
             doc = json.loads(line) if self.needs_json else None
-            if self.as_rows and b"\\u" in line:  # an escape may be a lone surrogate, which no column can store
-                no_lone_surrogates(doc)
+            if self.as_rows:
+                no_lone_surrogates(line, doc)
             ts = self.extract(line, doc)
         except TimeUnitError as e:  # the job's unit is wrong, not this record: stop the run
             raise TimeUnitError(f"{source} line {offset}: {e}") from None
