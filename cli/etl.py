@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .context import TribState, emit, json_option, pass_state, raise_on_sigterm
+from .context import Duration, TribState, emit, json_option, pass_state, raise_on_sigterm
 
 _schedule = click.option(
     "--schedule-time", required=True,
@@ -22,6 +22,7 @@ def etl() -> None:
 
     \b
     trib etl run JOB.toml --schedule-time 2024-01-01T05:00:00Z [--dry-run] [--json]
+    trib etl stream JOB.toml [--trigger 30s | --available-now]   (a [stream] job)
     trib etl submit JOB.toml --schedule-time ... [--run]   (the spark-submit line for a cluster)
     """
 
@@ -112,6 +113,53 @@ def _print_report(r) -> None:
     steps = ", ".join(f"{s.name} {s.seconds:.1f}s" if s.status == "done" else f"{s.name} skipped"
                       for s in r.steps)
     click.echo(f"  steps: {steps}")
+
+
+@etl.command("stream")
+@click.argument("job_file", metavar="JOB.toml")
+@click.option("--trigger", "trigger", type=Duration(), default=None,
+              help="A micro-batch every DURATION (e.g. 30s, 5m); default: the job's [stream] trigger.")
+@click.option("--available-now", is_flag=True,
+              help="Read what the source holds now, in as many batches as its limits say, then stop.")
+@click.option("--restart", is_flag=True,
+              help="Accept a checkpoint other than the one the table's last batch came from (a lost checkpoint). "
+                   "The source must start where that batch ended: docs/streaming.md.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
+@json_option
+@pass_state
+def stream(state: TribState, job_file, trigger, available_now, restart, quiet, as_json) -> None:
+    """Run JOB.toml's SQL over its [stream], committing each micro-batch exactly once.
+
+    \b
+    Runs until SIGTERM or Ctrl-C (which stop it between two batches, exit 0) or,
+    with --available-now, until the source is drained. A restart goes on from
+    Spark's checkpoint: the batch Spark runs again is found in the table's log
+    and skipped. [hive] mounts each batch's partitions as trib etl run does.
+    """
+    from tributary_read.etl.stream import session, stream_job
+    from tributary_read.write.ingest import stop_on_signals
+
+    job = _load(state, job_file)
+    job.needs("stream")
+
+    def progress(msg: str) -> None:
+        if not (quiet or state.quiet):
+            click.echo(f"trib etl: {msg}", err=True)
+
+    spark = session(job, progress)
+    with stop_on_signals(restore=False) as stop:
+        report = stream_job(job, spark=spark, trigger_ms=trigger, available_now=available_now or None,
+                            restart=restart, stop=stop, progress=progress)
+    emit(as_json, report.to_json(), lambda: _print_stream(report))
+
+
+def _print_stream(r) -> None:
+    end = f", stopped by {r.stopped_by}" if r.stopped_by else ""
+    click.echo(f"job {r.job}: {r.batches} batches, {r.records} records committed as {r.query}"
+               + (f" (last version {r.version})" if r.version is not None else "") + end)
+    if r.skipped:
+        click.echo(f"  skipped batches already in the table: {', '.join(map(str, r.skipped))}")
+    click.echo(f"  checkpoint: {r.checkpoint}")
 
 
 @etl.command("submit")

@@ -70,6 +70,7 @@ CASES: dict[str, tuple[list[str], int]] = {
     "doctor": (["--conf", "spark.ssl.keyPassword=x"], 3),
     "etl run": ([NO_ROOT + ".toml", "--schedule-time", "2024-01-01T00:00Z"], 3),
     "etl submit": ([NO_ROOT + ".toml", "--schedule-time", "2024-01-01T00:00Z"], 3),
+    "etl stream": ([NO_ROOT + ".toml", "--available-now"], 3),
     "expire": ([NO_ROOT, "--older-than", "1d"], 4),
     "files": ([NO_ROOT, "--all"], 4),
     "hive create-table": ([], 3),

@@ -112,6 +112,17 @@ class SourceMismatchError(InvalidInputError):
     """
 
 
+class CheckpointMismatchError(SourceMismatchError):
+    """The table's last micro-batch of this query name was committed by another streaming query (another
+    checkpoint, or a second query of the same name running now): restart from that checkpoint, stop the
+    other query, or accept the new checkpoint with ``restart=True`` knowing where its source starts."""
+
+
+class StreamingQueryFailedError(TributaryError):
+    """The streaming query stopped on an error of Spark's (a source it cannot read, a failed task past its
+    retries): what the batch committed stands, and a restart from the checkpoint runs the failed batch again."""
+
+
 class NoSuchTableError(TributaryError):
     """ROOT holds no trib table: create it first or check the path/alias."""
 

@@ -18,9 +18,10 @@ from typing import Any, Mapping
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.etl.job_inputs import _InputParser
+from tributary_read.etl.job_stream import parse_stream
 from tributary_read.etl.spec import (  # noqa: F401 - the values and each section's keys; is_uri as before
     _HIVE_KEYS, _JOB_KEYS, _OUTPUT_KEYS, _SECTIONS, _SPARK_KEYS, HOUR_MS, HiveSpec, InputMode, InputSpec, OutputSpec,
-    SparkSpec, is_uri)
+    SparkSpec, StreamSpec, is_uri)
 from tributary_read.read.window import Schedule
 from tributary_read.table.layout import parse_timezone
 from tributary_read.table.timeunit import JOB_FILE, IntegerTimes
@@ -53,11 +54,20 @@ class Job:
     #: count each input's records (one extra pass over inputs whose manifest has no counts)
     count_inputs: bool = True
     lock_dir: str | None = None
+    #: ``[stream]``: a streaming job (``trib etl stream``), which has no ``[[inputs]]``
+    stream: StreamSpec | None = None
 
     @property
     def app_id(self) -> str:
         """The transaction's app id in the output's log: one per job."""
         return app_id(self.name)
+
+    def needs(self, command: str) -> None:
+        """Refuse a streaming job in ``trib etl run|submit`` and a batch job in ``trib etl stream``."""
+        if (self.stream is not None) != (command == "stream"):
+            other = "trib etl stream" if self.stream is not None else "trib etl run"
+            what = "[stream]" if self.stream is not None else "[[inputs]] and no [stream]"
+            raise InvalidInputError(f"job {self.name} has {what}: run it with {other}, not trib etl {command}")
 
     @property
     def tz(self) -> tzinfo:
@@ -109,7 +119,7 @@ class Job:
         return {"name": self.name, "path": self.path, "sql": self.sql_path, "period_ms": self.period_ms,
                 "timezone": self.timezone, "inputs": [i.to_json() for i in self.inputs],
                 "output": self.output.to_json(), "hive": self.hive.to_json() if self.hive else None,
-                "spark": self.spark.to_json()}
+                "spark": self.spark.to_json(), **({"stream": self.stream.to_json()} if self.stream else {})}
 
 
 # -- parsing --------------------------------------------------------------------------
@@ -196,11 +206,14 @@ class _Parser(_InputParser):
             raise self.fail(f"job.count_inputs must be true or false, not {count!r}")
         lock_dir = self.string(j, "lock_dir", "job")
         raw_inputs = data.get("inputs")
-        if not raw_inputs:
-            raise self.fail("missing [[inputs]] (at least one table to read)")
-        if not isinstance(raw_inputs, list):
+        stream = parse_stream(self, data["stream"]) if "stream" in data else None
+        if stream is not None and raw_inputs is not None:
+            raise self.fail("a job reads either [stream] (trib etl stream) or [[inputs]] (trib etl run), not both")
+        if stream is None and not raw_inputs:
+            raise self.fail("missing [[inputs]] (at least one table to read), or [stream] for trib etl stream")
+        if raw_inputs is not None and not isinstance(raw_inputs, list):
             raise self.fail("inputs must be an array of tables: write [[inputs]]")
-        inputs = tuple(self.input(x, i, name) for i, x in enumerate(raw_inputs))
+        inputs = tuple(self.input(x, i, name) for i, x in enumerate(raw_inputs or ()))
         views = [i.view.lower() for i in inputs]
         dup = next((v for v in views if views.count(v) > 1), None)
         if dup:
@@ -219,8 +232,12 @@ class _Parser(_InputParser):
         if own is not None:  # each run would read what the run before it wrote, every hour, forever
             raise self.fail(f"input {own.view} reads the job's own [output] table {output.root}: a job cannot "
                             "read its output; write to another table")
+        if stream is not None and hive is not None and hive.create:
+            raise self.fail("hive.create is for trib etl run: a stream job mounts into an existing Hive table")
+        if stream is not None and spark.deploy_mode == "cluster":
+            raise self.fail("spark.deploy_mode cluster: trib etl stream runs its driver here (client)")
         return Job(name, self.path, sql_path, sql, inputs, output, hive, spark, period, tz, count,
-                   self.path_of(lock_dir) if lock_dir else None)
+                   self.path_of(lock_dir) if lock_dir else None, stream)
 
     def sql(self, value: str) -> tuple[str, str]:
         """The SQL file: relative to the job file (or absolute), else a warehouse example shipped in ``sql/warehouse/``.

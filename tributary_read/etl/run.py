@@ -96,6 +96,7 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
     ``interval_start``: a scheduler's data interval starts here and ends at ``schedule_time``; the run is
     refused unless that is exactly one period (:func:`check_interval`).
     """
+    job.needs("run")
     if interval_start is not None:
         check_interval(job, interval_start, schedule_time)
     aligned, given = schedule_time_ms(schedule_time, job)

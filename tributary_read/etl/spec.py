@@ -165,8 +165,50 @@ class SparkSpec:
                 "archives": self.archives}
 
 
+class StreamSource(Choice):
+    """What ``[stream]`` reads: Spark's own streaming sources (docs/streaming.md)."""
+
+    #: new files in a directory (Spark's file source: json, csv, parquet, orc, text)
+    FILES = "files"
+    #: Spark's ``rate`` source: generated rows (timestamp, value), for trials and benchmarks
+    RATE = "rate"
+    #: a Kafka topic through Spark's Kafka connector, which the cluster provides (spark-sql-kafka)
+    KAFKA = "kafka"
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """``[stream]``: the streaming input of ``trib etl stream`` (the SQL reads it as ``view``)."""
+
+    source: StreamSource
+    checkpoint: str  # Spark's checkpointLocation: where the query keeps its offsets
+    view: str = "stream"
+    #: the processing-time trigger; None: Spark's default (the next batch as soon as the last ends)
+    trigger_ms: int | None = None
+    #: read what is there in as many batches as the limits say, then stop (``trigger = "available-now"``)
+    available_now: bool = False
+    path: str | None = None  # files: the directory
+    format: str | None = None  # files: json, csv, parquet, orc or text
+    schema: str | None = None  # files: DDL of the columns (a stream cannot infer one)
+    max_files_per_trigger: int | None = None
+    read_options: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"source": str(self.source), "view": self.view, "checkpoint": self.checkpoint,
+                             "trigger": "available-now" if self.available_now else self.trigger_ms}
+        for k in ("path", "format", "schema", "max_files_per_trigger"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        if self.read_options:
+            d["options"] = dict(self.read_options)
+        return d
+
+
 # -- the keys each section takes (anything else is an error naming it) -------------------
-_SECTIONS = {"job", "inputs", "output", "hive", "spark"}
+_SECTIONS = {"job", "inputs", "output", "hive", "spark", "stream"}
+_STREAM_KEYS = {"source", "view", "checkpoint", "trigger", "path", "format", "schema", "max_files_per_trigger",
+                "options"}
+STREAM_FORMATS = ("json", "csv", "parquet", "orc", "text")
 _JOB_KEYS = {"name", "sql", "period", "timezone", "count_inputs", "lock_dir"}
 _INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lookback", "min_age",
                "full_scan_every", "window", "window_form", "lag", "layout", "partition", "timezone", "format",

@@ -71,6 +71,7 @@ def build_submit(job: Job, schedule_time, *, master: str | None = None, deploy_m
     from tributary_read.etl.report import iso_z
     from tributary_read.etl.schedule import check_interval, schedule_time_ms
 
+    job.needs("submit")
     if interval_start is not None:
         check_interval(job, interval_start, schedule_time)
     aligned, _ = schedule_time_ms(schedule_time, job)

@@ -50,13 +50,31 @@ def sync(run: _Run, commit: Commit, full: bool) -> HiveReport:
     with ms:
         if full:
             return _full(run, ms, batch_size, location_base, during)
-        from tributary_read.hive.commit import mount_commit, partitions_of_files
-        from tributary_read.hive.model import TableName
+        return _mount(run.job, run.output, ms, commit, batch_size, location_base, during)
 
-        parts = partitions_of_files(run.output, commit.files)
-        m = mount_commit(run.output, ms, TableName.parse(h.table), parts, batch_size=batch_size,
-                         location_base=location_base, after_step=during)
-        return HiveReport(h.table, ms.address, m.added, m.refreshed, m.relocated, m.statements, "commit")
+
+def mount_commit_of(job: Job, output, commit: Commit, spark=None) -> HiveReport:
+    """Mount ``commit``'s partitions into ``job``'s ``[hive]`` table: the sync of ``trib etl stream``'s batches."""
+    from tributary_read.hive.metastore import open_metastore
+
+    h = job.hive
+    assert h is not None
+    pc = output.config.partition_commit or {}
+    with open_metastore(h.metastore_uri, spark=spark) as ms:
+        return _mount(job, output, ms, commit, h.batch_size or pc.get("batch_size"),
+                      h.location_base or pc.get("location_base"), None)
+
+
+def _mount(job: Job, output, ms, commit: Commit, batch_size, location_base, after_step) -> HiveReport:
+    from tributary_read.hive.commit import mount_commit, partitions_of_files
+    from tributary_read.hive.model import TableName
+
+    h = job.hive
+    assert h is not None
+    parts = partitions_of_files(output, commit.files)
+    m = mount_commit(output, ms, TableName.parse(h.table), parts, batch_size=batch_size,
+                     location_base=location_base, after_step=after_step)
+    return HiveReport(h.table, ms.address, m.added, m.refreshed, m.relocated, m.statements, "commit")
 
 
 def _full(run: _Run, ms, batch_size, location_base, after_step) -> HiveReport:

@@ -9,7 +9,8 @@ called and a missing install names its pip extra (``tributary-read[spark]``).
   :class:`Batch` to ack once the caller's output is committed (``incremental``);
 * :func:`write` writes a DataFrame into a trib table and commits one manifest
   carrying a transaction (``write``);
-* :func:`list_on_executors` lists a very large table on the cluster (``listing``).
+* :func:`list_on_executors` lists a very large table on the cluster (``listing``);
+* :func:`trib_sink` is a Structured Streaming ``foreachBatch`` sink, exactly once per micro-batch (``stream``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ _LAZY = {
     "write": "write", "WriteResult": "write",
     "list_on_executors": "listing", "spark_lister": "listing",
     "spark_session": "session",
+    "trib_sink": "stream", "StreamSink": "stream",
 }
 
 __all__ = sorted(_LAZY)

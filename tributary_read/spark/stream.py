@@ -19,22 +19,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Mapping
+from typing import Callable, Mapping
 
-from tributary_read.errors import InvalidInputError, SourceMismatchError
-from tributary_read.table.manifest import Transaction
+from tributary_read.errors import (  # noqa: F401 - the stream's errors, importable from here too
+    CheckpointMismatchError, InvalidInputError, StreamingQueryFailedError, TributaryError)
+from tributary_read.table.manifest import EVENT_WATERMARK, Transaction
 
 APP_PREFIX = "stream:"
 BATCH = "batch"  # the transaction's offset: the last micro-batch committed
 QUERY_ID = "query_id"  # the transaction's meta: the streaming query (its checkpoint) that committed it
+#: the transaction's meta: each source's end offset for the batch, as Spark's offset log has it (JSON text)
+SOURCE_OFFSETS = "source_offsets"
 #: The Spark local property holding the running query's id (StreamExecution.QUERY_ID_KEY).
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
-
-
-class CheckpointMismatchError(SourceMismatchError):
-    """The table's last micro-batch of this query name was committed by another streaming query (another
-    checkpoint, or a second query of the same name running now): restart from that checkpoint, stop the
-    other query, or accept the new checkpoint with ``restart=True`` knowing where its source starts."""
 
 
 class Step(Enum):
@@ -75,20 +72,32 @@ def decide(last: Transaction | None, query_id: str, batch_id: int, *, restart: b
 
 @dataclass
 class StreamSink:
-    """``df.writeStream.foreachBatch(StreamSink(...))``: see :func:`trib_sink`."""
+    """``df.writeStream.foreachBatch(StreamSink(...))``: see :func:`trib_sink`.
+
+    ``mount``: called with (table, commit) after each commit instead of the table's partition-commit
+    policy (``trib etl stream`` mounts into its job's ``[hive]`` table the way ``trib etl run`` does).
+    """
 
     table: object
     query: str
     time_column: str
     options: Mapping[str, str] | None = None
-    time_unit: str | None = None
+    time_unit: object = None  # a unit name, or an IntegerTimes (a job file's time_unit and allow_any_time)
     restart: bool = False
+    mount: Callable[[object, object], None] | None = None
+    #: the query's checkpointLocation: each batch's source offsets, read from it, go into its commit
+    checkpoint: str | None = None
 
     def __post_init__(self) -> None:
         self.app_id = stream_app_id(self.query)
         self._table = None
         self._committer = None
         self.skipped: list[int] = []
+        #: what this process committed: batches, records, the last version
+        self.batches = self.records = 0
+        self.version: int | None = None
+        self.busy = False  # inside a batch: a graceful stop waits for it to end
+        self.error: TributaryError | None = None  # what failed the last batch, as trib raised it
 
     def _open(self):
         if self._table is None:
@@ -104,6 +113,16 @@ class StreamSink:
         return self._table
 
     def __call__(self, df, batch_id: int) -> None:
+        self.busy = True
+        try:
+            self._batch(df, batch_id)
+        except TributaryError as e:  # Spark wraps it in a StreamingQueryException: keep it for the caller
+            self.error = e
+            raise
+        finally:
+            self.busy = False
+
+    def _batch(self, df, batch_id: int) -> None:
         from tributary_read.spark.write import write
 
         table = self._open()
@@ -115,7 +134,14 @@ class StreamSink:
             self.skipped.append(batch_id)
             return
         self.restart = False  # accepted once: the new checkpoint's batches are checked from now on
-        txn = Transaction(self.app_id, {BATCH: batch_id}, {QUERY_ID: query_id})
+        meta: dict = {QUERY_ID: query_id}
+        ends = source_offsets(self.checkpoint, batch_id, self.options)
+        if ends is not None:  # where the batch's sources end: a new checkpoint may start there
+            meta[SOURCE_OFFSETS] = ends
+        watermark = _watermark(df.sparkSession, query_id)
+        if watermark is not None:  # the query's event-time watermark: the event clock of partition commit
+            meta[EVENT_WATERMARK] = watermark
+        txn = Transaction(self.app_id, {BATCH: batch_id}, meta)
         result = write(df, table, time_column=self.time_column, transaction=txn, base_version=state.version,
                        time_unit=self.time_unit)
         if result.already_committed:  # a copy of (query, batch) landed while this one wrote: whose?
@@ -124,11 +150,17 @@ class StreamSink:
                 decide(other, query_id, batch_id)  # another query of the same name: refused, never merged
             self.skipped.append(batch_id)
             return
+        self.batches += 1
+        self.records += result.records
+        self.version = result.version
         self._mount(result)
 
     def _mount(self, result) -> None:
         """Partitions mounted in Hive as the table's partition-commit policy says, on every commit."""
         if result.commit is None or result.already_committed:
+            return
+        if self.mount is not None:
+            self.mount(self._open(), result.commit)
             return
         if self._committer is None:
             from tributary_read.hive.commit import committer_for
@@ -136,6 +168,50 @@ class StreamSink:
             self._committer = committer_for(self._open()) or False
         if self._committer:
             self._committer.on_commit(result.commit)
+
+
+def source_offsets(checkpoint: str | None, batch_id: int, options: Mapping[str, str] | None = None) -> list | None:
+    """Each source's end offset for ``batch_id``, from the checkpoint's offset log (``offsets/N``: a version
+    line, the batch's metadata, then a line per source; Spark writes it before the batch runs). None when
+    it cannot be read: the offsets are a convenience for recovery, never what exactly-once rests on."""
+    if not checkpoint:
+        return None
+    from tributary_read.io.storage import open_storage
+
+    try:
+        text = open_storage(checkpoint, options).read(f"offsets/{batch_id}").decode()
+    except (OSError, UnicodeDecodeError, TributaryError):
+        return None
+    lines = text.splitlines()
+    return [None if x == "-" else x for x in lines[2:]] if len(lines) >= 3 and lines[0].startswith("v") else None
+
+
+def query_failure(sink: StreamSink, error) -> TributaryError:
+    """The error a failed query ends with: the sink's own, as raised (its class gives the exit code), else
+    Spark's first line."""
+    if sink.error is not None:
+        return sink.error
+    text = str(getattr(error, "desc", None) or error).strip()
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
+    return StreamingQueryFailedError(f"{sink.app_id}: the streaming query failed: {first[:400]}; the committed "
+                                     "batches stand, and a restart from the same checkpoint runs the failed one again")
+
+
+def _watermark(spark, query_id: str) -> int | None:
+    """The query's event-time watermark as of its last finished batch (epoch ms; None: the query has no
+    ``withWatermark``). A batch's own watermark is at least that one: partition commit waits the longer."""
+    try:
+        q = spark.streams.get(query_id) if query_id else None
+        progress = q.lastProgress if q is not None else None
+    except Exception:  # noqa: BLE001 - a session without the query (a test calling the sink directly)
+        return None
+    text = ((progress or {}).get("eventTime") or {}).get("watermark")
+    if not text:
+        return None
+    from tributary_read.timespec import parse_instant
+
+    ms = parse_instant(text, what="the query's watermark")
+    return ms or None  # Spark reports 1970 before its first watermark
 
 
 def trib_sink(table, *, query: str, time_column: str, options: Mapping[str, str] | None = None,
