@@ -264,3 +264,34 @@ def test_the_cli_drains_a_file_stream_and_sigterm_stops_a_rate_stream_between_ba
                  for line in (rate / f.path).read_text().splitlines())
     assert ids == list(range(len(ids))) and len(ids) == total > 0
     _verify(rate)
+
+
+@pytest.mark.integration
+def test_two_queries_of_one_name_on_one_table_are_refused_never_interleaved(tmp_path, spark):
+    """Two streaming queries named alike (two checkpoints) write one table at once: one of them fails on
+    the other's batches (CheckpointMismatchError), and every commit of the name is the other's."""
+    from pyspark.sql import functions as F
+
+    from tributary_read.spark.stream import QUERY_ID, trib_sink
+    from tributary_read.table.config import Table
+
+    out, inbox = _table(tmp_path / "out"), tmp_path / "in"
+    inbox.mkdir()
+    want = [x for k in range(4) for x in _drop(inbox, k)]
+    df = (spark.readStream.schema("id BIGINT, ts BIGINT, msg STRING").option("maxFilesPerTrigger", 1)
+          .json(str(inbox)).select("id", F.timestamp_millis("ts").alias("ts"), F.upper("msg").alias("msg")))
+    queries = [df.writeStream.foreachBatch(trib_sink(str(out), query="events", time_column="ts"))
+               .option("checkpointLocation", str(tmp_path / f"ck{i}")).trigger(availableNow=True).start()
+               for i in range(2)]
+    failed = []
+    for q in queries:
+        try:
+            q.awaitTermination()
+        except Exception as e:  # noqa: BLE001 - pyspark's StreamingQueryException
+            failed.append(str(e))
+    assert len(failed) == 1 and "committed by query" in failed[0], failed
+    ids = {c.transaction.meta[QUERY_ID] for c in Table.load(str(out)).log.commits()
+           if c.transaction is not None and c.transaction.app_id == "stream:events"}
+    assert len(ids) == 1  # never interleaved
+    assert _ids(out) == sorted(want)  # the survivor read every file, each record once
+    _verify(out)
