@@ -105,7 +105,10 @@ def _run(q, sink, stop, say) -> str | None:
                 time.sleep(0.05)
             q.stop()
             break
-        q.awaitTermination(POLL_S)
+        try:
+            q.awaitTermination(POLL_S)
+        except Exception:  # noqa: BLE001 - the query failed: its exception is read below, as trib raised it
+            break
         if sink.batches != seen:
             seen = sink.batches
             say(f"{sink.query}: {sink.batches} batches, {sink.records} records committed (version {sink.version})")
