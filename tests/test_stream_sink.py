@@ -97,3 +97,32 @@ def test_each_micro_batch_commits_once_a_rerun_is_skipped_and_a_new_checkpoint_i
     assert _records(root) == sorted(want + [999])
     v = invoke_trib("verify", str(root), "--json")
     assert v.returncode == 0, v.stdout + v.stderr
+
+
+@pytest.mark.integration
+def test_the_query_watermark_is_the_event_clock_of_partition_commit(tmp_path, spark):
+    """``withWatermark`` on the stream: each commit records the query's watermark as of its last finished
+    batch, and the table's partition commit on the event clock marks an hour once that passes its end."""
+    from pyspark.sql import functions as F
+
+    root = tmp_path / "t"
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    invoke_trib("partitions", "configure", str(root), "--policy", "success-file", "--clock", "event", check=True)
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    hour = 3_600_000
+    for k in range(4):  # file k: hour k of the day, ten minutes apart
+        rows = [{"id": k * 100 + i, "ts": T0 + k * hour + i * 300_000} for i in range(10)]
+        (inbox / f"f{k}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    df = (spark.readStream.schema("id long, ts long").option("maxFilesPerTrigger", 1).json(str(inbox))
+          .withColumn("ts", F.timestamp_millis("ts")).withWatermark("ts", "0 seconds"))
+    q = (df.writeStream.foreachBatch(trib_sink(str(root), query="events", time_column="ts"))
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    q.awaitTermination()
+    t = Table.load(str(root))
+    marks = [c.transaction.meta.get("event_watermark_ms") for c in t.log.commits()
+             if c.transaction is not None and c.transaction.app_id == "stream:events"]
+    # Batch k sees the watermark batch k-1 ran with: the newest event time of batch k-2 (none before).
+    assert marks == [None, None, T0 + 45 * 60_000, T0 + hour + 45 * 60_000]
+    done = {p.parent.name for p in root.rglob("_SUCCESS")}
+    assert done == {"01"}, done  # 01:00-02:00 ended before 02:45; 02:00-03:00 has not, nor the later hours
