@@ -200,8 +200,15 @@ def query_failure(sink: StreamSink, error) -> TributaryError:
 def _watermark(spark, query_id: str) -> int | None:
     """The query's event-time watermark as of its last finished batch (epoch ms; None: the query has no
     ``withWatermark``). A batch's own watermark is at least that one: partition commit waits the longer."""
+    if not query_id:
+        return None
     try:
-        q = spark.streams.get(query_id) if query_id else None
+        # A batch runs on a clone of the session that started the query, whose query manager does not
+        # know it: ask the original (the default session) too.
+        from pyspark.sql import SparkSession
+
+        sessions = [spark, SparkSession.getActiveSession(), SparkSession.builder.getOrCreate()]
+        q = next((x for x in (s.streams.get(query_id) for s in sessions if s is not None) if x is not None), None)
         progress = q.lastProgress if q is not None else None
     except Exception:  # noqa: BLE001 - a session without the query (a test calling the sink directly)
         return None
