@@ -39,6 +39,25 @@ SERVICE_FIXTURES = frozenset({"s3_server", "s3_env", "s3_root", "hive_services",
                               "secure_hive"})
 
 
+#: ``make test`` runs two pytest-xdist workers (``--dist loadgroup``). The tests that share a session-wide
+#: service run on one of them, so each service still starts once per test session: Hive and Spark, the
+#: Kafka broker and the Spark cluster (some tests take two of them), and the secured Hive stack.
+SHARED_GROUPS = (("services", frozenset({"hive_services", "spark", "hs2_cursor", "metastore", "clean_session",
+                                         "kafka_broker", "durable_kafka_broker", "spark_cluster"})),
+                 ("secure", frozenset({"secure_hive"})))
+
+# Short-lived JVMs (each `trib etl run` or `trib sql` the tests start, and the session's own Spark) spend
+# most of their CPU compiling with C2 for a run that ends within seconds; on CI's two cores that starved
+# the other worker. C1 alone and one GC thread: the tests' JVMs, never a user's (SPARK_SUBMIT_OPTS is read
+# by spark-submit only).
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
+
+def _group(item: pytest.Item) -> str | None:
+    names = set(getattr(item, "fixturenames", ()))
+    return next((g for g, fixtures in SHARED_GROUPS if fixtures & names), None)
+
+
 def _kind(item: pytest.Item) -> str:
     """``integration`` if the test uses a service or a module, class or test says so.
 
@@ -70,6 +89,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             node.own_markers[:] = [m for m in node.own_markers if m.name not in KINDS]
     for item in items:
         item.add_marker(kinds[item.nodeid])
+        group = _group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -268,7 +268,7 @@ def test_kill9_at_random_moments_while_ingest_appends_every_record_once(tmp_path
     root = _table(tmp_path, "jsonl", "gzip")  # gzip: a rewrite long enough to land kills in
     _ingest(root, tmp_path, 6, per=6_000)
     hits = 0
-    for trial in range(30):  # until 10 kills landed mid-run: a run that finishes first is a trial too
+    for trial in range(60):  # until 10 kills landed mid-run: a run that finishes first is a trial too
         if hits >= 10:
             break
         k = len(list(tmp_path.glob("src*.jsonl")))
