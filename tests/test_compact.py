@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import signal
+import statistics
 import subprocess
 import time
 from collections import Counter
@@ -268,6 +269,19 @@ def test_kill9_at_random_moments_while_ingest_appends_every_record_once(tmp_path
     root = _table(tmp_path, "jsonl", "gzip")  # gzip: a rewrite long enough to land kills in
     _ingest(root, tmp_path, 6, per=6_000)
     hits = 0
+    hour_dirs = [root / "2020_06_24" / f"{h:02d}" for h in range(HOURS)]
+
+    def staged() -> set[str]:
+        """The compaction's staged outputs, by one scandir per hour: a walk of the whole table, polled every
+        few ms, took longer as the table grew than the rewrite it waited for (8 hits in 30 trials)."""
+        found: set[str] = set()
+        for d in hour_dirs:
+            with os.scandir(d) as it:
+                found.update(e.name for e in it if e.name.startswith(".part-") and "~m" in e.name
+                             and e.name.endswith(".inprogress"))
+        return found
+
+    spans: list[float] = []
     for trial in range(60):  # until 10 kills landed mid-run: a run that finishes first is a trial too
         if hits >= 10:
             break
@@ -276,14 +290,19 @@ def test_kill9_at_random_moments_while_ingest_appends_every_record_once(tmp_path
         src.write_text("".join(json.dumps({"id": k * 10_000 + j, "ts": T0 + (j % HOURS) * 3_600_000 + j}) + "\n"
                                for j in range(3_000)))
         ing = _spawn("ingest", str(root), "--source", str(src), "--app-id", f"a{k}", "--time-field", "ts")
-        before = set(root.rglob(".part-*~m*.inprogress"))
+        before = staged()
         comp = _spawn("compact", str(root), "--min-age", "0s", "--min-files", "2")
         # Start-up is no moment to test: from its first staged output on (rewrite, commit, set-aside, reveal).
-        while comp.poll() is None and not set(root.rglob(".part-*~m*.inprogress")) - before:
+        while comp.poll() is None and not staged() - before:
             time.sleep(0.002)
-        delay = rng.uniform(0.0, 0.25)
+        seen, running = time.monotonic(), comp.poll() is None
+        # Within the span a compaction lasts from its first staged output (0.25 s, or about what the runs
+        # that finished first took here): a fixed window landed most kills after the end on a fast machine.
+        delay = rng.uniform(0.0, min(0.25, 0.9 * statistics.median(spans)) if spans else 0.25)
         time.sleep(delay)
         hit = comp.poll() is None
+        if running and not hit:  # it ended within the delay: an upper bound of its span here
+            spans.append(time.monotonic() - seen)
         comp.kill()
         comp.communicate()
         out, err = ing.communicate(timeout=120)
