@@ -87,11 +87,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         for node in item.listchain():
             node.own_markers[:] = [m for m in node.own_markers if m.name not in KINDS]
+    # A module's tests stay together (module-scoped fixtures, state shared in a module, tests that build
+    # on the one before), in its service's group if any of its tests uses one.
+    by_module: dict[str, str] = {}
+    for item in items:
+        group = _group(item)
+        if group is not None or item.module.__name__ not in by_module:
+            by_module.setdefault(item.module.__name__, group or item.module.__name__)
+            if group is not None and by_module[item.module.__name__] == item.module.__name__:
+                by_module[item.module.__name__] = group
     for item in items:
         item.add_marker(kinds[item.nodeid])
-        group = _group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(by_module[item.module.__name__]))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
