@@ -368,7 +368,17 @@ class Broker:
         return [p for p in placed if p is not None]
 
     def partition_counts(self, topic: str, timeout: float = 120.0, quiet: float = 1.0) -> dict[int, int]:
-        """Records per partition, by consuming each from its beginning to its end.
+        """Records per partition, by consuming each from its beginning to its end (see :meth:`_consume`)."""
+        return self._consume(topic, timeout, quiet, None)
+
+    def values(self, topic: str, timeout: float = 120.0, quiet: float = 1.0) -> list[bytes]:
+        """Every record's value, one per offset, partition after partition (see :meth:`_consume`)."""
+        kept: dict[int, list[bytes]] = {}
+        self._consume(topic, timeout, quiet, kept)
+        return [v for p in sorted(kept) for v in kept[p]]
+
+    def _consume(self, topic: str, timeout: float, quiet: float, kept: dict[int, list[bytes]] | None) -> dict[int, int]:
+        """Consume each partition from its beginning to its end; the values go into ``kept`` when given.
 
         The end is librdkafka's partition EOF (a fetch that reached the
         fetch response's high watermark), and then ``quiet`` seconds of fetches
@@ -409,6 +419,8 @@ class Broker:
                     raise BrokerError(f"counting {topic!r}: partition {p} jumped from offset {nxt[p]} to {off}")
                 nxt[p] = off + 1
                 counts[p] += 1
+                if kept is not None:
+                    kept.setdefault(p, []).append(msg.value())
                 at_end.discard(p)
                 quiet_since = None
         finally:
