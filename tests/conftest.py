@@ -39,18 +39,36 @@ SERVICE_FIXTURES = frozenset({"s3_server", "s3_env", "s3_root", "hive_services",
                               "secure_hive"})
 
 
-#: ``make test`` runs two pytest-xdist workers (``--dist loadgroup``). The tests that share a session-wide
-#: service run on one of them, so each service still starts once per test session: Hive and Spark, the
-#: Kafka broker and the Spark cluster (some tests take two of them), and the secured Hive stack.
-SHARED_GROUPS = (("services", frozenset({"hive_services", "spark", "hs2_cursor", "metastore", "clean_session",
-                                         "kafka_broker", "durable_kafka_broker", "spark_cluster"})),
-                 ("secure", frozenset({"secure_hive"})))
+#: ``make test`` runs two pytest-xdist workers (``--dist loadgroup``). A module's tests stay on one worker
+#: (module-scoped fixtures, state a module shares, tests that build on the one before). Session services
+#: (Hive and Spark, the Kafka broker, the Spark cluster) start once per worker that needs them: each
+#: worker is a session of its own, with its own ports and directories, as a sequential run is. Only the
+#: secured stack (~40 s and six processes) keeps all its modules on one worker.
+SHARED_GROUPS = (("secure", frozenset({"secure_hive"})),)
+
+#: Modules that take minutes (kill trials, cluster applications, Airflow runs) start first, so that no
+#: worker is left with one of them at the end while the other has finished; the rest keep their order.
+LONG_FIRST = ("test_hidden_uncommitted", "test_spark_cluster", "test_scheduling_airflow", "test_commit_faults",
+              "test_secured_hive", "test_etl_crash", "test_crash", "test_compact")
 
 # Short-lived JVMs (each `trib etl run` or `trib sql` the tests start, and the session's own Spark) spend
 # most of their CPU compiling with C2 for a run that ends within seconds; on CI's two cores that starved
 # the other worker. C1 alone and one GC thread: the tests' JVMs, never a user's (SPARK_SUBMIT_OPTS is read
 # by spark-submit only).
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# The tests' drivers also map a class-data archive of the wheel's jars (tests/jvm_archive.py), made in the
+# background by the first pytest that wants it (see pytest_configure); until it exists they run without it.
+JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Set the tests' Spark JVM options once, in the process that starts the others (xdist workers inherit them)."""
+    if "SPARK_SUBMIT_OPTS" in os.environ or hasattr(config, "workerinput"):
+        return
+    import jvm_archive
+
+    wants_spark = not config.option.collectonly and (config.option.markexpr or "").strip() != "unit"
+    archive = jvm_archive.jvm_options(make=wants_spark) if os.environ.get("TRIB_TEST_CDS", "1") != "0" else ""
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{JVM_OPTS} {archive}".strip()
 
 
 def _group(item: pytest.Item) -> str | None:
@@ -87,8 +105,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         for node in item.listchain():
             node.own_markers[:] = [m for m in node.own_markers if m.name not in KINDS]
-    # A module's tests stay together (module-scoped fixtures, state shared in a module, tests that build
-    # on the one before), in its service's group if any of its tests uses one.
+    # A module's tests stay together, in the secured stack's group if any of its tests uses it.
     by_module: dict[str, str] = {}
     for item in items:
         group = _group(item)
@@ -99,6 +116,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         item.add_marker(kinds[item.nodeid])
         item.add_marker(pytest.mark.xdist_group(by_module[item.module.__name__]))
+    first = {name: rank for rank, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: first.get(item.module.__name__, len(first)))  # stable: the rest keep order
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
