@@ -47,7 +47,7 @@ $(VENV)/.installed-kerberos: pyproject.toml | $(VENV)/.installed-dev
 # PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev $(VENV)/.installed-kerberos
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 ## make test-unit: the tests marked unit (no JVM, no services, no long processes): seconds
 test-unit: $(VENV)/.installed-dev

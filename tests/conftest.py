@@ -39,12 +39,12 @@ SERVICE_FIXTURES = frozenset({"s3_server", "s3_env", "s3_root", "hive_services",
                               "secure_hive"})
 
 
-#: ``make test`` runs two pytest-xdist workers (``--dist loadgroup``). A module's tests stay on one worker
-#: (module-scoped fixtures, state a module shares, tests that build on the one before). Session services
-#: (Hive and Spark, the Kafka broker, the Spark cluster) start once per worker that needs them: each
-#: worker is a session of its own, with its own ports and directories, as a sequential run is. Only the
-#: secured stack (~40 s and six processes) keeps all its modules on one worker.
-SHARED_GROUPS = (("secure", frozenset({"secure_hive"})),)
+#: ``make test`` runs two pytest-xdist workers. A module's tests stay on one worker (module-scoped
+#: fixtures, state a module shares, tests that build on the one before), and each worker starts the
+#: session services (Hive and Spark, the Kafka broker, the Spark cluster) its modules need: a worker is a
+#: session of its own, with its own ports and directories, as a sequential run is. Only the secured stack
+#: (~40 s, six processes) keeps the modules that use it on one worker; collection checks this list.
+SECURE_MODULES = frozenset({"tests/test_secured_hive.py", "tests/test_secure_stack.py"})
 
 #: Modules that take minutes (kill trials, cluster applications, Airflow runs) start first, so that no
 #: worker is left with one of them at the end while the other has finished; the rest keep their order.
@@ -69,11 +69,6 @@ def pytest_configure(config: pytest.Config) -> None:
     wants_spark = not config.option.collectonly and (config.option.markexpr or "").strip() != "unit"
     archive = jvm_archive.jvm_options(make=wants_spark) if os.environ.get("TRIB_TEST_CDS", "1") != "0" else ""
     os.environ["SPARK_SUBMIT_OPTS"] = f"{JVM_OPTS} {archive}".strip()
-
-
-def _group(item: pytest.Item) -> str | None:
-    names = set(getattr(item, "fixturenames", ()))
-    return next((g for g, fixtures in SHARED_GROUPS if fixtures & names), None)
 
 
 def _kind(item: pytest.Item) -> str:
@@ -105,19 +100,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         for node in item.listchain():
             node.own_markers[:] = [m for m in node.own_markers if m.name not in KINDS]
-    # A module's tests stay together, in the secured stack's group if any of its tests uses it.
-    by_module: dict[str, str] = {}
-    for item in items:
-        group = _group(item)
-        if group is not None or item.module.__name__ not in by_module:
-            by_module.setdefault(item.module.__name__, group or item.module.__name__)
-            if group is not None and by_module[item.module.__name__] == item.module.__name__:
-                by_module[item.module.__name__] = group
     for item in items:
         item.add_marker(kinds[item.nodeid])
-        item.add_marker(pytest.mark.xdist_group(by_module[item.module.__name__]))
+        if "secure_hive" in getattr(item, "fixturenames", ()) and item.nodeid.split("::")[0] not in SECURE_MODULES:
+            raise pytest.UsageError(f"{item.nodeid} uses secure_hive: add its module to SECURE_MODULES")
     first = {name: rank for rank, name in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: first.get(item.module.__name__, len(first)))  # stable: the rest keep order
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Work is handed out a module at a time (the secured stack's modules as one), in collection order.
+
+    Not ``--dist loadgroup``: with pytest 9.2 a node id is built from ``_id``, not from the ``_nodeid``
+    that xdist 3.8 suffixes with the group's name, so every test was a group of its own.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "secured stack" if module in SECURE_MODULES else module
+
+    return ModuleScheduling(config, log)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -187,6 +187,22 @@ def signal_growing_source(cmd, src, n: int, hits_wanted: int, rng, hours=48, **k
     return hits, n
 
 
+def staged_files(dirs, marker: str = "") -> set[str]:
+    """The staged (``.part-*.inprogress``) files in ``dirs`` whose names hold ``marker``, by one scandir
+    per directory. The kill tests poll this every few ms to time a kill in a write's own progress: a
+    walk of the whole table took a core from the work it waited for, and longer as the table grew.
+    A directory not there yet holds nothing."""
+    found: set[str] = set()
+    for d in dirs:
+        try:
+            with os.scandir(d) as it:
+                found.update(f"{d}/{e.name}" for e in it
+                             if e.name.startswith(".part-") and e.name.endswith(".inprogress") and marker in e.name)
+        except FileNotFoundError:
+            pass
+    return found
+
+
 def one_line_error(proc, code: int, *words: str) -> str:
     """A refused run: exit ``code``, one ``trib: error:`` line on stderr holding ``words``, no traceback."""
     assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
