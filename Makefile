@@ -43,8 +43,11 @@ $(VENV)/.installed-kerberos: pyproject.toml | $(VENV)/.installed-dev
 	touch $@
 
 ## make test: install dev extras and run the whole suite (it starts its own services)
+# Two pytest-xdist workers (CI has two cores): a module stays on one, the long modules first (tests/conftest.py).
+# PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev $(VENV)/.installed-kerberos
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 ## make test-unit: the tests marked unit (no JVM, no services, no long processes): seconds
 test-unit: $(VENV)/.installed-dev

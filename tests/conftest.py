@@ -39,6 +39,38 @@ SERVICE_FIXTURES = frozenset({"s3_server", "s3_env", "s3_root", "hive_services",
                               "secure_hive"})
 
 
+#: ``make test`` runs two pytest-xdist workers. A module's tests stay on one worker (module-scoped
+#: fixtures, state a module shares, tests that build on the one before), and each worker starts the
+#: session services (Hive and Spark, the Kafka broker, the Spark cluster) its modules need: a worker is a
+#: session of its own, with its own ports and directories, as a sequential run is. Only the secured stack
+#: (~40 s, six processes) keeps the modules that use it on one worker; collection checks this list.
+SECURE_MODULES = frozenset({"tests/test_secured_hive.py", "tests/test_secure_stack.py"})
+
+#: Modules that take minutes (kill trials, cluster applications, Airflow runs) start first, so that no
+#: worker is left with one of them at the end while the other has finished; the rest keep their order.
+LONG_FIRST = ("test_hidden_uncommitted", "test_spark_cluster", "test_scheduling_airflow", "test_commit_faults",
+              "test_secured_hive", "test_etl_crash", "test_crash", "test_compact")
+
+# Short-lived JVMs (each `trib etl run` or `trib sql` the tests start, and the session's own Spark) spend
+# most of their CPU compiling with C2 for a run that ends within seconds; on CI's two cores that starved
+# the other worker. C1 alone and one GC thread: the tests' JVMs, never a user's (SPARK_SUBMIT_OPTS is read
+# by spark-submit only).
+# The tests' drivers also map a class-data archive of the wheel's jars (tests/jvm_archive.py), made in the
+# background by the first pytest that wants it (see pytest_configure); until it exists they run without it.
+JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Set the tests' Spark JVM options once, in the process that starts the others (xdist workers inherit them)."""
+    if "SPARK_SUBMIT_OPTS" in os.environ or hasattr(config, "workerinput"):
+        return
+    import jvm_archive
+
+    wants_spark = not config.option.collectonly and (config.option.markexpr or "").strip() != "unit"
+    archive = jvm_archive.jvm_options(make=wants_spark) if os.environ.get("TRIB_TEST_CDS", "1") != "0" else ""
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{JVM_OPTS} {archive}".strip()
+
+
 def _kind(item: pytest.Item) -> str:
     """``integration`` if the test uses a service or a module, class or test says so.
 
@@ -70,6 +102,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             node.own_markers[:] = [m for m in node.own_markers if m.name not in KINDS]
     for item in items:
         item.add_marker(kinds[item.nodeid])
+        if "secure_hive" in getattr(item, "fixturenames", ()) and item.nodeid.split("::")[0] not in SECURE_MODULES:
+            raise pytest.UsageError(f"{item.nodeid} uses secure_hive: add its module to SECURE_MODULES")
+    first = {name: rank for rank, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: first.get(item.module.__name__, len(first)))  # stable: the rest keep order
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Work is handed out a module at a time (the secured stack's modules as one), in collection order.
+
+    Not ``--dist loadgroup``: with pytest 9.2 a node id is built from ``_id``, not from the ``_nodeid``
+    that xdist 3.8 suffixes with the group's name, so every test was a group of its own.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "secured stack" if module in SECURE_MODULES else module
+
+    return ModuleScheduling(config, log)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

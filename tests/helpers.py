@@ -9,6 +9,7 @@ import os
 import random
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 from tributary_read.processes import group_pids
 from tributary_read.table.layout import Layout
@@ -113,12 +114,14 @@ def kill9(p) -> bool:
     return True
 
 
-def signal_loop(cmd, hits_wanted: int, rng, window=(0.1, 0.5), env=None, send=kill9) -> int:
+def signal_loop(cmd, hits_wanted: int, rng, window=(0.1, 0.5), env=None, send=kill9, started=None) -> int:
     """Start ``cmd``, call ``send(process)`` after a random delay, repeat; return the hits.
 
     ``send`` signals the live process, waits for it, checks how it ended and
     returns whether the signal counted (landed while the work was under way).
     A run that ends before the signal is due must succeed; then the loop stops.
+    ``started(process)``: the delay counts from when it says the work began, not
+    from the process start, whose length varies with the machine's load.
     """
     import subprocess
     import time
@@ -129,6 +132,8 @@ def signal_loop(cmd, hits_wanted: int, rng, window=(0.1, 0.5), env=None, send=ki
     hits = 0
     for _ in range(hits_wanted * 3):
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        while started is not None and p.poll() is None and not started(p):
+            time.sleep(0.005)
         time.sleep(rng.uniform(*window))
         if p.poll() is None:
             hits += bool(send(p))
@@ -140,6 +145,26 @@ def signal_loop(cmd, hits_wanted: int, rng, window=(0.1, 0.5), env=None, send=ki
         if hits >= hits_wanted:
             break
     return hits
+
+
+def opened(path) -> Callable:
+    """A ``started`` for :func:`signal_loop`: the process holds ``path`` open (an ingest reading its source)."""
+    target = str(Path(path).resolve())
+
+    def check(p) -> bool:
+        try:
+            fds = os.listdir(f"/proc/{p.pid}/fd")
+        except OSError:
+            return False
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{p.pid}/fd/{fd}") == target:
+                    return True
+            except OSError:
+                pass
+        return False
+
+    return check
 
 
 def signal_growing_source(cmd, src, n: int, hits_wanted: int, rng, hours=48, **kw) -> tuple[int, int]:
@@ -160,6 +185,22 @@ def signal_growing_source(cmd, src, n: int, hits_wanted: int, rng, hours=48, **k
         n += extra
         hits += signal_loop(cmd, hits_wanted - hits, rng, **kw)
     return hits, n
+
+
+def staged_files(dirs, marker: str = "") -> set[str]:
+    """The staged (``.part-*.inprogress``) files in ``dirs`` whose names hold ``marker``, by one scandir
+    per directory. The kill tests poll this every few ms to time a kill in a write's own progress: a
+    walk of the whole table took a core from the work it waited for, and longer as the table grew.
+    A directory not there yet holds nothing."""
+    found: set[str] = set()
+    for d in dirs:
+        try:
+            with os.scandir(d) as it:
+                found.update(f"{d}/{e.name}" for e in it
+                             if e.name.startswith(".part-") and e.name.endswith(".inprogress") and marker in e.name)
+        except FileNotFoundError:
+            pass
+    return found
 
 
 def one_line_error(proc, code: int, *words: str) -> str:

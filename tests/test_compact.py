@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, TRIB, invoke_trib, run_trib
-from helpers import LAYOUT, PARTITION
+from helpers import LAYOUT, PARTITION, staged_files
 
 T0 = 1_592_956_800_000  # 2020-06-24T00:00Z: three event hours of records
 HOURS = 3
@@ -271,15 +271,8 @@ def test_kill9_at_random_moments_while_ingest_appends_every_record_once(tmp_path
     hits = 0
     hour_dirs = [root / "2020_06_24" / f"{h:02d}" for h in range(HOURS)]
 
-    def staged() -> set[str]:
-        """The compaction's staged outputs, by one scandir per hour: a walk of the whole table, polled every
-        few ms, took longer as the table grew than the rewrite it waited for (8 hits in 30 trials)."""
-        found: set[str] = set()
-        for d in hour_dirs:
-            with os.scandir(d) as it:
-                found.update(e.name for e in it if e.name.startswith(".part-") and "~m" in e.name
-                             and e.name.endswith(".inprogress"))
-        return found
+    def staged() -> set[str]:  # the compaction's staged outputs (its names hold "~m")
+        return staged_files(hour_dirs, "~m")
 
     spans: list[float] = []
     for trial in range(60):  # until 10 kills landed mid-run: a run that finishes first is a trial too
@@ -287,8 +280,10 @@ def test_kill9_at_random_moments_while_ingest_appends_every_record_once(tmp_path
             break
         k = len(list(tmp_path.glob("src*.jsonl")))
         src = tmp_path / f"src{k}.jsonl"
-        src.write_text("".join(json.dumps({"id": k * 10_000 + j, "ts": T0 + (j % HOURS) * 3_600_000 + j}) + "\n"
-                               for j in range(3_000)))
+        # 15,000 records a trial: the compaction's rewrite of them is the window the kills must land in (with
+        # 3,000 it lasted a few tens of ms, and two busy test workers landed 8 kills in 60 trials).
+        src.write_text("".join(json.dumps({"id": k * 100_000 + j, "ts": T0 + (j % HOURS) * 3_600_000 + j}) + "\n"
+                               for j in range(15_000)))
         ing = _spawn("ingest", str(root), "--source", str(src), "--app-id", f"a{k}", "--time-field", "ts")
         before = staged()
         comp = _spawn("compact", str(root), "--min-age", "0s", "--min-files", "2")

@@ -35,7 +35,7 @@ import pytest
 
 from conftest import REPO, TRIB, invoke_trib, run_trib
 from etl_data import LAY, Hs2, RawSource, create_hive_table, output_rows, write_job
-from helpers import LAYOUT, PARTITION, grow_source, make_source
+from helpers import LAYOUT, PARTITION, grow_source, make_source, staged_files
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -287,25 +287,11 @@ def _trial_dirs(src: RawSource, out: Path, k: int) -> list[Path]:
     return [out / f"{dt[:4]}_{dt[4:6]}_{dt[6:8]}" / dt[8:10] for dt in sorted(dts)]
 
 
-def _staged(dirs: list[Path]) -> set[str]:
-    """Staged output files in ``dirs`` (the rename protocol keeps each until its commit renames
-    it, so during a write stage the set only grows). One scandir per directory: polled every
-    few ms, a walk of the whole output (its log, every hour) took a core from Spark."""
-    found: set[str] = set()
-    for d in dirs:
-        try:
-            with os.scandir(d) as it:
-                found.update(f"{d}/{e.name}" for e in it if e.name.startswith(".part-") and e.name.endswith(".inprogress"))
-        except FileNotFoundError:
-            pass
-    return found
-
-
 def _wait_for_staged(dirs: list[Path], before: set[str], n: int, running) -> bool:
     """Until ``n`` new staged files exist: a moment measured in the write stage's own progress
     (a 4,000-record file each), not in seconds, which vary with the machine's load."""
     while running():
-        if len(_staged(dirs) - before) >= n:
+        if len(staged_files(dirs) - before) >= n:
             return True
         time.sleep(0.01)
     return False
@@ -328,7 +314,7 @@ def test_etl_executor_killed_at_random_moments_hive_and_spark_count_the_committe
         killed: list[int] = []
         stop = threading.Event()
         dirs = _trial_dirs(src, out, k)
-        before = _staged(dirs)
+        before = staged_files(dirs)
 
         def killer():
             if _wait_for_staged(dirs, before, n, lambda: not stop.is_set()):
@@ -368,7 +354,7 @@ def test_etl_driver_killed_at_random_moments_hive_and_spark_count_the_committed_
     for k in range(EXECUTOR_TRIALS, EXECUTOR_TRIALS + DRIVER_TRIALS):
         src.advance(k)
         dirs = _trial_dirs(src, out, k)
-        before = _staged(dirs)
+        before = staged_files(dirs)
         r = Run(job_path, src.schedule_iso(k), cwd=base)
         # Anywhere from the write stage's first file to just after its last (~25 files): the
         # commit, the sync and the ack follow within the next second.
