@@ -43,9 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compact-args", default="", help="extra arguments for bench_compact.py (quoted)")
     ap.add_argument("--metrics-args", default="", help="extra arguments for bench_metrics.py (quoted)")
     ap.add_argument("--spool-args", default="", help="extra arguments for bench_spool.py (quoted)")
+    ap.add_argument("--stream-args", default="--hive", help="extra arguments for bench_stream.py (quoted)")
     ap.add_argument("--skip", default="",
                     help="comma list of writer,commit,listing,cli,hive,etl-hive,spark-read,etl,spark-listing,"
-                         "window-query,readers,ledger,untracked,hourly,kafka,report,compact,metrics,spool to skip")
+                         "window-query,readers,ledger,untracked,hourly,kafka,report,compact,metrics,spool,stream to skip")
     ap.add_argument("--output", default=str(HERE / "results.md"), help="summary file (default benchmarks/results.md)")
     args = ap.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -83,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
                                ("report", "bench_report.py", args.report_args),
                                ("compact", "bench_compact.py", args.compact_args),
                                ("metrics", "bench_metrics.py", args.metrics_args),
-                               ("spool", "bench_spool.py", args.spool_args)):
+                               ("spool", "bench_spool.py", args.spool_args),
+                               ("stream", "bench_stream.py", args.stream_args)):
         if name not in skip:
             jobs.append((name, script, quick + shlex.split(more)))
     for name, script, extra in jobs:

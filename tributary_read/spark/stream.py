@@ -207,7 +207,9 @@ def _watermark(spark, query_id: str) -> int | None:
         # know it: ask the original (the default session) too.
         from pyspark.sql import SparkSession
 
-        sessions = [spark, SparkSession.getActiveSession(), SparkSession.builder.getOrCreate()]
+        # The session that started it is the process's first (pyspark's _instantiatedSession): read,
+        # never built here (spark/session.py is the one place a session is assembled).
+        sessions = [spark, SparkSession.getActiveSession(), getattr(SparkSession, "_instantiatedSession", None)]
         q = next((x for x in (s.streams.get(query_id) for s in sessions if s is not None) if x is not None), None)
         progress = q.lastProgress if q is not None else None
     except Exception:  # noqa: BLE001 - a session without the query (a test calling the sink directly)
