@@ -295,3 +295,26 @@ def test_two_queries_of_one_name_on_one_table_are_refused_never_interleaved(tmp_
     assert len(ids) == 1  # never interleaved
     assert _ids(out) == sorted(want)  # the survivor read every file, each record once
     _verify(out)
+
+
+@pytest.mark.unit
+def test_restart_starts_a_kafka_stream_where_the_tables_last_batch_ended(tmp_path):
+    """``--restart`` after a lost checkpoint: the Kafka source starts at the end offsets the table's last
+    batch recorded (from Spark's offset log), unless the job's own options name a start. The connector
+    is not here: this checks the offsets handed to it, from a real table's log."""
+    from tributary_read.etl.job import Job
+    from tributary_read.etl.stream import _restart_offsets
+    from tributary_read.spark.stream import BATCH, QUERY_ID, SOURCE_OFFSETS, stream_app_id
+    from tributary_read.spark.write import commit_files
+    from tributary_read.table.config import Table
+    from tributary_read.table.manifest import Transaction
+
+    out = _table(tmp_path / "out")
+    extra = 'options = { "kafka.bootstrap.servers" = "b:9092", subscribe = "events" }'
+    job = Job.load(_job(tmp_path / "job", out=out, source="kafka", trigger="1m", extra=extra))
+    assert _restart_offsets(job) is None  # nothing committed: the job's own options decide
+    ends = '{"events":{"0":42,"1":7}}'
+    log = Table.load(str(out)).log
+    commit_files(log, [], Transaction(stream_app_id(job.name), {BATCH: 4}, {QUERY_ID: "q1", SOURCE_OFFSETS: [ends]}),
+                 base_version=log.state().version)
+    assert _restart_offsets(job) == ends
