@@ -278,12 +278,14 @@ def test_kill9_at_random_moments_while_ingest_appends_every_record_once(tmp_path
     for trial in range(60):  # until 10 kills landed mid-run: a run that finishes first is a trial too
         if hits >= 10:
             break
+        # Work for the compaction, committed first: two files of 2,000 records in each hour. Merging only
+        # what the trial before appended took a few tens of ms, and two busy test workers then landed 8
+        # kills in 60 trials (4 when that append was made larger: it was still being written).
+        _ingest(root, tmp_path, 2, per=6_000)
         k = len(list(tmp_path.glob("src*.jsonl")))
         src = tmp_path / f"src{k}.jsonl"
-        # 15,000 records a trial: the compaction's rewrite of them is the window the kills must land in (with
-        # 3,000 it lasted a few tens of ms, and two busy test workers landed 8 kills in 60 trials).
-        src.write_text("".join(json.dumps({"id": k * 100_000 + j, "ts": T0 + (j % HOURS) * 3_600_000 + j}) + "\n"
-                               for j in range(15_000)))
+        src.write_text("".join(json.dumps({"id": k * 10_000 + j, "ts": T0 + (j % HOURS) * 3_600_000 + j}) + "\n"
+                               for j in range(3_000)))
         ing = _spawn("ingest", str(root), "--source", str(src), "--app-id", f"a{k}", "--time-field", "ts")
         before = staged()
         comp = _spawn("compact", str(root), "--min-age", "0s", "--min-files", "2")
