@@ -40,9 +40,7 @@ def sync(run: _Run, commit: Commit, full: bool) -> HiveReport:
     from tributary_read.hive.metastore import open_metastore
 
     h = run.job.hive
-    pc = run.output.config.partition_commit or {}
-    batch_size = h.batch_size or pc.get("batch_size")
-    location_base = h.location_base or pc.get("location_base")
+    batch_size, location_base = _mount_options(run.job, run.output)
     from tributary_read.etl.commit_step import session
 
     ms = open_metastore(h.metastore_uri, spark=session(run) if run.job.catalog else None)
@@ -59,10 +57,16 @@ def mount_commit_of(job: Job, output, commit: Commit, spark=None) -> HiveReport:
 
     h = job.hive
     assert h is not None
-    pc = output.config.partition_commit or {}
     with open_metastore(h.metastore_uri, spark=spark) as ms:
-        return _mount(job, output, ms, commit, h.batch_size or pc.get("batch_size"),
-                      h.location_base or pc.get("location_base"), None)
+        return _mount(job, output, ms, commit, *_mount_options(job, output), None)
+
+
+def _mount_options(job: Job, output) -> tuple:
+    """(batch_size, location_base) of the job's mounts: its ``[hive]``, else the output's partition commit."""
+    h = job.hive
+    assert h is not None
+    pc = output.config.partition_commit or {}
+    return h.batch_size or pc.get("batch_size"), h.location_base or pc.get("location_base")
 
 
 def _mount(job: Job, output, ms, commit: Commit, batch_size, location_base, after_step) -> HiveReport:
