@@ -45,6 +45,9 @@ from tributary_read.write.writer import TableWriter
 COLUMNS = ("key", "topic", "partition", "offset", "timestamp", "headers")
 #: How often a follow run looks for partitions added to its topics.
 METADATA_REFRESH_S = 30.0
+#: How long that look may block the loop: a broker that does not answer it is an outage, which the
+#: loop rides out (commits go on, SIGTERM is heard) within ``--broker-timeout``, not this call.
+METADATA_PROBE_S = 2.0
 
 
 class OnGap(Choice):
@@ -383,9 +386,10 @@ class _Run:
             if not self.follow and len(self.done) == len(self.assigned):
                 break
             msgs = consumer.consume(num_messages=1000, timeout=0.5)
-            if msgs:
-                self._up()
-            elif self.errors.down_since is not None:
+            if self.errors.down_since is not None:
+                # Only a probe's answer ends an outage: what consume hands back meanwhile may be an
+                # error event or records fetched before the broker went away, and the client's next
+                # reconnect error (hence the next chance to notice) can be seconds of backoff away.
                 self._outage(consumer)
             nxt = self.pos.next
             for msg in msgs:
@@ -561,7 +565,8 @@ class _Run:
 
     def _new_partitions(self, consumer, ck) -> None:
         try:
-            every = kc.partitions(consumer, self.source.topics, self.source.bootstrap, self.errors)
+            every = kc.partitions(consumer, self.source.topics, self.source.bootstrap, self.errors,
+                                  timeout_s=METADATA_PROBE_S)
         except StorageError:
             if self.errors.down_since is None:
                 self.errors.down_since = time.monotonic()
