@@ -398,3 +398,26 @@ def test_submit_line_in_client_mode_runs_the_driver_here(tmp_path):
     assert cmd.argv[-3:] == (str(tmp_path / "job.toml"), "--schedule-time", "2024-01-01T05:00:00Z")
     with pytest.raises(InvalidInputError, match="deploy mode cluster needs a cluster master"):
         build_submit(job, "2024-01-01T05:00:00Z", deploy_mode="cluster")
+
+
+def test_a_jobs_json_shows_no_secret_from_its_spark_conf_stream_or_input_options(tmp_path):
+    """A job file may hold secrets (a file, not argv); what trib prints of a job must not."""
+    job = Job.load(write_job(tmp_path, MINIMAL.replace('view = "v"', 'view = "v"\noptions = { "sasl.password" = "pw1" }')
+                             + '\n[spark]\nconf = { "spark.hadoop.fs.s3a.secret.key" = "pw2", '
+                               '"spark.sql.shuffle.partitions" = "4" }\n'))
+    text = json.dumps(job.to_json())
+    assert "pw1" not in text and "pw2" not in text, text
+    assert job.to_json()["spark"]["conf"] == {"spark.hadoop.fs.s3a.secret.key": "<redacted>",
+                                              "spark.sql.shuffle.partitions": "4"}
+    assert job.spark.conf["spark.hadoop.fs.s3a.secret.key"] == "pw2"  # the run itself still gets it
+
+    stream = tmp_path / "s"
+    stream.mkdir()
+    (stream / "q.sql").write_text("SELECT 1")
+    (stream / "job.toml").write_text(
+        '[job]\nname = "j"\nsql = "q.sql"\n\n[stream]\nsource = "kafka"\ncheckpoint = "ck"\n'
+        'options = { "kafka.bootstrap.servers" = "b:9092", "subscribe" = "t", '
+        '"kafka.sasl.jaas.config" = "PlainLoginModule required password=\\"pw3\\";" }\n\n'
+        '[output]\ntable = "out"\ntime_column = "ts"\n')
+    d = Job.load(stream / "job.toml").to_json()["stream"]["options"]
+    assert d == {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "kafka.sasl.jaas.config": "<redacted>"}

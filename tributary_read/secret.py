@@ -10,6 +10,7 @@ this module, so a name refused by one is refused by all.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 #: Substrings of a setting's name that mark its value as a secret: passwords
 #: (``sasl.password``, ``javax.jdo.option.ConnectionPassword``), keys and stores
@@ -24,3 +25,13 @@ _POINTER = re.compile(r"[._](?:file|location|path)$|^allow_plaintext_password$",
 def is_secret(name: str) -> bool:
     """True if a setting called ``name`` holds a secret, so it must not come from argv or a URI."""
     return bool(_SECRET.search(name)) and not _POINTER.search(name)
+
+
+#: What a report or a printed job shows in place of a secret's value.
+REDACTED = "<redacted>"
+
+
+def redacted(settings: Mapping[str, str]) -> dict[str, str]:
+    """``settings`` with every secret's value replaced: job files may hold secrets (a file, not argv),
+    but what trib prints or records of them (a job's JSON, a report) must not."""
+    return {k: REDACTED if is_secret(k) else v for k, v in settings.items()}

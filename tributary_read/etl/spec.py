@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from urllib.parse import urlparse
 
 from tributary_read.choice import Choice
+from tributary_read.secret import redacted
 from tributary_read.read.window import WindowForm
 from tributary_read.table.layout import Layout
 from tributary_read.table.timeunit import JOB_FILE, IntegerTimes
@@ -100,7 +101,7 @@ class InputSpec:
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
         if self.read_options:
-            d["options"] = dict(self.read_options)
+            d["options"] = redacted(self.read_options)
         return d
 
 
@@ -161,7 +162,7 @@ class SparkSpec:
     archives: str | None = None  # a packed Python environment (conda-pack / venv-pack)
 
     def to_json(self) -> dict:
-        return {"master": self.master, "conf": dict(self.conf), "deploy_mode": self.deploy_mode,
+        return {"master": self.master, "conf": redacted(self.conf), "deploy_mode": self.deploy_mode,
                 "archives": self.archives}
 
 
@@ -200,7 +201,7 @@ class StreamSpec:
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
         if self.read_options:
-            d["options"] = dict(self.read_options)
+            d["options"] = redacted(self.read_options)
         return d
 
 
