@@ -122,6 +122,7 @@ def test_ingest_killed_at_random_moments_hive_and_spark_count_the_committed_reco
             if hits >= TRIALS:
                 break
             root = tmp_path / f"t{trial}"
+            t0 = time.monotonic()
             # Only the killed ingest needs a process of its own: the rest runs the CLI in this one.
             invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
             if trial == 0:
@@ -132,19 +133,26 @@ def test_ingest_killed_at_random_moments_hive_and_spark_count_the_committed_reco
             made.append(hive)
             src = make_source(tmp_path / f"src{trial}.jsonl", per, seed=trial, hours=HOURS)
             delay = rng.uniform(0.0, 0.4)  # into the writing: 40,000 records take 0.5-2 s here, with the load
+            t1 = time.monotonic()
             hit = _kill_ingest_at(_ingest(root, src), delay, root)
             hits += hit
             killed_hidden = _hidden(root)  # before the rerun (committed-but-unrenamed ones too)
+            t2 = time.monotonic()
             done = invoke_trib(*_ingest(root, src)[len(TRIB):], "--json")
             assert done.returncode == 0, done.stderr
+            t3 = time.monotonic()
             invoke_trib("partitions", "sync", str(root), "--hive-table", hive, "--metastore",
                      f"hs2://127.0.0.1:{hive_services.hs2_port}?user=trib", check=True)
             committed = _committed(root)
-            hive_rows, spark_rows = _hive_count(hs2, hive), _spark_count(spark, root)
+            t4 = time.monotonic()
+            hive_rows = _hive_count(hs2, hive)
+            t5 = time.monotonic()
+            spark_rows = _spark_count(spark, root)
             left_hidden += _hidden(root)
             print(f"trial {trial}: kill {delay:.2f} s into the writing ({'hit' if hit else 'finished first'}), "
                   f"{killed_hidden} staged files on disk after the kill; committed {committed}, Hive {hive_rows}, "
-                  f"Spark {spark_rows}")
+                  f"Spark {spark_rows}; set-up {t1 - t0:.1f} s, killed run {t2 - t1:.1f} s, rerun {t3 - t2:.1f} s, "
+                  f"sync {t4 - t3:.1f} s, Hive count {t5 - t4:.1f} s, Spark count {time.monotonic() - t5:.1f} s")
             assert committed == per
             assert hive_rows == (per, per), f"trial {trial}: Hive counted {hive_rows} for {per} committed records"
             assert spark_rows == (per, per), f"trial {trial}: Spark counted {spark_rows} for {per} committed records"

@@ -217,6 +217,9 @@ def _hs2_command(spark_home: Path, port: int, warehouse: Path, tmp: Path, derby_
     cmd = [str(spark_home / "bin" / "spark-submit"), "--class", _HS2_CLASS,
            "--master", "local[2]", "--name", name, "--driver-memory", "1g",
            "--conf", "spark.ui.enabled=false",
+           # Spark's 200 is for a cluster: on two local cores, a query over a partition of many small
+           # files (trib's commits) writes 200 shuffle files per task, and a count(DISTINCT) took 4x as long.
+           "--conf", "spark.sql.shuffle.partitions=4",
            # trib's jar: the seed-002 `set` lines and the UDF classes work in every session
            *registry.spark_args(),
            # ...and on the driver's own classpath: the server closes a session's class loader
