@@ -363,6 +363,7 @@ def test_etl_driver_killed_at_random_moments_hive_and_spark_count_the_committed_
         src.advance(k)
         dirs = _trial_dirs(src, out, k)
         before = staged_files(dirs)
+        t0 = time.monotonic()
         r = Run(job_path, src.schedule_iso(k), cwd=base)
         # Anywhere from the write stage's first file to just after its last (~25 files): the
         # commit, the sync and the ack follow within the next second.
@@ -376,11 +377,15 @@ def test_etl_driver_killed_at_random_moments_hive_and_spark_count_the_committed_
         assert not r.leftovers, f"the killed run left processes behind: {r.leftovers}"
         assert rc in (0, -signal.SIGKILL), f"exit {rc}:\n{r.err[-4000:]}"
         hits += rc == -signal.SIGKILL
+        t1 = time.monotonic()
         rerun = Run(job_path, src.schedule_iso(k), cwd=base)
         rerun.wait()
         doc = rerun.report()
+        t2 = time.monotonic()
         _check_etl(spark, src, out, hs2, hive, k,
                    f"driver trial {k}: kill {delay:.2f} s after staged file {n} (exit {rc}, last step "
-                   f"{r.last_step()}, rerun already_committed={doc['already_committed']})")
+                   f"{r.last_step()}, rerun already_committed={doc['already_committed']}; run {t1 - t0:.0f} s, "
+                   f"rerun {t2 - t1:.0f} s)")
+        print(f"  check {time.monotonic() - t2:.0f} s")
     assert hits >= DRIVER_TRIALS * 3 // 4, f"only {hits} of {DRIVER_TRIALS} kills landed while the driver ran"
     _check_whole(src, out, hs2, hive, EXECUTOR_TRIALS + DRIVER_TRIALS - 1)
