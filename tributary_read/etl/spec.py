@@ -12,8 +12,8 @@ from typing import Any, Mapping
 from urllib.parse import urlparse
 
 from tributary_read.choice import Choice
-from tributary_read.secret import redacted
 from tributary_read.read.window import WindowForm
+from tributary_read.secret import redacted
 from tributary_read.table.layout import Layout
 from tributary_read.table.timeunit import JOB_FILE, IntegerTimes
 

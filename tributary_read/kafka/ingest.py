@@ -535,8 +535,9 @@ class _Run:
         consumer.incremental_assign([ck.TopicPartition(tp.topic, tp.partition, low)])
 
     def _outage(self, consumer) -> None:
-        """The broker does not answer: wait for the client to reconnect (a probe every 2 s tells),
-        for at most the broker timeout. Commits go on meanwhile: they need only the table."""
+        """The broker does not answer: wait for the client to reconnect (a probe every 2 s tells, and
+        only its answer ends the outage), for at most the broker timeout. Commits go on meanwhile:
+        they need only the table."""
         now = time.monotonic()
         down = now - (self.errors.down_since or now)
         if down > self.source.broker_timeout_s:
@@ -548,20 +549,15 @@ class _Run:
             return
         self._probed = now
         if kc.watermarks(consumer, self.assigned[0], timeout_s=1.0) is not None:
-            self._up()
+            self.errors.down_since = None
+            if self._noted_down and self.progress:
+                self.progress(f"Kafka broker {self.source.bootstrap} answers again")
+            self._noted_down = False
         elif not self._noted_down:
             self._noted_down = True
             if self.progress:
                 self.progress(f"Kafka broker {self.source.bootstrap} does not answer; waiting up to "
                               f"{self.source.broker_timeout_s:g} s for it")
-
-    def _up(self) -> None:
-        if self.errors.down_since is None:
-            return
-        self.errors.down_since = None
-        if self._noted_down and self.progress:
-            self.progress(f"Kafka broker {self.source.bootstrap} answers again")
-        self._noted_down = False
 
     def _new_partitions(self, consumer, ck) -> None:
         try:
