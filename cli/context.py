@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from tributary_read.exits import Terminated, raise_on_sigterm  # noqa: F401 - the commands import them from here
+from tributary_read.exits import Terminated, raise_on_sigterm, until_signal  # noqa: F401 - the commands import them from here
 
 if TYPE_CHECKING:  # pragma: no cover
     from tributary_read.table.config import Table

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .context import TribState, emit, json_option, pass_state, raise_on_sigterm
+from .context import TribState, emit, json_option, pass_state, raise_on_sigterm, until_signal
 
 
 @click.command("metrics")
@@ -46,9 +46,7 @@ def metrics(state: TribState, roots, state_dirs, listing, textfile, serve, as_js
         raise_on_sigterm()
         exposition.serve(host or "127.0.0.1", int(port), collect)
         click.echo(f"trib metrics: serving http://{host or '127.0.0.1'}:{port}/metrics", err=True)
-        import threading
-
-        threading.Event().wait()
+        until_signal()
     if textfile:
         path = exposition.write_textfile(textfile, collect)
         emit(as_json, {"textfile": path}, f"wrote {path}")

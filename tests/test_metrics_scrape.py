@@ -103,4 +103,6 @@ def test_prometheus_scrapes_the_exact_pending_count(tmp_path):
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
-    assert serve.returncode == 143  # SIGTERM ends --serve with trib's one line
+                p.wait()
+    assert serve.returncode == 143, "SIGTERM did not end --serve within 20 s"  # with trib's one line
+    assert serve.stderr is not None and serve.stderr.read().splitlines()[-1] == "trib: terminated"
