@@ -355,9 +355,12 @@ def test_etl_executor_killed_at_random_moments_hive_and_spark_count_the_committe
 
 def test_etl_driver_killed_at_random_moments_hive_and_spark_count_the_committed_records(etl_job, spark):
     from test_etl_crash import Run
+    from tributary_read.etl.job import Job
+    from tributary_read.etl.run import run_job
 
     base, src, out, hs2, hive, job_path = etl_job
     rng = _rng("etl-driver")
+    job = Job.load(str(job_path))
     hits = 0
     for k in range(EXECUTOR_TRIALS, EXECUTOR_TRIALS + DRIVER_TRIALS):
         src.advance(k)
@@ -378,13 +381,13 @@ def test_etl_driver_killed_at_random_moments_hive_and_spark_count_the_committed_
         assert rc in (0, -signal.SIGKILL), f"exit {rc}:\n{r.err[-4000:]}"
         hits += rc == -signal.SIGKILL
         t1 = time.monotonic()
-        rerun = Run(job_path, src.schedule_iso(k), cwd=base)
-        rerun.wait()
-        doc = rerun.report()
+        # The rerun runs here, on the session's Spark, as the executor trials' does: what is under
+        # test is the killed driver's leftovers; a rerun in a process of its own is test_etl_crash's.
+        again = run_job(job, src.schedule_iso(k), spark=spark)
         t2 = time.monotonic()
         _check_etl(spark, src, out, hs2, hive, k,
                    f"driver trial {k}: kill {delay:.2f} s after staged file {n} (exit {rc}, last step "
-                   f"{r.last_step()}, rerun already_committed={doc['already_committed']}; run {t1 - t0:.0f} s, "
+                   f"{r.last_step()}, rerun already_committed={again.already_committed}; run {t1 - t0:.0f} s, "
                    f"rerun {t2 - t1:.0f} s)")
         print(f"  check {time.monotonic() - t2:.0f} s")
     assert hits >= DRIVER_TRIALS * 3 // 4, f"only {hits} of {DRIVER_TRIALS} kills landed while the driver ran"

@@ -393,12 +393,14 @@ class ManifestLog:
         commit_id = new_commit_id(writer)
         deadline = time.monotonic() + timeout_s
         v, losses = base + 1, 0
+        previous: Commit | None = None  # commit v - 1 when a lost race already read it
         while True:
             gone = tuple(removed(self.state(v - 1)) if callable(removed) else removed)
             if replace:
                 _check_replace(tuple(files), gone, self.state(v - 1))
-            # Against the commit this slot follows, read afresh on every try: a lost race moves the slot.
-            stamp, since = commit_time(v, self._previous(v), wall_ms())
+            # Against the commit this slot follows (a lost race has just read it; commits never change).
+            stamp, since = commit_time(v, previous if previous is not None and previous.version == v - 1
+                                       else self._previous(v), wall_ms())
             commit = Commit(
                 version=v,
                 timestamp_ms=stamp,
@@ -416,15 +418,19 @@ class ManifestLog:
                 self._maybe_checkpoint(v)
                 return commit
             # Lost at v. Every commit after our view, up to the newest, must not
-            # be our app's: those records would be committed twice.
-            latest = max(v, self.latest_version(start=v))
+            # be our app's: those records would be committed twice. Reading forward
+            # from the winner both checks each commit and finds the first free slot:
+            # one read per commit jumped over, no existence probes (on an object
+            # store each request is a round trip, and under contention they add up).
             _check_other_app(transaction, winner, claims)
-            for c in self.commits(v, latest):
+            previous = winner
+            while (c := self.read_commit(previous.version + 1)) is not None:
                 _check_other_app(transaction, c, claims)
-            v, losses = latest + 1, losses + 1
+                previous = c
+            v, losses = previous.version + 1, losses + 1
             if time.monotonic() >= deadline:
                 raise CommitConflictError(
-                    f"gave up after {losses} lost commit races in {timeout_s:.0f} s (newest version {latest})"
+                    f"gave up after {losses} lost commit races in {timeout_s:.0f} s (newest version {v - 1})"
                 )
             backoff(min(losses, 8), base=0.001, cap=0.25)
 
