@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stream-args", default="--hive", help="extra arguments for bench_stream.py (quoted)")
     ap.add_argument("--skip", default="",
                     help="comma list of writer,commit,listing,cli,hive,etl-hive,spark-read,etl,spark-listing,"
-                         "window-query,readers,ledger,untracked,hourly,kafka,report,compact,metrics,spool,stream to skip")
+                         "commit-contention,window-query,readers,ledger,untracked,hourly,kafka,report,compact,metrics,spool,stream to skip")
     ap.add_argument("--output", default=str(HERE / "results.md"), help="summary file (default benchmarks/results.md)")
     args = ap.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             jobs.append((f"writer-{order}", "bench_writer.py", quick + ["--order", order] + shlex.split(args.writer_args)))
     if "commit" not in skip:
         jobs.append(("commit", "bench_commit.py", quick + shlex.split(args.commit_args)))
+    if "commit-contention" not in skip:
+        jobs.append(("commit-contention", "bench_commit_contention.py", quick))
     if "listing" not in skip:
         jobs.append(("listing", "bench_listing.py", quick + shlex.split(args.listing_args)))
     if "cli" not in skip:
