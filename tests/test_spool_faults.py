@@ -137,7 +137,13 @@ def test_sigterm_and_sigint_make_a_clean_last_commit_and_exit_0(tmp_path, sig):
                               stdout=subprocess.PIPE)
     p = subprocess.Popen([*_follow(root, d)[:-6], "--commit-interval", "60s", "--close-inactive", "1s", "--json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
-    time.sleep(1.5)
+    # The signal must find the run reading (a staged file open), not still starting: a signal that
+    # lands while the modules load ends the process the plain way, with nothing read (under load a
+    # fixed 1.5 s was not always enough).
+    deadline = time.monotonic() + 60
+    while p.poll() is None and not any(root.rglob(".part-*.inprogress")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
     p.send_signal(sig)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
