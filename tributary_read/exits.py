@@ -45,7 +45,7 @@ def until_signal(poll_s: float = 0.5) -> NoReturn:
 
     Not a bare ``Event().wait()``: when the kernel hands the signal to another thread (an HTTP
     scrape in flight), the main thread's untimed lock wait is never woken and the Python handler
-    never runs, so SIGTERM was ignored (seen: 1 run in 30 with scrapes in flight). A timed wait
+    never runs, so SIGTERM was ignored (seen: 2 runs in 90 with scrapes in flight). A timed wait
     returns to the interpreter, which runs the pending handler, within ``poll_s``.
     """
     tick = threading.Event()

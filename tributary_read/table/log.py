@@ -393,14 +393,13 @@ class ManifestLog:
         commit_id = new_commit_id(writer)
         deadline = time.monotonic() + timeout_s
         v, losses = base + 1, 0
-        previous: Commit | None = None  # commit v - 1 when a lost race already read it
+        previous: Commit | None = None  # after a lost race: commit v - 1, the last one the race read
         while True:
             gone = tuple(removed(self.state(v - 1)) if callable(removed) else removed)
             if replace:
                 _check_replace(tuple(files), gone, self.state(v - 1))
             # Against the commit this slot follows (a lost race has just read it; commits never change).
-            stamp, since = commit_time(v, previous if previous is not None and previous.version == v - 1
-                                       else self._previous(v), wall_ms())
+            stamp, since = commit_time(v, previous if previous is not None else self._previous(v), wall_ms())
             commit = Commit(
                 version=v,
                 timestamp_ms=stamp,
