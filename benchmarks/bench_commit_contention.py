@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import logging
 import os
 import re
@@ -48,12 +47,13 @@ class RequestCount(logging.Handler):
             self.kinds[m.group(1) + (" log" if "/_tributary/log/" in m.group(2) else "")] += 1
 
 
-def writer(root: str, options: str, index: int, commits: int, files: int) -> None:
-    """One writer process: ``commits`` commits of app ``w<index>``, each on the version of the last."""
+def writer(root: str, index: int, commits: int, files: int) -> None:
+    """One writer process: ``commits`` commits of app ``w<index>``, each on the version of the last.
+    It reaches the server through the environment (TRIB_S3_ENDPOINT_URL, AWS_*), never argv."""
     from tributary_read.table.config import Table
     from tributary_read.table.manifest import Transaction
 
-    log = Table.load(root, json.loads(options)).log
+    log = Table.load(root).log
     base = log.latest_version()
     for k in range(commits):
         txn = Transaction(f"w{index}", {"src": k})
@@ -68,8 +68,11 @@ def contend(server: S3Server, count: RequestCount, writers: int, commits: int, f
     new_table(root, server.options, 50)
     count.kinds.clear()
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, __file__, "--writer", root, json.dumps(server.options), str(i),
-                               str(commits), str(files)]) for i in range(writers)]
+    env = {**os.environ, "TRIB_S3_ENDPOINT_URL": server.options["endpoint_url"],
+           "AWS_ACCESS_KEY_ID": server.options["access_key_id"],
+           "AWS_SECRET_ACCESS_KEY": server.options["secret_access_key"], "AWS_REGION": server.options["region"]}
+    procs = [subprocess.Popen([sys.executable, __file__, "--writer", root, str(i), str(commits), str(files)], env=env)
+             for i in range(writers)]
     codes = [p.wait() for p in procs]
     wall = time.perf_counter() - t0
     if any(codes):
@@ -122,8 +125,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
-        root, options, index, commits, files = sys.argv[2:7]
-        writer(root, options, int(index), int(commits), int(files))
+        root, index, commits, files = sys.argv[2:6]
+        writer(root, int(index), int(commits), int(files))
     else:
         main()
         os._exit(0)  # the server's threads
