@@ -1,10 +1,16 @@
 """A logging process for the spool fault tests: appends numbered JSON lines to ``DIR/app.log`` and rotates.
 
-Every ``--rotate`` lines: ``app.log`` is renamed to ``app.log.SEQ``, the previous rotated file is
-compressed the way gzip does it (``.gz`` written whole, then the original unlinked), and the oldest
-compressed files beyond ``--keep`` are deleted. Lines are written in pieces now and then (half a line,
-a pause, the rest), as a logger's buffered writes land. Each line's ``ts`` is spread over six hours, so
-the lines land in several partitions. Ends with every line whole and ``DONE`` printed.
+Every ``--rotate`` lines ``app.log`` is rotated to ``app.log.SEQ`` by ``--mode``: ``rename`` (rename, and
+the program opens a new ``app.log``), ``copytruncate`` (logrotate's: copy to ``app.log.SEQ`` in pieces, the
+copy visible while it grows, then truncate ``app.log`` in place and write on through the same descriptor),
+or ``mixed`` (one of the two at random). The previous rotated file is then compressed (delaycompress), the
+way gzip does it: ``.gz`` written in place a piece at a time with pauses (a reader sees a stream without its
+trailer), then the original unlinked; ``--gz-tmp`` writes it under a temporary name and renames it whole
+instead. The oldest compressed files beyond ``--keep`` are deleted. Lines are written in pieces now and then
+(half a line, a pause, the rest), as a logger's buffered writes land. The program writes nothing between a
+copy and its truncation, so nothing is lost by copytruncate's nature and every line must reach the table.
+Each line's ``ts`` is spread over six hours, so the lines land in several partitions. Ends with every line
+whole and ``DONE`` printed.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ def main() -> None:
     ap.add_argument("--keep", type=int, default=8)
     ap.add_argument("--rate", type=float, default=2_000.0, help="lines per second")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--mode", choices=("rename", "copytruncate", "mixed"), default="rename")
+    ap.add_argument("--gz-tmp", action="store_true", help="compress under a temporary name, renamed whole")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     d = a.dir
@@ -42,16 +50,26 @@ def main() -> None:
         else:
             f.write(line)
         if (i + 1) % a.rotate == 0:
-            f.close()
             seq += 1
-            os.rename(os.path.join(d, "app.log"), os.path.join(d, f"app.log.{seq}"))
-            f = open(os.path.join(d, "app.log"), "ab", buffering=0)
+            now = os.path.join(d, "app.log")
+            rotated = os.path.join(d, f"app.log.{seq}")
+            if a.mode == "copytruncate" or (a.mode == "mixed" and rng.random() < 0.5):
+                with open(now, "rb") as src, open(rotated, "wb") as dst:
+                    while True:
+                        piece = src.read(16 * 1024)
+                        if not piece:
+                            break
+                        dst.write(piece)
+                        dst.flush()
+                        time.sleep(0.001)
+                f.truncate(0)  # the program's own descriptor (O_APPEND): it writes on from offset 0
+            else:
+                f.close()
+                os.rename(now, rotated)
+                f = open(now, "ab", buffering=0)
             prev = os.path.join(d, f"app.log.{seq - 1}")
             if seq > 1 and os.path.exists(prev):
-                with open(prev, "rb") as src, gzip.open(prev + ".gz.tmp", "wb") as dst:
-                    dst.write(src.read())
-                os.rename(prev + ".gz.tmp", prev + ".gz")
-                os.unlink(prev)
+                _compress(prev, a.gz_tmp)
             for old in range(1, seq - a.keep + 1):
                 p = os.path.join(d, f"app.log.{old}.gz")
                 if os.path.exists(p):
@@ -61,6 +79,24 @@ def main() -> None:
             time.sleep(ahead)
     f.close()
     print("DONE", flush=True)
+
+
+def _compress(path: str, tmp: bool) -> None:
+    """gzip's order: the ``.gz`` is complete before the original goes."""
+    with open(path, "rb") as src:
+        data = src.read()
+    if tmp:
+        with gzip.open(path + ".gz.tmp", "wb") as dst:
+            dst.write(data)
+        os.rename(path + ".gz.tmp", path + ".gz")
+    else:
+        with open(path + ".gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as dst:
+            for k in range(0, len(data), 32 * 1024):
+                dst.write(data[k:k + 32 * 1024])
+                dst.flush()  # a sync flush: what is there so far decompresses, without a trailer
+                raw.flush()
+                time.sleep(0.002)
+    os.unlink(path)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -404,3 +405,78 @@ def test_a_short_head_never_takes_a_compressed_copy_of_another_file(tmp_path, hl
         assert reads["app.log.2.gz"] is e
     else:  # found empty and never read: nothing but its inode tells it, so the copy is new (from 0 all the same)
         assert p.missing == [e]
+
+
+def test_a_compressed_file_still_being_written_is_never_finished(tmp_path):
+    """A gzip stream without its trailer (a compressor that stalled, a slow network file system) is read as far
+    as it decompresses and stays open, however long it is quiet: its last partial line is no record, and once
+    the compressor ends it the rest is read from there. Once it was folded into the finished files when quiet
+    for --close-inactive, its partial last line became a dead letter and the complete file later looked like a
+    copy of the finished one: half its lines lost, exit 0."""
+    import zlib
+
+    root, d = _table(tmp_path), tmp_path / "logs"
+    d.mkdir()
+    data = _lines(range(1000))
+    z = zlib.compressobj(6, zlib.DEFLATED, 31)
+    cut = len(_lines(range(500))) + 17  # mid-line
+    first = z.compress(data[:cut]) + z.flush(zlib.Z_SYNC_FLUSH)
+    (d / "shipped.log.gz").write_bytes(first)
+    old = time.time() - 600
+    os.utime(d / "shipped.log.gz", (old, old))
+    _write(d / "app.log", range(1000, 1010))
+    r = ingest(root, d, "--close-inactive", "0s")
+    assert r["records"] == 510 and r["finished"] == 0 and r["dead_letters"] == 0, r
+    with open(d / "shipped.log.gz", "ab") as f:
+        f.write(z.compress(data[cut:]) + z.flush())
+    os.utime(d / "shipped.log.gz", (old, old))
+    r = ingest(root, d, "--close-inactive", "0s")
+    assert r["records"] == 500 and r["finished"] == 1 and r["dead_letters"] == 0, r
+    exactly(root, 1010)
+    assert ingest(root, d, "--close-inactive", "0s")["records"] == 0
+
+
+def test_a_log_and_its_compressed_copy_both_new_to_one_scan_are_read_once(tmp_path):
+    """A first run (or one that starts after a rotation and its compression) finds ``app.log.1`` and the
+    ``app.log.1.gz`` gzip is writing or has just finished, both new: they are one content, read once (the
+    plain one). Once both were read from 0: every line of the rotation twice."""
+    root, d = _table(tmp_path), tmp_path / "logs"
+    d.mkdir()
+    _write(d / "app.log.1", range(300))
+    data = (d / "app.log.1").read_bytes()
+    (d / "app.log.1.gz").write_bytes(gzip.compress(data)[:len(gzip.compress(data)) // 2])  # gzip writing it
+    (d / "app.log.2.gz").write_bytes(gzip.compress(_lines(range(300, 400))))
+    _write(d / "app.log.2", range(300, 400))  # compressed and not yet unlinked: both whole
+    _write(d / "app.log", range(400, 410))
+    r = ingest(root, d, "--close-inactive", "0s")
+    assert r["records"] == 410, r
+    (d / "app.log.1.gz").write_bytes(gzip.compress(data))
+    (d / "app.log.1").unlink()
+    (d / "app.log.2").unlink()
+    assert ingest(root, d, "--close-inactive", "0s")["records"] == 0
+    exactly(root, 410)
+
+
+def test_a_compressed_file_deleted_half_read_is_lost_loudly_with_its_content_bytes(tmp_path):
+    """An open compressed file's size is its content's, learnt by decompressing it: deleted half-read, its
+    unread content bytes are reported. Once its compressed size stood for the content, which is smaller than
+    the position read, so the loss went unreported: exit 0, the lines gone."""
+    from tributary_read.spool.ingest import SpoolSource, ingest_dir
+    from tributary_read.table.config import Table
+    from tributary_read.write.ingest import StopRequest, TimeSpec
+
+    root, d = _table(tmp_path), tmp_path / "logs"
+    d.mkdir()
+    data = _lines(range(300))
+    (d / "old.log.gz").write_bytes(gzip.compress(data))
+    stop = StopRequest()
+
+    def on_commit(c):
+        stop.signum = 15  # stop after the first commit: old.log.gz is half read
+    r = ingest_dir(Table.load(str(root)), SpoolSource(str(d)), "a", time_spec=TimeSpec(field="ts"), commit_every=100,
+                   on_commit=on_commit, stop=stop)
+    assert r.records_committed == 100
+    (d / "old.log.gz").unlink()
+    out = ingest(root, d, code=13)
+    unread = len(data) - len(_lines(range(100)))
+    assert f"{unread} bytes unread" in out["stderr"], out

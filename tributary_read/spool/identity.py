@@ -13,23 +13,21 @@ bytes just before the position read so far (the *tail*).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
-#: Bytes of content that identify a file.
-HEAD = 1024
+from tributary_read.io.taken import SPAN, Changed, Taken, digest, pread_of
+
+#: Bytes of content that identify a file (the span of :mod:`tributary_read.io.taken`'s digests).
+HEAD = SPAN
 #: The bytes a gzip file starts with: compression is told by content, not by a ``.gz`` name.
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK = 1 << 20
 
-
-def digest(data: bytes) -> bytes:
-    """8 bytes of BLAKE2b: among the files of one directory a collision is not a practical concern."""
-    return hashlib.blake2b(data, digest_size=8).digest()
+__all__ = ["HEAD", "GZIP_MAGIC", "Changed", "Found", "Moved", "Taken", "chunks", "content_length", "digest", "look"]
 
 
 @dataclass(frozen=True)
@@ -117,46 +115,86 @@ def _gz_head(raw: bytes) -> bytes | None:
     return head if len(head) >= HEAD or d.eof else None
 
 
-def chunks(found: Found, pos: int, end: int | None = None) -> Iterator[bytes]:
+def chunks(found: Found, pos: int, end: int | None = None, taken: Taken | None = None,
+           status: dict | None = None) -> Iterator[bytes]:
     """The content of ``found`` from content position ``pos`` on, in chunks, up to its current end (or
     ``end``, for a plain file).
 
     A gzip file is decompressed from its start (the format cannot seek) and the
     first ``pos`` bytes are dropped; a gzip file cut short (still being written)
-    yields what decompresses so far and stops, so the rest is read next time.
+    yields what decompresses so far and stops, so the rest is read next time:
+    ``status["ended"]`` is then False, and True once the last member's trailer was
+    read (left unset if the caller stops early). ``taken``: the content read so far,
+    whose head is checked again after every read of a plain file (and against the
+    decompressed start of a gzip one): a file truncated in place and written again
+    between two reads raises :class:`Changed` before a byte of its new content is
+    yielded as the old one's continuation. (Its tail is the caller's to check: the
+    bytes before ``taken.length`` are the first it gets.)
     Raises :class:`Moved` if the name leads to another file than the scan found.
     """
     with found.open() as f:
         if not found.gz:
+            read_at = pread_of(f.fileno())
             f.seek(pos)
             left = None if end is None else max(0, end - pos)
             while left is None or left > 0:
                 chunk = f.read(CHUNK if left is None else min(CHUNK, left))
                 if not chunk:
                     return
+                if taken is not None and taken.hlen and not taken.head_holds(read_at):
+                    raise Changed(f"{found.name} no longer starts with the bytes read from it")
                 if left is not None:
                     left -= len(chunk)
                 yield chunk
             return
-        yield from _skip(_gunzip(f), pos)
+        out = _gunzip(f, {} if status is None else status)
+        yield from _skip(_head_checked(out, taken, found.name) if taken is not None and taken.hlen else out, pos)
 
 
-def _gunzip(f: BinaryIO) -> Iterator[bytes]:
+def content_length(found: Found) -> tuple[int, bool]:
+    """The content bytes of ``found`` now, and whether they are all it will hold: a plain file's size (it may
+    grow, so False), a gzip file's decompressed length and whether its stream reached its trailer (a stream
+    without one is still being written). Raises :class:`Moved` as :func:`chunks` does."""
+    if not found.gz:
+        return found.size, False
+    status: dict = {}
+    n = sum(len(c) for c in chunks(found, 0, status=status))
+    return n, bool(status.get("ended"))
+
+
+def _gunzip(f: BinaryIO, status: dict) -> Iterator[bytes]:
+    """The decompressed content of every member; ``status["ended"]``: the last one was read to its trailer."""
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    members, fed = 0, False  # members read to their trailer; bytes given to the member being read
     while True:
         raw = f.read(CHUNK)
         if not raw:
-            return
+            break
         while raw:
+            fed = True
             out = d.decompress(raw)
             if out:
                 yield out
             if not d.eof:
                 break
+            members += 1
             raw = d.unused_data  # a multi-member file: the next member starts here
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            d, fed = zlib.decompressobj(16 + zlib.MAX_WBITS), False
             if raw and raw[:2] != GZIP_MAGIC:
+                status["ended"] = True
                 return  # trailing garbage (padding) after the last member
+    status["ended"] = members > 0 and not fed
+
+
+def _head_checked(it: Iterator[bytes], taken: Taken, name: str) -> Iterator[bytes]:
+    """``it`` (decompressed content from its start), checked to start with the head ``taken`` was read after."""
+    head = b""
+    for chunk in it:
+        if len(head) < taken.hlen:
+            head += chunk[:taken.hlen - len(head)]
+            if len(head) == taken.hlen and digest(head) != taken.head:
+                raise Changed(f"{name} no longer starts with the bytes read from it")
+        yield chunk
 
 
 def _skip(it: Iterator[bytes], pos: int) -> Iterator[bytes]:

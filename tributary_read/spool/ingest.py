@@ -25,7 +25,7 @@ from typing import Callable
 from tributary_read.choice import Choice
 from tributary_read.errors import InvalidInputError, ManifestCorruptError, SourceGapError
 from tributary_read.faults import crash_point
-from tributary_read.spool.identity import HEAD, Moved, chunks, digest
+from tributary_read.spool.identity import HEAD, Changed, Moved, chunks, digest
 from tributary_read.spool.positions import Done, OpenFile, SpoolPositions, commit_key
 from tributary_read.spool.scan import COMPLETED_SUFFIX, Found, Lister, Plan, Selection, plan
 from tributary_read.table.config import RollPolicy, Table
@@ -168,6 +168,7 @@ class _Run:
         self.files_read = 0
         self.reading: set[int] = set()  # open files this run has read records from (id), pruned each pass
         self.seen: dict[int, tuple] = {}  # id(open file) -> (path, size, mtime) when this process last read it
+        self.unended: dict[int, bool] = {}  # id(open file) -> a compressed stream without its trailer when last read
         self.missing_before: set[int] = set()  # open files no scan found last time (id)
         self.absent_before: set[bytes] = set()  # done keys no scan found last time
 
@@ -233,7 +234,7 @@ class _Run:
     def _pass(self) -> None:
         found = self.lister()
         crash_point("spool.listed")  # a test lets the logger write between this listing and the reads
-        p = plan(found, self.pos, self.lister.tails)
+        p = plan(found, self.pos, self.lister.tails, self.lister.lengths)
         for ev in p.events:
             self._event(ev, f"{ev['name']} was {ev['event']} in place after {ev['committed_bytes']} bytes were read; "
                             "reading it again from its start")
@@ -247,6 +248,7 @@ class _Run:
         self._forget(p)
         live = {id(e) for e in self.pos.files}  # what this process remembers of files it no longer tracks goes
         self.seen = {k: v for k, v in self.seen.items() if k in live}
+        self.unended = {k: v for k, v in self.unended.items() if k in live}
         self.reading &= live
 
     # -- reading ------------------------------------------------------------------
@@ -254,68 +256,95 @@ class _Run:
         stamp = (f.path, f.size, f.mtime_ns)
         if self.seen.get(id(e)) != stamp:  # unchanged since this process read it: nothing new to read
             try:
-                self._read_new(e, f, now_ns, p)
+                self.unended[id(e)] = self._read_new(e, f, now_ns, p)
             except Moved:  # rotated since the scan: the next scan finds it under its new name
                 return
+            except Changed as ex:  # truncated or rewritten under the reader: the next scan tells what it is now
+                if self.progress:
+                    self.progress(f"note: {ex}; looking at the directory again")
+                return
             self.seen[id(e)] = stamp
-        if e.pos >= e.size and e.pos and e.hlen == min(HEAD, e.pos) and self._ended(f, now_ns, p):
+        if (e.pos >= e.size and e.pos and e.hlen == min(HEAD, e.pos) and not self.unended.get(id(e))
+                and self._ended(f, now_ns, p)):
             self._fold(e, f)
 
-    def _read_new(self, e: OpenFile, f: Found, now_ns: int, p: Plan) -> None:
+    def _read_new(self, e: OpenFile, f: Found, now_ns: int, p: Plan) -> bool:
+        """Read ``f`` on from ``e``'s position, taking its whole lines. The bytes before the position are
+        read again first and must be the ones committed (:mod:`tributary_read.io.taken`), and the file's head
+        is checked after every read: a file truncated and written again under the reader (copytruncate while
+        the program writes on) raises Changed, with ``e`` moved only past lines read before the change.
+        Returns whether ``f`` is a compressed stream still being written (no trailer yet): it is not finished."""
         pace, src = self.pace, f.name
         back = min(HEAD, e.pos)  # the content before the position, read again for the tail digest
         pos = e.pos - back  # content position of data[0]
         carry = b""  # the content just before ``data``
         rest = b""
         got = 0
+        taken = e.taken()
+        status: dict = {}
+        changed: Changed | None = None
         # A file shorter than HEAD is known by the bytes the scan saw: read no further, so what a commit
         # says was read is always covered by the head it commits (the next scan sees a longer head).
         end = len(f.head) if not f.gz and len(f.head) < HEAD else None
-        for chunk in chunks(f, pos, end):
-            if back:
-                take_back = min(back, len(chunk))
-                carry, chunk, back, pos = carry + chunk[:take_back], chunk[take_back:], back - take_back, pos + take_back
-                if back or not chunk:
-                    continue
-            if e.owed and chunk:  # a newline owed to the last line, which was taken as a record already
-                e.owed = False
-                if chunk[:1] == b"\n":
-                    carry, pos, chunk = (carry + b"\n")[-HEAD:], pos + 1, chunk[1:]
-                    self._advance(e, pos, carry, b"", 0)
-                    self.dirty = True
-            data = rest + chunk if rest else chunk
-            start = 0
-            end = data.rfind(b"\n") + 1  # the whole lines of data end here
-            raw = data[:end - 1].split(b"\n") if end else []
-            lines = [line[:-1] if line[-1:] == b"\r" else line for line in raw] if b"\r" in data else raw
-            # Runs of whole lines up to the next commit point, taken in bulk where they can be.
-            i, stop = 0, self.stop
-            while i < len(raw):
-                k = min(len(raw), i + max(1, pace.every - pace.pending))
-                self.records.take_many(lines[i:k], self.pos.records, src)
-                start += sum(map(len, raw[i:k])) + (k - i)
-                n = k - i
-                i = k
-                self.pos.records += n
-                self.read += n
-                got += n
-                pace.pending += n
-                if pace.pending >= pace.every:
-                    self._advance(e, pos + start, carry, data, start)
-                    self._commit()
-                    pace.pending = 0
-                if stop is not None and stop.signum is not None:
+        try:
+            for chunk in chunks(f, pos, end, taken, status):
+                if back:
+                    take_back = min(back, len(chunk))
+                    carry, chunk, back, pos = carry + chunk[:take_back], chunk[take_back:], back - take_back, pos + take_back
+                    if back:
+                        continue
+                    if not taken.tail_holds(carry):
+                        raise Changed(f"{f.name} no longer holds the bytes read from it before offset {e.pos}")
+                    if not chunk:
+                        continue
+                if e.owed and chunk:  # a newline owed to the last line, which was taken as a record already
+                    e.owed = False
+                    if chunk[:1] == b"\n":
+                        carry, pos, chunk = (carry + b"\n")[-HEAD:], pos + 1, chunk[1:]
+                        self._advance(e, pos, carry, b"", 0)
+                        self.dirty = True
+                data = rest + chunk if rest else chunk
+                start = 0
+                end = data.rfind(b"\n") + 1  # the whole lines of data end here
+                raw = data[:end - 1].split(b"\n") if end else []
+                lines = [line[:-1] if line[-1:] == b"\r" else line for line in raw] if b"\r" in data else raw
+                # Runs of whole lines up to the next commit point, taken in bulk where they can be.
+                i, stop = 0, self.stop
+                while i < len(raw):
+                    k = min(len(raw), i + max(1, pace.every - pace.pending))
+                    self.records.take_many(lines[i:k], self.pos.records, src)
+                    start += sum(map(len, raw[i:k])) + (k - i)
+                    n = k - i
+                    i = k
+                    self.pos.records += n
+                    self.read += n
+                    got += n
+                    pace.pending += n
+                    if pace.pending >= pace.every:
+                        self._advance(e, pos + start, carry, data, start)
+                        self._commit()
+                        pace.pending = 0
+                    if stop is not None and stop.signum is not None:
+                        break
+                carry = (carry + data[:start])[-HEAD:]
+                pos += start
+                rest = data[start:]
+                if self._stopped():
+                    rest = b""
                     break
-            carry = (carry + data[:start])[-HEAD:]
-            pos += start
-            rest = data[start:]
-            if self._stopped():
-                rest = b""
-                break
+        except Changed as ex:
+            changed, rest = ex, b""
+        if changed is not None and e.fresh and e.pos == 0 and pos <= 0:
+            self.pos.files.remove(e)  # found by this scan only, and not what it is now: the next scan finds that
+            raise changed
         if pos < e.pos:  # it shrank between the scan and this read: the next scan tells what it is now
-            return
-        e.size = max(e.size, pos + len(rest), 0 if f.gz else f.size)
-        if rest and self._ended(f, now_ns, p) and (f.gz or pos + len(rest) == f.size):
+            if changed is not None:
+                raise changed
+            return False
+        unended = f.gz and not status.get("ended")
+        e.size = max(e.size, pos + len(rest), 0 if f.gz or changed is not None else f.size)
+        if (changed is None and rest and self._ended(f, now_ns, p)
+                and (pos + len(rest) == f.size if not f.gz else not unended)):
             # rotated away and quiet since the scan (which saw it end here): its last line is all there will be
             self.records.take(rest[:-1] if rest.endswith(b"\r") else rest, self.pos.records, src)
             self.pos.records += 1
@@ -329,6 +358,9 @@ class _Run:
             if id(e) not in self.reading:
                 self.reading.add(id(e))
                 self.files_read += 1
+        if changed is not None:
+            raise changed
+        return bool(unended)
 
     def _advance(self, e: OpenFile, pos: int, carry: bytes, data: bytes, upto: int) -> None:
         """Move ``e`` to ``pos``; ``carry + data[:upto]`` ends at ``pos`` and holds min(HEAD, pos) bytes or more."""

@@ -25,7 +25,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from tributary_read.spool.identity import HEAD, digest
+from tributary_read.spool.identity import HEAD, Taken, digest
 
 #: Inline changes to the done set past which a commit writes a new snapshot.
 DELTA_MAX = 512
@@ -80,6 +80,10 @@ class OpenFile:
 
     def done(self) -> Done:
         return Done(self.head, self.tail, self.pos)
+
+    def taken(self) -> Taken:
+        """The content read so far, as :mod:`tributary_read.io.taken` checks it before reading on."""
+        return Taken(self.pos, self.head, self.hlen, self.tail)
 
 
 def _pack(items: Iterable[Done]) -> str:

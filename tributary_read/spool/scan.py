@@ -14,7 +14,7 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 
-from tributary_read.spool.identity import HEAD, Found, Moved, digest, look
+from tributary_read.spool.identity import HEAD, Found, Moved, chunks, content_length, digest, look
 from tributary_read.spool.positions import Done, DoneSet, OpenFile, SpoolPositions
 
 #: What ``--on-complete rename`` appends; such files are never read again.
@@ -47,6 +47,8 @@ class Lister:
         self._cache: dict[tuple, Found] = {}
         #: (device, inode, size, mtime, position) -> the tail digest there ("" : fewer bytes), see plan()
         self.tails: dict[tuple, bytes] = {}
+        #: (device, inode, size, mtime) -> a gzip file's (content length, stream ended), see plan()
+        self.lengths: dict[tuple, tuple[int, bool]] = {}
 
     def __call__(self) -> list[Found]:
         found: list[Found] = []
@@ -68,6 +70,7 @@ class Lister:
         self._cache = cache
         now = {(f.dev, f.ino, f.size, f.mtime_ns) for f in found}
         self.tails = {k: v for k, v in self.tails.items() if k[:4] in now}
+        self.lengths = {k: v for k, v in self.lengths.items() if k in now}
         return sorted(found, key=lambda f: (f.mtime_ns, f.name))
 
 
@@ -81,6 +84,8 @@ class Plan:
     events: list[dict] = field(default_factory=list)
     newest_ns: int = 0  # the newest plain file's mtime: a file older than it has been rotated away
     present: set[bytes] = field(default_factory=set)  # done keys some file still holds
+    #: open files (id) not read this time because a copy of theirs is still being made: not missing
+    waiting: set[int] = field(default_factory=set)
 
 
 def _fits(f: Found, pos: int, hlen: int, tail: bytes, tails: dict) -> bool | None:
@@ -109,11 +114,12 @@ def _fits(f: Found, pos: int, hlen: int, tail: bytes, tails: dict) -> bool | Non
 _OPEN, _DONE, _WAIT, _NEW = "open", "done", "wait", "new"
 
 
-def _identify(f: Found, opens: dict, done: DoneSet, hlens: set[int], tails: dict) -> tuple[str, OpenFile | Done | None]:
-    """What ``f`` is: the continuation of an open file, a copy of a done file, not to be told yet (wait), or
-    new. The longest identity ``f`` shares decides: a gzip copy of a finished file is that file, never the
-    continuation of a file found since whose head is shorter yet (a few bytes of a line that starts like
-    every other line). A file found empty, and not read from since, is known by nothing but its inode."""
+def _identify(f: Found, opens: dict, done: DoneSet, hlens: set[int], tails: dict) -> tuple[str, OpenFile | Done | list | None]:
+    """What ``f`` is: the continuation of an open file, a copy of a done file, not to be told yet (wait, with
+    the open files it may be a copy of), or new. The longest identity ``f`` shares decides: a gzip copy of a
+    finished file is that file, never the continuation of a file found since whose head is shorter yet (a few
+    bytes of a line that starts like every other line). A file found empty, and not read from since, is known
+    by nothing but its inode."""
     for h in sorted({x for x in hlens if x <= len(f.head)} | {len(f.head)}, reverse=True):
         k = digest(f.head[:h])
         hits = [e for e in opens.get((k, h), ()) if h or e.pos or (not f.gz and (f.dev, f.ino) == (e.dev, e.ino))]
@@ -122,7 +128,7 @@ def _identify(f: Found, opens: dict, done: DoneSet, hlens: set[int], tails: dict
         if match is not None:
             return _OPEN, match
         if None in fits or any(not f.gz and f.size < e.pos for e in hits):
-            return _WAIT, None  # moved since the scan, or a copy of an open file still being made (copytruncate)
+            return _WAIT, hits  # moved since the scan, or a copy of an open file still being made (copytruncate)
         dhits = [d for d in done.with_head(k) if d.hlen == h]
         dfits = [_fits(f, d.size, d.hlen, d.tail, tails) for d in dhits]
         same = next((d for d, ok in zip(dhits, dfits) if ok), None)
@@ -133,8 +139,27 @@ def _identify(f: Found, opens: dict, done: DoneSet, hlens: set[int], tails: dict
     return _NEW, None
 
 
-def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None) -> Plan:
+def _length(f: Found, lengths: dict) -> tuple[int, bool] | None:
+    """A gzip file's (content length, stream ended), decompressed once per state of the file (None: moved)."""
+    k = (f.dev, f.ino, f.size, f.mtime_ns)
+    if k not in lengths:
+        try:
+            lengths[k] = content_length(f)
+        except Moved:
+            return None
+    return lengths[k]
+
+
+def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None, lengths: dict | None = None) -> Plan:
+    """Match ``found`` against ``state`` (moved on in place: files found new, done files that grew again).
+
+    A gzip file's content length is learnt by decompressing it (once per state of the file, kept in
+    ``lengths``): an open file's size is its content's, so a compressed file deleted half-read reports the
+    bytes it lost, and a compressed copy of a finished file is only that copy when it holds no more than
+    the file did (one that holds more goes on from there; one without its trailer yet waits).
+    """
     tails = {} if tails is None else tails
+    lengths = {} if lengths is None else lengths
     # A compressed file is never a logger's open log, and gzip may stamp it after the log it sits beside.
     out = Plan(newest_ns=max((f.mtime_ns for f in found if not f.gz), default=0))
     inodes = {(e.dev, e.ino): e.pos for e in state.files}  # as committed, before this scan moves any
@@ -156,35 +181,54 @@ def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None) -
         elif kind == _DONE:
             assert isinstance(hit, Done)
             out.present.add(hit.key)
-            if f.gz or f.size == hit.size:
-                out.copies.append((f, hit))
-            else:  # read to its end once, and it grew again: go on from there
-                e = OpenFile(hit.head, hit.hlen, hit.size, hit.tail, f.name, f.dev, f.ino, f.size,
+            size, ended = (f.size, True) if not f.gz else (_length(f, lengths) or (0, False))
+            if size <= hit.size:
+                if ended and size == hit.size:
+                    out.copies.append((f, hit))
+                # else: a copy still being made (a compressed one without its trailer): nothing new yet
+            else:  # read to its end once, and it grew again (or holds more than was read): go on from there
+                e = OpenFile(hit.head, hit.hlen, hit.size, hit.tail, f.name, f.dev, f.ino, size,
                              owed=_unended(f, hit.size))
                 state.done.discard(hit)
                 state.files.append(e)
                 best[id(e)] = f
         elif kind == _NEW:
             new.append(f)
+        elif isinstance(hit, list):
+            out.waiting.update(id(e) for e in hit)
     for e in state.files:
         got = best.get(id(e))
         if got is None:
-            out.missing.append(e)
+            if id(e) not in out.waiting:
+                out.missing.append(e)
             continue
         if len(got.head) > e.hlen:
             e.head, e.hlen = got.key, len(got.head)
         e.name, e.dev, e.ino = got.name, got.dev, got.ino
+        if got.gz:
+            e.size = max(e.size, (_length(got, lengths) or (0, False))[0])
         out.reads.append((e, got))
     names: set[tuple[int, int]] = set()
-    for f in new:
+    heads: dict[tuple[bytes, int], Found] = {}
+    # Of new files with one content, one is read: plain over gzip (gzip may still be writing it), then the
+    # longer. Both a log and its compressed copy can be new to a scan (a first run, or a run that starts
+    # after a rotation and its compression): read as two files, every line was taken twice. Two short files
+    # (under 1 KiB, known by all of their bytes) are copies only when one is compressed: two plain ones
+    # holding the same few lines may be two logs' records.
+    for f in sorted(new, key=lambda f: (f.gz, -f.size)):
         if (f.dev, f.ino) in names:  # a second name of a file found new (a symlink, a hard link): read once
             continue
         names.add((f.dev, f.ino))
+        same = heads.get((f.key, len(f.head)))
+        if same is not None and len(f.head) and (len(f.head) == HEAD or f.gz or same.gz):
+            continue  # a copy of a file found new in this scan: the next scan matches it to that file
+        heads.setdefault((f.key, len(f.head)), f)
         was = inodes.get((f.dev, f.ino))
         if was is not None:  # the same inode, other content: truncated in place (copytruncate), or reused
             out.events.append({"event": "truncated" if f.size < was else "replaced", "name": f.name,
                                "committed_bytes": was, "size": f.size})
-        e = OpenFile(f.key, len(f.head), 0, digest(b""), f.name, f.dev, f.ino, f.size, fresh=True)
+        size = f.size if not f.gz else (_length(f, lengths) or (0, False))[0]
+        e = OpenFile(f.key, len(f.head), 0, digest(b""), f.name, f.dev, f.ino, size, fresh=True)
         state.files.append(e)
         out.reads.append((e, f))
     out.reads.sort(key=lambda ef: (ef[1].mtime_ns, ef[1].name))
@@ -193,9 +237,10 @@ def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None) -
 
 def _unended(f: Found, pos: int) -> bool:
     """Was the last line before ``pos`` taken without its newline? (Then a newline at ``pos`` ends it.)"""
+    if pos <= 0:
+        return False
     try:
-        with f.open() as fh:
-            return pos > 0 and os.pread(fh.fileno(), 1, pos - 1) != b"\n"
+        return next(chunks(f, pos - 1), b"")[:1] != b"\n"
     except Moved:
         return False
 
