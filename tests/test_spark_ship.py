@@ -221,6 +221,15 @@ def test_a_local_session_whose_workers_cannot_import_trib_is_refused_by_every_en
             # the cwd (this repository) puts trib on a worker's path, not pyarrow
             assert "\n" not in line and "cannot import pyarrow" in line, (name, line)
             assert f"PYSPARK_PYTHON={sys.executable}" in line, (name, line)
+    other = tmp_path / "bin" / "python-other"  # a wrapper that says it is another minor version
+    other.write_text("#!/bin/sh\necho starting\necho trib-probe 3.99\n")
+    other.chmod(0o755)
+    for exe, said in ((str(other), "is Python 3.99, this driver's %d.%d" % sys.version_info[:2]),
+                      ("no-such-python3", "cannot be started")):
+        sc = StopContext("local[2]")
+        sc.pythonExec = exe
+        with pytest.raises(MissingDependencyError, match=said):
+            ship_to_executors(FakeSession(sc))
     ok = FakeContext("local[2]")
     ok.pythonExec = sys.executable  # trib's own sessions: this interpreter, no process started
     monkeypatch.setattr(subprocess, "run", None)

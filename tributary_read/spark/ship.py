@@ -131,7 +131,8 @@ def check_active_session() -> None:
 
 
 #: What a local worker's Python must answer: its minor version, then import what trib's tasks import.
-_PROBE = "import sys; print('%d.%d' % sys.version_info[:2], flush=True); import tributary_read, pyarrow"
+_PROBE = "import sys; print('trib-probe %d.%d' % sys.version_info[:2], flush=True); import tributary_read, pyarrow"
+_SAID = re.compile(r"^trib-probe (\d+\.\d+)$", re.M)  # a wrapper script may print lines of its own
 _MISSING = re.compile(r"No module named '([\w.]+)'")
 
 
@@ -154,9 +155,9 @@ def check_local_workers(sc) -> None:
         try:
             p = subprocess.run([found, "-c", _PROBE], capture_output=True, text=True, timeout=120,
                                stdin=subprocess.DEVNULL)
-            said = p.stdout.split()
+            said = _SAID.search(p.stdout)
             problem = (f"fails to start ({(p.stderr.strip().splitlines() or ['no output'])[-1]})" if not said
-                       else f"is Python {said[0]}, this driver's {here}" if said[0] != here
+                       else f"is Python {said.group(1)}, this driver's {here}" if said.group(1) != here
                        else None if p.returncode == 0
                        else f"cannot import {_missing(p.stderr)}")
         except (OSError, subprocess.SubprocessError) as e:
