@@ -74,6 +74,10 @@ def compact(state: TribState, root, partitions, min_age, target_size, min_files,
                    f"({sum(g.bytes for g in plan.groups)} bytes, {sum(g.records for g in plan.groups)} records)"
                    + (f"; committed version {result.version}" if result.version else ""))
     emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, human)
+    if plan.held[0]:  # "merged 0 files" alone would read as nothing to do
+        from tributary_read.read.min_age import compaction_note
+
+        click.echo(f"trib: {compaction_note(*plan.held, settings.min_age_ms)}", err=True)
     if committer and committer.error:  # the compaction is committed; only Hive's statistics are behind
         raise type(committer.error)(f"compaction committed (version {result.version}), but refreshing the "
                                     f"partitions in Hive failed: {committer.error}; catch up with: "

@@ -195,6 +195,14 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
         click.echo(f"trib: {fs.untracked.message()}", err=True)
     if as_json and plan is not None and plan.conflicts:  # acknowledged with --allow-changed: still said
         click.echo(f"trib: {_changed(plan)}", err=True)
+    if as_json and plan is not None and plan.deferred:  # "files": [] alone would read as nothing new
+        click.echo(f"trib: {_held(plan)}", err=True)
+
+
+def _held(plan) -> str:
+    from tributary_read.read.min_age import note
+
+    return note(plan.deferred, plan.min_age_ms)
 
 
 def _changed(plan) -> str:
@@ -225,7 +233,7 @@ def _notes(fs, plan, root: str, state_dir: str | None) -> None:
         warn(f"warning: {len(plan.beyond_horizon)} files of partitions that changed beyond the lookback horizon "
              f"are not delivered (--allow-beyond-horizon; e.g. {plan.beyond_horizon[0].path}); see --json")
     if plan.deferred:
-        warn(f"{plan.deferred} files younger than --min-age left for a later run")
+        warn(_held(plan))
     if plan.stats.get("held_files"):
         warn(f"{plan.stats['held_bytes']} bytes at the end of {plan.stats['held_files']} growing files wait for "
              "their last line (gzip member) to be complete: it is still being written")

@@ -215,3 +215,66 @@ def test_a_listing_consumer_is_counted_with_list_by_a_preview_that_writes_nothin
     # ... and it is what the next plan delivers.
     nxt = json.loads(run_trib("files", str(root), "--consumer", "L", "--json", check=True).stdout)
     assert sorted(f["path"] for f in nxt["files"]) == sorted(str(p.relative_to(root)) for p in (late, new))
+
+
+def test_the_consumers_of_a_plain_directory_are_monitored(tmp_path):
+    """A plain directory of hour dirs (no table.json), the most common ETL input: its consumers, kept in
+    ``ROOT/_tributary/consumers`` or in a ``--state-dir``, are sampled like a table's (the same families
+    and labels; pending with ``--list``). A state directory's consumers of another input are left out."""
+    import os
+    import time
+
+    from conftest import invoke_trib
+    from tributary_read.table.layout import Layout
+
+    base, other, st = tmp_path / "base", tmp_path / "other", tmp_path / "st"
+    H = 3_600_000
+    now = int(time.time() * 1000)
+    hour = now - now % H
+    lay = Layout(LAYOUT, PARTITION)
+
+    def land(root, name, hour_ms, text, mtime_ms):
+        path = root / lay.for_time(hour_ms).path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+        return path
+
+    a = land(base, "a.jsonl", hour - 3 * H, '{"id": 1}\n' * 4, now - 3 * H)
+    land(other, "x.jsonl", hour - 3 * H, '{"id": 9}\n', now - 3 * H)
+
+    def files(root, name, *args):
+        return json.loads(invoke_trib("files", str(root), "--layout", LAYOUT, "--partition", PARTITION,
+                                      "--consumer", name, *args, "--json", check=True).stdout)
+
+    plan = files(base, "c")  # kept in the directory itself
+    invoke_trib("consumer", "ack", str(base), "c", plan["plan_id"], check=True)
+    files(base, "s", "--state-dir", str(st))  # planned, never acked: its layout is its plan's
+    files(other, "o", "--state-dir", str(st))  # another input's consumer in the same state directory
+    b = land(base, "b.jsonl", hour - H, '{"id": 2}\n' * 2, now - 2 * H)
+
+    def series(*args):
+        p = invoke_trib("metrics", str(base), *args, "--json")
+        assert p.returncode == 0, p.stderr
+        return {(d["name"], tuple(sorted(d["labels"].items()))): d["value"] for d in json.loads(p.stdout)}
+
+    def labels(name):
+        return (("consumer", name), ("etl_job", ""), ("table", f"file://{base}"))
+
+    plain = series("--state-dir", str(st))
+    assert ("trib_consumer_last_ack_timestamp_seconds", labels("c")) in plain
+    assert ("trib_consumer_pending_plan_created_timestamp_seconds", labels("s")) in plain
+    assert not any(dict(lb).get("consumer") == "o" for _, lb in plain)
+    assert not any(n.startswith("trib_table_") for n, _ in plain)  # no log: no table series
+    listed = series("--state-dir", str(st), "--list")
+    gen = listed[("trib_metrics_generated_timestamp_seconds", ())]
+    assert listed[("trib_consumer_pending_files", labels("c"))] == 1
+    assert listed[("trib_consumer_pending_bytes", labels("c"))] == b.stat().st_size
+    assert listed[("trib_consumer_oldest_pending_age_seconds", labels("c"))] == pytest.approx(
+        gen - (now - 2 * H) / 1000, abs=1e-3)
+    assert listed[("trib_consumer_pending_files", labels("s"))] == 2
+    assert listed[("trib_consumer_pending_bytes", labels("s"))] == a.stat().st_size + b.stat().st_size
+    assert ("trib_consumer_pending_files", labels("s")) not in series("--list")  # without its state dir
+    # A directory nobody reads is still an error, its own line and exit 4.
+    p = invoke_trib("metrics", str(other))
+    assert p.returncode == 4 and "no consumer" in p.stderr

@@ -173,3 +173,64 @@ def test_every_entry_point_handed_a_session_ships_trib_first(cache, tmp_path):
         with pytest.raises(Stop):
             call(FakeSession(sc))
         assert len(sc.added) == 1, name
+
+
+def _bare_python3(tmp_path) -> Path:
+    """A ``python3`` that has no trib (the system one), as PATH would find it before a venv's."""
+    system = Path("/usr/bin/python3")
+    if not system.exists() or subprocess.run([str(system), "-c", "import tributary_read"], capture_output=True,
+                                             cwd=tmp_path).returncode == 0:
+        pytest.skip("needs a /usr/bin/python3 without trib")
+    bare = tmp_path / "bin" / "python3"
+    bare.parent.mkdir()
+    bare.symlink_to(system)
+    return bare
+
+
+def test_a_local_session_whose_workers_cannot_import_trib_is_refused_by_every_entry_point(tmp_path, monkeypatch):
+    """A local master's workers run ``sc.pythonExec``: a Python without trib is refused before any Spark job,
+    with one line naming the fix (the real session and trib_sink: tests/test_spark_local_python.py)."""
+    pytest.importorskip("pyspark")
+    from tributary_read.errors import MissingDependencyError
+    from tributary_read.io.storage import open_storage
+    from tributary_read.read.fileset import FileSet, ResolvedFile
+    from tributary_read.spark.listing import SparkLister
+    from tributary_read.spark.read import read_files
+    from tributary_read.spark.rewrite import rewrite_on_executors
+    from tributary_read.spark.write import write
+    from tributary_read.table.config import Table, TableConfig
+    from tributary_read.table.layout import Layout
+
+    bare = _bare_python3(tmp_path)
+    monkeypatch.setenv("PATH", f"{bare.parent}{os.pathsep}{os.environ['PATH']}")
+    table = Table.create(str(tmp_path / "t"), TableConfig(Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")))
+    grown = FileSet(mode="mtime", files=(ResolvedFile("a/x.log", 10, {}, valid_length=5),))
+    calls = {
+        "read_files": lambda s: read_files(s, grown),  # a valid length: trib's code reads it on the executors
+        "write": lambda s: write(type("DF", (), {"sparkSession": s})(), table, time_column="ts"),
+        "listing": lambda s: SparkLister(s, {}).list_many(open_storage(str(tmp_path)), ["a"], None),
+        "rewrite": lambda s: rewrite_on_executors(s, table, [(0, [], (0, 0))], writer_id="w"),
+    }
+    for name, call in calls.items():
+        for exe in ("python3", str(bare)):  # found on PATH, or named
+            sc = StopContext("local[2]")
+            sc.pythonExec = exe
+            with pytest.raises(MissingDependencyError) as e:
+                call(FakeSession(sc))
+            line = str(e.value)
+            # the cwd (this repository) puts trib on a worker's path, not pyarrow
+            assert "\n" not in line and "cannot import pyarrow" in line, (name, line)
+            assert f"PYSPARK_PYTHON={sys.executable}" in line, (name, line)
+    other = tmp_path / "bin" / "python-other"  # a wrapper that says it is another minor version
+    other.write_text("#!/bin/sh\necho starting\necho trib-probe 3.99\n")
+    other.chmod(0o755)
+    for exe, said in ((str(other), "is Python 3.99, this driver's %d.%d" % sys.version_info[:2]),
+                      ("no-such-python3", "cannot be started")):
+        sc = StopContext("local[2]")
+        sc.pythonExec = exe
+        with pytest.raises(MissingDependencyError, match=said):
+            ship_to_executors(FakeSession(sc))
+    ok = FakeContext("local[2]")
+    ok.pythonExec = sys.executable  # trib's own sessions: this interpreter, no process started
+    monkeypatch.setattr(subprocess, "run", None)
+    assert ship_to_executors(FakeSession(ok)) is None and not ok.added

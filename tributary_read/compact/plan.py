@@ -64,6 +64,8 @@ class CompactPlan:
     partitions: int
     left: Mapping[str, str]
     settings: CompactSettings
+    #: (partitions, files) left because a file was modified within ``min_age`` (tributary_read.read.min_age)
+    held: tuple[int, int] = (0, 0)
 
     @property
     def files(self) -> int:
@@ -74,6 +76,7 @@ class CompactPlan:
                 "files_in": self.files, "files_out": len(self.groups),
                 "bytes": sum(g.bytes for g in self.groups), "records": sum(g.records for g in self.groups),
                 "settings": self.settings.to_json(), "left": dict(sorted(self.left.items())),
+                "held_for_min_age": {"partitions": self.held[0], "files": self.held[1]},
                 "plan": [g.to_json() for g in self.groups]}
 
 
@@ -95,11 +98,14 @@ def plan_compaction(table: Table, *, partitions: PartitionFilter | None = None,
     periods = Schedule(cfg.period_ms or int(table.layout.period.total_seconds() * 1000), tz=table.layout.tz)
     groups: list[Group] = []
     left: dict[str, str] = {}
+    held = [0, 0]
     for d in sorted(by_dir):
         files = by_dir[d]
         newest = max(mtimes[f.path] for f in files)
         if newest > now_ms - cfg.min_age_ms:
             left[d] = f"a file was modified {iso(newest)}, within the minimum age ({cfg.min_age_ms // 1000} s)"
+            held[0] += 1
+            held[1] += len(files)
             continue
         spans = {f.path: _span(f, mtimes) for f in files}
         buckets: dict[int, list[FileEntry]] = {}
@@ -119,7 +125,7 @@ def plan_compaction(table: Table, *, partitions: PartitionFilter | None = None,
                 made += 1
         if not made:
             left[d] = f"fewer than {cfg.min_files} small files in any one period"
-    return CompactPlan(state.version, tuple(groups), len(by_dir), left, cfg)
+    return CompactPlan(state.version, tuple(groups), len(by_dir), left, cfg, (held[0], held[1]))
 
 
 def _mtimes(table: Table, files: Sequence[FileEntry]) -> dict[str, int]:

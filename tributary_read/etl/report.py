@@ -90,12 +90,15 @@ class InputReport:
     backlog: Mapping | None = field(default=None, hash=False)
     #: a consumer input: files of its plan left unread by ``trib consumer skip`` (the commit records them)
     skips: tuple[str, ...] = ()
+    #: a consumer input: files its plan held back for min_age (tributary_read.read.min_age)
+    deferred: int = 0
 
     def to_json(self, with_paths: bool = False) -> dict:
         d: dict[str, Any] = {"view": self.view, "table": self.table, "mode": self.mode, "files": self.files,
                              "bytes": self.bytes, "records": self.records, "late_files": list(self.late_files)}
         if self.consumer is not None:
-            d.update(consumer=self.consumer, plan_id=self.plan_id, beyond_horizon=list(self.beyond_horizon))
+            d.update(consumer=self.consumer, plan_id=self.plan_id, beyond_horizon=list(self.beyond_horizon),
+                     deferred=self.deferred)
         if self.window is not None:
             d["window"] = dict(self.window)
         if self.skipped:

@@ -13,6 +13,7 @@ from tributary_read.errors import InvalidInputError, UndeliveredDataError
 from tributary_read.etl.job import InputMode, InputSpec
 from tributary_read.etl.record import InputRecord
 from tributary_read.etl.report import InputReport, Left
+from tributary_read.read import min_age
 
 if TYPE_CHECKING:  # pragma: no cover
     from tributary_read.etl.run import _Run
@@ -86,9 +87,12 @@ def _resolve_one(run: _Run, spec: InputSpec):
         beyond_horizon=tuple(b.path for b in plan.beyond_horizon) if plan is not None else (),
         skipped=len(fs.skipped), paths=tuple(f.path for f in fs.files),
         untracked=fs.untracked.to_json() if fs.untracked is not None else None, left=left_of(fs, plan, skips),
-        backlog=plan.stats.get("backlog") if plan is not None else None, skips=skips))
+        backlog=plan.stats.get("backlog") if plan is not None else None, skips=skips,
+        deferred=plan.deferred if plan is not None else 0))
     if fs.untracked is not None:
         run.say(f"input {spec.view}: {fs.untracked.message()}")
+    if plan is not None and plan.deferred:  # never a silent "0 files" (tributary_read.read.min_age)
+        run.say(f"input {spec.view}: {min_age.note(plan.deferred, plan.min_age_ms)}")
     if plan is not None and plan.conflicts:
         c = plan.conflicts[0]
         run.say(f"warning: input {spec.view}: {len(plan.conflicts)} delivered files changed since and are not "
@@ -101,7 +105,6 @@ def _resolve_one(run: _Run, spec: InputSpec):
 
 def left_of(fs, plan, skips: tuple[str, ...] = ()) -> tuple[Left, ...]:
     """What an input saw and did not read this run, and why: the report names it, never silence."""
-    from tributary_read.timespec import format_duration_ms
 
     out = []
     if skips:
@@ -109,8 +112,7 @@ def left_of(fs, plan, skips: tuple[str, ...] = ()) -> tuple[Left, ...]:
                         False, skips[0]))
     if plan is not None:
         if plan.deferred:
-            out.append(Left(plan.deferred, f"modified within the last {format_duration_ms(plan.min_age_ms)} "
-                            "(min_age): they may still be written", True))
+            out.append(Left(plan.deferred, min_age.why(plan.min_age_ms), True))
         held = int(plan.stats.get("held_files", 0))
         if held:
             out.append(Left(held, "end in a line still being written; their complete lines were read", True))

@@ -1,4 +1,9 @@
-"""Every sample of a set of tables: each table, then each of its consumers (issue 31's ``trib metrics``)."""
+"""Every sample of a set of tables: each table, then each of its consumers (issue 31's ``trib metrics``).
+
+A ROOT that is a plain directory (no ``_tributary/table.json``: the most common ETL input) has no log
+to sample, only the listing consumers that read it: their state under ``ROOT/_tributary/consumers``
+or in a ``--state-dir``. Those are sampled like a table's, with the same labels and families.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from tributary_read.errors import TributaryError
+from tributary_read.errors import InvalidInputError, NoSuchTableError, TributaryError
 from tributary_read.metrics.probe import consumer_samples, etl_samples, table_samples
 from tributary_read.metrics.sample import Sample
 
@@ -25,26 +30,43 @@ def read_tables(tables: Sequence[tuple[str, Mapping[str, str] | None]], state_di
     consumers to count their pending files (each such consumer costs a listing)."""
     from tributary_read.read.consumer import consumers_of
     from tributary_read.read.resolve import Source
-    from tributary_read.table.config import Table
 
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     out = Reading()
     for root, options in tables:
         try:
-            table = Table.load(root, options)
-            out.samples += table_samples(table)
-            out.samples += etl_samples(table)
-            src = Source.of(root, options)
+            src = Source.open(root, options)  # a trib table, or a plain directory (a missing one: exit 4)
+            table = src.table
+            if table is not None:
+                out.samples += table_samples(table)
+                out.samples += etl_samples(table)
             consumers = consumers_of(src, None, options)
             for d in state_dirs:
-                consumers += [c for c in consumers_of(src, d, options) if c.exists()]
+                consumers += [c for c in consumers_of(src, d, options) if c.exists() and not _anothers(c)]
+            if table is None and not consumers:
+                where = " or in the state directories given" if state_dirs else " (--state-dir DIR: kept elsewhere)"
+                raise NoSuchTableError(f"no trib table at {src.uri}, and no consumer of it under "
+                                       f"_tributary/consumers{where}")
         except TributaryError as e:
             out.errors[root] = e
             continue
         for c in consumers:
             try:
-                out.samples += consumer_samples(table, c, lambda: now, listing)
-            except TributaryError as e:  # one unreadable consumer (or another table's, in a state dir)
+                out.samples += consumer_samples(src, c, lambda: now, listing)
+            except TributaryError as e:  # one unreadable consumer
                 out.errors[f"{root} consumer {c.name}"] = e
     out.samples.append(Sample("trib_metrics_generated_timestamp_seconds", {}, now / 1000))
     return out
+
+
+def _anothers(consumer) -> bool:
+    """A consumer in a state directory that reads another table (its state or plan names it): left out.
+
+    One state directory often keeps the consumers of several inputs of a job; each ROOT shows its own.
+    """
+    try:
+        consumer.current()  # refuses a state recorded for another table
+    except InvalidInputError:
+        return True
+    plan = consumer.pending()
+    return plan is not None and plan.table != consumer.source.uri

@@ -36,9 +36,11 @@ def table_samples(table: Table) -> list[Sample]:
     return out
 
 
-def consumer_samples(table: Table, consumer, now_ms: Callable[[], int] | None = None,
+def consumer_samples(source, consumer, now_ms: Callable[[], int] | None = None,
                      listing: bool = False) -> list[Sample]:
     """A consumer's ack and plan times; for a manifest consumer, what its next plans will deliver.
+
+    ``source``: the consumer's table (a Table or a Source: a plain directory's consumers have no table).
 
     Pending is the new data of the commits after the acked version, less what a later commit removed
     (an expire): exact, with records, and its age from the commit that made the oldest file readable.
@@ -46,19 +48,22 @@ def consumer_samples(table: Table, consumer, now_ms: Callable[[], int] | None = 
     read-only preview of its next plan lists the table (files, bytes, records where every file's
     count is known, and the oldest file's age from its mtime); without, it is not given.
     """
+    from tributary_read.read.resolve import Source
+
+    src = Source.of(source)
     now = (now_ms or (lambda: int(time.time() * 1000)))()
     state = consumer.current()
     plan = consumer.pending()
-    labels = {"table": table.uri, "consumer": consumer.name, "etl_job": owning_job(state, plan)}
+    labels = {"table": src.uri, "consumer": consumer.name, "etl_job": owning_job(state, plan)}
     out = []
     if state is not None and state.updated_ms:
         out.append(Sample("trib_consumer_last_ack_timestamp_seconds", labels, state.updated_ms / 1000))
     if plan is not None:
         out.append(Sample("trib_consumer_pending_plan_created_timestamp_seconds", labels, plan.created_ms / 1000))
     mode = state.mode if state is not None else None
-    if mode is None or Tracking(mode) is not Tracking.MANIFEST:  # never acked, or listing
-        return out + (_listed_pending(consumer, labels, now) if listing else [])
-    log = table.log
+    if mode is None or Tracking(mode) is not Tracking.MANIFEST or src.table is None:  # never acked, or listing
+        return out + (_listed_pending(_with_layout(consumer, state, plan), labels, now) if listing else [])
+    log = src.table.log
     pending: dict[str, tuple[int, int, int]] = {}  # path -> (bytes, records, commit time)
     for c in log.commits(state.manifest_version, log.latest_version()):
         for f in c.removed:
@@ -72,6 +77,20 @@ def consumer_samples(table: Table, consumer, now_ms: Callable[[], int] | None = 
             Sample("trib_consumer_pending_records", labels, float(sum(r for _, r, _ in pending.values()))),
             Sample("trib_consumer_oldest_pending_age_seconds", labels,
                    max(0.0, (now - oldest) / 1000) if oldest is not None else 0.0)]
+    return out
+
+
+def _with_layout(consumer, state, plan):
+    """A plain directory's consumer before its first ack knows its layout only from its pending plan."""
+    if consumer.source.layout is not None or state is not None or plan is None or not plan.delta.get("layout"):
+        return consumer
+    import copy
+    from dataclasses import replace
+
+    from tributary_read.table.layout import Layout
+
+    out = copy.copy(consumer)  # the same state storage (and its options), read with the plan's layout
+    out.source = replace(consumer.source, layout=Layout(**plan.delta["layout"]))
     return out
 
 

@@ -66,7 +66,8 @@ def read_files(spark: SparkSession, fileset: FileSet, *, schema: StructType | st
 
     from tributary_read.spark.ship import ship_to_executors
 
-    ship_to_executors(spark)  # valid-length files are read by trib's code on the executors
+    # valid-length files are read by trib's code on the executors (whole files by Spark's readers)
+    ship_to_executors(spark, tasks=any(f.valid_length is not None for f in fileset.files))
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     named_format = opts.pop(FORMAT_OPTION, None)
     storage_options = {k[len(STORAGE_PREFIX):]: opts.pop(k) for k in list(opts) if k.startswith(STORAGE_PREFIX)}

@@ -2,8 +2,8 @@
 
 Spark's write tasks, the executor listing and valid-length reads run trib's
 Python on the executors (the task objects are pickled by reference, so an
-executor imports ``tributary_read``). On a local master the executors are this
-process's interpreter, which has trib. On a cluster (``spark://``, ``yarn``,
+executor imports ``tributary_read``). On a local master the executors are Python
+workers on this machine, checked below. On a cluster (``spark://``, ``yarn``,
 ``k8s://``) they are the nodes' Python, which usually has not: every task would
 fail with ``ModuleNotFoundError: No module named 'tributary_read'``.
 
@@ -19,7 +19,19 @@ build (:func:`~tributary_read.spark.read.read_files`,
 idempotent per SparkContext. ``trib etl submit`` hands the same zip to
 ``spark-submit --py-files`` (:func:`package_zip`).
 
-Always added, never probed first. Asking the executors whether they already
+A local master's executors run this machine's Python workers: not always this
+interpreter. PySpark starts them with ``$PYSPARK_PYTHON`` as the SparkContext
+found it, else ``python3`` from PATH. trib's own sessions set it to this
+interpreter (:mod:`tributary_read.spark.session`); a session the user built,
+in a venv run by its absolute path (cron, Airflow), gets the system
+``python3``, where every trib task fails with ``ModuleNotFoundError``. So on a
+local master :func:`ship_to_executors` checks that Python once per
+SparkContext (a process that imports trib and pyarrow, only when it is not
+this interpreter) and refuses before any task runs, with one line naming the fix
+(:func:`check_local_workers`). Local workers are this machine's processes, so
+asking them costs no Spark job and answers for all of them.
+
+On a cluster the zip is always added, never probed first. Asking the executors whether they already
 import the same version would cost a Spark job (a Python worker start) and
 answer for the executor that ran it only, not for nodes that join later
 (dynamic allocation, a replaced node); and the same version string is not the
@@ -47,6 +59,9 @@ import importlib.util
 import logging
 import os
 import re
+import shutil
+import subprocess
+import sys
 import tempfile
 import weakref
 import zipfile
@@ -64,6 +79,8 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)
 _LOG = logging.getLogger(__name__)
 #: SparkContext -> the zip it was given (idempotence; a stopped context's entry goes with it).
 _SHIPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: SparkContext -> the workers' Python found able to run trib's tasks (a local master's).
+_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def is_local(master: str) -> bool:
@@ -71,11 +88,15 @@ def is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[") or master.startswith("local-cluster[")
 
 
-def ship_to_executors(spark) -> str | None:
-    """Add trib's zip to ``spark``'s SparkContext when its master is not local; returns the zip's path, or None.
+def ship_to_executors(spark, *, tasks: bool = True) -> str | None:
+    """Make trib importable where ``spark`` runs trib's tasks, before any runs; returns the zip's path, or None.
 
-    Idempotent per SparkContext (a zip of the same name that ``spark-submit --py-files``
-    already added counts). ``spark``: a SparkSession or a SparkContext.
+    A cluster master: trib's zip is added to the SparkContext (idempotent per SparkContext;
+    a zip of the same name that ``spark-submit --py-files`` already added counts). A local
+    master: its Python workers must import trib (:func:`check_local_workers`), else
+    MissingDependencyError (exit 10) names the fix; ``tasks=False`` (a call that may run no
+    trib task, such as a read of whole files) skips that check. ``spark``: a SparkSession or
+    a SparkContext.
     """
     try:
         sc = getattr(spark, "sparkContext", spark)
@@ -83,6 +104,8 @@ def ship_to_executors(spark) -> str | None:
     except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: nothing to add it to
         return None
     if is_local(master):
+        if tasks:
+            check_local_workers(sc)
         return None
     done = _SHIPPED.get(sc)
     if done is not None:
@@ -93,6 +116,66 @@ def ship_to_executors(spark) -> str | None:
         sc.addPyFile(path)
     _SHIPPED[sc] = path
     return path
+
+
+def check_active_session() -> None:
+    """:func:`ship_to_executors` for this process's running SparkContext, if there is one (a sink built
+    before its query starts: a refusal then comes before the first batch, not inside the stopped query)."""
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        ship_to_executors(sc)
+
+
+#: What a local worker's Python must answer: its minor version, then import what trib's tasks import.
+_PROBE = "import sys; print('trib-probe %d.%d' % sys.version_info[:2], flush=True); import tributary_read, pyarrow"
+_SAID = re.compile(r"^trib-probe (\d+\.\d+)$", re.M)  # a wrapper script may print lines of its own
+_MISSING = re.compile(r"No module named '([\w.]+)'")
+
+
+def check_local_workers(sc) -> None:
+    """Refuse a local SparkContext whose Python workers cannot run trib's tasks, before any task runs.
+
+    The workers run ``sc.pythonExec`` (``$PYSPARK_PYTHON`` when the context started, else
+    ``python3`` from PATH). This interpreter passes at once; another one is asked, once per
+    context and Python, to import trib with this process's environment (the JVM's, which the
+    workers inherit). It must also be this minor version: PySpark refuses any other.
+    """
+    from tributary_read.errors import MissingDependencyError
+
+    exe = str(getattr(sc, "pythonExec", "") or "")
+    if not exe or _CHECKED.get(sc) == exe:
+        return
+    found = shutil.which(exe) or exe
+    if os.path.abspath(found) != os.path.abspath(sys.executable):
+        here = "%d.%d" % sys.version_info[:2]
+        try:
+            p = subprocess.run([found, "-c", _PROBE], capture_output=True, text=True, timeout=120,
+                               stdin=subprocess.DEVNULL)
+            said = _SAID.search(p.stdout)
+            problem = (f"fails to start ({(p.stderr.strip().splitlines() or ['no output'])[-1]})" if not said
+                       else f"is Python {said.group(1)}, this driver's {here}" if said.group(1) != here
+                       else None if p.returncode == 0
+                       else f"cannot import {_missing(p.stderr)}")
+        except (OSError, subprocess.SubprocessError) as e:
+            problem = f"cannot be started ({e.__class__.__name__}: {e})"
+        if problem is not None:
+            named = exe if found == exe else f"{exe}, found at {found}"
+            raise MissingDependencyError(
+                f"this local Spark session's Python workers run {named}, which {problem}: trib's Spark tasks "
+                f"would fail there. Set PYSPARK_PYTHON={sys.executable} in the environment before the session "
+                "is built (or build it with tributary_read.spark.spark_session())")
+    _CHECKED[sc] = exe
+
+
+def _missing(stderr: str) -> str:
+    found = _MISSING.search(stderr)
+    if found:
+        return found.group(1).split(".")[0]
+    return f"{PACKAGE} ({(stderr.strip().splitlines() or ['no output'])[-1]})"
 
 
 @functools.lru_cache(maxsize=1)

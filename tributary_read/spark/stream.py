@@ -90,6 +90,9 @@ class StreamSink:
 
     def __post_init__(self) -> None:
         self.app_id = stream_app_id(self.query)
+        from tributary_read.spark.ship import check_active_session
+
+        check_active_session()  # a session whose workers cannot run trib: refused now, not in the first batch
         self._table = None
         self._committer = None
         self.skipped: list[int] = []
