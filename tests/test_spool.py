@@ -480,3 +480,39 @@ def test_a_compressed_file_deleted_half_read_is_lost_loudly_with_its_content_byt
     out = ingest(root, d, code=13)
     unread = len(data) - len(_lines(range(100)))
     assert f"{unread} bytes unread" in out["stderr"], out
+
+
+def test_zstd_files_are_read_by_content_and_one_still_being_written_is_never_finished(tmp_path):
+    """zstd is told by its magic bytes, like gzip: a zstd copy of a file already read is that file (not read
+    again), a zstd file never seen plain is read whole, and one whose frame is cut short (the compressor still
+    writing) is read as far as it decompresses and finished only once the frame ends. Once a zstd file was read
+    as plain bytes: every line a dead letter."""
+    import pyarrow as pa
+
+    root, d = _table(tmp_path), tmp_path / "logs"
+    d.mkdir()
+    _write(d / "app.log.1", range(100))
+    old = time.time() - 600
+    os.utime(d / "app.log.1", (old, old))
+    _write(d / "app.log", range(100, 110))
+    assert ingest(root, d, "--close-inactive", "0s")["records"] == 110
+    with pa.CompressedOutputStream(str(d / "app.log.1.zst"), "zstd") as out:
+        out.write((d / "app.log.1").read_bytes())
+    (d / "app.log.1").unlink()
+    data = _lines(range(200, 10200))
+    with pa.CompressedOutputStream(str(d / "shipped.log.zst"), "zstd") as out:
+        out.write(data[:len(data) // 2])
+        out.flush()
+        (d / "part.zst").write_bytes((d / "shipped.log.zst").read_bytes())  # the frame as it stood mid-way
+        out.write(data[len(data) // 2:])
+    (d / "shipped.log.zst").rename(d / "whole.zst.keep")
+    (d / "part.zst").rename(d / "shipped.log.zst")
+    os.utime(d / "shipped.log.zst", (old, old))
+    r = ingest(root, d, "--close-inactive", "0s", "--exclude", "*.keep")
+    assert r["dead_letters"] == 0 and r["finished"] == 0 and 0 < r["records"] < 5000, r
+    os.replace(d / "whole.zst.keep", d / "shipped.log.zst")
+    os.utime(d / "shipped.log.zst", (old, old))
+    r2 = ingest(root, d, "--close-inactive", "0s")
+    assert r2["dead_letters"] == 0 and r2["finished"] == 1 and r["records"] + r2["records"] == 10000, r2
+    ids = table_ids(root)
+    assert sorted(ids) == list(range(110)) + list(range(200, 10200)) and max(ids.values()) == 1

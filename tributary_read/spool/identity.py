@@ -4,8 +4,8 @@ A log shipper that knows files by name or by inode goes wrong at every rotation
 tool's corner: a rename looks like a new file, a reused inode like an old one,
 and a compressed copy of a file already shipped is shipped again. Here a file
 is known by a digest of its first :data:`HEAD` bytes (the whole file if
-shorter), of the decompressed content for a gzip file, so ``app.log`` renamed
-to ``app.log.1`` and compressed to ``app.log.1.gz`` stays one file throughout.
+shorter), of the decompressed content for a gzip or zstd file, so ``app.log``
+renamed to ``app.log.1`` and compressed to ``app.log.1.gz`` stays one file throughout.
 (device, inode) is only a hint: it tells a truncated file (copytruncate) from a
 new one. Two files whose heads agree are told apart by a second digest, of the
 bytes just before the position read so far (the *tail*).
@@ -25,23 +25,30 @@ from tributary_read.io.taken import SPAN, Changed, Taken, digest, pread_of
 HEAD = SPAN
 #: The bytes a gzip file starts with: compression is told by content, not by a ``.gz`` name.
 GZIP_MAGIC = b"\x1f\x8b"
+#: The bytes a zstd frame starts with (RFC 8878), likewise told by content, not by a ``.zst`` name.
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 CHUNK = 1 << 20
 
-__all__ = ["HEAD", "GZIP_MAGIC", "Changed", "Found", "Moved", "Taken", "chunks", "content_length", "digest", "look"]
+__all__ = ["HEAD", "GZIP_MAGIC", "ZSTD_MAGIC", "Changed", "Found", "Moved", "Taken", "chunks", "content_length", "digest", "look"]
 
 
 @dataclass(frozen=True)
 class Found:
-    """A file a scan found: where, its stat, whether it is gzip, and the head of its content."""
+    """A file a scan found: where, its stat, how it is compressed, and the head of its content."""
 
     path: str
     name: str
     dev: int
     ino: int
-    size: int  # bytes on disk (compressed for gzip)
+    size: int  # bytes on disk (compressed for gzip and zstd)
     mtime_ns: int
-    gz: bool
-    head: bytes  # the first min(HEAD, content) bytes; for a gzip file still being written, what decompresses so far
+    codec: str  # "" (plain), "gzip" or "zstd"
+    head: bytes  # the first min(HEAD, content) bytes; for a compressed file still being written, what decompresses so far
+
+    @property
+    def compressed(self) -> bool:
+        """A compressed stream: never a logger's open log, read from its start, ended only by its trailer."""
+        return bool(self.codec)
 
     @property
     def key(self) -> bytes:
@@ -52,13 +59,13 @@ class Found:
         return digest(self.head[:n]) if len(self.head) >= n else None
 
     def tail_key(self, pos: int) -> bytes:
-        """The digest of the content bytes just before ``pos`` (b"": it holds fewer). A gzip file is
+        """The digest of the content bytes just before ``pos`` (b"": it holds fewer). A compressed file is
         decompressed up to ``pos``: the format cannot be read from the middle.
 
         Raises :class:`Moved` when the name no longer leads to this file (a rotation since the scan).
         """
         n = min(HEAD, pos)
-        if self.gz:
+        if self.compressed:
             data = b""
             for c in chunks(self, pos - n):
                 data += c[:n - len(data)]
@@ -95,18 +102,28 @@ def look(path: str, name: str) -> Found | None:
             if not stat.S_ISREG(st.st_mode):
                 return None
             first = f.read(HEAD)
-            gz = first[:2] == GZIP_MAGIC
-            head = _gz_head(first + f.read(64 * 1024)) if gz else first
+            codec = "gzip" if first[:2] == GZIP_MAGIC else "zstd" if first[:4] == ZSTD_MAGIC else ""
+            head = _compressed_head(codec, first + f.read(64 * 1024)) if codec else first
     except OSError:
         return None
     if head is None:
         return None  # a compressed file being written, too short yet to tell what it is a copy of
-    return Found(path, name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, gz, head)
+    return Found(path, name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, codec, head)
 
 
-def _gz_head(raw: bytes) -> bytes | None:
-    """The first HEAD bytes of the content of the gzip data ``raw`` begins with (fewer if the content is
-    shorter); None while a shorter head may still grow: gzip is still writing the file."""
+def _compressed_head(codec: str, raw: bytes) -> bytes | None:
+    """The first HEAD bytes of the content of the compressed data ``raw`` begins with (fewer if the content is
+    shorter); None while a shorter head may still grow: the compressor is still writing the file."""
+    if codec == "zstd":
+        import io
+
+        status: dict = {}
+        head = b""
+        for chunk in _unzstd(io.BytesIO(raw), status, HEAD):
+            head += chunk
+            if len(head) >= HEAD:
+                return head[:HEAD]
+        return head if status.get("ended") else None
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
         head = d.decompress(raw, HEAD)
@@ -120,20 +137,20 @@ def chunks(found: Found, pos: int, end: int | None = None, taken: Taken | None =
     """The content of ``found`` from content position ``pos`` on, in chunks, up to its current end (or
     ``end``, for a plain file).
 
-    A gzip file is decompressed from its start (the format cannot seek) and the
-    first ``pos`` bytes are dropped; a gzip file cut short (still being written)
+    A compressed file is decompressed from its start (the format cannot seek) and
+    the first ``pos`` bytes are dropped; a stream cut short (still being written)
     yields what decompresses so far and stops, so the rest is read next time:
     ``status["ended"]`` is then False, and True once the last member's trailer was
     read (left unset if the caller stops early). ``taken``: the content read so far,
     whose head is checked again after every read of a plain file (and against the
-    decompressed start of a gzip one): a file truncated in place and written again
+    decompressed start of a compressed one): a file truncated in place and written again
     between two reads raises :class:`Changed` before a byte of its new content is
     yielded as the old one's continuation. (Its tail is the caller's to check: the
     bytes before ``taken.length`` are the first it gets.)
     Raises :class:`Moved` if the name leads to another file than the scan found.
     """
     with found.open() as f:
-        if not found.gz:
+        if not found.compressed:
             read_at = pread_of(f.fileno())
             f.seek(pos)
             left = None if end is None else max(0, end - pos)
@@ -147,15 +164,16 @@ def chunks(found: Found, pos: int, end: int | None = None, taken: Taken | None =
                     left -= len(chunk)
                 yield chunk
             return
-        out = _gunzip(f, {} if status is None else status)
+        out = (_gunzip if found.codec == "gzip" else _unzstd)(f, {} if status is None else status)
         yield from _skip(_head_checked(out, taken, found.name) if taken is not None and taken.hlen else out, pos)
 
 
 def content_length(found: Found) -> tuple[int, bool]:
     """The content bytes of ``found`` now, and whether they are all it will hold: a plain file's size (it may
-    grow, so False), a gzip file's decompressed length and whether its stream reached its trailer (a stream
-    without one is still being written). Raises :class:`Moved` as :func:`chunks` does."""
-    if not found.gz:
+    grow, so False), a compressed file's decompressed length and whether its stream reached its end (a gzip
+    trailer, a zstd frame's end; a stream without one is still being written). Raises :class:`Moved` as
+    :func:`chunks` does."""
+    if not found.compressed:
         return found.size, False
     status: dict = {}
     n = sum(len(c) for c in chunks(found, 0, status=status))
@@ -184,6 +202,26 @@ def _gunzip(f: BinaryIO, status: dict) -> Iterator[bytes]:
                 status["ended"] = True
                 return  # trailing garbage (padding) after the last member
     status["ended"] = members > 0 and not fed
+
+
+def _unzstd(f: BinaryIO, status: dict, chunk: int = 64 * 1024) -> Iterator[bytes]:
+    """The decompressed content of every zstd frame (Arrow's decompressor, a dependency already);
+    ``status["ended"]``: the last frame was read to its end. A frame cut short (the compressor still writing)
+    yields what decompresses so far, less the last ``chunk`` at most (Arrow fails a read it cannot fill),
+    and stops."""
+    import pyarrow as pa
+
+    stream = pa.CompressedInputStream(pa.PythonFile(f, mode="r"), "zstd")
+    while True:
+        try:
+            out = stream.read(chunk)
+        except OSError:  # "Truncated compressed stream": no frame end yet
+            status["ended"] = False
+            return
+        if not out:
+            status["ended"] = True
+            return
+        yield out
 
 
 def _head_checked(it: Iterator[bytes], taken: Taken, name: str) -> Iterator[bytes]:

@@ -285,7 +285,7 @@ class _Run:
         changed: Changed | None = None
         # A file shorter than HEAD is known by the bytes the scan saw: read no further, so what a commit
         # says was read is always covered by the head it commits (the next scan sees a longer head).
-        end = len(f.head) if not f.gz and len(f.head) < HEAD else None
+        end = len(f.head) if not f.compressed and len(f.head) < HEAD else None
         try:
             for chunk in chunks(f, pos, end, taken, status):
                 if back:
@@ -341,10 +341,10 @@ class _Run:
             if changed is not None:
                 raise changed
             return False
-        unended = f.gz and not status.get("ended")
-        e.size = max(e.size, pos + len(rest), 0 if f.gz or changed is not None else f.size)
+        unended = f.compressed and not status.get("ended")
+        e.size = max(e.size, pos + len(rest), 0 if f.compressed or changed is not None else f.size)
         if (changed is None and rest and self._ended(f, now_ns, p)
-                and (pos + len(rest) == f.size if not f.gz else not unended)):
+                and (pos + len(rest) == f.size if not f.compressed else not unended)):
             # rotated away and quiet since the scan (which saw it end here): its last line is all there will be
             self.records.take(rest[:-1] if rest.endswith(b"\r") else rest, self.pos.records, src)
             self.pos.records += 1
@@ -372,7 +372,7 @@ class _Run:
 
     def _ended(self, f: Found, now_ns: int, p: Plan) -> bool:
         """Rotated away (a newer file is there, or it is a compressed copy) and unchanged for close-inactive."""
-        return (f.gz or f.mtime_ns < p.newest_ns) and now_ns - f.mtime_ns >= self.source.close_inactive_s * 1e9
+        return (f.compressed or f.mtime_ns < p.newest_ns) and now_ns - f.mtime_ns >= self.source.close_inactive_s * 1e9
 
     def _fold(self, e: OpenFile, f: Found) -> None:
         d = e.done()

@@ -95,9 +95,9 @@ def _fits(f: Found, pos: int, hlen: int, tail: bytes, tails: dict) -> bool | Non
     checking the bytes before ``pos`` would take decompressing it up to there."""
     if pos == 0:
         return True
-    if f.gz and hlen >= min(HEAD, pos):
+    if f.compressed and hlen >= min(HEAD, pos):
         return True
-    if not f.gz and f.size < pos:
+    if not f.compressed and f.size < pos:
         return False
     k = (f.dev, f.ino, f.size, f.mtime_ns, pos)
     got = tails.get(k)
@@ -106,7 +106,7 @@ def _fits(f: Found, pos: int, hlen: int, tail: bytes, tails: dict) -> bool | Non
             got = tails[k] = f.tail_key(pos)
         except Moved:
             return None
-    if got == b"" and f.gz:
+    if got == b"" and f.compressed:
         return None  # its content so far is shorter: gzip may still be writing it
     return got == tail
 
@@ -122,19 +122,19 @@ def _identify(f: Found, opens: dict, done: DoneSet, hlens: set[int], tails: dict
     by nothing but its inode."""
     for h in sorted({x for x in hlens if x <= len(f.head)} | {len(f.head)}, reverse=True):
         k = digest(f.head[:h])
-        hits = [e for e in opens.get((k, h), ()) if h or e.pos or (not f.gz and (f.dev, f.ino) == (e.dev, e.ino))]
+        hits = [e for e in opens.get((k, h), ()) if h or e.pos or (not f.compressed and (f.dev, f.ino) == (e.dev, e.ino))]
         fits = [_fits(f, e.pos, e.hlen, e.tail, tails) for e in hits]
         match = next((e for e, ok in zip(hits, fits) if ok), None)
         if match is not None:
             return _OPEN, match
-        if None in fits or any(not f.gz and f.size < e.pos for e in hits):
+        if None in fits or any(not f.compressed and f.size < e.pos for e in hits):
             return _WAIT, hits  # moved since the scan, or a copy of an open file still being made (copytruncate)
         dhits = [d for d in done.with_head(k) if d.hlen == h]
         dfits = [_fits(f, d.size, d.hlen, d.tail, tails) for d in dhits]
         same = next((d for d, ok in zip(dhits, dfits) if ok), None)
         if same is not None:
             return _DONE, same
-        if None in dfits or any(not f.gz and f.size < d.size for d in dhits):
+        if None in dfits or any(not f.compressed and f.size < d.size for d in dhits):
             return _WAIT, None  # a copy of a finished file still being made, or a prefix of one: nothing new
     return _NEW, None
 
@@ -161,7 +161,7 @@ def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None, l
     tails = {} if tails is None else tails
     lengths = {} if lengths is None else lengths
     # A compressed file is never a logger's open log, and gzip may stamp it after the log it sits beside.
-    out = Plan(newest_ns=max((f.mtime_ns for f in found if not f.gz), default=0))
+    out = Plan(newest_ns=max((f.mtime_ns for f in found if not f.compressed), default=0))
     inodes = {(e.dev, e.ino): e.pos for e in state.files}  # as committed, before this scan moves any
     opens: dict[tuple[bytes, int], list[OpenFile]] = {}
     for e in state.files:
@@ -171,7 +171,7 @@ def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None, l
     new: list[Found] = []
     # Plain files first: of an open file's copies, the uncompressed one is read (it is cheaper, and gzip
     # may still be writing the compressed one).
-    for f in sorted(found, key=lambda f: f.gz):
+    for f in sorted(found, key=lambda f: f.compressed):
         kind, hit = _identify(f, opens, state.done, hlens, tails)
         if kind == _OPEN:
             assert isinstance(hit, OpenFile)
@@ -181,7 +181,7 @@ def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None, l
         elif kind == _DONE:
             assert isinstance(hit, Done)
             out.present.add(hit.key)
-            size, ended = (f.size, True) if not f.gz else (_length(f, lengths) or (0, False))
+            size, ended = (f.size, True) if not f.compressed else (_length(f, lengths) or (0, False))
             if size <= hit.size:
                 if ended and size == hit.size:
                     out.copies.append((f, hit))
@@ -205,7 +205,7 @@ def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None, l
         if len(got.head) > e.hlen:
             e.head, e.hlen = got.key, len(got.head)
         e.name, e.dev, e.ino = got.name, got.dev, got.ino
-        if got.gz:
+        if got.compressed:
             e.size = max(e.size, (_length(got, lengths) or (0, False))[0])
         out.reads.append((e, got))
     names: set[tuple[int, int]] = set()
@@ -215,19 +215,19 @@ def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None, l
     # after a rotation and its compression): read as two files, every line was taken twice. Two short files
     # (under 1 KiB, known by all of their bytes) are copies only when one is compressed: two plain ones
     # holding the same few lines may be two logs' records.
-    for f in sorted(new, key=lambda f: (f.gz, -f.size)):
+    for f in sorted(new, key=lambda f: (f.compressed, -f.size)):
         if (f.dev, f.ino) in names:  # a second name of a file found new (a symlink, a hard link): read once
             continue
         names.add((f.dev, f.ino))
         same = heads.get((f.key, len(f.head)))
-        if same is not None and len(f.head) and (len(f.head) == HEAD or f.gz or same.gz):
+        if same is not None and len(f.head) and (len(f.head) == HEAD or f.compressed or same.compressed):
             continue  # a copy of a file found new in this scan: the next scan matches it to that file
         heads.setdefault((f.key, len(f.head)), f)
         was = inodes.get((f.dev, f.ino))
         if was is not None:  # the same inode, other content: truncated in place (copytruncate), or reused
             out.events.append({"event": "truncated" if f.size < was else "replaced", "name": f.name,
                                "committed_bytes": was, "size": f.size})
-        size = f.size if not f.gz else (_length(f, lengths) or (0, False))[0]
+        size = f.size if not f.compressed else (_length(f, lengths) or (0, False))[0]
         e = OpenFile(f.key, len(f.head), 0, digest(b""), f.name, f.dev, f.ino, size, fresh=True)
         state.files.append(e)
         out.reads.append((e, f))
@@ -247,5 +247,5 @@ def _unended(f: Found, pos: int) -> bool:
 
 def _better(f: Found, cur: Found, e: OpenFile) -> bool:
     """Of two files that continue ``e``: plain over gzip, then ``e``'s own inode, then the longer."""
-    rank = lambda x: (not x.gz, (x.dev, x.ino) == (e.dev, e.ino), x.size)  # noqa: E731
+    rank = lambda x: (not x.compressed, (x.dev, x.ino) == (e.dev, e.ino), x.size)  # noqa: E731
     return rank(f) > rank(cur)
