@@ -19,6 +19,7 @@ import posixpath
 import signal
 import subprocess
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -26,7 +27,9 @@ from conftest import REPO, TRIB, invoke_trib
 from faultproxy import FaultProxy
 from helpers import LAYOUT, PARTITION
 
-pytestmark = [pytest.mark.integration, pytest.mark.s3]
+from tributary_read.io.storage import open_storage
+
+pytestmark = pytest.mark.integration
 
 T0 = 1_592_956_800_000  # 2020-06-24T00:00Z
 HOURS = 2
@@ -70,10 +73,10 @@ def _trib_reader(st, root: str) -> Counter:
     return Counter(i for f in plan["files"] for i in _ids(st.read(f["path"])))
 
 
+@pytest.mark.s3
 @pytest.mark.parametrize("compaction", ["resumes", "killed"])
 def test_set_aside_and_a_roll_forward_of_the_same_file_never_leave_it_beside_its_copy(s3_root, s3_env, s3_server,
                                                                                      tmp_path, compaction):
-    from tributary_read.io.storage import open_storage
     from tributary_read.table.config import Table
 
     root = s3_root
@@ -125,3 +128,80 @@ def test_set_aside_and_a_roll_forward_of_the_same_file_never_leave_it_beside_its
     assert _directory_reader(st) == everything
     report = invoke_trib("verify", root, "--json")
     assert report.returncode == 0, report.stdout + report.stderr
+
+
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_on_local_disk_a_writer_stopped_before_its_rename_while_a_compaction_takes_its_file(tmp_path):
+    """Local disk renames in one step, and a compaction rolls its inputs forward before it commits, so a
+    file is under one name at a time and set-aside never races a roll-forward there: the closest
+    interleaving is the writer's own roll-forward stopped after it looked (staged there, final not)
+    while a compaction takes its just-committed file, sets it aside and reveals the compacted copy.
+    The writer then finds its file moved on: it exits 0 (its commit landed), and every record is once."""
+    root = tmp_path / "t"
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    everything: Counter = Counter()
+    srcs = []
+    for k in range(3):
+        src = tmp_path / f"src{k}.jsonl"
+        rows = [{"id": k * 100 + j, "ts": T0 + (j % HOURS) * 3_600_000 + j} for j in range(20)]
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        everything.update(r["id"] for r in rows)
+        srcs.append(src)
+    for k in range(2):
+        invoke_trib("ingest", str(root), "--source", str(srcs[k]), "--app-id", f"a{k}", "--time-field", "ts",
+                    check=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIB_STOP_AT": "roll_forward.before_rename"}
+    w = subprocess.Popen([*TRIB, "ingest", str(root), "--source", str(srcs[2]), "--app-id", "a2", "--time-field",
+                          "ts"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not _stopped(w.pid):
+            assert w.poll() is None and time.monotonic() < deadline, "the writer never reached its rename"
+            time.sleep(0.02)
+        done = json.loads(invoke_trib("compact", str(root), "--min-age", "0s", "--min-files", "2", "--json",
+                                      check=True).stdout)
+        assert done["files_in"] == 3 * HOURS  # the stopped writer's committed, still hidden files too
+        while w.poll() is None:  # it stops before each of its renames
+            if _stopped(w.pid):
+                w.send_signal(signal.SIGCONT)
+            time.sleep(0.02)
+        out, err = w.communicate()
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.communicate()
+    assert w.returncode == 0, err
+    st = open_storage(str(root))
+    assert _directory_reader(st) == everything and _trib_reader(st, str(root)) == everything
+    assert invoke_trib("verify", str(root)).returncode == 0
+
+
+@pytest.mark.unit
+def test_a_reader_whose_state_predates_a_compaction_reads_the_set_aside_originals(tmp_path):
+    """A trib read that took the table's state just before a compaction committed, and resolves its
+    files after the originals were set aside: the same committed bytes, where they were set aside, not a
+    false "committed file is missing" (exit 9)."""
+    from tributary_read.table.config import Table
+    from tributary_read.table.renames import REPLACED_DIR, finish_renames
+
+    root = tmp_path / "t"
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    everything: Counter = Counter()
+    for k in range(3):
+        src = tmp_path / f"src{k}.jsonl"
+        rows = [{"id": k * 100 + j, "ts": T0 + (j % HOURS) * 3_600_000 + j} for j in range(20)]
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        everything.update(r["id"] for r in rows)
+        invoke_trib("ingest", str(root), "--source", str(src), "--app-id", f"a{k}", "--time-field", "ts", check=True)
+    table = Table.load(str(root))
+    entries = list(table.log.state().files.values())  # the reader's state, read before the compaction
+    invoke_trib("compact", str(root), "--min-age", "0s", "--min-files", "2", check=True)
+    where = finish_renames(Table.load(str(root)), entries)
+    assert sorted(where) == sorted(e.path for e in entries)
+    assert all(p.startswith(REPLACED_DIR + "/") for p in where.values())
+    st = open_storage(str(root))
+    assert Counter(i for p in where.values() for i in _ids(st.read(p))) == everything

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from tributary_read.errors import StorageError, VerificationError
+from tributary_read.faults import crash_point
 from tributary_read.table.config import Table
 from tributary_read.table.log import META_DIR
 from tributary_read.table.manifest import FileEntry
@@ -142,6 +143,7 @@ def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
         if not (f.staged and st.exists(f.staged)):
             return None
         if not st.exists(f.path):
+            crash_point("roll_forward.before_rename")  # looked at both names, renames next
             try:
                 st.rename(f.staged, f.path)
             except StorageError:
