@@ -9,6 +9,10 @@ then race over the two names. The test holds the compaction's first request abou
 any version of it), lets ``trib recover`` run to its end, then lets the compaction go on (or kills
 it, and a reader finishes it). Every record must then be once in trib's reader and once in a plain
 listing of the partition directories (what Hive and Spark count), never beside its compacted copy.
+
+On local disk a rename is one step and the interleaving cannot arise; the closest one (a writer
+stopped between looking at its file's names and renaming it, while a compaction takes that file) is
+tested there, and so is a reader whose state predates the compaction (docs/compaction.md).
 """
 
 from __future__ import annotations
