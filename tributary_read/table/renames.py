@@ -5,6 +5,16 @@ its final name. A crash in between leaves committed files hidden; the commit is
 the truth, so whoever finds them (the next ingest, ``trib recover``, a reader)
 finishes the renames. The protocol belongs to the table, below both the
 writers and the readers that repair it.
+
+A committed file's bytes only ever move forward through its names: staged
+(``.part-….inprogress``), final, set aside (:data:`REPLACED_DIR`, once a
+compaction replaced it). A roll-forward moves staged -> final, a set-aside
+moves either to set aside; nothing moves bytes back. Every step here that
+looks at several names of one file looks at them in that order, and
+tolerates a source that another process moved on first. That is what keeps
+a roll-forward and a set-aside of the same file, in any interleaving, from
+leaving the original visible beside its compacted copy (docs/compaction.md,
+*A roll-forward racing the set-aside*).
 """
 
 from __future__ import annotations
@@ -12,6 +22,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from tributary_read.errors import StorageError, VerificationError
+from tributary_read.faults import crash_point
 from tributary_read.table.config import Table
 from tributary_read.table.log import META_DIR
 from tributary_read.table.manifest import FileEntry
@@ -55,8 +66,13 @@ def finish_compactions(table: Table, state, outputs: Sequence[FileEntry] | None 
     wanted = {f.path for f in outputs}
     inputs = list({f.path: f for f in [*recent, *(r.entry for r in state.removed.values()
                                                     if r.by in wanted)]}.values())
-    here = st.stat_many([f.path for f in inputs])  # one batch: most were set aside long ago
-    return finish_replace(table, outputs, [f for f, info in zip(inputs, here) if info is not None])
+    # Staged names first, then final ones (one batch each: most were set aside long ago). A file
+    # rolled forward between the two looks is seen under one of them; looked at the other way round
+    # it could be missed by both, and stay visible beside the compacted file this call reveals.
+    staged = [f for f in inputs if f.staged]
+    there = {f.path for f, info in zip(staged, st.stat_many([f.staged for f in staged])) if info is not None}
+    there |= {f.path for f, info in zip(inputs, st.stat_many([f.path for f in inputs])) if info is not None}
+    return finish_replace(table, outputs, [f for f in inputs if f.path in there])
 
 
 def finish_replace(table: Table, added: Sequence[FileEntry], removed: Sequence[FileEntry]) -> list[str]:
@@ -73,21 +89,45 @@ def finish_replace(table: Table, added: Sequence[FileEntry], removed: Sequence[F
 
 
 def set_aside(table: Table, files: Sequence[FileEntry]) -> list[str]:
-    """Move replaced files to :data:`REPLACED_DIR`; idempotent, a file already there is left."""
+    """Move replaced files to :data:`REPLACED_DIR`; idempotent, a file already there is left.
+
+    A file's staged name is retired before its final name. A roll-forward of the
+    same commit (the writer's own, its app's next run, a reader's) only ever
+    moves staged -> final, so once the staged name is gone nothing can bring the
+    final name back; then the final name goes. The other way round, a
+    roll-forward could move the file to its final name after that name was
+    looked at and before the staged one was (on a store whose rename is a copy
+    and a delete, from a copy a killed rename left behind), and the original
+    stayed visible beside its compacted file for good.
+    """
     st = table.storage
     moved = []
     for f in files:
         to = replaced_path(f.path)
-        for name in (f.path, f.staged):
-            if not (name and st.exists(name)):
-                continue
+        if f.staged and st.exists(f.staged):
+            if st.exists(to) or st.exists(f.path):  # a leftover copy: its bytes are set aside or final
+                st.delete(f.staged)
+            elif _move(st, f.staged, to):
+                moved.append(f.path)
+        if st.exists(f.path):  # in place, or rolled forward by another process meanwhile
             if st.exists(to):  # moved before a crash; a copying store left the source behind
-                st.delete(name)
-                continue
-            st.makedirs(to.rsplit("/", 1)[0])
-            st.rename(name, to)
-            moved.append(f.path)
+                st.delete(f.path)
+            elif _move(st, f.path, to):
+                moved.append(f.path)
     return moved
+
+
+def _move(st, src: str, dst: str) -> bool:
+    """Rename ``src`` to ``dst``; False when ``src`` went first (another process rolled it forward
+    or set it aside), which is that process's step done, not a failure."""
+    st.makedirs(dst.rsplit("/", 1)[0])
+    try:
+        st.rename(src, dst)
+    except StorageError:
+        if st.exists(src):
+            raise
+        return False
+    return True
 
 
 #: Renames run at once on a remote store: there a rename is a round trip (on S3 a
@@ -103,7 +143,13 @@ def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
         if not (f.staged and st.exists(f.staged)):
             return None
         if not st.exists(f.path):
-            st.rename(f.staged, f.path)
+            crash_point("roll_forward.before_rename")  # looked at both names, renames next
+            try:
+                st.rename(f.staged, f.path)
+            except StorageError:
+                if st.exists(f.staged):
+                    raise
+                return None  # moved on first: by a concurrent roll-forward, or set aside by a compaction
         else:  # renamed before a crash, staged copy left behind by a copying store
             st.delete(f.staged)
         return f.path
@@ -120,7 +166,8 @@ def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
 
 
 def finish_renames(table: Table, entries) -> dict[str, str]:
-    """Roll forward committed files still under their staged names; returns path -> staged path for any left.
+    """Roll forward committed files still under their staged names; returns path -> where the bytes are
+    for any not at their final name (staged, or set aside by a compaction since the caller read them).
 
     Under the ``rename`` protocol a crash between a commit and its renames
     leaves committed files hidden, and their final paths do not exist. The
@@ -154,6 +201,12 @@ def finish_renames(table: Table, entries) -> dict[str, str]:
         if final is not None:
             continue
         if stage is None:
+            if st.exists(e.path):  # rolled forward between the two looks
+                continue
+            aside = replaced_path(e.path)
+            if st.exists(aside):  # a compaction replaced it since the caller read its state: same bytes
+                left[e.path] = aside
+                continue
             raise VerificationError(f"committed file {st.uri}/{e.path} is missing (neither it nor its staged "
                                     f"name {e.staged} exists); run `trib verify`")
         left[e.path] = e.staged
