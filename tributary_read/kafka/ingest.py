@@ -33,7 +33,8 @@ from tributary_read.errors import (
 )
 from tributary_read.kafka import client as kc
 from tributary_read.kafka.offsets import (
-    Positions, TopicPartition, claims, event_times, gap_summary, resume_offsets, select,
+    Positions, TopicPartition, added_later, added_note, claims, event_times, gap_summary, known_partitions,
+    partition_counts, resume_offsets, select,
 )
 from tributary_read.table.config import RollPolicy, Table
 from tributary_read.table.renames import roll_forward
@@ -96,10 +97,15 @@ class KafkaIngestResult:
     partitions: dict
     skipped: dict
     stopped_by: str | None = None
+    #: the run's dead letters against the bad-record limit (:meth:`BadRecordLimit.report`); None: none
+    bad_records: dict | None = None
+    #: partitions added to the topics after the app's first run, started at their earliest offset
+    added_partitions: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         d = dict(self.__dict__)
         d["topics"] = list(self.topics)
+        d["added_partitions"] = list(self.added_partitions)
         return d
 
 
@@ -254,6 +260,7 @@ class _Run:
         self.sizes: dict[TopicPartition, int] = {}  # bytes of the values read
         self._skipped_total: dict[TopicPartition, int] = {}
         self._probed, self._noted_down = 0.0, False  # broker outages: the last probe, whether it was said
+        self.added: list[TopicPartition] = []  # partitions added after the app's first run (started earliest)
 
     def go(self) -> KafkaIngestResult:
         ck = kc.kafka()
@@ -275,7 +282,9 @@ class _Run:
                                         worker="worker")
             self.pos = Positions(self.app_id, {})
             self.pos.event_ms = event_times(self.table.log, self.app_id, assigned, state.version)
-            self._start(consumer, assigned, resume_offsets(app))
+            # Topics the app reads for the first time are counted now; the others keep their first count.
+            self.pos.known = {**partition_counts(every), **known_partitions(app)}
+            self._start(consumer, assigned, resume_offsets(app), added_later(known_partitions(app), assigned))
             self.claims = claims(assigned)
             self.assigned = list(assigned)
             # Bounded: the ends as the run finds them (hints: done only at an end-of-partition event past them).
@@ -302,29 +311,35 @@ class _Run:
             rolled, {str(tp): {"from": self.first.get(tp, self.pos.next[tp]), "next": self.pos.next[tp],
                                "records": self.counts.get(tp, 0), "bytes": self.sizes.get(tp, 0)}
              for tp in sorted(self.pos.next)},
-            {str(tp): n for tp, n in sorted(self._skipped_total.items())}, stopped)
+            {str(tp): n for tp, n in sorted(self._skipped_total.items())}, stopped, self.limit.report(self.read),
+            tuple(str(tp) for tp in sorted(self.added)))
 
     # -- positions ---------------------------------------------------------------------
-    def _start(self, consumer, assigned: list[TopicPartition], committed: dict[TopicPartition, int]) -> None:
+    def _start(self, consumer, assigned: list[TopicPartition], committed: dict[TopicPartition, int],
+               added: list[TopicPartition]) -> None:
+        """Where each of ``assigned`` starts: its committed offset; a partition ``added`` to its topic
+        after the app first read it, its earliest offset; any other, the ``start`` policy."""
         new = [tp for tp in assigned if tp not in committed]
         for tp in assigned:
             if tp in committed:
                 self.pos.next[tp] = committed[tp]
         if not new:
             return
-        start = self.source.start
         # A partition's first commit records where it started, even when the run reads nothing
         # from it: the next run must not resolve "latest" again and skip what came in between.
         self.pos.touched.update(new)
+        later = [tp for tp in new if tp in set(added)]
+        if later:
+            self._earliest(consumer, later, "earliest")
+            self.added.extend(later)
+            if self.progress:
+                self.progress(added_note([str(tp) for tp in sorted(later)]))
+            new = [tp for tp in new if tp not in set(later)]
+            if not new:
+                return
+        start = self.source.start
         if start in ("earliest", "latest"):
-            marks = {}
-            for tp in new:
-                m = kc.watermarks(consumer, tp)
-                if m is None:
-                    raise kc.unavailable(self.source.bootstrap, self.errors, None, kc.METADATA_TIMEOUT_S)
-                marks[tp] = m
-                self.pos.next[tp] = m[0]
-                self.pos.started[tp] = start
+            marks = self._earliest(consumer, new, start)
             if start == "latest":
                 self.pos.next.update(self._ends(consumer, {tp: max(m) for tp, m in marks.items()}))
             return
@@ -337,6 +352,18 @@ class _Run:
         for tp in new:
             self.pos.next[tp] = found[tp] if found[tp] >= 0 else ends[tp]
             self.pos.started[tp] = kc.iso_ms(ms)
+
+    def _earliest(self, consumer, tps: list[TopicPartition], started: str) -> dict[TopicPartition, tuple]:
+        """Start ``tps`` at their earliest offsets, recorded as ``started``; returns their watermarks."""
+        marks = {}
+        for tp in tps:
+            m = kc.watermarks(consumer, tp)
+            if m is None:
+                raise kc.unavailable(self.source.bootstrap, self.errors, None, kc.METADATA_TIMEOUT_S)
+            marks[tp] = m
+            self.pos.next[tp] = m[0]
+            self.pos.started[tp] = started
+        return marks
 
     def _ends(self, consumer, hints: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Each partition's end: read from the broker's hint to an end-of-partition event.
@@ -459,7 +486,7 @@ class _Run:
                 raise BadRecordError(f"{tp} offset {off}: {reason}") from None
             writer.write_dead_letter(msg.value(), off, reason, str(tp),
                                      extra={"topic": tp.topic, "partition": tp.partition})
-            self.limit.add(off, reason)
+            self.limit.add(off, reason, str(tp))
             self.dead += 1
 
     def _commit(self, writer: TableWriter) -> None:
@@ -571,12 +598,15 @@ class _Run:
         added = [tp for tp in now if tp not in self.pos.next]
         if not added:
             return
-        self._start(consumer, added, {})
+        # Added while this run reads: every record they hold came after it started, so they start at their
+        # earliest offset. One that --worker now gives this run may have been another worker's: the table
+        # says where that one is.
+        self.pos.known = {**partition_counts(every), **self.pos.known}
+        committed = resume_offsets(self.table.log.state().apps.get(self.app_id))
+        self._start(consumer, added, committed, [tp for tp in added if tp not in committed])
         self.claims = claims(now)
         self.assigned = list(now)
         consumer.incremental_assign([ck.TopicPartition(tp.topic, tp.partition, self.pos.next[tp]) for tp in added])
-        if self.progress:
-            self.progress(f"new partitions: {', '.join(map(str, added))}")
 
     def _lag(self, consumer) -> str:
         parts = []
