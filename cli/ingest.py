@@ -57,9 +57,9 @@ def write_options(f):
                           "uncommitted) when over --max-bad-fraction. 'dead-letter' given explicitly (without "
                           "--max-bad-fraction): keep every one, no limit. 'fail': fail at the first (exit 3)."),
         click.option("--max-bad-fraction",
-                     help="Fail the run (exit 3) before a commit once more than this share of its records are "
-                          "bad (0.01 or 1%; default: the table's setting, 1%). A run where every record is bad "
-                          "always fails."),
+                     help="Fail the run (exit 3) before a commit once more than 10 and more than this share of "
+                          "its records are bad (0.01 or 1%; default: the table's setting, 1%; 0: none may be bad). "
+                          "A run where every record is bad always fails."),
         click.option("--roll-size", help="Override the table's roll size."),
         click.option("--roll-records", type=int, help="Override the table's roll record count."),
         click.option("--roll-inactivity", type=Duration(), help="Override the table's roll inactivity."),
