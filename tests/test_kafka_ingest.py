@@ -391,3 +391,36 @@ def test_a_partition_added_after_the_first_commit_starts_at_its_earliest_offset(
     assert _ids(wide) == []
     assert json.loads(_ingest(wide, kafka_broker, two, "--start", "latest", "--json").stdout)["records"] == 6
     assert _ids(wide) == [20, 22, 24, 25, 26, 27]  # 21 and 23 came before partition 1's first run: latest
+
+
+def test_a_latest_first_run_refused_for_bad_records_leaves_the_rerun_exact(kafka_broker, tmp_path):
+    """``--start latest`` resolves to another offset on every run. A first run that read records and was
+    refused (a flood of bad ones) committed nothing, so the rerun started at the new end and skipped them.
+    The start is committed before the first record is read: the rerun reads them again."""
+    from tributary_read.table.config import Table
+
+    topic = _topic(kafka_broker, 1)
+    _produce(kafka_broker, topic, _records(0, 10, parts=1))  # before the start: not read
+    root = _table(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.Popen([*TRIB, "ingest", str(root), "--kafka", kafka_broker.bootstrap, "--topic", topic,
+                          "--app-id", "feed", "--time-field", "ts", "--start", "latest", "--follow",
+                          "--commit-interval", "1s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
+    try:
+        deadline = time.monotonic() + 15  # the start's commit; without it, enough time to have resolved latest
+        while time.monotonic() < deadline and Table.load(str(root)).log.latest_version() < 1 and p.poll() is None:
+            time.sleep(0.1)
+        kafka_broker.produce(topic, [f"bad {i}".encode() for i in range(15)], partition=0)  # offsets 10..24
+        _produce(kafka_broker, topic, _records(10, 5, parts=1))  # offsets 25..29
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 3 and "cannot be placed" in err, (p.returncode, err)
+    assert _ids(root) == []
+    r = _ingest(root, kafka_broker, topic, "--start", "latest", "--max-bad-fraction", "0.9", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["records"], doc["dead_letters"]) == (20, 15)
+    assert _ids(root) == list(range(10, 15)) and [d["offset"] for d in _dead(root)] == list(range(10, 25))

@@ -205,6 +205,11 @@ class _Run:
             writer = TableWriter(self.table, protocol=self.protocol, roll=self.roll)
             if self.on_start is not None:
                 self.on_start(KafkaStart({tp.key: self.pos.next[tp] for tp in assigned}, self.base, writer.writer_id))
+            if "latest" in self.pos.started.values():
+                # "latest" resolves to another offset on every run: commit where it began before reading a
+                # record, or a run that fails before its first commit (a flood of bad records, a crash) would
+                # leave the next run to start later still, past the records this one read.
+                self._commit(writer)
             self._assign(consumer, ck, assigned)
             self._loop(consumer, ck, writer)
         except BaseException:
