@@ -4,7 +4,8 @@ Each commit holds the data files and, in the same atomic manifest, the next
 offset of every partition it covers (:mod:`tributary_read.kafka.offsets`). A
 run starts from the table alone: the app's committed offsets, or, for a
 partition the table has never seen, ``start`` (recorded in that partition's
-first commit). Whatever instant a run dies at, its uncommitted files are never
+first commit; a partition added to its topic after the app's first run starts
+at its earliest offset, :func:`offsets.known_partitions`). Whatever instant a run dies at, its uncommitted files are never
 referenced and the next run reads the same records again, so every record
 lands once. Partitions are assigned explicitly, never through group
 rebalancing; several workers split them (``partitions`` / ``worker``) and each
@@ -251,7 +252,7 @@ class _Run:
             self.added.extend(later)
             if self.progress:
                 self.progress(added_note([str(tp) for tp in sorted(later)]))
-            new = [tp for tp in new if tp not in set(later)]
+            new = [tp for tp in new if tp not in later]
             if not new:
                 return
         start = self.source.start
