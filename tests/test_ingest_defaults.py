@@ -154,6 +154,18 @@ def test_a_small_run_keeps_a_few_bad_lines_with_a_warning_and_a_flood_still_fail
     assert snapshot(root) == before
     one_line_error(_ingest(root, one, "--time-field", "event_time", "--max-bad-fraction", "0", app="c"), 3,
                    "1 of 51 records", "over --max-bad-fraction 0;")
+    # --source-dir: the same rule.
+    spool, flooded = tmp_path / "spool", tmp_path / "flooded"
+    spool.mkdir(), flooded.mkdir()
+    (spool / "app.log").write_bytes(one.read_bytes())
+    (flooded / "app.log").write_bytes(flood.read_bytes())
+    res = _ok(invoke_trib("ingest", str(root), "--source-dir", str(spool), "--app-id", "d", "--time-field",
+                          "event_time", "--json"))
+    assert (res["records"], res["dead_letters"]) == (51, 1)
+    before = snapshot(root)
+    one_line_error(invoke_trib("ingest", str(root), "--source-dir", str(flooded), "--app-id", "e", "--time-field",
+                               "event_time"), 3, "11 of 60 records", "more than the 10 bad records")
+    assert snapshot(root) == before
 
 
 @pytest.mark.unit
