@@ -18,7 +18,7 @@ from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 from .context import Duration, TribState, emit, json_option, pass_state
 from .lineage_hooks import chain, enabled, warn
 from .kafka_ingest import file_only_kafka_flags, follow_options, kafka_only_file_flags, kafka_options, run_kafka
-from .ingest_common import given
+from .ingest_common import dead_letters_warning, given
 from .spool_ingest import run_spool, spool_given, spool_options
 
 #: How an integer-time refusal names the settings here (see IntegerTimes.spelling).
@@ -57,9 +57,9 @@ def write_options(f):
                           "uncommitted) when over --max-bad-fraction. 'dead-letter' given explicitly (without "
                           "--max-bad-fraction): keep every one, no limit. 'fail': fail at the first (exit 3)."),
         click.option("--max-bad-fraction",
-                     help="Fail the run (exit 3) before a commit once more than this share of its records are "
-                          "bad (0.01 or 1%; default: the table's setting, 1%). A run where every record is bad "
-                          "always fails."),
+                     help="Fail the run (exit 3) before a commit once more than 10 and more than this share of "
+                          "its records are bad (0.01 or 1%; default: the table's setting, 1%; 0: none may be bad). "
+                          "A run where every record is bad always fails."),
         click.option("--roll-size", help="Override the table's roll size."),
         click.option("--roll-records", type=int, help="Override the table's roll record count."),
         click.option("--roll-inactivity", type=Duration(), help="Override the table's roll inactivity."),
@@ -205,9 +205,7 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
         lineage.finished(result)
     msg = (f"{result.records} records from {result.source} (offsets {result.start_offset}..{result.last_offset}) "
            f"in {result.commits} commits" + (f", {result.dead_letters} dead letters" if result.dead_letters else ""))
-    if result.dead_letters and not as_json:
-        click.echo(f"trib: warning: {result.dead_letters} records went to {t.uri}/_tributary/dead_letter; "
-                   f"see them with: trib dead-letters list {root}", err=True)
+    dead_letters_warning(t, root, as_json, result)
     if result.pending_bytes:  # a note, not a warning: a live log's last line is often mid-write
         click.echo(f"trib: note: left the last {result.pending_bytes} bytes of {source}, a line without a "
                    f"newline, for a later run: the file changed less than --final-after ago (taken from "

@@ -18,15 +18,27 @@ def given(names) -> list[str]:
     return sorted(flags[k] for k in names if ctx.get_parameter_source(k) not in (None, ParameterSource.DEFAULT))
 
 
+def dead_letters_warning(t, root, as_json: bool, result) -> None:
+    """A run that kept dead letters says so on stderr: how many, the first, and whether only the allowance of
+    the bad-record limit let them through (that line also with --json: the JSON holds ``bad_records``)."""
+    from tributary_read.write.lines import bad_records_warning
+
+    report = getattr(result, "bad_records", None)
+    if report:
+        text = bad_records_warning(report).replace("the max bad fraction", "--max-bad-fraction")
+        click.echo(f"trib: warning: {text}; see them with: trib dead-letters list {root}", err=True)
+    elif result.dead_letters and not as_json:
+        click.echo(f"trib: warning: {result.dead_letters} records went to {t.uri}/_tributary/dead_letter; "
+                   f"see them with: trib dead-letters list {root}", err=True)
+
+
 def finish(t, root, as_json: bool, result, msg: str, committer, committed, follow: bool, what: str) -> None:
     """Print a continuous source's run (Kafka topics, a spool directory) and end with its exit status.
 
     The partition commit's failure is the run's error (the records are committed); a bounded run stopped
     by a signal exits 128 + signal, a follow run stopped by one has ended as asked (exit 0).
     """
-    if result.dead_letters and not as_json:
-        click.echo(f"trib: warning: {result.dead_letters} records went to {t.uri}/_tributary/dead_letter; "
-                   f"see them with: trib dead-letters list {root}", err=True)
+    dead_letters_warning(t, root, as_json, result)
     emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, msg)
     if committer and committer.error:
         raise type(committer.error)(f"records committed, but the partition commit failed: {committer.error}; "

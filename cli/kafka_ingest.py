@@ -9,7 +9,8 @@ from .ingest_common import finish, given
 from .lineage_hooks import chain, enabled, warn
 
 START_HELP = ("Where a partition the table has never seen starts: earliest (default), latest, or an ISO-8601 "
-              "instant with an offset (the first record at or after it). Recorded in its first commit.")
+              "instant with an offset (the first record at or after it). Recorded in its first commit. A "
+              "partition added to the topic after the app's first run starts at earliest.")
 
 
 def kafka_options(f):
@@ -68,9 +69,10 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, follow: bool, c
               commit_every, protocol, on_bad_record, max_bad_fraction, roll_for, as_json) -> None:
     from tributary_read.hive.commit import committer_for
     from tributary_read.kafka.client import parse_options
-    from tributary_read.kafka.ingest import KafkaSource, ingest_kafka, parse_columns
+    from tributary_read.kafka.ingest import KafkaSource, ingest_kafka
+    from tributary_read.kafka.records import parse_columns
     from tributary_read.kafka.lineage import KafkaLineage
-    from tributary_read.kafka.offsets import parse_partitions, parse_worker
+    from tributary_read.kafka.offsets import added_note, parse_partitions, parse_worker
 
     if not kafka["topics"]:
         raise click.UsageError("--kafka needs at least one --topic")
@@ -114,6 +116,8 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, follow: bool, c
     msg = (f"{result.records} records from {', '.join(result.topics)} in {result.commits} commits"
            + (f" ({'; '.join(extra)})" if extra else "") + "; next offsets "
            + ", ".join(f"{tp}@{p['next']}" for tp, p in result.partitions.items()))
+    if result.added_partitions and not follow:  # a follow run said so when it found them
+        click.echo(f"trib: note: {added_note(result.added_partitions)}", err=True)
     if result.skipped and not as_json:
         click.echo("trib: warning: skipped " + ", ".join(f"{n} offsets of {tp}" for tp, n in result.skipped.items())
                    + ": the topic's retention deleted them before they were read; the commit records how many",

@@ -136,6 +136,54 @@ def test_the_limit_flag_table_setting_and_explicit_opt_out(tmp_path):
                            "--max-bad-fraction", "1%", app="d"), 2, "--max-bad-fraction")
 
 
+def test_a_small_run_keeps_a_few_bad_lines_with_a_warning_and_a_flood_still_fails(tmp_path):
+    """The same rule as for Kafka (write/lines.py): a run may keep 10 bad records whatever its share; more
+    than 10 and over the fraction is refused; --max-bad-fraction 0 keeps none."""
+    root = _table(tmp_path)
+    one = _events(tmp_path / "one.jsonl", 51, bad={30})
+    p = _ingest(root, one, "--time-field", "event_time")
+    res = _ok(p)
+    assert (res["records"], res["dead_letters"]) == (51, 1)
+    assert (res["bad_records"]["over_fraction"], res["bad_records"]["first"]["offset"]) == (True, 30)
+    assert "trib: warning: 1 of 51 records (2.0%) could not be placed" in p.stderr
+    assert "may keep 10 bad records" in p.stderr
+    flood = _events(tmp_path / "flood.jsonl", 60, bad=set(range(11)))
+    before = snapshot(root)
+    one_line_error(_ingest(root, flood, "--time-field", "event_time", app="b"), 3, "11 of 60 records",
+                   "more than the 10 bad records any run may keep", "nothing was committed")
+    assert snapshot(root) == before
+    one_line_error(_ingest(root, one, "--time-field", "event_time", "--max-bad-fraction", "0", app="c"), 3,
+                   "1 of 51 records", "over --max-bad-fraction 0;")
+    # --source-dir: the same rule.
+    spool, flooded = tmp_path / "spool", tmp_path / "flooded"
+    spool.mkdir(), flooded.mkdir()
+    (spool / "app.log").write_bytes(one.read_bytes())
+    (flooded / "app.log").write_bytes(flood.read_bytes())
+    res = _ok(invoke_trib("ingest", str(root), "--source-dir", str(spool), "--app-id", "d", "--time-field",
+                          "event_time", "--json"))
+    assert (res["records"], res["dead_letters"]) == (51, 1)
+    before = snapshot(root)
+    one_line_error(invoke_trib("ingest", str(root), "--source-dir", str(flooded), "--app-id", "e", "--time-field",
+                               "event_time"), 3, "11 of 60 records", "more than the 10 bad records")
+    assert snapshot(root) == before
+
+
+@pytest.mark.unit
+def test_the_bad_record_limit_rule():
+    from tributary_read.write.lines import BadRecordLimit
+
+    def over(limit, bad, read):
+        lim = BadRecordLimit(limit, "s")
+        for i in range(bad):
+            lim.add(i, "not valid JSON")
+        return lim.over(read)
+
+    assert not over(0.01, 1, 51) and not over(0.01, 10, 11) and over(0.01, 11, 1000)
+    assert not over(0.01, 11, 1100) and over(0.01, 12, 1100)  # past the allowance the fraction rules
+    assert over(0.01, 3, 3) and over(1.0, 5, 5)  # every record bad: a wrong option, whatever the limit
+    assert over(0.0, 1, 10_000) and not over(None, 10, 10)
+
+
 def test_a_run_that_crosses_the_limit_later_keeps_its_earlier_commits(tmp_path):
     """The share is the run's, checked before each commit: commits made under it stand."""
     root = _table(tmp_path)

@@ -282,3 +282,145 @@ def test_the_python_api_follows_until_stopped_and_commits_every_record_once(kafk
     assert _ids(root) == list(range(600))
     again = trib.ingest_kafka(table, source, "api", time_spec=trib.TimeSpec(field="ts"))
     assert again.records == 0 and again.commits == 0
+
+
+# -- the bad-record limit in a small run, and partitions added later ------------------------------------------
+
+
+def _dead(root) -> list[dict]:
+    """Every committed dead letter (topic, partition, offset, line)."""
+    from tributary_read.table.config import Table
+    from tributary_read.table.manifest import KIND_DATA
+
+    out = []
+    for f in Table.load(str(root)).log.state().files.values():
+        if f.kind != KIND_DATA:
+            out += [json.loads(x) for x in (root / f.path).read_text().splitlines()]
+    return sorted(out, key=lambda d: (d["partition"], d["offset"]))
+
+
+def test_a_few_bad_records_in_a_small_run_go_to_dead_letters_and_a_flood_commits_nothing(kafka_broker, tmp_path):
+    """One non-JSON message in a run of 51 is 2%: over the 1% default, it failed every run of a quiet topic.
+    A run may keep a handful (10) with a loud report; more than that and over the fraction is refused with
+    nothing committed, and the rerun with a raised limit takes every offset once."""
+    from helpers import one_line_error, snapshot
+
+    topic = _topic(kafka_broker, 1)
+    _produce(kafka_broker, topic, _records(0, 30, parts=1))
+    kafka_broker.produce(topic, [b"not json {"], partition=0)  # offset 30
+    _produce(kafka_broker, topic, _records(30, 20, parts=1))
+    root = _table(tmp_path)
+    r = _ingest(root, kafka_broker, topic, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["records"], doc["dead_letters"], doc["commits"]) == (51, 1, 1)
+    rep = doc["bad_records"]
+    assert (rep["bad"], rep["read"], rep["allowance"], rep["max_bad_fraction"], rep["over_fraction"]) == \
+        (1, 51, 10, 0.01, True)
+    assert rep["first"] == {"at": f"{topic}/0", "offset": 30, "reason": "not valid JSON", "alike": 1}
+    (warning,) = [x for x in r.stderr.splitlines() if x.startswith("trib: warning:")]
+    for w in ("1 of 51 records (2.0%)", f"first: {topic}/0 offset 30: not valid JSON",
+              "over --max-bad-fraction 0.01", "may keep 10 bad records", "trib dead-letters list"):
+        assert w in warning, (w, warning)
+    assert _ids(root) == list(range(50))
+    assert [(d["partition"], d["offset"], d["line"]) for d in _dead(root)] == [(0, 30, "not json {")]
+
+    # A flood: 20 bad among the next 60 (more than 10, and 33%): refused, nothing committed.
+    _produce(kafka_broker, topic, _records(50, 30, parts=1))  # offsets 51..80
+    kafka_broker.produce(topic, [f"bad {i}".encode() for i in range(20)], partition=0)  # offsets 81..100
+    _produce(kafka_broker, topic, _records(80, 10, parts=1))  # offsets 101..110
+    before = snapshot(root)
+    one_line_error(_ingest(root, kafka_broker, topic), 3, "20 of 60 records (33.3%)",
+                   "over --max-bad-fraction 0.01 and more than the 10 bad records any run may keep",
+                   f"first: {topic}/0 offset 81: not valid JSON (20 records like it)", "nothing was committed")
+    assert snapshot(root) == before
+    # Committing every 30: the first 30 (all good) land, the batch that crosses the limit does not.
+    one_line_error(_ingest(root, kafka_broker, topic, "--commit-every", "30"), 3, "20 of 60 records",
+                   "this run's 1 earlier commits stand")
+    assert _ids(root) == list(range(80)) and len(_dead(root)) == 1
+    r = _ingest(root, kafka_broker, topic, "--max-bad-fraction", "0.7", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["records"], doc["dead_letters"], doc["bad_records"]["over_fraction"]) == (30, 20, False)
+    assert _ids(root) == list(range(90))
+    assert [d["offset"] for d in _dead(root)] == [30, *range(81, 101)]
+    assert json.loads(_ingest(root, kafka_broker, topic, "--json").stdout)["records"] == 0
+
+
+def test_a_partition_added_after_the_first_commit_starts_at_its_earliest_offset(kafka_broker, tmp_path):
+    """``--start latest`` is the app's first run's choice. A partition added to the topic later holds only
+    records newer than that start: it is read from its earliest offset, said on stderr and recorded.
+
+    Tansu 0.6 answers CreatePartitions with UNSUPPORTED_FEATURE, so the partition is added the way trib
+    cannot tell apart: the topic is made again with one more partition and partition 0 holds the same
+    records at the same offsets."""
+    topic = _topic(kafka_broker, 1)
+    _produce(kafka_broker, topic, _records(0, 40, parts=1))
+    root = _table(tmp_path)
+    r = _ingest(root, kafka_broker, topic, "--start", "latest", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["records"] == 0, r.stderr
+    _produce(kafka_broker, topic, _records(40, 20, parts=1))
+
+    (f,) = kafka_broker.admin.delete_topics([topic], request_timeout=20).values()
+    f.result(timeout=20)
+    kafka_broker.create_topic(topic, 2)
+    _produce(kafka_broker, topic, _records(0, 60, parts=1))  # partition 0 as it was: offsets 0..59
+    _produce(kafka_broker, topic, [(d, 1) for d, _ in _records(60, 30, parts=1)])  # the added partition
+
+    r = _ingest(root, kafka_broker, topic, "--start", "latest", "--json")
+    assert r.returncode == 0, r.stderr
+    assert _ids(root) == list(range(40, 90))  # was 40..59: partition 1 started at its end, 30 records skipped
+    doc = json.loads(r.stdout)
+    assert doc["added_partitions"] == [f"{topic}/1"] and doc["partitions"][f"{topic}/1"]["from"] == 0
+    assert f"trib: note: partition {topic}/1 was added after this app first read the topic: reading from the " \
+           "earliest offset (--start applies to the app's first run only)" in r.stderr
+    from tributary_read.table.config import Table
+
+    meta = Table.load(str(root)).log.read_commit(2).transaction.meta
+    assert meta["kafka_start"] == {f"kafka:{topic}/1": "earliest"} and meta["kafka_partitions"] == {topic: 1}
+    assert json.loads(_ingest(root, kafka_broker, topic, "--start", "latest", "--json").stdout)["records"] == 0
+
+    # A partition that was there at the app's first run, read first by a second worker: --start applies.
+    two = _topic(kafka_broker, 2)
+    _produce(kafka_broker, two, _records(0, 20, parts=2))
+    wide = _table(tmp_path, "wide")
+    for p, more in (("0", 20), ("1", 24)):
+        r = _ingest(wide, kafka_broker, two, "--start", "latest", "--partitions", p, "--json")
+        assert r.returncode == 0 and json.loads(r.stdout)["added_partitions"] == [], r.stderr
+        _produce(kafka_broker, two, _records(more, 4, parts=2))
+    assert _ids(wide) == []
+    assert json.loads(_ingest(wide, kafka_broker, two, "--start", "latest", "--json").stdout)["records"] == 6
+    assert _ids(wide) == [20, 22, 24, 25, 26, 27]  # 21 and 23 came before partition 1's first run: latest
+
+
+def test_a_latest_first_run_refused_for_bad_records_leaves_the_rerun_exact(kafka_broker, tmp_path):
+    """``--start latest`` resolves to another offset on every run. A first run that read records and was
+    refused (a flood of bad ones) committed nothing, so the rerun started at the new end and skipped them.
+    The start is committed before the first record is read: the rerun reads them again."""
+    from tributary_read.table.config import Table
+
+    topic = _topic(kafka_broker, 1)
+    _produce(kafka_broker, topic, _records(0, 10, parts=1))  # before the start: not read
+    root = _table(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.Popen([*TRIB, "ingest", str(root), "--kafka", kafka_broker.bootstrap, "--topic", topic,
+                          "--app-id", "feed", "--time-field", "ts", "--start", "latest", "--follow",
+                          "--commit-interval", "1s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
+    try:
+        deadline = time.monotonic() + 15  # the start's commit; without it, enough time to have resolved latest
+        while time.monotonic() < deadline and Table.load(str(root)).log.latest_version() < 1 and p.poll() is None:
+            time.sleep(0.1)
+        kafka_broker.produce(topic, [f"bad {i}".encode() for i in range(15)], partition=0)  # offsets 10..24
+        _produce(kafka_broker, topic, _records(10, 5, parts=1))  # offsets 25..29
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 3 and "cannot be placed" in err, (p.returncode, err)
+    assert _ids(root) == []
+    r = _ingest(root, kafka_broker, topic, "--start", "latest", "--max-bad-fraction", "0.9", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["records"], doc["dead_letters"]) == (20, 15)
+    assert _ids(root) == list(range(10, 15)) and [d["offset"] for d in _dead(root)] == list(range(10, 25))

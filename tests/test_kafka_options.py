@@ -37,3 +37,23 @@ def test_kafka_flags_on_a_file_run_and_settings_trib_needs_are_refused(tmp_path)
                     "--time-field", "ts", "--kafka-option", "enable.auto.commit=true")
     one_line_error(p, 3, "enable.auto.commit=true is refused", "offsets in the table")
     assert invoke_trib("log", str(root), "--json", check=True).stdout.count('"version"') == 0
+
+
+def test_which_never_committed_partitions_count_as_added_after_the_apps_first_run():
+    """A partition numbered past the topic's count at the app's first read (carried in every commit) was
+    added later and starts at its earliest offset; one below it (another worker's) takes --start. An app
+    committed before the count was kept: one more than the highest partition its offsets name."""
+    from tributary_read.kafka.offsets import TopicPartition as TP, added_later, known_partitions, Positions
+    from tributary_read.table.manifest import Transaction
+    from tributary_read.table.state import AppState
+
+    assert known_partitions(None) == {}
+    counted = AppState(3, Transaction("a", {"kafka:ev/0": 9}, {"kafka_partitions": {"ev": 4}}))
+    assert known_partitions(counted) == {"ev": 4}
+    assert added_later(known_partitions(counted), [TP("ev", 1), TP("ev", 4), TP("ev", 7), TP("new", 9)]) == \
+        [TP("ev", 4), TP("ev", 7)]  # a topic new to the app takes --start
+    old = AppState(3, Transaction("a", {"kafka:ev/0": 9, "kafka:ev/2": 5, "kafka:x/0": 1}, {}),
+                   high={"kafka:ev/0": 9, "kafka:ev/2": 5, "kafka:x/0": 1})
+    assert known_partitions(old) == {"ev": 3, "x": 1}
+    pos = Positions("a", {TP("ev", 4): 0}, touched={TP("ev", 4)}, known={"ev": 4})
+    assert pos.transaction().meta["kafka_partitions"] == {"ev": 4}

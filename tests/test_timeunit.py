@@ -119,8 +119,9 @@ def test_ingest_places_each_unit_in_its_hour(tmp_path, unit):
 ])
 def test_ingest_refusals_name_the_unit_that_fits(tmp_path, unit, value, fits):
     """No unit: the run stops (the job is wrong). A declared unit: the record is bad, and follows
-    --on-bad-record (by default a run over the bad-record limit fails, exit 3; kept as a dead letter
-    with an explicit dead-letter; exit 3 with fail); every way the message names the unit."""
+    --on-bad-record (a run over the bad-record limit fails, exit 3: here --max-bad-fraction 0, since by
+    default a run may keep a few; kept as a dead letter with an explicit dead-letter; exit 3 with fail);
+    every way the message names the unit."""
     root = tmp_path / "t"
     _table(root)
     src = _source(tmp_path / "s.jsonl", [T0 if unit == "ms" else T0 // 1000, value])
@@ -130,8 +131,8 @@ def test_ingest_refusals_name_the_unit_that_fits(tmp_path, unit, value, fits):
         assert "as ms is beyond year 9999" in line
         assert snapshot(root) == before
     before = snapshot(root)
-    one_line_error(_ingest(root, src, "--time-unit", unit), 3, "1 of 2 records", "line 1:", fits,
-                   "--max-bad-fraction")
+    one_line_error(_ingest(root, src, "--time-unit", unit, "--max-bad-fraction", "0"), 3, "1 of 2 records",
+                   "line 1:", fits, "--max-bad-fraction")
     assert snapshot(root) == before
     doc = json.loads(_ingest(root, src, "--time-unit", unit, "--on-bad-record", "dead-letter").stdout)
     assert (doc["records"], doc["dead_letters"]) == (2, 1) and list(_landed(root)) == [0]

@@ -4,7 +4,8 @@ Each commit holds the data files and, in the same atomic manifest, the next
 offset of every partition it covers (:mod:`tributary_read.kafka.offsets`). A
 run starts from the table alone: the app's committed offsets, or, for a
 partition the table has never seen, ``start`` (recorded in that partition's
-first commit). Whatever instant a run dies at, its uncommitted files are never
+first commit; a partition added to its topic after the app's first run starts
+at its earliest offset, :func:`offsets.known_partitions`). Whatever instant a run dies at, its uncommitted files are never
 referenced and the next run reads the same records again, so every record
 lands once. Partitions are assigned explicitly, never through group
 rebalancing; several workers split them (``partitions`` / ``worker``) and each
@@ -19,11 +20,9 @@ end-of-partition event at or past that end, never from the watermark alone.
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from tributary_read.choice import Choice
 from tributary_read.faults import crash_point
@@ -32,17 +31,18 @@ from tributary_read.errors import (
     TimeOutOfRangeError, TimeUnitError,
 )
 from tributary_read.kafka import client as kc
+from tributary_read.kafka.records import Record
 from tributary_read.kafka.offsets import (
-    Positions, TopicPartition, claims, event_times, gap_summary, resume_offsets, select,
+    Positions, TopicPartition, added_later, added_note, claims, event_times, gap_summary, known_partitions,
+    partition_counts, resume_offsets, select,
 )
 from tributary_read.table.config import RollPolicy, Table
 from tributary_read.table.renames import roll_forward
 from tributary_read.write.ingest import FROM_TABLE, FromTable, StopRequest, TimeSpec
 from tributary_read.write.pacing import CommitPacer
-from tributary_read.write.lines import BadRecordLimit, OnBadRecord, bad_record_reason, no_lone_surrogates
+from tributary_read.write.lines import BadRecordLimit, OnBadRecord, bad_record_reason
 from tributary_read.write.writer import TableWriter
 
-COLUMNS = ("key", "topic", "partition", "offset", "timestamp", "headers")
 #: How often a follow run looks for partitions added to its topics.
 METADATA_REFRESH_S = 30.0
 #: How long that look may block the loop: a broker that does not answer it is an outage, which the
@@ -96,97 +96,16 @@ class KafkaIngestResult:
     partitions: dict
     skipped: dict
     stopped_by: str | None = None
+    #: the run's dead letters against the bad-record limit (:meth:`BadRecordLimit.report`); None: none
+    bad_records: dict | None = None
+    #: partitions added to the topics after the app's first run, started at their earliest offset
+    added_partitions: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         d = dict(self.__dict__)
         d["topics"] = list(self.topics)
+        d["added_partitions"] = list(self.added_partitions)
         return d
-
-
-class _Record:
-    """Turns a Kafka message into what the table stores, or says why it cannot."""
-
-    def __init__(self, table: Table, time_spec: TimeSpec | None, columns: Sequence[str]):
-        fmt = table.config.format
-        self.text = fmt == "text"
-        self.rows = fmt == "parquet"
-        self.columns = tuple(columns)
-        if self.text and self.columns:
-            raise InvalidInputError("a text table keeps each value as one line: it has no room for Kafka columns; "
-                                    "use a jsonl or parquet table", kafka_columns="Kafka columns")
-        if self.text and time_spec is not None and time_spec.field:
-            raise InvalidInputError("a text table keeps values as text, so it has no time field: take the time "
-                                    "with a time regex or from the Kafka timestamp", time_field="time field",
-                                    time_regex="a time regex", time_source="the Kafka timestamp")
-        self.extract = time_spec.extractor(table.layout.tz) if time_spec is not None else None
-
-    def convert(self, msg) -> tuple[bytes | dict, int]:
-        value: bytes = msg.value()
-        doc: Any = None
-        if self.text:
-            if b"\n" in value or b"\r" in value:
-                raise ValueError("the value holds a line break: a text table keeps one line per record")
-        else:
-            doc = json.loads(value)
-            if (self.columns or self.rows) and not isinstance(doc, dict):
-                raise ValueError("the value is not a JSON object")
-            if self.rows:
-                no_lone_surrogates(value, doc)
-        ts = self._time(msg, value, doc)
-        if self.columns:
-            doc = {**doc, **self._columns(msg)}
-        if self.rows:
-            return doc, ts
-        if self.text:
-            return value, ts
-        if self.columns or b"\n" in value or b"\r" in value:  # one line per record, whatever the producer sent
-            return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode(), ts
-        return value, ts
-
-    def _time(self, msg, value: bytes, doc) -> int:
-        if self.extract is not None:
-            return self.extract(value, doc)
-        kind, ts = msg.timestamp()
-        if kind == 0 or ts is None or ts < 0:  # TIMESTAMP_NOT_AVAILABLE
-            raise ValueError("the record has no Kafka timestamp")
-        return ts
-
-    def _columns(self, msg) -> dict:
-        out: dict = {}
-        for c in self.columns:
-            if c == "key":
-                out["kafka_key"] = _text(msg.key())
-            elif c == "topic":
-                out["kafka_topic"] = msg.topic()
-            elif c == "partition":
-                out["kafka_partition"] = msg.partition()
-            elif c == "offset":
-                out["kafka_offset"] = msg.offset()
-            elif c == "timestamp":
-                out["kafka_timestamp"] = msg.timestamp()[1]
-            elif c == "headers":
-                out["kafka_headers"] = {k: _text(v) for k, v in (msg.headers() or [])}
-        return out
-
-
-def _text(b: bytes | None) -> str | None:
-    if b is None:
-        return None
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError:
-        return "base64:" + base64.b64encode(b).decode("ascii")
-
-
-def parse_columns(text: str | None) -> tuple[str, ...]:
-    if not text:
-        return ()
-    cols = tuple(c.strip() for c in text.split(",") if c.strip())
-    bad = [c for c in cols if c not in COLUMNS]
-    if bad:
-        raise InvalidInputError(f"unknown Kafka column(s) {', '.join(bad)}; choose from {', '.join(COLUMNS)}",
-                                kafka_columns="Kafka column(s)")
-    return cols
 
 
 def ingest_kafka(
@@ -229,7 +148,7 @@ def ingest_kafka(
     on_bad_record = OnBadRecord.parse(on_bad_record, "on_bad_record")
     if time_spec is not None:
         time_spec.check()
-    record = _Record(table, time_spec, columns)
+    record = Record(table, time_spec, columns)
     if isinstance(max_bad_fraction, FromTable):
         max_bad_fraction = table.config.max_bad_fraction
     limit = BadRecordLimit(max_bad_fraction if on_bad_record is OnBadRecord.DEAD_LETTER else None,
@@ -254,6 +173,7 @@ class _Run:
         self.sizes: dict[TopicPartition, int] = {}  # bytes of the values read
         self._skipped_total: dict[TopicPartition, int] = {}
         self._probed, self._noted_down = 0.0, False  # broker outages: the last probe, whether it was said
+        self.added: list[TopicPartition] = []  # partitions added after the app's first run (started earliest)
 
     def go(self) -> KafkaIngestResult:
         ck = kc.kafka()
@@ -275,7 +195,9 @@ class _Run:
                                         worker="worker")
             self.pos = Positions(self.app_id, {})
             self.pos.event_ms = event_times(self.table.log, self.app_id, assigned, state.version)
-            self._start(consumer, assigned, resume_offsets(app))
+            # Topics the app reads for the first time are counted now; the others keep their first count.
+            self.pos.known = {**partition_counts(every), **known_partitions(app)}
+            self._start(consumer, assigned, resume_offsets(app), added_later(known_partitions(app), assigned))
             self.claims = claims(assigned)
             self.assigned = list(assigned)
             # Bounded: the ends as the run finds them (hints: done only at an end-of-partition event past them).
@@ -284,6 +206,11 @@ class _Run:
             writer = TableWriter(self.table, protocol=self.protocol, roll=self.roll)
             if self.on_start is not None:
                 self.on_start(KafkaStart({tp.key: self.pos.next[tp] for tp in assigned}, self.base, writer.writer_id))
+            if "latest" in self.pos.started.values():
+                # "latest" resolves to another offset on every run: commit where it began before reading a
+                # record, or a run that fails before its first commit (a flood of bad records, a crash) would
+                # leave the next run to start later still, past the records this one read.
+                self._commit(writer)
             self._assign(consumer, ck, assigned)
             self._loop(consumer, ck, writer)
         except BaseException:
@@ -302,29 +229,35 @@ class _Run:
             rolled, {str(tp): {"from": self.first.get(tp, self.pos.next[tp]), "next": self.pos.next[tp],
                                "records": self.counts.get(tp, 0), "bytes": self.sizes.get(tp, 0)}
              for tp in sorted(self.pos.next)},
-            {str(tp): n for tp, n in sorted(self._skipped_total.items())}, stopped)
+            {str(tp): n for tp, n in sorted(self._skipped_total.items())}, stopped, self.limit.report(self.read),
+            tuple(str(tp) for tp in sorted(self.added)))
 
     # -- positions ---------------------------------------------------------------------
-    def _start(self, consumer, assigned: list[TopicPartition], committed: dict[TopicPartition, int]) -> None:
+    def _start(self, consumer, assigned: list[TopicPartition], committed: dict[TopicPartition, int],
+               added: list[TopicPartition]) -> None:
+        """Where each of ``assigned`` starts: its committed offset; a partition ``added`` to its topic
+        after the app first read it, its earliest offset; any other, the ``start`` policy."""
         new = [tp for tp in assigned if tp not in committed]
         for tp in assigned:
             if tp in committed:
                 self.pos.next[tp] = committed[tp]
         if not new:
             return
-        start = self.source.start
         # A partition's first commit records where it started, even when the run reads nothing
         # from it: the next run must not resolve "latest" again and skip what came in between.
         self.pos.touched.update(new)
+        later = [tp for tp in new if tp in set(added)]
+        if later:
+            self._earliest(consumer, later, "earliest")
+            self.added.extend(later)
+            if self.progress:
+                self.progress(added_note([str(tp) for tp in sorted(later)]))
+            new = [tp for tp in new if tp not in later]
+            if not new:
+                return
+        start = self.source.start
         if start in ("earliest", "latest"):
-            marks = {}
-            for tp in new:
-                m = kc.watermarks(consumer, tp)
-                if m is None:
-                    raise kc.unavailable(self.source.bootstrap, self.errors, None, kc.METADATA_TIMEOUT_S)
-                marks[tp] = m
-                self.pos.next[tp] = m[0]
-                self.pos.started[tp] = start
+            marks = self._earliest(consumer, new, start)
             if start == "latest":
                 self.pos.next.update(self._ends(consumer, {tp: max(m) for tp, m in marks.items()}))
             return
@@ -337,6 +270,18 @@ class _Run:
         for tp in new:
             self.pos.next[tp] = found[tp] if found[tp] >= 0 else ends[tp]
             self.pos.started[tp] = kc.iso_ms(ms)
+
+    def _earliest(self, consumer, tps: list[TopicPartition], started: str) -> dict[TopicPartition, tuple]:
+        """Start ``tps`` at their earliest offsets, recorded as ``started``; returns their watermarks."""
+        marks = {}
+        for tp in tps:
+            m = kc.watermarks(consumer, tp)
+            if m is None:
+                raise kc.unavailable(self.source.bootstrap, self.errors, None, kc.METADATA_TIMEOUT_S)
+            marks[tp] = m
+            self.pos.next[tp] = m[0]
+            self.pos.started[tp] = started
+        return marks
 
     def _ends(self, consumer, hints: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Each partition's end: read from the broker's hint to an end-of-partition event.
@@ -459,7 +404,7 @@ class _Run:
                 raise BadRecordError(f"{tp} offset {off}: {reason}") from None
             writer.write_dead_letter(msg.value(), off, reason, str(tp),
                                      extra={"topic": tp.topic, "partition": tp.partition})
-            self.limit.add(off, reason)
+            self.limit.add(off, reason, str(tp))
             self.dead += 1
 
     def _commit(self, writer: TableWriter) -> None:
@@ -571,12 +516,15 @@ class _Run:
         added = [tp for tp in now if tp not in self.pos.next]
         if not added:
             return
-        self._start(consumer, added, {})
+        # Added while this run reads: every record they hold came after it started, so they start at their
+        # earliest offset. One that --worker now gives this run may have been another worker's: the table
+        # says where that one is.
+        self.pos.known = {**partition_counts(every), **self.pos.known}
+        committed = resume_offsets(self.table.log.state().apps.get(self.app_id))
+        self._start(consumer, added, committed, [tp for tp in added if tp not in committed])
         self.claims = claims(now)
         self.assigned = list(now)
         consumer.incremental_assign([ck.TopicPartition(tp.topic, tp.partition, self.pos.next[tp]) for tp in added])
-        if self.progress:
-            self.progress(f"new partitions: {', '.join(map(str, added))}")
 
     def _lag(self, consumer) -> str:
         parts = []

@@ -9,6 +9,14 @@ where reading began (``meta["kafka_start"]``: earliest, latest or an instant),
 and a commit that skipped a retention gap says how many offsets it skipped
 (``meta["kafka_skipped"]``).
 
+Every commit also carries how many partitions each topic had when the app
+first read it (``meta["kafka_partitions"]``, carried unchanged from commit to
+commit). A partition numbered past that count was added to the topic after the
+app's first run: every record it holds came later than where the app began, so
+it starts at its earliest offset whatever ``--start`` says (``--start`` is the
+app's first run's choice, not a new partition's). Partitions are numbered from 0
+and a topic's count only grows, so the number alone tells.
+
 Each commit also carries the newest event time read so far from each of the
 worker's partitions (``meta["kafka_event_ms"]``, history included) and their
 minimum, the worker's event-time watermark (``meta["event_watermark_ms"]``), which
@@ -27,7 +35,7 @@ lag tools and never read back.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, NamedTuple
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.table.state import AppState
@@ -73,6 +81,46 @@ def resume_offsets(app: AppState | None) -> dict[TopicPartition, int]:
     return out
 
 
+def known_partitions(app: AppState | None) -> dict[str, int]:
+    """Per topic, how many partitions it had when the app first read it (see the module's docstring).
+
+    An app committed before commits carried the count: one more than the highest partition its
+    offsets name, per topic. A partition below that which the app never committed then takes the
+    start policy (another worker's partition, as before), one above it the earliest offset.
+    """
+    if app is None:
+        return {}
+    raw = app.transaction.meta.get(PARTITION_COUNTS)
+    if isinstance(raw, dict):
+        return {t: n for t, n in raw.items() if isinstance(t, str) and isinstance(n, int) and not isinstance(n, bool)}
+    return partition_counts(resume_offsets(app))
+
+
+def added_later(known: Mapping[str, int], tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """The partitions of ``tps`` added to their topic after the app first read it."""
+    return [tp for tp in tps if tp.topic in known and tp.partition >= known[tp.topic]]
+
+
+def added_note(names: Sequence[str]) -> str:
+    """One line saying that partitions (``topic/p``) were added after the app's first run and start at their
+    earliest offset."""
+    what = f"partition {names[0]} was" if len(names) == 1 else f"partitions {', '.join(names)} were"
+    return (f"{what} added after this app first read the topic: reading from the earliest offset "
+            "(--start applies to the app's first run only)")
+
+
+def partition_counts(tps: Iterable[TopicPartition]) -> dict[str, int]:
+    """Per topic, how many partitions ``tps`` (all of the topics' partitions) make."""
+    out: dict[str, int] = {}
+    for tp in tps:
+        out[tp.topic] = max(out.get(tp.topic, 0), tp.partition + 1)
+    return out
+
+
+#: the commit meta key of :func:`known_partitions`
+PARTITION_COUNTS = "kafka_partitions"
+
+
 @dataclass
 class Positions:
     """What a run has read since its last commit: the transaction of the next commit."""
@@ -86,6 +134,8 @@ class Positions:
     touched: set[TopicPartition] = field(default_factory=set)
     #: the newest event time written from each partition, the log's history included
     event_ms: dict[TopicPartition, int] = field(default_factory=dict)
+    #: per topic, its partition count when the app first read it (:func:`known_partitions`)
+    known: dict[str, int] = field(default_factory=dict)
 
     def advance(self, tp: TopicPartition, offset: int) -> None:
         self.next[tp] = offset + 1
@@ -110,6 +160,8 @@ class Positions:
         skipped = {tp.key: self.skipped[tp] for tp in tps if tp in self.skipped}
         if skipped:
             meta["kafka_skipped"] = skipped
+        if self.known:
+            meta[PARTITION_COUNTS] = dict(sorted(self.known.items()))
         times = {tp.key: ms for tp, ms in sorted(self.event_ms.items()) if tp in self.next}
         if times:
             meta["kafka_event_ms"] = times

@@ -178,6 +178,8 @@ class IngestResult:
     max_bad_fraction: float | None = None
     #: Bytes of the source this run committed: from the end of the last run's records to the end of its own.
     consumed_bytes: int = 0
+    #: The run's dead letters against the bad-record limit (``BadRecordLimit.report``); None: none.
+    bad_records: dict | None = None
 
     def to_json(self) -> dict:
         return self.__dict__.copy()
@@ -417,7 +419,7 @@ def ingest(
     return IngestResult(app_id, name, start, offset - 1 if read else last_offset, read, records.dead, commits, rolled,
                         stopped_by, pending_bytes=partial, pending_until=pending_until,
                         took_unterminated_line=took, max_bad_fraction=limit.limit,
-                        consumed_bytes=end - first if commits else 0)
+                        consumed_bytes=end - first if commits else 0, bad_records=limit.report(read))
 
 
 def _unsettled_ms(src, size: int, settle_ms: int) -> int:

@@ -3,7 +3,8 @@
 Parsing a line, finding its event time, writing it to its partition, and
 keeping it as a dead letter when it cannot be placed are one rule, applied
 the same way whichever source the line came from; :class:`LineRecords` is it.
-The bad-record policy and limit live here too, shared with the Kafka source.
+The bad-record policy and limit live here too, shared with the Kafka source: one rule for
+when a run's dead letters are a flood, whichever source they came from.
 """
 
 from __future__ import annotations
@@ -25,53 +26,101 @@ class OnBadRecord(Choice):
     FAIL = "fail"
 
 
-class BadRecordLimit:
-    """Counts a run's bad records and refuses a commit once their share is over the limit.
+#: Bad records any run may keep as dead letters, whatever its size (see :class:`BadRecordLimit`).
+ALLOWANCE = 10
 
-    The share is the run's (every record read so far), checked before each commit:
-    a run's first commit is judged on its first batch, and a run that crosses the
-    limit later keeps its earlier commits (each under the limit when it was made).
-    A run where every record is bad fails whatever the limit: that is a wrong
-    option (a misspelt field), not bad data. ``limit`` None: no limit at all.
+
+class BadRecordLimit:
+    """Counts a run's bad records and refuses a commit once they are a flood.
+
+    A run is refused when its bad records are **both** more than :data:`ALLOWANCE` and over
+    ``limit`` as a share of every record it has read so far. A fraction alone judges a small run
+    by one record: one odd message in an hourly run of 51 is 2%, so a 1% limit failed every run of a
+    quiet topic until someone raised it, while the same message in a run of 10,000 went through.
+    The allowance lets such a handful through (as dead letters, with a warning: :func:`bad_records_warning`),
+    and a flood still stops: past the allowance the fraction rules, and a run where every record is
+    bad fails whatever the limit, since that is a wrong option (a misspelt field), not bad data.
+    ``limit`` 0 allows no bad record at all (no allowance); None: no limit.
+
+    Checked before each commit on the run's counts: a run's first commit is judged on its first
+    batch, and a run that crosses the limit later keeps its earlier commits (each under the limit
+    when it was made). Nothing of a refused batch is committed, so a rerun reads it again.
     """
 
-    def __init__(self, limit: float | None, source: str, unit: str = "line"):
+    def __init__(self, limit: float | None, source: str, unit: str = "line", allowance: int = ALLOWANCE):
         self.limit = limit
+        self.allowance = allowance if limit else 0
         self.source = source
         self.unit = unit  # what an offset counts: a file's lines, a Kafka partition's offsets
         self.bad = 0
         self.first: tuple[int, str] | None = None  # (offset, reason) of the run's first bad record
+        self.first_at = ""  # where that offset counts, when the source has several (a Kafka partition)
         self._first_kind = ""
         self.alike = 0  # bad records with the first one's kind of reason
 
-    def add(self, offset: int, reason: str) -> None:
+    def add(self, offset: int, reason: str, at: str = "") -> None:
         self.bad += 1
         kind = reason_kind(reason)
         if self.first is None:
-            self.first, self._first_kind = (offset, reason), kind
+            self.first, self._first_kind, self.first_at = (offset, reason), kind, at
         if kind == self._first_kind:
             self.alike += 1
 
+    def over(self, read: int) -> bool:
+        """Whether ``read`` records, with this run's bad ones, are over the limit."""
+        if self.limit is None or not self.bad or not read:
+            return False
+        return self.bad == read or (self.bad > self.allowance and self.bad / read > self.limit)
+
     def check(self, read: int, commits: int, last_committed: int) -> None:
         """Raise BadRecordError when ``read`` records hold too many bad ones (nothing of the batch is committed)."""
-        if self.limit is None or not self.bad or not read:
+        if not self.over(read):
             return
         share = self.bad / read
-        if share <= self.limit and self.bad < read:
-            return
-        assert self.first is not None
-        offset, reason = self.first
         upto = f" (up to {self.unit} {last_committed})" if last_committed >= 0 else ""
         kept = f"this run's {commits} earlier commits{upto} stand, nothing after" if commits else "nothing was committed"
         if self.bad == read:
             over, out = "every record is bad", "keep them all as dead letters (on-bad-record dead-letter)"
         else:
             over, out = f"over the max bad fraction {self.limit:g}", "raise that limit"
+            if self.allowance:
+                over += f" and more than the {self.allowance} bad records any run may keep"
         raise BadRecordError(
             f"{self.source}: {self.bad} of {read} records ({share:.1%}) cannot be placed, {over}; first: "
-            f"{self.unit} {offset}: {reason} ({self.alike} records like it); {kept}. Fix the input or the time "
+            f"{self._first()} ({self.alike} records like it); {kept}. Fix the input or the time "
             f"options and rerun, or {out}",
             max_bad_fraction="the max bad fraction", on_bad_record="on-bad-record dead-letter")
+
+    def _first(self) -> str:
+        assert self.first is not None
+        offset, reason = self.first
+        return f"{self.first_at + ' ' if self.first_at else ''}{self.unit} {offset}: {reason}"
+
+    def report(self, read: int) -> dict | None:
+        """The run's bad records for its JSON result (None: there were none)."""
+        if not self.bad:
+            return None
+        offset, reason = self.first or (-1, "")
+        return {"bad": self.bad, "read": read, "share": round(self.bad / read, 6) if read else None,
+                "max_bad_fraction": self.limit, "allowance": self.allowance, "unit": self.unit,
+                "over_fraction": self.limit is not None and self.bad / max(read, 1) > self.limit,
+                "first": {**({"at": self.first_at} if self.first_at else {}), "offset": offset,
+                          "reason": reason, "alike": self.alike}}
+
+
+def bad_records_warning(report: dict) -> str:
+    """One line for stderr from a run's :meth:`BadRecordLimit.report`: how many records went to dead
+    letters, the first one, and, when only the allowance let them through, that the share was over the limit."""
+    first = report["first"]
+    at = f"{first['at']} " if first.get("at") else ""
+    text = (f"{report['bad']} of {report['read']} records ({report['bad'] / max(report['read'], 1):.1%}) could "
+            f"not be placed and went to dead letters; first: {at}{report.get('unit', 'line')} {first['offset']}: "
+            f"{first['reason']} ({first['alike']} records like it)")
+    if report.get("over_fraction"):
+        n = report["allowance"]
+        text += (f"; over the max bad fraction {report['max_bad_fraction']:g}, kept because a run may keep "
+                 f"{n} bad records (more than {n} and over that fraction stops a run)")
+    return text
 
 
 def reason_kind(reason: str) -> str:
