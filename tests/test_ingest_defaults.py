@@ -159,9 +159,12 @@ def test_a_small_run_keeps_a_few_bad_lines_with_a_warning_and_a_flood_still_fail
     spool.mkdir(), flooded.mkdir()
     (spool / "app.log").write_bytes(one.read_bytes())
     (flooded / "app.log").write_bytes(flood.read_bytes())
-    res = _ok(invoke_trib("ingest", str(root), "--source-dir", str(spool), "--app-id", "d", "--time-field",
-                          "event_time", "--json"))
+    p = invoke_trib("ingest", str(root), "--source-dir", str(spool), "--app-id", "d", "--time-field",
+                    "event_time", "--json")
+    res = _ok(p)
     assert (res["records"], res["dead_letters"]) == (51, 1)
+    assert res["bad_records"]["over_fraction"] is True  # its report, and its warning even with --json
+    assert "trib: warning: 1 of 51 records (2.0%) could not be placed" in p.stderr
     before = snapshot(root)
     one_line_error(invoke_trib("ingest", str(root), "--source-dir", str(flooded), "--app-id", "e", "--time-field",
                                "event_time"), 3, "11 of 60 records", "more than the 10 bad records")

@@ -81,6 +81,7 @@ class SpoolResult:
     stopped_by: str | None = None
     tracked: int = 0  # open files after the run
     done: int = 0  # done files remembered after the run
+    bad_records: dict | None = None  # the bad-record limit's report (write.lines.BadRecordLimit.report)
 
     def to_json(self) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
@@ -208,7 +209,8 @@ class _Run:
         result = SpoolResult(
             self.app_id, self.name, self.read, self.records.dead, self.commits, self.files_read,
             self.finished, self.rolled, tuple(self.lost), tuple(self.all_events), tuple(self.completed),
-            self.pos.records, self.bytes, stopped, len(self.pos.files), len(self.pos.done))
+            self.pos.records, self.bytes, stopped, len(self.pos.files), len(self.pos.done),
+            self.records.limit.report(self.read))
         if self.lost and not follow and not allow_lost:
             raise SourceGapError(
                 f"{_lost_text(list(self.lost))} deleted from {self.source.directory} before they were read to their "
