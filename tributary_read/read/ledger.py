@@ -233,6 +233,8 @@ class LedgerPlanner:
         self.listed = int(time.time() * 1000)
         listing = scan(storage, self.layout, known_dirs=known, progress=progress, parallel=parallel,
                        sink=self._directory)
+        if not self.foreign_only:  # a plain directory: its layout is an argument, which may be wrong
+            listing.refuse_unmatched(self.layout, storage.uri)
         for d, mtime in listing.leaves.items():  # unchanged since the ledger's listing, or empty
             if d not in self.done:
                 self._directory(d, listing.partitions[d], mtime, [], [], d in listing.unchanged)

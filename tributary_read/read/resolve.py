@@ -338,6 +338,8 @@ def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,
         spans = window is not None and src.table is not None and src.storage.exists(COMPACTED_MARKER)
         listing = scan(src.storage, src.layout, window=window, partitions=partitions,
                        parallel=parallel, progress=progress, lister=lister, spans=spans)
+        if src.table is None and src.layout is not None:  # a table's layout is its own, not an argument
+            listing.refuse_unmatched(src.layout, src.uri)
         parts = listing.partitions
         files = [
             ResolvedFile(f.path, f.size, parts[f.directory].values if f.directory else {},

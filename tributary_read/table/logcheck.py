@@ -58,6 +58,8 @@ def _as_known_to(st: TableState, cp: TableState) -> dict:
     doc.pop("added", None)
     if known:
         doc["added"] = known
+    if cp.settings is None:  # nor for lacking the settings an older trib did not record
+        doc.pop("settings", None)
     return doc
 
 
