@@ -143,20 +143,6 @@ class Listing:
     seconds: float = 0.0
     strategy: str = ""
 
-    def refuse_unmatched(self, layout: Layout, uri: str) -> None:
-        """Refuse (InvalidLayoutError, exit 3) a listing of a plain directory in which ``layout`` fit no
-        directory while files lay in directories it does not fit: the layout or ROOT is wrong, and
-        "0 files" would read as "nothing new" to a scheduled job, run after run. A directory
-        with no file at all, or none in the read's window, is an empty answer, not this.
-        """
-        if self.partitions or not self.skipped:
-            return
-        s = self.skipped[0]
-        raise InvalidLayoutError(
-            f"no directory of {uri} fits {layout.directory!r}: {len(self.skipped)} files lie in directories that "
-            f"do not (e.g. {s.path}: {s.reason}); check the layout and ROOT",
-            layout="the layout")
-
     def stats(self) -> dict:
         return {"strategy": self.strategy, "listed_dirs": self.listed_dirs,
                 "unchanged_dirs": len(self.unchanged), "listed_entries": self.listed_entries,
