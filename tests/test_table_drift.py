@@ -114,8 +114,9 @@ def test_a_table_made_before_commits_recorded_their_layout_is_checked_by_its_fil
     assert invoke_trib("files", str(table), "--all").returncode == 0
     good = (table / PROPS).read_text()
     _edit(table, lambda d: d["layout"].update(partition="day={yyyy}{MM}{dd}{HH}"))
-    p = invoke_trib("files", str(table), "--all")
-    assert p.returncode == 6 and "is in partition dt=" in p.stderr, p.stderr
+    for argv in (("files", str(table), "--all"), ("verify", str(table)), ("clean", str(table), "--dry-run")):
+        p = invoke_trib(*argv)
+        assert p.returncode == 6 and "is in partition dt=" in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
     (table / PROPS).write_text(good)
     invoke_trib("ingest", str(table), "--source", str(tmp_path / "b.jsonl"), "--app-id", "b", "--time-field", "ts",
                 check=True)
