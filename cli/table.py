@@ -71,6 +71,7 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
     )
     if tracking is not None:  # else the table layer's default (TableConfig.tracking)
         config = replace(config, tracking=tracking)
+    config.layout.check_one_to_one()  # Table.create's rule, asked before the directory is scanned
     root_uri, options = state.resolve(root)
     found, outside = find_foreign(open_storage(root_uri, options), config.layout)
     t = Table.create(root_uri, config, options)

@@ -514,3 +514,49 @@ def test_partition_mapper_inverts_the_layout():
     assert two.directory({"dt": "20240101", "hr": "05"}) == "dt=20240101/hr=05"
     with pytest.raises(InvalidLayoutError, match="several directories would share one Hive partition"):
         PartitionMapper(Layout(HOURLY, "dt={yyyy}{MM}{dd}"))
+
+
+def test_table_create_refuses_a_partition_spec_that_omits_a_layout_token(tmp_path):
+    """``table create`` refuses what ``partitions sync`` would refuse later (one rule, Layout.check_one_to_one):
+    24 hourly directories under one ``dt=`` partition, which Hive cannot mount. Nothing is created."""
+    from conftest import invoke_trib
+
+    from tributary_read.table.config import Table, TableConfig
+
+    root = tmp_path / "t"
+    for spec, missing in (("dt={yyyy}{MM}{dd}", "{HH}"), ("dt={yyyy}{MM},hr={HH}", "{dd}")):
+        p = invoke_trib("table", "create", str(root), "--layout", HOURLY, "--partition", spec)
+        assert p.returncode == 3 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert f"omits {missing} of layout" in p.stderr and "Traceback" not in p.stderr, p.stderr
+        assert not root.exists()
+        with pytest.raises(InvalidLayoutError, match="several directories would share one Hive partition"):
+            Table.create(str(root), TableConfig(Layout(HOURLY, spec)))
+        assert not root.exists()
+    assert invoke_trib("table", "create", str(root), "--layout", HOURLY, "--partition", "dt={yyyy}{MM}{dd},hr={HH}",
+                       ).returncode == 0
+
+
+def test_a_plain_directory_layout_that_fits_no_directory_is_bad_input_not_0_files(tmp_path):
+    """``trib files --layout`` whose layout fits none of ROOT's directories exits 3 with one line (a wrong
+    layout or ROOT), for a window, --all and a consumer alike, and the consumer saves no plan; an empty
+    directory, and a window with nothing new, stay an empty answer (exit 0)."""
+    from conftest import invoke_trib
+
+    land = tmp_path / "land"
+    (land / "2026-11-26/10").mkdir(parents=True)
+    (land / "2026-11-26/10/x.jsonl").write_text('{"a": 1}\n')
+    state = tmp_path / "state"
+    for extra in (["--all"], ["--start", "0", "--end", "9999999999999"],
+                  ["--consumer", "c", "--state-dir", str(state)]):
+        p = invoke_trib("files", str(land), "--layout", HOURLY, *extra)
+        assert p.returncode == 3 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, (extra, p.stderr)
+        assert f"fits '{HOURLY}'" in p.stderr and "2026-11-26/10/x.jsonl" in p.stderr and "--layout" in p.stderr
+    assert not state.exists()
+    right = "{yyyy}-{MM}-{dd}/{HH}"
+    p = invoke_trib("files", str(land), "--layout", right, "--all")
+    assert p.returncode == 0 and p.stdout.split() == ["2026-11-26/10/x.jsonl"], p.stderr
+    p = invoke_trib("files", str(land), "--layout", right, "--start", "2020-01-01T00:00:00Z", "--end", "2020-01-01T01:00:00Z")
+    assert p.returncode == 0 and p.stdout == "", p.stderr  # nothing new in this window: an empty answer
+    (tmp_path / "empty").mkdir()
+    p = invoke_trib("files", str(tmp_path / "empty"), "--layout", HOURLY, "--all")
+    assert p.returncode == 0 and p.stdout == "", p.stderr

@@ -206,6 +206,11 @@ class UnsupportedFormatVersionError(ManifestCorruptError):
     """The log was written by a newer trib: upgrade before touching it."""
 
 
+class SettingsDriftError(ManifestCorruptError):
+    """table.json's layout, zone, partition template or format is not what the table's commits were
+    written with (an edit by hand): restore it. These never change; another layout is another table."""
+
+
 class StorageError(TributaryError):
     """The file system refused or failed an operation: check permissions and retry."""
 

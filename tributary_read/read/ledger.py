@@ -27,7 +27,7 @@ from tributary_read.read.fileset import Conflict, Fingerprint, LateFile, Resolve
 from tributary_read.read.backlog import ListingCap
 from tributary_read.read.growth import Growth, growth, readable
 from tributary_read.io.storage import Storage
-from tributary_read.read.tracking import foreign
+from tributary_read.read.tracking import foreign, refuse_unmatched
 
 #: A directory's mtime is trusted to skip it only if it was this much older
 #: than the listing: an entry added later in the same timestamp tick (1-2 s on
@@ -233,6 +233,8 @@ class LedgerPlanner:
         self.listed = int(time.time() * 1000)
         listing = scan(storage, self.layout, known_dirs=known, progress=progress, parallel=parallel,
                        sink=self._directory)
+        if not self.foreign_only:  # a plain directory: its layout is an argument, which may be wrong
+            refuse_unmatched(listing, self.layout, storage.uri)
         for d, mtime in listing.leaves.items():  # unchanged since the ledger's listing, or empty
             if d not in self.done:
                 self._directory(d, listing.partitions[d], mtime, [], [], d in listing.unchanged)

@@ -32,7 +32,7 @@ from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Table, Tracking
 from tributary_read.table.log import COMPACTED_MARKER
 from tributary_read.table.renames import REPLACED_DIR, finish_renames
-from tributary_read.read.tracking import check_untracked, foreign, refuse_untracked, written
+from tributary_read.read.tracking import check_untracked, foreign, refuse_unmatched, refuse_untracked, written
 from tributary_read.read.window import TimeWindow
 from tributary_read.read.fileset import FileSet, ReadMode, ResolvedFile, origin
 
@@ -338,6 +338,8 @@ def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,
         spans = window is not None and src.table is not None and src.storage.exists(COMPACTED_MARKER)
         listing = scan(src.storage, src.layout, window=window, partitions=partitions,
                        parallel=parallel, progress=progress, lister=lister, spans=spans)
+        if src.table is None and src.layout is not None:  # a table's layout is its own, not an argument
+            refuse_unmatched(listing, src.layout, src.uri)
         parts = listing.partitions
         files = [
             ResolvedFile(f.path, f.size, parts[f.directory].values if f.directory else {},

@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence, TypeVar
 
-from tributary_read.errors import UntrackedDataError
+from tributary_read.errors import InvalidLayoutError, UntrackedDataError
 from tributary_read.table.layout import Layout
-from tributary_read.read.listing import scan
+from tributary_read.read.listing import Listing, scan
 from tributary_read.read.partition_filter import PartitionFilter
 from tributary_read.read.visibility import is_hidden_name
 from tributary_read.read.window import MAX_MS, MIN_MS, TimeWindow
@@ -147,6 +147,20 @@ def find_foreign(storage: Storage, layout: Layout, partitions: PartitionFilter |
     paths = sorted(f.path for f in listing.files if not is_written(f.path))
     outside = sum(1 for s in listing.skipped if not is_written(s.path))
     return paths, outside
+
+
+def refuse_unmatched(listing: Listing, layout: Layout, uri: str) -> None:
+    """Refuse (InvalidLayoutError, exit 3) a listing of a plain directory in which ``layout`` fit no
+    directory while files lay in directories it does not fit: the layout or ROOT is wrong, and
+    "0 files" would read as "nothing new" to a scheduled job, run after run. A directory with no
+    file at all, or none in the read's window, is an empty answer, not this.
+    """
+    if listing.partitions or not listing.skipped:
+        return
+    s = listing.skipped[0]
+    raise InvalidLayoutError(
+        f"no directory of {uri} fits {layout.directory!r}: {len(listing.skipped)} files lie in directories that "
+        f"do not (e.g. {s.path}: {s.reason}); check the layout and ROOT", layout="the layout")
 
 
 def _probe(storage: Storage, dirs: Sequence[str], window: TimeWindow | None = None) -> list[str]:

@@ -18,7 +18,8 @@ from tributary_read.errors import InvalidInputError, ManifestCorruptError, NoSuc
 from tributary_read.io.formats import DataFormat, check_format, default_compression
 from tributary_read.table.layout import Layout
 from tributary_read.table.log import DEFAULT_LOG_RETENTION_MS, META_DIR, ManifestLog
-from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, load_document
+from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, Placement, load_document
+from tributary_read.table.placement import PINNED, check_placement, read_pinned
 from tributary_read.io.storage import Storage, open_storage
 
 PROPERTIES = f"{META_DIR}/table.json"
@@ -248,6 +249,13 @@ class TableConfig:
     def data_format(self) -> DataFormat:
         return DataFormat(self.format, self.compression)
 
+    @property
+    def placement(self) -> Placement:
+        """The settings that never change: what every commit records and every read checks
+        (:mod:`tributary_read.table.placement`)."""
+        lay = self.layout
+        return Placement(lay.directory, lay.partition, lay.timezone, self.format, self.compression)
+
     def to_json(self) -> dict:
         return {
             "format": FORMAT,
@@ -271,6 +279,14 @@ class TableConfig:
     @classmethod
     def from_json(cls, data: bytes, where: str) -> TableConfig:
         d = load_document(data, where)
+        unknown = sorted(set(d) - KEYS) or (sorted(set(d["layout"]) - LAYOUT_KEYS)
+                                            if isinstance(d.get("layout"), Mapping) else [])
+        if unknown:
+            name = unknown[0] if unknown[0] in d else f"layout.{unknown[0]}"
+            raise ManifestCorruptError(
+                f"unknown key {name!r} in table properties {where}: a misspelt setting would silently fall back "
+                "to its default, so it is refused. Remove it (settings change with trib table set); a key a newer "
+                "trib wrote: upgrade trib")
         try:
             lay = d["layout"]
             return cls(
@@ -295,6 +311,13 @@ class TableConfig:
             raise ManifestCorruptError(f"corrupt table properties {where}: {e}") from None
 
 
+#: Every key a table.json may hold (what :meth:`TableConfig.to_json` writes, now or in any earlier trib).
+KEYS = frozenset({"format", "format_version", "kind", "layout", "file_format", "compression", "protocol", "roll",
+                  "checkpoint_interval", "partition_commit", "created_ms", "tracking", "log_retention_ms",
+                  "max_bad_fraction", "final_after_ms", "compact"})
+LAYOUT_KEYS = frozenset({"directory", "partition", "timezone"})
+
+
 def _roll(d: Any) -> RollPolicy:
     """table.json's ``roll``: its three keys, numbers, and nothing else (a typo is corruption, never a default)."""
     if not isinstance(d, Mapping) or set(d) - {"max_bytes", "max_records", "inactivity_s"}:
@@ -311,7 +334,7 @@ class Table:
     def __init__(self, storage: Storage, config: TableConfig):
         self.storage = storage
         self.config = config
-        self.log = ManifestLog(storage, config.checkpoint_interval)
+        self.log = ManifestLog(storage, config.checkpoint_interval, config.placement, storage.uri_for(PROPERTIES))
 
     @property
     def uri(self) -> str:
@@ -324,6 +347,7 @@ class Table:
     @classmethod
     def create(cls, root: str, config: TableConfig, options: Mapping[str, str] | None = None) -> Table:
         """Create the table's metadata; the directory may already hold foreign data."""
+        config.layout.check_one_to_one()  # before storage is touched: a refused create leaves nothing
         storage = open_storage(root, options)
         config = replace(config, created_ms=config.created_ms or int(time.time() * 1000),
                          protocol=config.protocol or DEFAULT_PROTOCOL)
@@ -343,7 +367,13 @@ class Table:
             raise NoSuchTableError(
                 f"no trib table at {storage.uri} (create one with: trib table create)"
             ) from None
-        return cls(storage, TableConfig.from_json(data, storage.uri_for(PROPERTIES)))
+        config = TableConfig.from_json(data, storage.uri_for(PROPERTIES))
+        # Before any command uses the layout: one that reads no commit (a listing, a DDL) is refused too.
+        pinned = read_pinned(storage)
+        check_placement(config.placement, pinned, (), storage.uri_for(PINNED), storage.uri_for(PROPERTIES))
+        table = cls(storage, config)
+        table.log.pinned = pinned is not None
+        return table
 
     def protocol_for(self, override: Protocol | str | None = None) -> Protocol:
         """The protocol a writer of this table uses: ``override`` (``--protocol``), else the table's.
@@ -395,7 +425,9 @@ class Table:
         if config == self.config:
             return self
         self.storage.replace(PROPERTIES, json.dumps(config.to_json(), indent=2, sort_keys=True).encode())
-        return type(self)(self.storage, config)
+        table = type(self)(self.storage, config)
+        table.log.pinned = self.log.pinned  # the placement is not a setting set changes
+        return table
 
 
 # -- trib.toml ------------------------------------------------------------------

@@ -316,6 +316,22 @@ class Layout:
         except (ValueError, OverflowError, OSError):
             return None
 
+    def check_one_to_one(self) -> None:
+        """Refuse (InvalidLayoutError) a partition spec that omits a token of the directory template.
+
+        Several directories would then share one partition (``dt={yyyy}{MM}{dd}`` over hourly
+        directories: 24), and a Hive partition has exactly one location. ``trib table create``
+        refuses such a table and ``trib partitions sync`` (:class:`PartitionMapper`) such a layout,
+        by this one rule; a :class:`Layout` itself allows it, so a table made before create
+        refused it still opens.
+        """
+        missing = [t for t in self.tokens if t not in self.partition_tokens]
+        if missing:
+            raise InvalidLayoutError(
+                f"partition spec {self.partition!r} omits {', '.join('{%s}' % t for t in missing)} of layout "
+                f"{self.directory!r}: several directories would share one Hive partition; name every token "
+                f"of the layout in the partition spec (e.g. {default_partition(self.directory)!r})")
+
     @property
     def depth(self) -> int:
         return len(self._segments)
@@ -422,11 +438,7 @@ class PartitionMapper:
     """
 
     def __init__(self, layout: Layout):
-        missing = [t for t in layout.tokens if t not in layout.partition_tokens]
-        if missing:
-            raise InvalidLayoutError(
-                f"partition spec {layout.partition!r} omits {', '.join('{%s}' % t for t in missing)} of layout "
-                f"{layout.directory!r}: several directories would share one Hive partition")
+        layout.check_one_to_one()
         self.layout = layout
         # The partition names themselves (``dt=.../hr=...``) read as a layout.
         inverse = "/".join(f"{k}={t}" for k, t in layout.partition_templates.items())

@@ -14,12 +14,13 @@ import time
 import uuid
 from typing import Callable, Iterator, Sequence, Union
 
-from tributary_read.errors import AlreadyCommittedError, CommitConflictError, CommitStateUnknownError, FencedError, LogRetentionError, ManifestCorruptError, StorageError, VerificationError
+from tributary_read.errors import AlreadyCommittedError, CommitConflictError, CommitStateUnknownError, FencedError, LogRetentionError, ManifestCorruptError, SettingsDriftError, StorageError, VerificationError
 from tributary_read.faults import wall_ms
 from tributary_read.table.docstore import DocumentSeries, DocumentStore
 from tributary_read.table.manifest import (
-    MAX_TIMESTAMP_MS, OP_APPEND, OP_EXPIRE, OP_REPLACE, Commit, FileEntry, Transaction, check_replace,
+    MAX_TIMESTAMP_MS, OP_APPEND, OP_EXPIRE, OP_REPLACE, Commit, FileEntry, Placement, Transaction, check_replace,
 )
+from tributary_read.table.placement import check_placement, pin
 from tributary_read.table.state import AppState, TableState, same_transaction
 from tributary_read.io.storage import Storage
 
@@ -145,11 +146,22 @@ class ManifestLog:
     Args:
         storage: the table's storage (rooted at ROOT).
         checkpoint_interval: write a checkpoint at every version divisible by this.
+        settings: the table's layout and format (its table.json's). Every commit appended
+            records them (the first one also pins them), and every commit and checkpoint read
+            is checked against them (:func:`~tributary_read.table.placement.check_placement`):
+            a table.json edited to another layout is refused, nothing committed under it.
+        properties: where those settings come from, for the refusal's message.
     """
 
-    def __init__(self, storage: Storage, checkpoint_interval: int = 100):
+    def __init__(self, storage: Storage, checkpoint_interval: int = 100, settings: Placement | None = None,
+                 properties: str = "table.json"):
         self.storage = storage
         self.checkpoint_interval = max(1, int(checkpoint_interval))
+        self.settings = settings
+        self.properties = properties
+        #: Whether ``settings`` are known to be pinned (:mod:`tributary_read.table.placement`): set by
+        #: Table.load when it found the pin, else by the first commit, which pins them.
+        self.pinned = False
 
     @property
     def storage(self) -> Storage:
@@ -168,7 +180,10 @@ class ManifestLog:
         data = self._commits.read_bytes(version)
         if data is None:
             return None
-        return Commit.decode(data, self._commits.uri(version), expect_version=version)
+        where = self._commits.uri(version)
+        commit = Commit.decode(data, where, expect_version=version)
+        check_placement(self.settings, commit.settings, commit.files, where, self.properties)
+        return commit
 
     def _exists(self, version: int) -> bool:
         return self._commits.exists(version)
@@ -279,9 +294,11 @@ class ManifestLog:
             # It existed a moment ago (the caller checked): only log retention deletes checkpoints.
             raise LogRetentionError(f"checkpoint {self._checkpoints.uri(version)} was removed while being read; "
                                     "run again")
-        st = TableState.from_json(data, self._checkpoints.uri(version))
+        where = self._checkpoints.uri(version)
+        st = TableState.from_json(data, where)
         if st.version != version:
             raise ManifestCorruptError(f"checkpoint {checkpoint_path(version)} says version {st.version}")
+        check_placement(self.settings, st.settings, st.files.values(), where, self.properties)
         return st
 
     def last_transaction(self, app_id: str) -> AppState | None:
@@ -388,6 +405,9 @@ class ManifestLog:
         two compactions never both land and an expired partition is never resurrected.
         """
         base = self.latest_version() if base_version is None else base_version
+        if self.settings is not None and not self.pinned:  # the table's first commit, or a log from before pins
+            pin(self.storage, self.settings, self.properties)
+            self.pinned = True
         if replace:  # whoever commits a replace, the readers that need to know do
             self.storage.create_if_absent(COMPACTED_MARKER, b"{}\n")
         commit_id = new_commit_id(writer)
@@ -411,6 +431,7 @@ class ManifestLog:
                 writer=writer,
                 commit_id=commit_id,
                 removed=gone,
+                settings=self.settings,
             )
             winner = self._claim(commit)
             if winner is None:
@@ -443,6 +464,8 @@ class ManifestLog:
             return None
         try:
             return self.read_commit(v - 1)
+        except SettingsDriftError:
+            raise  # not an unreadable commit: this writer's table.json is not the table's
         except (ManifestCorruptError, StorageError):
             return None
 

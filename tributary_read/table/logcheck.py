@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from tributary_read.errors import ManifestCorruptError, StorageError
+from tributary_read.errors import ManifestCorruptError, SettingsDriftError, StorageError
 from tributary_read.io.storage import STAGED_NAME
 from tributary_read.table.log import CHECKPOINTS, COMMITS, LOG_DIR, ManifestLog, checkpoint_path, commit_path
 from tributary_read.table.state import TableState
@@ -58,6 +58,8 @@ def _as_known_to(st: TableState, cp: TableState) -> dict:
     doc.pop("added", None)
     if known:
         doc["added"] = known
+    if cp.settings is None:  # nor for lacking the settings an older trib did not record
+        doc.pop("settings", None)
     return doc
 
 
@@ -134,6 +136,8 @@ def check_log(log: ManifestLog) -> LogCheck:
 def _read_commit(log: ManifestLog, v: int, problems: list[LogProblem], referenced: set[str]) -> Commit | None:
     try:
         return log.read_commit(v)
+    except SettingsDriftError:
+        raise  # table.json is wrong, not this commit: refused as a whole, never reported per file
     except (ManifestCorruptError, StorageError) as e:
         problems.append(LogProblem(commit_path(v), "corrupt_log_file", str(e)))
         # A commit under another version's name (a rename, a copy) still names its files.
@@ -178,6 +182,8 @@ def _reference(commit: Commit | None, referenced: set[str]) -> None:
 def _read_checkpoint(log: ManifestLog, v: int, problems: list[LogProblem], referenced: set[str]) -> TableState | None:
     try:
         cp = log._read_checkpoint(v)
+    except SettingsDriftError:
+        raise
     except (ManifestCorruptError, StorageError) as e:
         problems.append(LogProblem(checkpoint_path(v), "corrupt_log_file", str(e)))
         return None

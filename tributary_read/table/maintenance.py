@@ -25,15 +25,15 @@ from tributary_read.table.config import Table
 from tributary_read.table.manifest import DEAD_LETTER_DIR
 from tributary_read.table.names import WRITTEN_NAME
 
-#: ``_tributary/`` is trib's namespace: the table's own files (table.json, the
-#: log, its checkpoint pointer) and one directory per kind of state the layers
-#: above keep there (consumers, Hive sync state, ETL locks: their names are
-#: theirs, not this module's). Neither data nor orphans: reporting a consumer's
+#: ``_tributary/`` is trib's namespace: the table's own files (table.json, its
+#: pinned placement, the log, its checkpoint pointer) and one directory per kind
+#: of state the layers above keep there (consumers, Hive sync state, ETL locks:
+#: their names are theirs, not this module's). Neither data nor orphans: reporting a consumer's
 #: plan as "untracked data" would be a wrong answer. A stray file directly under
 #: ``_tributary/`` is reported. The dead-letter directory is the exception: its
 #: files are data, committed like any other, so an unreferenced one is an orphan.
 _METADATA = re.compile(
-    rf"^{META_DIR}/(table\.json|_last_checkpoint|compacted|log/[0-9]{{20}}(\.checkpoint)?\.json"
+    rf"^{META_DIR}/(table\.json|placement\.json|_last_checkpoint|compacted|log/[0-9]{{20}}(\.checkpoint)?\.json"
     rf"|(?!{DEAD_LETTER_DIR[len(META_DIR) + 1:]}/|log/)[^/]+/.+)$")
 
 

@@ -129,6 +129,43 @@ class FileEntry:
             sources=sources,
         )
 
+
+@dataclass(frozen=True)
+class Placement:
+    """A table's layout (directory and partition templates, zone) and data format, as committed."""
+
+    directory: str
+    partition: str
+    timezone: str
+    file_format: str
+    compression: str
+
+    def fields(self) -> dict[str, str]:
+        """Each setting under its ``table.json`` key (``layout.timezone``, ``file_format``, …)."""
+        return {"layout.directory": self.directory, "layout.partition": self.partition,
+                "layout.timezone": self.timezone, "file_format": self.file_format,
+                "compression": self.compression}
+
+    def to_json(self) -> dict:
+        """As a commit's or checkpoint's ``settings``: the shape and key names of ``table.json``."""
+        return {"layout": {"directory": self.directory, "partition": self.partition, "timezone": self.timezone},
+                "file_format": self.file_format, "compression": self.compression}
+
+    @classmethod
+    def from_json(cls, d: Any) -> Placement:
+        """A recorded ``settings`` object; ValueError unless it holds these strings (others are ignored:
+        a later trib may record more)."""
+        if not isinstance(d, Mapping) or {"layout", "file_format", "compression"} - set(d) \
+                or not isinstance(d["layout"], Mapping) \
+                or {"directory", "partition", "timezone"} - set(d["layout"]):
+            raise ValueError("settings must hold layout {directory, partition, timezone}, file_format, compression")
+        lay = d["layout"]
+        values = (lay["directory"], lay["partition"], lay["timezone"], d["file_format"], d["compression"])
+        if not all(isinstance(v, str) for v in values):
+            raise ValueError("settings values must be strings")
+        return cls(*values)
+
+
 #: The key of a commit's transaction meta that carries its writer's event-time watermark (epoch ms):
 #: the event clock of the partition commit (hive/commit.py) waits for it.
 EVENT_WATERMARK = "event_watermark_ms"
@@ -189,6 +226,9 @@ class Commit:
     #: run (docs/manifest.md, *Commit time*). None: a writer from before that
     #: rule, whose time may be anywhere.
     monotonic_since: int | None = None
+    #: The table's layout and format the files were written with (table/placement.py).
+    #: None: a writer from before commits recorded them.
+    settings: Placement | None = None
 
     @property
     def records(self) -> int:
@@ -226,6 +266,8 @@ class Commit:
             d["replaces"] = list(self.replaces)
         if self.monotonic_since is not None:
             d["monotonic_since"] = self.monotonic_since
+        if self.settings is not None:
+            d["settings"] = self.settings.to_json()
         return d
 
     def encode(self) -> bytes:
@@ -250,6 +292,7 @@ class Commit:
                 commit_id=d.get("commit_id"),
                 removed=tuple(FileEntry.from_json(f) for f in _objects(d.get("removed", []), "removed")),
                 monotonic_since=d.get("monotonic_since"),
+                settings=Placement.from_json(d["settings"]) if "settings" in d else None,
             )
             if not _is_count(commit.version) or not _is_count(commit.timestamp_ms):
                 raise ValueError("version and timestamp_ms must be non-negative integers")

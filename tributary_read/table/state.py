@@ -15,7 +15,7 @@ from typing import Mapping
 from tributary_read.errors import ManifestCorruptError
 from tributary_read.table.docstore import header
 from tributary_read.table.manifest import (
-    OP_REPLACE, REPLACE_FORMAT_VERSION, Commit, FileEntry, Transaction, load_document,
+    OP_REPLACE, REPLACE_FORMAT_VERSION, Commit, FileEntry, Placement, Transaction, load_document,
 )
 
 #: How long the state (and so every checkpoint) remembers a removed file, counted
@@ -109,6 +109,8 @@ class TableState:
     #: kept it does not say). A compaction names each original's version, the commit whose
     #: new data it was (tributary_read/read/changes.py).
     added: Mapping[str, int] = field(default_factory=dict, hash=False)
+    #: The layout and format of the newest commit that recorded them (table/placement.py).
+    settings: Placement | None = None
 
     def apply(self, c: Commit) -> TableState:
         return self.apply_all((c,))
@@ -123,7 +125,7 @@ class TableState:
         apps = dict(self.apps)
         removed = dict(self.removed)
         added = dict(self.added)
-        version = self.version
+        version, settings = self.version, self.settings
         for c in commits:
             if removed:
                 horizon = c.timestamp_ms - REMOVAL_MEMORY_MS
@@ -146,7 +148,8 @@ class TableState:
                 apps[c.transaction.app_id] = (prev.after(c.version, c.transaction) if prev is not None else
                                               AppState(c.version, c.transaction, dict(c.transaction.offsets)))
             version = c.version
-        return TableState(version, files, apps, removed, added)
+            settings = c.settings if c.settings is not None else settings
+        return TableState(version, files, apps, removed, added, settings)
 
     @property
     def compacted(self) -> bool:
@@ -164,6 +167,8 @@ class TableState:
             **({"removed": [r.to_json() for r in self.removed.values()]} if self.removed else {}),
             # Optional within version 1 too: a version per live file, as [path, version] pairs.
             **({"added": [[p, v] for p, v in self.added.items()]} if self.added else {}),
+            # Optional within version 1: the placement the commits were written with.
+            **({"settings": self.settings.to_json()} if self.settings is not None else {}),
         }
 
     @classmethod
@@ -186,6 +191,7 @@ class TableState:
                     raise ValueError("added must hold [path, version] pairs")
                 if p in files:
                     added[p] = v
-            return cls(int(d["version"]), files, apps, removed, added)
+            settings = Placement.from_json(d["settings"]) if "settings" in d else None
+            return cls(int(d["version"]), files, apps, removed, added, settings)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ManifestCorruptError(f"corrupt checkpoint {where}: {e}") from None
