@@ -195,6 +195,14 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
         click.echo(f"trib: {fs.untracked.message()}", err=True)
     if as_json and plan is not None and plan.conflicts:  # acknowledged with --allow-changed: still said
         click.echo(f"trib: {_changed(plan)}", err=True)
+    if as_json and plan is not None and plan.held:
+        click.echo(f"trib: {_held(plan)}", err=True)
+
+
+def _held(plan) -> str:
+    named = "; ".join(f"{h.path} ({', '.join(h.changes)})" for h in plan.held)
+    return (f"warning: {len(plan.held)} partitions held back, the rest is in the plan: {named}; "
+            "the ack exits 17 naming them (see --json: held)")
 
 
 def _changed(plan) -> str:
@@ -224,6 +232,8 @@ def _notes(fs, plan, root: str, state_dir: str | None) -> None:
     if plan.beyond_horizon:
         warn(f"warning: {len(plan.beyond_horizon)} files of partitions that changed beyond the lookback horizon "
              f"are not delivered (--allow-beyond-horizon; e.g. {plan.beyond_horizon[0].path}); see --json")
+    if plan.held:
+        warn(_held(plan))
     if plan.deferred:
         warn(f"{plan.deferred} files younger than --min-age left for a later run")
     if plan.stats.get("held_files"):

@@ -313,6 +313,23 @@ class ChangedFileError(UndeliveredDataError):
     exit_code = 15
 
 
+class PartitionsHeldError(UndeliveredDataError):
+    """A consumer delivered and acked everything but some partitions, held back because a file it had
+    delivered there was removed or rewritten (or, in a partition sealed by an older trib, which files
+    are new cannot be told). The line names every held partition and what changed. Look at the named
+    files, then ``trib consumer replay ROOT NAME --partition P --execute`` takes each as it is now
+    (nothing delivered is delivered again; its files never delivered are delivered by the next run);
+    ``--redeliver`` delivers a partition again, and its preview counts what that repeats. Until then
+    every run delivers the rest and exits 17 again. Exit 17."""
+
+    exit_code = 17
+
+    def __init__(self, *args, report=None, **params: str):
+        super().__init__(*args, **params)
+        #: an ETL run's report (``trib etl run`` prints it before the line)
+        self.report = report
+
+
 # -- Hive partitions -----------------------------------------------------------
 class HiveTableConflictError(MetastoreError):
     """A Hive table of that name exists and differs from what trib would create; trib never alters it."""

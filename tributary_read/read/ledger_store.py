@@ -27,6 +27,7 @@ import hashlib
 import json
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from tributary_read.errors import ConsumerStateCorruptError
 from tributary_read.io.storage import Storage
 from tributary_read.read.ledger import check_ledger, present_count
 
@@ -76,6 +77,10 @@ class SegmentedLedger(Mapping[str, Mapping]):
     def __contains__(self, d: object) -> bool:
         return d in self.overlay or d in self.index
 
+    def segment_name(self, d: str) -> str | None:
+        """The saved segment of directory ``d`` (None: changed since, in the overlay)."""
+        return None if d in self.overlay or d not in self.index else self.index[d]["seg"]
+
     def meta(self, d: str) -> Mapping:
         """A directory's skip metadata (``mtime_ms``, ``listed_ms``) without reading its segment."""
         return self.overlay[d] if d in self.overlay else self.index[d]
@@ -95,6 +100,43 @@ class SegmentedLedger(Mapping[str, Mapping]):
         return out
 
 
+class SealedIndex(Mapping[str, Mapping]):
+    """A state's seals (small: count, digest, mtimes), each with its partition's files read on demand.
+
+    A seal names the segment of the files its partition had when it left the
+    lookback (``seg``), so a plan reads it only when the directory's listing
+    no longer matches the seal's digest: then which files are new, removed or
+    rewritten is told exactly. A seal an older trib wrote has no segment (None:
+    the digest alone decides). One that cannot be read is treated the same: the
+    digest still says whether the partition changed, and a change it cannot
+    tell apart holds that partition back instead of stopping the consumer.
+    """
+
+    def __init__(self, seals: Mapping[str, Mapping], load: Callable[[str, str], Mapping]):
+        self.seals = dict(seals)
+        self._load = load
+
+    def __getitem__(self, d: str) -> Mapping:
+        return self.seals[d]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.seals)
+
+    def __len__(self) -> int:
+        return len(self.seals)
+
+    def segment(self, d: str) -> Mapping | None:
+        s = self.seals.get(d) or {}
+        if "files" in s:
+            return s
+        if not isinstance(s.get("seg"), str):
+            return None
+        try:
+            return self._load(d, s["seg"])
+        except ConsumerStateCorruptError:
+            return None
+
+
 class LedgerStore:
     """Segments of one consumer's ledgers, under ``PREFIX/ledger/``."""
 
@@ -112,6 +154,29 @@ class LedgerStore:
             if not (isinstance(m, dict) and isinstance(m.get("seg"), str) and isinstance(m.get("n", 0), int)):
                 raise ValueError(f"bad ledger index entry for {d!r}")
         return SegmentedLedger(index, self._segment)
+
+    def seals(self, sealed: Mapping[str, Any]) -> SealedIndex:
+        """A state's seals, their segments read on demand (:class:`SealedIndex`)."""
+        return SealedIndex(sealed, self._segment)
+
+    def save_seals(self, sealed: Mapping[str, Mapping]) -> dict[str, dict]:
+        """Write the segments of seals that carry their files (new since the state); return what a state stores."""
+        out = {}
+        for d, s in sealed.items():
+            if "files" in s:
+                kept = {k: v for k, v in s.items() if k not in ("files", "ranges")}
+                s = {**kept, "seg": self._write(d, s)}
+            out[d] = dict(s)
+        return dict(sorted(out.items()))
+
+    def _write(self, d: str, e: Mapping) -> str:
+        body: dict[str, Any] = {"dir": d, "files": e["files"]}
+        if e.get("ranges"):
+            body["ranges"] = e["ranges"]
+        raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+        seg = f"{hashlib.sha256(raw).hexdigest()[:32]}.json"
+        self.storage.create_if_absent(self.path(seg), raw)  # present already: the same bytes
+        return seg
 
     def _segment(self, d: str, seg: str) -> Mapping:
         where = self.storage.uri_for(self.path(seg))
@@ -138,12 +203,7 @@ class LedgerStore:
         else:
             index, todo = {}, ledger
         for d, e in todo.items():
-            body: dict[str, Any] = {"dir": d, "files": e["files"]}
-            if e.get("ranges"):
-                body["ranges"] = e["ranges"]
-            raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
-            seg = f"{hashlib.sha256(raw).hexdigest()[:32]}.json"
-            self.storage.create_if_absent(self.path(seg), raw)  # present already: the same bytes
+            seg = self._write(d, e)
             index[d] = {"mtime_ms": e.get("mtime_ms"), "listed_ms": e.get("listed_ms"), "seg": seg,
                         "n": present_count(e)}
         return dict(sorted(index.items()))
