@@ -201,7 +201,8 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
 
 def _held(plan) -> str:
     named = "; ".join(f"{h.path} ({', '.join(h.changes)})" for h in plan.held)
-    return (f"warning: {len(plan.held)} partitions held back, the rest is in the plan: {named}; "
+    n = len(plan.held)
+    return (f"warning: {n} partition{'s' * (n != 1)} held back, the rest is in the plan: {named}; "
             "the ack exits 17 naming them (see --json: held)")
 
 
