@@ -65,11 +65,11 @@ def sealed_history(tmp_path: Path, hours: int = 3) -> Path:
 
 def test_a_late_old_mtime_file_in_a_sealed_partition_is_delivered_once(tmp_path):
     root = sealed_history(tmp_path)
-    assert all(s.get("seg") for s in state(root)["sealed"].values())  # each seal names its files' segment
     put(root, f"{P1}/late.log", T - 30 * 24 * H, b"4\n5\n")  # copied in with an old mtime (cp -p)
     doc = plan(root)
     assert paths(doc) == [f"{P1}/late.log"] and doc["held"] == [] and doc["beyond_horizon"] == []
     ack(root, doc)
+    assert all(s.get("seg") for s in state(root)["sealed"].values())  # each seal names its files' segment
     assert paths(plan(root, "--full-scan")) == []  # once
     ack(root, plan(root, "--full-scan"))
     put(root, f"{P1}/late2.log", T - 30 * 24 * H, b"6\n")  # a second one, same old mtime: once too
@@ -118,11 +118,11 @@ def test_removed_and_rewritten_files_hold_only_their_partitions(tmp_path):
 
 def test_replay_repeats_nothing_unless_asked_and_its_preview_counts_what_it_repeats(tmp_path):
     root = sealed_history(tmp_path)
+    cli("consumer", "replay", str(root), "c", "--partition", P1, "--execute")
+    assert paths(plan(root, "--full-scan")) == []  # what was delivered is not delivered again
     before = state(root)["version"]
     r = json.loads(cli("consumer", "replay", str(root), "c", "--partition", P1, "--json").stdout)
     assert r["applied"] is False and r["repeats"] == {"files": 0, "bytes": 0} and "no change to take" in r["effect"]
-    cli("consumer", "replay", str(root), "c", "--partition", P1, "--execute")
-    assert paths(plan(root, "--full-scan")) == []  # what was delivered is not delivered again
 
     # Asked by name: the preview says how many files and bytes it delivers again, and changes nothing.
     p = cli("consumer", "replay", str(root), "c", "--partition", P1, "--partition", P2, "--redeliver")
@@ -130,7 +130,7 @@ def test_replay_repeats_nothing_unless_asked_and_its_preview_counts_what_it_repe
     r = json.loads(cli("consumer", "replay", str(root), "c", "--partition", P1, "--partition", P2,
                        "--redeliver", "--json").stdout)
     assert r["repeats"] == {"files": 4, "bytes": 12} and r["applied"] is False
-    assert state(root)["version"] == before + 1  # the previews wrote nothing
+    assert state(root)["version"] == before  # the previews wrote nothing
     cli("consumer", "replay", str(root), "c", "--partition", P1, "--partition", P2, "--redeliver", "--execute")
     doc = plan(root)
     assert paths(doc) == [f"{d}/{n}.log" for d in (P1, P2) for n in "ab"]
@@ -144,8 +144,8 @@ def test_a_state_written_before_seals_kept_their_files_still_loads(tmp_path):
     path = max((root / "_tributary/consumers/c").glob("state-*.json"))
     doc = json.loads(path.read_text())
     for s in doc["sealed"].values():
-        del s["seg"]
-    del doc["held"]
+        s.pop("seg", None)
+    doc.pop("held", None)
     path.write_text(json.dumps(doc))
     assert json.loads(cli("consumer", "show", str(root), "c", "--json").stdout)["sealed_directories"] == 3
 
