@@ -165,7 +165,8 @@ def _first_run(pos) -> str:
 @click.argument("root")
 @click.argument("name")
 @click.option("--partition", "partitions", required=True, multiple=True,
-              help="A partition directory, as the error named it (e.g. 2024_01_01/02); repeat it for several.")
+              help="A partition directory, as the error named it (e.g. 2024_01_01/02); several: repeat it, or "
+                   "separate them with commas, as an exit-17 line names them.")
 @click.option("--redeliver", is_flag=True,
               help="Deliver the partitions again, every file they hold (the preview counts the files and bytes "
                    "already delivered that this repeats). Without it nothing delivered is delivered again.")

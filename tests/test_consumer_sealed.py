@@ -94,7 +94,7 @@ def test_removed_and_rewritten_files_hold_only_their_partitions(tmp_path):
     # The rest is acked; the ack ends with its own code, one line naming every held partition.
     line = one_line_error(ack_p := invoke_trib("consumer", "ack", str(root), "c", doc["plan_id"]), 17,
                           f"{P0} (a.log was removed after it was delivered)", f"{P1} (b.log ",
-                          f"--partition {P0} --partition {P1} --execute")
+                          f"--partition {P0},{P1} --execute")
     assert "acked" in ack_p.stdout and "--redeliver" not in line
     show = json.loads(cli("consumer", "show", str(root), "c", "--json").stdout)
     assert show["pending"] is None and [h["path"] for h in show["held"]] == [P0, P1]

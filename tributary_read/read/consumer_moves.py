@@ -181,8 +181,9 @@ class Moves:
         from tributary_read.read.consumer_tracking import judge_partition
 
         parts = [partitions] if isinstance(partitions, str) else list(partitions)
-        wanted = list(dict.fromkeys((p or "").strip().strip("/") for p in parts))
         state = self.current()
+        known = set(state.ledger) | set(state.sealed) if state is not None else set()
+        wanted = list(dict.fromkeys(d for p in parts for d in _named((p or "").strip().strip("/"), known)))
         if state is not None and state.mode == "manifest":
             raise InvalidInputError(
                 f"consumer {self.name!r} tracks table versions, not a listing: replay forgets a partition's "
@@ -230,7 +231,7 @@ class Moves:
             fresh += later
         ledger, sealed = apply_delta(state.ledger, state.sealed, delta)
         new = replace(state, version=state.version + 1, plan_id=None, updated_ms=now, ledger=ledger, sealed=sealed,
-                      note=("replay --redeliver " if redeliver else "replay ") + " ".join(wanted),
+                      note=("replay (redelivered) " if redeliver else "replay ") + " ".join(wanted),
                       held=tuple(h for h in state.held if h.path not in wanted))
         pend = self._read_plan(state.version)
         if execute:
@@ -246,7 +247,8 @@ class Moves:
                       f"again if they are past the lookback{dropped}")
         else:
             effect = ("nothing delivered is delivered again, nothing is left undelivered (a rewritten file's new "
-                      "bytes are not delivered: --redeliver delivers the partition again): " + "; ".join(lines)
+                      "bytes are not delivered: a replay that redelivers the partition delivers them): "
+                      + "; ".join(lines)
                       + dropped)
         return {"consumer": self.name, "partition": wanted[0], "partitions": wanted, "applied": execute,
                 "version": new.version, "redeliver": redeliver, "effect": effect,
@@ -354,6 +356,13 @@ def _relative(path: str, roots: tuple[str, ...]) -> str:
         if base and p.startswith(base.rstrip("/") + "/"):
             return p[len(base.rstrip("/")) + 1:]
     return p.strip("/") if not p.startswith("/") else p
+
+
+def _named(text: str, known: set[str]) -> list[str]:
+    """The partitions one argument names: itself, or a comma-separated list (as messages print several)."""
+    if text in known or "," not in text:
+        return [text]
+    return [p.strip().strip("/") for p in text.split(",") if p.strip()]
 
 
 def _base(path: str) -> str:

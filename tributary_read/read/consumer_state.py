@@ -89,13 +89,17 @@ def reset_command(table: str, name: str, target: str, state_dir: str | None = No
 
 def replay_command(table: str, name: str, partitions: str | list[str], state_dir: str | None = None,
                    redeliver: bool = False) -> str:
-    """The exact ``trib consumer replay`` line a message suggests (every partition it names at once)."""
-    parts = [partitions] if isinstance(partitions, str) else list(partitions)
-    line = f"trib consumer replay {shlex.quote(table)} {shlex.quote(name)}" + "".join(
-        f" --partition {shlex.quote(p)}" for p in parts)
+    """The exact ``trib consumer replay`` line a message suggests: every partition it names at once (comma-separated)."""
+    t, n = shlex.quote(table), shlex.quote(name)
+    p = shlex.quote(partitions if isinstance(partitions, str) else ",".join(partitions))
     if state_dir:
-        line += f" --state-dir {shlex.quote(state_dir)}"
-    return line + (" --redeliver" if redeliver else " --execute")
+        d = shlex.quote(state_dir)
+        if redeliver:  # its preview: it counts what delivering the partitions again repeats
+            return f"trib consumer replay {t} {n} --partition {p} --state-dir {d} --redeliver"
+        return f"trib consumer replay {t} {n} --partition {p} --state-dir {d} --execute"
+    if redeliver:
+        return f"trib consumer replay {t} {n} --partition {p} --redeliver"
+    return f"trib consumer replay {t} {n} --partition {p} --execute"
 
 
 def skip_command(table: str, name: str, path: str, state_dir: str | None = None) -> str:
