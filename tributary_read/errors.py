@@ -296,10 +296,11 @@ class UntrackedDataError(UndeliveredDataError):
 
 
 class BeyondHorizonError(UndeliveredDataError):
-    """A sealed partition (past the lookback horizon) changed in a way its seal cannot tell apart (a file
-    removed, resized or rewritten), so which of its files are new is unknown: redeliver it with
-    ``trib consumer replay ROOT NAME --partition P --execute``, or acknowledge the change
-    (``--allow-beyond-horizon``, ``allow_beyond_horizon = true``). Exit 14."""
+    """A pending plan made with the beyond-horizon opt-out (it takes a changed sealed partition's files as
+    delivered without delivering them) was handed to a run without it: run with the opt-out
+    (``--allow-beyond-horizon``, ``allow_beyond_horizon = true``), or drop the plan
+    (``trib consumer reset ROOT NAME --discard-plan --execute``), after which that partition is held
+    back instead (PartitionsHeldError). Exit 14."""
 
     exit_code = 14
 

@@ -17,8 +17,9 @@ On manifest-tracked tables the state is the last delivered table version. On
 plain directories (and listing-tracked tables) it is a ledger (see
 docs/reading.md): per partition directory the delivered files' (size, mtime,
 valid length) while the partition is inside the lookback horizon, then a
-constant-size digest ("seal") once it falls out, so the state is bounded by the
-horizon and late arrivals in old partitions are still detected and reported. A
+constant-size digest ("seal") naming the segment of those files once it falls
+out, so what a plan reads is bounded by the horizon while late arrivals in old
+partitions are still delivered exactly (or hold that partition back). A
 table tracked ``both`` (tributary_read.tracking) keeps both in one state:
 trib-written files by version, the others by ledger. Each mode is a strategy
 (tributary_read.read.consumer_tracking); this module is the model around them:
@@ -261,16 +262,19 @@ class Consumer(Moves):
                 that exists, ``latest`` takes them all as delivered, an instant
                 takes the partitions that ended before it as delivered. Recorded
                 in the state.
-            allow_beyond_horizon: deliver the plan even though a sealed
-                partition changed in a way its seal cannot tell apart (its files
-                are reported in ``beyond_horizon``); without it such a plan fails
-                with ``BeyondHorizonError`` (exit 14) and is not saved.
+            allow_beyond_horizon: a partition sealed with a digest only (by
+                an older trib) that changed in a way the digest cannot tell
+                apart is acknowledged: its files are reported in
+                ``beyond_horizon``, not delivered. Without it the partition is
+                held back (``held``); the rest of the plan is delivered.
             allow_changed: listing consumers: a delivered file that changed
                 in a way no byte range delivers (it shrank or was rewritten,
                 a Parquet file or compressed stream grew) is reported in the
                 plan's ``conflicts`` and taken as delivered; without it the plan
-                fails with ``ChangedFileError`` (exit 15) and is not saved. A
-                file that only grew is delivered as a range either way.
+                fails with ``ChangedFileError`` (exit 15) and is not saved, except
+                in a sealed partition, which is held back instead (``held``: the
+                rest is delivered; the ack's result names it, and the CLI's ack
+                exits 17). A file that only grew is delivered as a range either way.
             max_files: at most this many files in the plan (default
                 DEFAULT_MAX_FILES; 0 or ``off``: no cap), whole partitions
                 (commits) oldest first; the rest stays pending, reported as the

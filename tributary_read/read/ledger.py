@@ -3,12 +3,14 @@
 A ledger entry maps a directory to its delivered files' fingerprints
 ``(size, mtime_ms, valid_length)`` while the partition is inside the lookback
 horizon. Once it falls out, the entry is replaced by a constant-size *seal*
-(count, order-free digest, max mtime), so the state stays bounded by the
-horizon. A late arrival in an old partition is still noticed: delivered when it
-can be told exactly (new files, newer than the seal, beside the sealed ones
-unchanged), and reported in ``beyond_horizon`` otherwise, which a consumer
-refuses to deliver without an explicit opt-out (the seal cannot say which
-files are new). A file that grew after delivery keeps, under the entry's
+(count, order-free digest, max mtime, and the segment of its files), so what a
+plan reads stays bounded by the horizon: a sealed partition's files are read
+only when its listing no longer matches the digest. Then it is compared as
+inside the horizon: a new file is delivered whatever its mtime, and a delivered
+file removed or rewritten holds that partition back (``held``: the rest of the
+plan goes on) unless acknowledged. A seal an older trib wrote has the digest
+only: what it can tell is delivered, the rest held back (``exact`` False) or,
+acknowledged, reported in ``beyond_horizon``. A file that grew after delivery keeps, under the entry's
 ``ranges``, its delivered end and a CRC of the block before it, so its new
 bytes are delivered as a range (tributary_read.read.growth) and any other
 change is told apart. See docs/reading.md for the format.
