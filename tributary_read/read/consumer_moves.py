@@ -199,12 +199,13 @@ class Moves:
         assert state is not None
         now = int(time.time() * 1000) if now_ms is None else now_ms
         delta: dict[str, Any] = {"put": {}, "seal": {}, "drop": []}
-        lines, repeats, fresh = [], [0, 0], 0
+        lines, repeats, fresh, digest_only = [], [0, 0], 0, False
         for d in wanted:
             planner, part, listed, r = judge_partition(self.source, state, self.name, d, now)
             delivered = _delivered(state, d)
             if redeliver:
                 again = [f for f in listed if delivered is None or _base(f.path) in delivered]
+                digest_only = digest_only or delivered is None  # an older seal: at most what it counted
                 repeats[0] += len(again) if delivered is not None else min(len(again), state.sealed[d]["count"])
                 repeats[1] += sum(f.size for f in again)
                 fresh += len(listed) - len(again) if delivered is not None else 0
@@ -243,7 +244,8 @@ class Moves:
             which = ("every file other tools wrote there (files trib committed are tracked by table version and "
                      "are not delivered again)" if state.mode == "both" else "every file they hold")
             effect = (f"forgets what it delivered of {', '.join(wanted)}: the next plan delivers {which} then, "
-                      f"repeating {_files(repeats[0])} ({repeats[1]} bytes) already delivered, and seals them "
+                      f"repeating {'up to ' if digest_only else ''}{_files(repeats[0])} ({repeats[1]} bytes) already "
+                      "delivered, and seals them "
                       f"again if they are past the lookback{dropped}")
         else:
             effect = ("nothing delivered is delivered again, nothing is left undelivered (a rewritten file's new "

@@ -104,11 +104,16 @@ class Batch:
         Idempotent: acking the same batch again (a re-run after a crash that
         followed the ack) answers ``already_acked``. A stale plan (the consumer
         was reset or moved by someone else) raises StalePlanError. A batch
-        without a consumer is not acked and the result says so.
+        without a consumer is not acked and the result says so. A batch whose
+        plan held partitions back (a file delivered there was removed or
+        rewritten) is acked, then raises PartitionsHeldError naming them, as
+        ``trib consumer ack`` exits 17: the job ends failed, its output stands.
         """
         if self._owner is None:
             return BatchAck(None, None, False, note=NOT_A_CONSUMER)
         r = self._owner.ack(self.plan_id)
+        if r.held:
+            raise self._owner.held_error(r.held, self.plan_id)
         note = (f"plan {self.plan_id} was already acked" if r.already_acked
                 else f"acked {self.plan_id}: consumer {self.consumer} at version {r.state.version}")
         return BatchAck(self.consumer, self.plan_id, not r.already_acked, r.already_acked, r.state.version, note)
