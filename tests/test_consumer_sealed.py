@@ -34,11 +34,11 @@ def cli(*args: str, code: int = 0):
     return p
 
 
-def plan(root: Path, *args: str) -> dict:
+def plan(root: Path | str, *args: str) -> dict:
     return json.loads(cli("files", str(root), "--consumer", "c", "--json", *args).stdout)
 
 
-def ack(root: Path, doc: dict, code: int = 0):
+def ack(root: Path | str, doc: dict, code: int = 0):
     return cli("consumer", "ack", str(root), "c", doc["plan_id"], code=code)
 
 
@@ -172,3 +172,25 @@ def test_a_state_written_before_seals_kept_their_files_still_loads(tmp_path):
     put(root, f"{P2}/late.log", T - 30 * 24 * H)
     doc = plan(root)
     assert paths(doc) == [f"{P2}/late.log"] and doc["held"] == []
+
+
+@pytest.mark.s3
+def test_on_s3_every_plan_lists_a_sealed_partition_and_a_rewrite_holds_it_alone(s3_root, s3_server):
+    """No directory mtimes on S3: each plan lists every partition, which is what makes a rewrite seen at once
+    (a PUT moves LastModified); the seal's files are read only for the partition whose listing changed."""
+    from tributary_read.io.storage import open_storage
+
+    st = open_storage(s3_root, s3_server)
+    for h in range(2):
+        st.write(f"2024_01_01/0{h}/a.log", b"1\n")
+    doc = plan(s3_root, "--layout", LAYOUT, "--min-age", "0s")
+    assert paths(doc) == [f"{P0}/a.log", f"{P1}/a.log"]
+    ack(s3_root, doc)
+    st.write(f"{P0}/a.log", b"22\n")  # rewritten
+    st.write(f"{P1}/late.log", b"3\n")
+    doc = plan(s3_root, "--min-age", "0s")  # not a full scan
+    assert paths(doc) == [f"{P1}/late.log"] and [h["path"] for h in doc["held"]] == [P0]
+    one_line_error(invoke_trib("consumer", "ack", s3_root, "c", doc["plan_id"]), 17, f"{P0} (a.log ")
+    cli("consumer", "replay", s3_root, "c", "--partition", P0, "--execute")
+    doc = plan(s3_root, "--min-age", "0s")
+    assert paths(doc) == [] and doc["held"] == []
