@@ -119,8 +119,9 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
                                          "that exists; latest takes them all as delivered; a time (ISO-8601 with "
                                          "an offset, or epoch ms) takes partitions that ended before it as delivered.")
 @click.option("--allow-beyond-horizon", is_flag=True,
-              help="Listing consumer: go on when a partition past the lookback changed in a way that cannot be told "
-                   "precisely (its files are a warning, not delivered); without it the run exits 14.")
+              help="Listing consumer: acknowledge a partition an older trib sealed with a digest only that changed in "
+                   "a way it cannot tell apart (its files are a warning, not delivered); without it that partition "
+                   "is held back and the ack exits 17.")
 @click.option("--max-files", help="Consumer: at most N files in this plan, whole partitions (commits) oldest "
                                   "first, at least one; the rest stays pending and is reported as the backlog "
                                   "(default 100000; 0 or off = no cap).")
@@ -136,7 +137,8 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
 @click.option("--allow-changed", is_flag=True,
               help="Listing consumer: a delivered file that shrank or was rewritten (or a Parquet file or "
                    "compressed stream that grew) is reported in conflicts and taken as delivered; without it "
-                   "the run exits 15. A file that only grew is delivered as a byte range either way.")
+                   "the run exits 15 (past the lookback: its partition is held back, the ack exits 17). A file "
+                   "that only grew is delivered as a byte range either way.")
 @click.option("--all", "all_files", is_flag=True,
               help="Every file of ROOT, on purpose. Without a consumer, window, version or partition bound, a "
                    "read is refused: it would return every file on every run.")

@@ -182,8 +182,9 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
             ``full_scan_every_ms``, ``parallel``, ``now_ms``,
             ``initial_position`` (the first batch: ``"earliest"``, the
             default, ``"latest"`` or an instant) and ``allow_beyond_horizon``
-            (deliver a batch that leaves a changed sealed partition's files
-            behind; without it such a batch raises ``BeyondHorizonError``),
+            (acknowledge a partition sealed with a digest only that changed
+            in a way it cannot tell apart; without it that partition is held
+            back, the rest read, and ``batch.ack()`` raises PartitionsHeldError),
             ``allow_changed``
             (a delivered file that shrank or was rewritten is reported in
             ``batch.conflicts`` instead of raising ``ChangedFileError``; a
