@@ -193,19 +193,12 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
         for f, d in zip(fs.files, doc["files"]):
             d["uri"] = fs.uri(f)
     emit(as_json, doc, human)
+    if plan is not None and plan.held:  # the ack exits 17: a scheduled job's log says why beforehand
+        click.echo(f"trib: {_held_partitions(plan)}", err=True)
     if as_json and fs.untracked is not None:  # a scheduled job logs stderr: untracked data is never silent
         click.echo(f"trib: {fs.untracked.message()}", err=True)
     if as_json and plan is not None and plan.conflicts:  # acknowledged with --allow-changed: still said
         click.echo(f"trib: {_changed(plan)}", err=True)
-    if as_json and plan is not None and plan.held:
-        click.echo(f"trib: {_held(plan)}", err=True)
-
-
-def _held(plan) -> str:
-    named = "; ".join(f"{h.path} ({', '.join(h.changes)})" for h in plan.held)
-    n = len(plan.held)
-    return (f"warning: {n} partition{'s' * (n != 1)} held back, the rest is in the plan: {named}; "
-            "the ack exits 17 naming them (see --json: held)")
 
 
 def _changed(plan) -> str:
@@ -235,13 +228,13 @@ def _notes(fs, plan, root: str, state_dir: str | None) -> None:
     if plan.beyond_horizon:
         warn(f"warning: {len(plan.beyond_horizon)} files of partitions that changed beyond the lookback horizon "
              f"are not delivered (--allow-beyond-horizon; e.g. {plan.beyond_horizon[0].path}); see --json")
-    if plan.held:
-        warn(_held(plan))
     if plan.deferred:
         warn(f"{plan.deferred} files younger than --min-age left for a later run")
     if plan.stats.get("held_files"):
         warn(f"{plan.stats['held_bytes']} bytes at the end of {plan.stats['held_files']} growing files wait for "
              "their last line (gzip member) to be complete: it is still being written")
+    if plan.held:
+        warn(_held_partitions(plan))
     left = plan.stats.get("backlog")
     if left and left["files"]:
         warn(f"backlog: {left['files']} files ({left['bytes']} bytes) in {left['partitions']} partitions from "
@@ -253,3 +246,10 @@ def _notes(fs, plan, root: str, state_dir: str | None) -> None:
     extra = f" --state-dir {state_dir}" if state_dir else ""
     warn(f"plan {plan.plan_id}: {len(plan.files)} files; after processing run: "
          f"trib consumer ack {root} {plan.consumer} {plan.plan_id}{extra}")
+
+
+def _held_partitions(plan) -> str:
+    named = "; ".join(f"{h.path} ({', '.join(h.changes)})" for h in plan.held)
+    n = len(plan.held)
+    return (f"warning: {n} partition{'s' * (n != 1)} held back, the rest is in the plan: {named}; "
+            "the ack exits 17 naming them (see --json: held)")
