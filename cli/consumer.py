@@ -40,15 +40,22 @@ def consumer() -> None:
 @json_option
 @pass_state
 def ack(state: TribState, root, name, plan_id, state_dir, as_json) -> None:
-    """Commit PLAN_ID: its files count as delivered. Acking it again is a no-op."""
+    """Commit PLAN_ID: its files count as delivered. Acking it again is a no-op.
+
+    \b
+    Exits 17 (after acking) when the plan held partitions back: the line names
+    each one and what changed; `trib consumer replay` resolves them.
+    """
     from tributary_read.read.ack_lineage import ack as ack_with_lineage
 
     src, options = open_source(state, root, None, None, None)
-    result = ack_with_lineage(Consumer(src, name, state_dir, options), plan_id,
-                              lambda msg: click.echo(f"trib: warning: {msg}", err=True))
+    c = Consumer(src, name, state_dir, options)
+    result = ack_with_lineage(c, plan_id, lambda msg: click.echo(f"trib: warning: {msg}", err=True))
     msg = (f"plan {plan_id} was already acked (consumer {name} at version {result.state.version})"
            if result.already_acked else f"acked {plan_id}: consumer {name} at version {result.state.version}")
     emit(as_json, result.to_json(), msg)
+    if result.held:  # acked: the rest is delivered; the run still ends with its own code
+        raise c.held_error(result.held, plan_id)
 
 
 @consumer.command("list")
@@ -106,6 +113,8 @@ def show(state: TribState, root, name, state_dir, as_json) -> None:
             click.echo(f"skipped    {f} (of the pending plan: the next run leaves it unread)")
         for f in info.get("skipped") or ():
             click.echo(f"skipped    {f} (of the last acked plan: delivered, never read)")
+        for h in info.get("held") or ():
+            click.echo(f"held       {h['path']}: {', '.join(h['changes'])} (until `trib consumer replay`)")
     emit(as_json, info, human)
 
 
@@ -155,24 +164,30 @@ def _first_run(pos) -> str:
 @consumer.command("replay")
 @click.argument("root")
 @click.argument("name")
-@click.option("--partition", "partition", required=True,
-              help="The partition directory to redeliver, as the error named it (e.g. 2024_01_01/02).")
+@click.option("--partition", "partitions", required=True, multiple=True,
+              help="A partition directory, as the error named it (e.g. 2024_01_01/02); several: repeat it, or "
+                   "separate them with commas, as an exit-17 line names them.")
+@click.option("--redeliver", is_flag=True,
+              help="Deliver the partitions again, every file they hold (the preview counts the files and bytes "
+                   "already delivered that this repeats). Without it nothing delivered is delivered again.")
 @click.option("--execute", is_flag=True, help="Apply it. Without it, only show what would change.")
 @_state_dir
 @json_option
 @pass_state
-def replay(state: TribState, root, name, partition, execute, state_dir, as_json) -> None:
-    """Redeliver one partition: the next plan delivers every file it holds, and seals it again.
+def replay(state: TribState, root, name, partitions, redeliver, execute, state_dir, as_json) -> None:
+    """Resolve held partitions (exit 17): take each as it is now, or deliver it again with --redeliver.
 
     \b
-    The way forward when a partition past the lookback changed in a way that
-    cannot be told precisely (exit 14). Applied only with --execute; any
+    Without --redeliver nothing delivered is delivered again and nothing is
+    left undelivered: a removed file is taken as removed, a rewritten one as
+    it is now (its new bytes are not delivered), and the files never delivered
+    there are delivered by the next plan. Applied only with --execute; any
     pending plan becomes stale.
     """
     src, options = open_source(state, root, None, None, None)
-    r = Consumer(src, name, state_dir, options).replay(partition, execute=execute)
-
-    emit(as_json, r, lambda: _moved(name, f"replay {r['partition']}", r["effect"], r["applied"], r["version"]))
+    r = Consumer(src, name, state_dir, options).replay(list(partitions), execute=execute, redeliver=redeliver)
+    what = ("replay --redeliver " if redeliver else "replay ") + " ".join(r["partitions"])
+    emit(as_json, r, lambda: _moved(name, what, r["effect"], r["applied"], r["version"]))
 
 
 @consumer.command("reset")

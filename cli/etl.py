@@ -64,8 +64,14 @@ def run(state: TribState, job_file, schedule_time, interval_start, dry_run, full
         if not (quiet or state.quiet):
             click.echo(f"trib etl: {msg}", err=True)
 
-    report = run_job(job, schedule_time, dry_run=dry_run, progress=progress, full_sync=full_sync,
-                     verbose=state.verbose, interval_start=interval_start)
+    from tributary_read.errors import PartitionsHeldError
+
+    try:
+        report = run_job(job, schedule_time, dry_run=dry_run, progress=progress, full_sync=full_sync,
+                         verbose=state.verbose, interval_start=interval_start)
+    except PartitionsHeldError as e:  # committed and acked without the held partitions: report, then exit 17
+        emit(as_json, e.report.to_json(), lambda: _print_report(e.report))
+        raise
     emit(as_json, report.to_json(), lambda: _print_report(report))
 
 
@@ -109,7 +115,8 @@ def _print_report(r) -> None:
         full = " (full sync)" if h.mode == "full" else ""
         click.echo(f"  hive {h.table}: {len(h.added)} partitions added, {len(h.refreshed)} refreshed{full}")
     for a in r.acked:
-        click.echo(f"  acked {a.consumer} plan {a.plan_id}" + (" (already acked)" if a.already_acked else ""))
+        click.echo(f"  acked {a.consumer} plan {a.plan_id}" + (" (already acked)" if a.already_acked else "")
+                   + (f"; held back: {'; '.join(a.held)}" if a.held else ""))
     steps = ", ".join(f"{s.name} {s.seconds:.1f}s" if s.status == "done" else f"{s.name} skipped"
                       for s in r.steps)
     click.echo(f"  steps: {steps}")

@@ -119,8 +119,9 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
                                          "that exists; latest takes them all as delivered; a time (ISO-8601 with "
                                          "an offset, or epoch ms) takes partitions that ended before it as delivered.")
 @click.option("--allow-beyond-horizon", is_flag=True,
-              help="Listing consumer: go on when a partition past the lookback changed in a way that cannot be told "
-                   "precisely (its files are a warning, not delivered); without it the run exits 14.")
+              help="Listing consumer: acknowledge a partition an older trib sealed with a digest only that changed in "
+                   "a way it cannot tell apart (its files are a warning, not delivered); without it that partition "
+                   "is held back and the ack exits 17.")
 @click.option("--max-files", help="Consumer: at most N files in this plan, whole partitions (commits) oldest "
                                   "first, at least one; the rest stays pending and is reported as the backlog "
                                   "(default 100000; 0 or off = no cap).")
@@ -136,7 +137,8 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
 @click.option("--allow-changed", is_flag=True,
               help="Listing consumer: a delivered file that shrank or was rewritten (or a Parquet file or "
                    "compressed stream that grew) is reported in conflicts and taken as delivered; without it "
-                   "the run exits 15. A file that only grew is delivered as a byte range either way.")
+                   "the run exits 15 (past the lookback: its partition is held back, the ack exits 17). A file "
+                   "that only grew is delivered as a byte range either way.")
 @click.option("--all", "all_files", is_flag=True,
               help="Every file of ROOT, on purpose. Without a consumer, window, version or partition bound, a "
                    "read is refused: it would return every file on every run.")
@@ -191,6 +193,8 @@ def files(state: TribState, root, mode, since_version, until_version, start, end
         for f, d in zip(fs.files, doc["files"]):
             d["uri"] = fs.uri(f)
     emit(as_json, doc, human)
+    if plan is not None and plan.held:  # the ack exits 17: a scheduled job's log says why beforehand
+        click.echo(f"trib: {_held_partitions(plan)}", err=True)
     if as_json and fs.untracked is not None:  # a scheduled job logs stderr: untracked data is never silent
         click.echo(f"trib: {fs.untracked.message()}", err=True)
     if as_json and plan is not None and plan.conflicts:  # acknowledged with --allow-changed: still said
@@ -237,6 +241,8 @@ def _notes(fs, plan, root: str, state_dir: str | None) -> None:
     if plan.stats.get("held_files"):
         warn(f"{plan.stats['held_bytes']} bytes at the end of {plan.stats['held_files']} growing files wait for "
              "their last line (gzip member) to be complete: it is still being written")
+    if plan.held:
+        warn(_held_partitions(plan))
     left = plan.stats.get("backlog")
     if left and left["files"]:
         warn(f"backlog: {left['files']} files ({left['bytes']} bytes) in {left['partitions']} partitions from "
@@ -248,3 +254,10 @@ def _notes(fs, plan, root: str, state_dir: str | None) -> None:
     extra = f" --state-dir {state_dir}" if state_dir else ""
     warn(f"plan {plan.plan_id}: {len(plan.files)} files; after processing run: "
          f"trib consumer ack {root} {plan.consumer} {plan.plan_id}{extra}")
+
+
+def _held_partitions(plan) -> str:
+    named = "; ".join(f"{h.path} ({', '.join(h.changes)})" for h in plan.held)
+    n = len(plan.held)
+    return (f"warning: {n} partition{'s' * (n != 1)} held back, the rest is in the plan: {named}; "
+            "the ack exits 17 naming them (see --json: held)")

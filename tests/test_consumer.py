@@ -17,7 +17,7 @@ from conftest import run_trib
 from helpers import put
 from tributary_read import FileEntry, Layout, Table, TableConfig
 from tributary_read.read.consumer import Consumer, list_consumers
-from tributary_read.errors import (BeyondHorizonError, ChangedFileError, CommitConflictError, PendingPlanError,
+from tributary_read.errors import (ChangedFileError, CommitConflictError, PendingPlanError,
                                    StalePlanError, TributaryError)
 from tributary_read.read.resolve import Source
 from tributary_read.io.storage import open_storage
@@ -310,21 +310,31 @@ def test_ledger_is_bounded_by_the_horizon_and_sealed_partitions_still_report(tmp
     c.ack(p.plan_id, now_ms=now)
     st = c.current()
     assert len(st.ledger) == 12 and len(st.sealed) == 60  # compacted as the horizon moved
-    # A new file (new mtime) in a sealed partition is told exactly: delivered.
+    # A new file in a sealed partition is told exactly, whatever its mtime: the seal kept the partition's files.
     put(root, f"{hour_dir(T0 + 2 * H)}/new.log", now + 1)
-    # An old-mtime file in a sealed partition cannot be told apart: refused, or reported with the opt-out.
     put(root, f"{hour_dir(T0 + 4 * H)}/rsynced.log", T0)
-    with pytest.raises(BeyondHorizonError, match=f"partition {hour_dir(T0 + 4 * H)} .*consumer replay"):
-        c.plan(now_ms=now + 2, min_age_ms=0)
-    p = c.plan(now_ms=now + 2, allow_beyond_horizon=True, min_age_ms=0)
-    beyond = {b.path: b.reason for b in p.beyond_horizon}
-    assert [f.path for f in p.files] == [f"{hour_dir(T0 + 2 * H)}/new.log"]
-    assert "cannot tell which files are new" in beyond[f"{hour_dir(T0 + 4 * H)}/rsynced.log"]
-    assert f"{hour_dir(T0 + 2 * H)}/new.log" not in beyond
+    p = c.plan(now_ms=now + 2, min_age_ms=0)
+    assert [f.path for f in p.files] == [f"{hour_dir(T0 + 2 * H)}/new.log", f"{hour_dir(T0 + 4 * H)}/rsynced.log"]
+    assert p.beyond_horizon == () and p.held == ()
     c.ack(p.plan_id, now_ms=now + 2)
-    again = c.plan(now_ms=now + 3, full_scan=True, min_age_ms=0)
-    assert again.beyond_horizon == () and again.files == ()  # reported once
-    c.ack(again.plan_id, now_ms=now + 3)
+    # A delivered file removed from a sealed partition holds that partition back, the rest goes on.
+    (root / hour_dir(T0 + 5 * H) / "f.log").unlink()
+    put(root, f"{hour_dir(T0 + 5 * H)}/g.log", T0)
+    put(root, f"{hour_dir(T0 + 6 * H)}/h.log", T0)
+    p = c.plan(now_ms=now + 3, min_age_ms=0)
+    assert [f.path for f in p.files] == [f"{hour_dir(T0 + 6 * H)}/h.log"]
+    assert [(h.path, h.changes) for h in p.held] == [(hour_dir(T0 + 5 * H), ("f.log was removed after it was delivered",))]
+    assert c.ack(p.plan_id, now_ms=now + 3).held == p.held
+    again = c.plan(now_ms=now + 4, min_age_ms=0)
+    assert again.files == () and again.held == p.held  # held until resolved
+    c.ack(again.plan_id, now_ms=now + 4)
+    c.replay(hour_dir(T0 + 5 * H), execute=True, now_ms=now + 5)
+    p = c.plan(now_ms=now + 6, min_age_ms=0)
+    assert [f.path for f in p.files] == [f"{hour_dir(T0 + 5 * H)}/g.log"] and p.held == ()
+    c.ack(p.plan_id, now_ms=now + 6)
+    again = c.plan(now_ms=now + 7, full_scan=True, min_age_ms=0)
+    assert again.files == () and again.held == ()
+    c.ack(again.plan_id, now_ms=now + 7)
     # A partition deleted by retention just leaves the state.
     shutil.rmtree(root / hour_dir(T0))
     c.ack(c.plan(now_ms=now + 4).plan_id, now_ms=now + 4)

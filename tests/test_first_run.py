@@ -1,5 +1,5 @@
-"""Issue 32, items 1 and 3: a consumer's first run delivers what exists, and past the lookback horizon a
-change is delivered when it can be told exactly and refused (exit 14) when it cannot.
+"""A consumer's first run delivers what exists, and past the lookback horizon a change is delivered
+exactly (the seal keeps the partition's files), or holds its partition back (exit 17 at the ack).
 
 Everything goes through the CLI on real files. A consumer used to take every file in a partition older
 than the 7-day lookback as delivered on its first plan (silently, exit 0), and to report late files in
@@ -153,7 +153,7 @@ def test_manifest_consumer_latest_and_time(tmp_path):
 
 # -- item 3: beyond the horizon -------------------------------------------------------------------------
 @pytest.mark.unit
-def test_beyond_the_horizon_exact_changes_are_delivered_others_refused_replayed_or_allowed(tmp_path):
+def test_beyond_the_horizon_changes_are_delivered_exactly_or_held_and_replayed(tmp_path):
     root = tmp_path / "logs"
     put(root, f"{HISTORY}/a.log", H2024 + 1)
     lay = ("--layout", LAYOUT)
@@ -182,59 +182,68 @@ def test_beyond_the_horizon_exact_changes_are_delivered_others_refused_replayed_
     assert paths(doc) == ["2024_02_01/00/x.log"]
     ack(root, doc)
 
-    # A sealed file resized: which files are new cannot be told. Exit 14, one line, no plan saved.
+    # A sealed file that grew, its mtime set back: its new lines are a range, as inside the horizon.
     with open(root / HISTORY / "a.log", "ab") as f:
         f.write(b"more\n")
     os.utime(root / HISTORY / "a.log", ns=((H2024 + 1) * 1_000_000,) * 2)
-    line = one_line_error(invoke_trib("files", str(root), "--consumer", "c"), 14,
-                          f"partition {HISTORY} (dt=2024010102)", "a file was removed, resized or rewritten",
-                          f"trib consumer replay file://{root} c --partition {HISTORY} --execute", "--allow-beyond-horizon")
-    assert "allow_beyond_horizon" not in line  # the CLI's flag, not the Python spelling
-    assert json.loads(cli("consumer", "show", str(root), "c", "--json").stdout)["pending"] is None
-    one_line_error(invoke_trib("files", str(root), "--consumer", "c", "--json"), 14, "trib consumer replay")
+    doc = plan(root)
+    assert [(f["path"], f["offset"]) for f in doc["files"]] == [(f"{HISTORY}/a.log", 2)] and doc["held"] == []
+    ack(root, doc)
 
-    # Replay: a preview first, then the next plan delivers every current file of the partition and re-seals it.
+    # A sealed file removed: the partition is held back (the rest goes on), the ack exits 17 naming it.
+    (root / HISTORY / "b.log").unlink()
+    put(root, f"{HISTORY}/d.log", H2024 + 5)
+    doc = plan(root)
+    assert paths(doc) == [] and [h["path"] for h in doc["held"]] == [HISTORY]
+    line = one_line_error(invoke_trib("consumer", "ack", str(root), "c", doc["plan_id"]), 17,
+                          f"{HISTORY} (b.log was removed after it was delivered)",
+                          f"trib consumer replay file://{root} c --partition {HISTORY} --execute")
+    assert "--redeliver" not in line
     before = state()["version"]
     p = cli("consumer", "replay", str(root), "c", "--partition", HISTORY)
-    assert "forgets the 3 files it delivered of 2024_01_01/02" in p.stdout and "add --execute" in p.stderr
+    assert "b.log removed after it was delivered: taken as it is now" in p.stdout and "add --execute" in p.stderr
     assert state()["version"] == before
     cli("consumer", "replay", str(root), "c", "--partition", HISTORY, "--execute")
     doc = plan(root)
-    assert paths(doc) == [f"{HISTORY}/{n}.log" for n in "abc"]
+    assert paths(doc) == [f"{HISTORY}/d.log"] and doc["held"] == []  # the file never delivered, nothing again
     ack(root, doc)
     assert HISTORY in state()["sealed"] and paths(plan(root, "--full-scan")) == []
     ack(root, plan(root, "--full-scan"))
     one_line_error(invoke_trib("consumer", "replay", str(root), "c", "--partition", "2030_01_01/00"), 3,
                    "has delivered nothing of partition '2030_01_01/00'")
 
-    # The explicit opt-out: a warning, the files reported, exit 0; acked, the change is acknowledged.
-    (root / HISTORY / "b.log").unlink()
-    one_line_error(invoke_trib("files", str(root), "--consumer", "c"), 14, "3 files then, 2 now")
-    p = cli("files", str(root), "--consumer", "c", "--allow-beyond-horizon")
-    assert p.stdout == "" and "changed beyond the lookback horizon are not delivered" in p.stderr
-    doc = plan(root, "--allow-beyond-horizon")
-    assert paths(doc) == [] and {b["path"] for b in doc["beyond_horizon"]} == {
-        f"{HISTORY}/a.log", f"{HISTORY}/c.log"}
-    ack(root, doc)
-    assert paths(plan(root)) == []  # acknowledged: no longer refused
+    # Delivering it again is asked for by name, and its preview counts what that repeats.
+    p = cli("consumer", "replay", str(root), "c", "--partition", HISTORY, "--redeliver")
+    assert "repeating 3 files (11 bytes) already delivered" in p.stdout, p.stdout
+    cli("consumer", "replay", str(root), "c", "--partition", HISTORY, "--redeliver", "--execute")
+    assert paths(plan(root)) == [f"{HISTORY}/{n}.log" for n in "acd"]
 
 
-@pytest.mark.unit
-def test_an_etl_consumer_input_over_a_changed_sealed_partition_exits_14_and_commits_nothing(tmp_path):
+def test_an_etl_consumer_input_over_a_changed_sealed_partition_delivers_the_rest_and_exits_17(tmp_path, spark):
+    """A rewritten file in one sealed partition holds that partition only: the run reads the rest,
+    commits, acks, and exits 17 naming it (it used to exit 14 and commit nothing, every run)."""
     root, out = tmp_path / "raw", tmp_path / "events"
     put(root, f"{HISTORY}/a.jsonl", H2024 + 1, b'{"id": 1, "ts": 1704074400000}\n')
     cli("table", "create", str(out), "--layout", LAYOUT, "--partition", PARTITION, "--format", "parquet")
     cli("files", str(root), "--layout", LAYOUT, "--consumer", "c")
     ack(root, plan(root))
     put(root, f"{HISTORY}/a.jsonl", H2024 + 1, b'{"id": 1, "ts": 1704074400000, "x": 2}\n')  # rewritten
+    put(root, "2024_01_01/03/b.jsonl", H2024 - 7 * 86_400_000, b'{"id": 2, "ts": 1704078000000}\n')  # old mtime
     (tmp_path / "etl.sql").write_text("SELECT id, ts FROM raw\n")
     (tmp_path / "job.toml").write_text(_job("consumer = \"c\"\n"))
-    line = one_line_error(run_trib("etl", "run", str(tmp_path / "job.toml"), "--schedule-time",
-                                   "2024-01-01T05:00:00Z", "-q"), 14,
-                          "input raw: consumer 'c': partition 2024_01_01/02", "trib consumer replay",
-                          "allow_beyond_horizon = true in its [[inputs]]")
-    assert "--allow-beyond-horizon" not in line
-    assert Table.load(str(out)).log.latest_version() == 0  # nothing committed
+    p = invoke_trib("etl", "run", str(tmp_path / "job.toml"), "--schedule-time", "2024-01-01T05:00:00Z", "-q",
+                    "--json", cwd=tmp_path)
+    line = one_line_error(p, 17, "input raw: consumer 'c'", f"{HISTORY} (a.jsonl grew after it was delivered",
+                          f"--partition {HISTORY} --execute")
+    assert "allow_beyond_horizon" not in line
+    doc = json.loads(p.stdout)
+    assert doc["output"]["records"] == 1 and doc["acked"][0]["held"] and doc["inputs"][0]["files"] == 1
+    import pyarrow.parquet as pq
+
+    table = Table.load(str(out))
+    assert [i for f in table.log.state().files for i in pq.read_table(str(out / f)).column("id").to_pylist()] == [2]
+    show = json.loads(cli("consumer", "show", str(root), "c", "--json").stdout)
+    assert show["pending"] is None and [h["path"] for h in show["held"]] == [HISTORY]  # acked, still held
 
 
 def _job(extra: str) -> str:
@@ -313,9 +322,9 @@ def test_replay_says_what_it_redelivers_and_a_version_tracking_consumer_is_refus
         p = json.loads(invoke_trib("files", str(root), "--consumer", name, "--mode", mode, "--json",
                                    check=True).stdout)
         invoke_trib("consumer", "ack", str(root), name, p["plan_id"], check=True)
-    r = json.loads(invoke_trib("consumer", "replay", str(root), "b", "--partition", part, "--json",
+    r = json.loads(invoke_trib("consumer", "replay", str(root), "b", "--partition", part, "--redeliver", "--json",
                                check=True).stdout)
-    assert "every file other tools wrote in the partition" in r["effect"]
+    assert "every file other tools wrote there" in r["effect"] and r["repeats"] == {"files": 1, "bytes": 10}
     refused = one_line_error(invoke_trib("consumer", "replay", str(root), "m", "--partition", part), 3,
                              "tracks table versions", "trib files ROOT --partitions")
     assert "delivered nothing" not in refused

@@ -301,10 +301,11 @@ class UntrackedDataError(UndeliveredDataError):
 
 
 class BeyondHorizonError(UndeliveredDataError):
-    """A sealed partition (past the lookback horizon) changed in a way its seal cannot tell apart (a file
-    removed, resized or rewritten), so which of its files are new is unknown: redeliver it with
-    ``trib consumer replay ROOT NAME --partition P --execute``, or acknowledge the change
-    (``--allow-beyond-horizon``, ``allow_beyond_horizon = true``). Exit 14."""
+    """A pending plan made with the beyond-horizon opt-out (it takes a changed sealed partition's files as
+    delivered without delivering them) was handed to a run without it: run with the opt-out
+    (``--allow-beyond-horizon``, ``allow_beyond_horizon = true``), or drop the plan
+    (``trib consumer reset ROOT NAME --discard-plan --execute``), after which that partition is held
+    back instead (PartitionsHeldError). Exit 14."""
 
     exit_code = 14
 
@@ -316,6 +317,23 @@ class ChangedFileError(UndeliveredDataError):
     file that only grew is delivered as a range instead (docs/reading.md, growing files)."""
 
     exit_code = 15
+
+
+class PartitionsHeldError(UndeliveredDataError):
+    """A consumer delivered and acked everything but some partitions, held back because a file it had
+    delivered there was removed or rewritten (or, in a partition sealed by an older trib, which files
+    are new cannot be told). The line names every held partition and what changed. Look at the named
+    files, then ``trib consumer replay ROOT NAME --partition P --execute`` takes each as it is now
+    (nothing delivered is delivered again; its files never delivered are delivered by the next run);
+    ``--redeliver`` delivers a partition again, and its preview counts what that repeats. Until then
+    every run delivers the rest and exits 17 again. Exit 17."""
+
+    exit_code = 17
+
+    def __init__(self, *args, report=None, **params: str):
+        super().__init__(*args, **params)
+        #: an ETL run's report (``trib etl run`` prints it before the line)
+        self.report = report
 
 
 # -- Hive partitions -----------------------------------------------------------

@@ -56,14 +56,20 @@ def ack(run: _Run, plans: tuple[InputRecord, ...]) -> None:
 
     A stale plan (the consumer moved past it: acked earlier and followed by
     later plans, or reset by hand) has nothing left to ack here; it is
-    reported, not raised, because the output's commit already stands.
+    reported, not raised, because the output's commit already stands. A plan
+    that held partitions back is acked like any other; the run then ends with
+    PartitionsHeldError (exit 17) naming them.
     """
     from tributary_read.errors import StalePlanError
 
     for r in plans:
         c = consumer_for(run, r)
         try:
-            run.acked.append(AckReport(r.view, c.name, r.plan_id, c.ack(r.plan_id).already_acked))
+            result = c.ack(r.plan_id)
+            run.acked.append(AckReport(r.view, c.name, r.plan_id, result.already_acked,
+                                       held=tuple(f"{h.path} ({', '.join(h.changes)})" for h in result.held)))
+            if result.held:  # acked: the rest is committed; the run still ends with exit 17 (run_job)
+                run.held.append(f"input {r.view}: {c.held_error(result.held, r.plan_id)}")
         except StalePlanError as e:
             run.say(f"warning: input {r.view}: {e}")
             run.acked.append(AckReport(r.view, c.name, r.plan_id, already_acked=True, stale=True))

@@ -88,7 +88,13 @@ def _run(args) -> int:
     if args.sql:
         path, text = _Parser(job.path, {}).sql(_find(args.sql))
         job = replace(job, sql_path=path, sql=text)
-    report = run_job(job, args.schedule_time, spark=spark, dry_run=args.dry_run, progress=progress)
+    from tributary_read.errors import PartitionsHeldError
+
+    try:
+        report = run_job(job, args.schedule_time, spark=spark, dry_run=args.dry_run, progress=progress)
+    except PartitionsHeldError as e:  # committed and acked without the held partitions: the report, then exit 17
+        print(json.dumps(e.report.to_json(), indent=2, default=str), flush=True)
+        raise
     print(json.dumps(report.to_json(), indent=2, default=str))
     return 0
 

@@ -161,9 +161,11 @@ class AckReport:
     plan_id: str
     already_acked: bool = False
     stale: bool = False
+    #: the partitions the acked plan held back (``P (what changed)``): the run exits 17 naming them
+    held: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return _doc(self, unless_false=("stale",))
+        return _doc(self, unless_false=("stale", "held"))
 
 
 @dataclass(frozen=True)

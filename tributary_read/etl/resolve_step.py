@@ -127,6 +127,10 @@ def left_of(fs, plan, skips: tuple[str, ...] = ()) -> tuple[Left, ...]:
         if plan.beyond_horizon:
             out.append(Left(len(plan.beyond_horizon), "lie in partitions that changed past the lookback, "
                             "acknowledged by allow_beyond_horizon", False, plan.beyond_horizon[0].path))
+        if plan.held:
+            out.append(Left(sum(len(h.changes) for h in plan.held), f"changed after an earlier run read them, in "
+                            f"{len(plan.held)} partition(s) held back until `trib consumer replay` (their other "
+                            "files wait too; the run exits 17)", False, plan.held[0].path))
     if fs.untracked is not None and fs.untracked.unit == "files":
         out.append(Left(fs.untracked.count, "were written by other tools and are not tracked by the manifest, "
                         "allowed by allow_untracked", False, (fs.untracked.examples or (None,))[0]))

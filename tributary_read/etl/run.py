@@ -91,7 +91,9 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
     ``spark``: an existing SparkSession (else one is built from the job's
     ``[spark]`` section when the run needs one). Runs of one job never
     overlap: a second concurrent run raises ConcurrentRunError. ``full_sync``:
-    sync the whole Hive table, not only the commit's partitions (docs/etl.md). ``verbose``: keep
+    sync the whole Hive table, not only the commit's partitions (docs/etl.md). A consumer input whose
+    plan held partitions back (a file it delivered there changed) is committed and acked without them;
+    the run then raises PartitionsHeldError (exit 17) carrying the report. ``verbose``: keep
     Spark's task-failure traces on the console (``-v``); else a failed task ends in trib's one line.
     ``interval_start``: a scheduler's data interval starts here and ends at ``schedule_time``; the run is
     refused unless that is exactly one period (:func:`check_interval`).
@@ -111,7 +113,12 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
         return run.execute()
     with JobLock(lock_path(job.name, output, job.lock_dir), job.name), recorded(output, job.name, aligned) as e, \
             lineage_step.failing(run):
-        return e.done(run.execute())
+        report = e.done(run.execute())
+    if run.held:  # committed and acked, the rest delivered: still its own exit code, every held partition named
+        from tributary_read.errors import PartitionsHeldError
+
+        raise PartitionsHeldError("; ".join(run.held), report=report)
+    return report
 
 
 def hive_table_definition(job: Job, schedule_time: str | int | datetime | None = None, *, spark=None):
@@ -143,6 +150,7 @@ class _Run:
         self.input_columns: dict[str, list] = {}  # view -> its columns as Spark read them (lineage's schema)
         self.recovered: list = []
         self.acked: list = []
+        self.held: list[str] = []  # one line per input whose acked plan held partitions back (ack_step)
         self.out = OutputReport(output.uri, job.output.time_column)
         self.hive = None
         self.hive_table = None  # the Hive table's check (dry run) or its creation

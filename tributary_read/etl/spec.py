@@ -50,7 +50,8 @@ class InputSpec:
     full_scan_every_ms: int | None = None
     #: the consumer's first run: ``earliest`` (None: the default), ``latest`` or an instant (consumer_state.InitialPosition)
     initial_position: str | int | None = None
-    #: go on when a sealed partition changed inexactly (a warning); without it the run fails with exit 14
+    #: acknowledge a digest-only sealed partition that changed inexactly (a warning); without it the partition is
+    #: held back and the run, having committed and acked the rest, exits 17
     allow_beyond_horizon: bool = False
     #: mtime / manifest mode: the run's window (read/window.py ``Schedule``, built with the job's period
     #: and zone by :meth:`Job.schedule`); ``window_ms`` is the sliding form's length only

@@ -17,8 +17,9 @@ On manifest-tracked tables the state is the last delivered table version. On
 plain directories (and listing-tracked tables) it is a ledger (see
 docs/reading.md): per partition directory the delivered files' (size, mtime,
 valid length) while the partition is inside the lookback horizon, then a
-constant-size digest ("seal") once it falls out, so the state is bounded by the
-horizon and late arrivals in old partitions are still detected and reported. A
+constant-size digest ("seal") naming the segment of those files once it falls
+out, so what a plan reads is bounded by the horizon while late arrivals in old
+partitions are still delivered exactly (or hold that partition back). A
 table tracked ``both`` (tributary_read.tracking) keeps both in one state:
 trib-written files by version, the others by ledger. Each mode is a strategy
 (tributary_read.read.consumer_tracking); this module is the model around them:
@@ -47,7 +48,6 @@ from tributary_read.read.consumer_state import (
     check_name,
     is_index,
     max_files_of,
-    replay_command,
     reset_command,
 )
 from tributary_read.errors import (
@@ -157,6 +157,7 @@ class Consumer(Moves):
                 st = replace(st, ledger=self._ledgers.load(st.ledger))
             except ValueError as e:
                 raise self._corrupt("state", v, e) from None
+        st = replace(st, sealed=self._ledgers.seals(st.sealed))  # each seal's files, read only when it changed
         if self.external and st.table != self.source.uri:
             raise InvalidInputError(
                 f"consumer {self.name!r} in {self.storage.uri} belongs to table {st.table}, not {self.source.uri}")
@@ -198,6 +199,7 @@ class Consumer(Moves):
         """Commit a state: its ledger's new segments first, then the state naming them (the commit point)."""
         doc = state.to_json()
         doc["ledger"] = self._ledgers.save(state.ledger)
+        doc["sealed"] = self._ledgers.save_seals(state.sealed)
         return self._create("state", v, doc)
 
     def _prune(self, current: int) -> None:
@@ -211,7 +213,7 @@ class Consumer(Moves):
             used: set[str] = set()
             for n in self._states.numbers():
                 doc = self._states.read(n) or {}
-                used |= referenced(doc.get("ledger") or {})
+                used |= referenced(doc.get("ledger") or {}) | referenced(doc.get("sealed") or {})
             self._ledgers.prune(used, int(time.time() * 1000))
         except (StorageError, ManifestCorruptError):
             pass  # old files only cost space; the next ack tries again
@@ -260,16 +262,19 @@ class Consumer(Moves):
                 that exists, ``latest`` takes them all as delivered, an instant
                 takes the partitions that ended before it as delivered. Recorded
                 in the state.
-            allow_beyond_horizon: deliver the plan even though a sealed
-                partition changed in a way its seal cannot tell apart (its files
-                are reported in ``beyond_horizon``); without it such a plan fails
-                with ``BeyondHorizonError`` (exit 14) and is not saved.
+            allow_beyond_horizon: a partition sealed with a digest only (by
+                an older trib) that changed in a way the digest cannot tell
+                apart is acknowledged: its files are reported in
+                ``beyond_horizon``, not delivered. Without it the partition is
+                held back (``held``); the rest of the plan is delivered.
             allow_changed: listing consumers: a delivered file that changed
                 in a way no byte range delivers (it shrank or was rewritten,
                 a Parquet file or compressed stream grew) is reported in the
                 plan's ``conflicts`` and taken as delivered; without it the plan
-                fails with ``ChangedFileError`` (exit 15) and is not saved. A
-                file that only grew is delivered as a range either way.
+                fails with ``ChangedFileError`` (exit 15) and is not saved, except
+                in a sealed partition, which is held back instead (``held``: the
+                rest is delivered; the ack's result names it, and the CLI's ack
+                exits 17). A file that only grew is delivered as a range either way.
             max_files: at most this many files in the plan (default
                 DEFAULT_MAX_FILES; 0 or ``off``: no cap), whole partitions
                 (commits) oldest first; the rest stays pending, reported as the
@@ -376,15 +381,19 @@ class Consumer(Moves):
             "a consumer of its own", consumer="a consumer of its own")
 
     def _beyond(self, p: Plan) -> BeyondHorizonError:
-        """The one line for a plan that would leave files of a changed sealed partition undelivered."""
+        """The one line for a pending plan made with the beyond-horizon opt-out, handed to a run without it.
+
+        Only such a plan has files in ``beyond_horizon``: without the opt-out a
+        sealed partition that changed in a way that cannot be told is held back
+        (the rest is delivered, PartitionsHeldError at the ack), not refused.
+        """
         parts = sorted({b.path.rpartition("/")[0] for b in p.beyond_horizon})
-        first = next(b for b in p.beyond_horizon if b.path.rpartition("/")[0] == parts[0])
-        vals = ",".join(f"{k}={v}" for k, v in first.partition.items())
-        more = f" ({len(parts) - 1} more partitions too)" if len(parts) > 1 else ""
-        replay = replay_command(self.source.uri, self.name, parts[0], self.storage.uri if self.external else None)
+        more = f" (and {len(parts) - 1} more)" if len(parts) > 1 else ""
         return BeyondHorizonError(
-            f"consumer {self.name!r}: partition {parts[0]} ({vals}): {first.reason}{more}; to redeliver it: "
-            f"{replay}; or acknowledge the change, leaving its files undelivered: allow_beyond_horizon=True",
+            f"consumer {self.name!r}: pending plan {p.plan_id} takes partition {parts[0]}{more} as delivered "
+            f"without delivering its changed files ({p.beyond_horizon[0].reason}); it was made with "
+            "allow_beyond_horizon=True: run with it to deliver that plan, or drop it (the next plan holds the "
+            f"partition back and delivers the rest): {self.reset_command('discard-plan')}",
             allow_beyond_horizon="allow_beyond_horizon=True")
 
     def _check_pending(self, p: Plan, opts: PlanOptions) -> Plan:
@@ -436,7 +445,7 @@ class Consumer(Moves):
         new = tracking_for(plan.mode, self.source, self.name).apply(base, replace(base, mode=plan.mode), plan)
         return replace(new, version=base.version + 1, table=self.source.uri, plan_id=plan.plan_id,
                        owner=plan.delta.get("owner") or base.owner,
-                       note=note, created_ms=base.created_ms or now, updated_ms=now,
+                       note=note, created_ms=base.created_ms or now, updated_ms=now, held=plan.held,
                        delivered_files=base.delivered_files + len(plan.files),
                        delivered_bytes=base.delivered_bytes + plan.bytes)
 

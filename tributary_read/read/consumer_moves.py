@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from tributary_read.choice import Choice
 from tributary_read.errors import (CommitConflictError, ConsumerStateCorruptError, InvalidInputError,
-                                   LogRetentionError)
+                                   LogRetentionError, PartitionsHeldError)
 from tributary_read.read.consumer_state import ConsumerState, Plan, skip_command
 from tributary_read.read.consumer_tracking import PlanOptions, tracking_for
-from tributary_read.read.ledger import apply_delta, present_count
+from tributary_read.read.ledger import apply_delta
 from tributary_read.read.listing import Progress
 from tributary_read.table.config import Tracking
 
@@ -161,46 +161,124 @@ class Moves:
         return new, (f"forgets everything delivered ({_files(n)} so far): the next plan delivers every file again"
                      f"{dropped}")
 
-    def replay(self, partition: str, *, execute: bool, now_ms: int | None = None) -> dict:
-        """Redeliver one partition: the next plan delivers every file it holds then, and seals it again.
+    def replay(self, partitions: str | list[str] | tuple[str, ...], *, execute: bool, redeliver: bool = False,
+               now_ms: int | None = None) -> dict:
+        """Resolve held partitions: take each as it is now, or, with ``redeliver``, deliver it again.
 
-        The way forward from a :class:`BeyondHorizonError` that wants the
-        partition's data rather than an acknowledgement: the consumer forgets
-        what it delivered there, so the partition is new to its next plan.
-        Applied only with ``execute`` (its files are delivered again); any
-        pending plan becomes stale.
+        Without ``redeliver`` nothing delivered is delivered again and nothing is
+        left undelivered: each partition is listed now and compared with the
+        files the consumer delivered there; a removed file is taken as removed, a
+        rewritten one as it is now (its new bytes are not delivered: say
+        ``redeliver`` for that), and files never delivered (and the new lines of
+        files that grew) are left for the next plan, which delivers them once. A
+        partition sealed by an older trib into a digest only, whose change cannot
+        be told apart, is refused here: which of its files were delivered is not
+        known. ``redeliver`` forgets what was delivered there, so the next plan
+        delivers every file the partition holds; the result counts the files and
+        bytes that repeats. Applied only with ``execute``; a pending plan becomes stale.
         """
-        d = (partition or "").strip().strip("/")
+        from tributary_read.read.consumer_state import replay_command
+        from tributary_read.read.consumer_tracking import judge_partition
+
+        parts = [partitions] if isinstance(partitions, str) else list(partitions)
         state = self.current()
+        known = set(state.ledger) | set(state.sealed) if state is not None else set()
+        wanted = list(dict.fromkeys(d for p in parts for d in _named((p or "").strip().strip("/"), known)))
         if state is not None and state.mode == "manifest":
             raise InvalidInputError(
                 f"consumer {self.name!r} tracks table versions, not a listing: replay forgets a partition's "
                 f"listed files, and it has none. To read the partition's committed files again: "
                 f"trib files ROOT --partitions 'SPEC' (or move the consumer with trib consumer reset)",
                 replay_partition="the partition")
-        if state is None or (d not in state.ledger and d not in state.sealed):
-            raise InvalidInputError(
-                f"consumer {self.name!r} has delivered nothing of partition {d!r} (give the partition directory "
-                "as the error named it, e.g. 2024_01_01/02; a partition it has not seen is delivered anyway)",
-                replay_partition="the partition")
-        n = state.sealed[d]["count"] if d in state.sealed else present_count(state.ledger[d])
-        pend = self._read_plan(state.version)
+        for d in wanted:
+            if state is None or (d not in state.ledger and d not in state.sealed):
+                raise InvalidInputError(
+                    f"consumer {self.name!r} has delivered nothing of partition {d!r} (give the partition directory "
+                    "as the error named it, e.g. 2024_01_01/02; a partition it has not seen is delivered anyway)",
+                    replay_partition="the partition")
+        assert state is not None
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        ledger, sealed = apply_delta(state.ledger, state.sealed, {"drop": [d]})
-        new = replace(state, version=state.version + 1, plan_id=None, updated_ms=now, note=f"replay {d}",
-                      ledger=ledger, sealed=sealed)
+        delta: dict[str, Any] = {"put": {}, "seal": {}, "drop": []}
+        lines, repeats, fresh, digest_only = [], [0, 0], 0, False
+        for d in wanted:
+            planner, part, listed, r = judge_partition(self.source, state, self.name, d, now)
+            delivered = _delivered(state, d)
+            if redeliver:
+                again = [f for f in listed if delivered is None or _base(f.path) in delivered]
+                digest_only = digest_only or delivered is None  # an older seal: at most what it counted
+                repeats[0] += len(again) if delivered is not None else min(len(again), state.sealed[d]["count"])
+                repeats[1] += sum(f.size for f in again)
+                fresh += len(listed) - len(again) if delivered is not None else 0
+                delta["drop"].append(d)
+                continue
+            if r is None:
+                lines.append(f"{d}: its directory is gone (the next plan forgets it)")
+                continue
+            if r.hold is not None:
+                raise InvalidInputError(
+                    f"consumer {self.name!r}: partition {d} {r.hold.changes[0]}: it cannot be taken as it is without "
+                    "losing or repeating data; to see what delivering it again repeats: "
+                    f"{replay_command(self.source.uri, self.name, d, self._state_dir(), redeliver=True)}",
+                    replay_partition="the partition")
+            entry, later = _acknowledged(planner, d, r)
+            if d in planner.sealed or r.seal is not None:
+                delta["seal"][d] = {**entry, "mtime_ms": None, "listed_ms": None}
+            else:
+                delta["put"][d] = {**entry, "mtime_ms": None, "listed_ms": None}
+            took = [f"{c.path.rpartition('/')[2]} {c.reason}" for c in r.conflicts]
+            lines.append(f"{d}: " + (", ".join(took) + ": taken as it is now" if took else "no change to take")
+                         + (f"; the next plan delivers what it holds that was never delivered ({_files(later)})"
+                            if later else ""))
+            fresh += later
+        ledger, sealed = apply_delta(state.ledger, state.sealed, delta)
+        new = replace(state, version=state.version + 1, plan_id=None, updated_ms=now, ledger=ledger, sealed=sealed,
+                      note=("replay (redelivered) " if redeliver else "replay ") + " ".join(wanted),
+                      held=tuple(h for h in state.held if h.path not in wanted))
+        pend = self._read_plan(state.version)
         if execute:
             if not self._create_state(new.version, new):
                 raise CommitConflictError(f"consumer {self.name!r} changed during the replay; look and retry")
             self._prune(new.version)
         dropped = f"; pending plan {pend.plan_id} is dropped" if pend else ""
-        which = ("every file other tools wrote in the partition (files trib committed there are tracked by "
-                 "table version and are not delivered again)" if state.mode == "both" else
-                 "every file the partition holds")
-        return {"consumer": self.name, "partition": d, "applied": execute, "version": new.version,
-                "effect": f"forgets the {_files(n)} it delivered of {d}: the next plan delivers {which} then, "
-                          f"and seals it again if it is past the lookback{dropped}"}
+        if redeliver:
+            which = ("every file other tools wrote there (files trib committed are tracked by table version and "
+                     "are not delivered again)" if state.mode == "both" else "every file they hold")
+            effect = (f"forgets what it delivered of {', '.join(wanted)}: the next plan delivers {which} then, "
+                      f"repeating {'up to ' if digest_only else ''}{_files(repeats[0])} ({repeats[1]} bytes) already "
+                      "delivered, and seals them "
+                      f"again if they are past the lookback{dropped}")
+        else:
+            effect = ("nothing delivered is delivered again, nothing is left undelivered (a rewritten file's new "
+                      "bytes are not delivered: a replay that redelivers the partition delivers them): "
+                      + "; ".join(lines)
+                      + dropped)
+        return {"consumer": self.name, "partition": wanted[0], "partitions": wanted, "applied": execute,
+                "version": new.version, "redeliver": redeliver, "effect": effect,
+                "repeats": {"files": repeats[0], "bytes": repeats[1]}, "new_files": fresh}
 
+    def _state_dir(self) -> str | None:
+        return self.storage.uri if self.external else None
+
+    def held_error(self, held, plan_id: str) -> PartitionsHeldError:
+        """The one line for an acked plan that held partitions back: every one of them, what changed, the way out."""
+        from tributary_read.read.consumer_state import replay_command
+
+        named = "; ".join(f"{h.path} ({', '.join(h.changes)})" for h in held)
+        exact = [h.path for h in held if h.exact]
+        digest = [h.path for h in held if not h.exact]
+        ways = []
+        if exact:
+            ways.append("look at the files, then take them as they are now (nothing delivered is delivered again; "
+                        "files never delivered there are delivered by the next run): "
+                        + replay_command(self.source.uri, self.name, exact, self._state_dir()))
+        if digest:
+            ways.append("which files are new cannot be told where an older trib kept only a digest; to see what "
+                        "delivering them again repeats: "
+                        + replay_command(self.source.uri, self.name, digest, self._state_dir(), redeliver=True))
+        return PartitionsHeldError(
+            f"consumer {self.name!r}: plan {plan_id} delivered everything but {len(held)} partition"
+            f"{'s' * (len(held) != 1)} held back: {named}; "
+            + "; ".join(ways))
 
     # -- skip: one planned file that cannot be read -----------------------------------------
     def _skips(self, base: int):
@@ -280,6 +358,63 @@ def _relative(path: str, roots: tuple[str, ...]) -> str:
         if base and p.startswith(base.rstrip("/") + "/"):
             return p[len(base.rstrip("/")) + 1:]
     return p.strip("/") if not p.startswith("/") else p
+
+
+def _named(text: str, known: set[str]) -> list[str]:
+    """The partitions one argument names: itself, or a comma-separated list (as messages print several)."""
+    if text in known or "," not in text:
+        return [text]
+    return [p.strip().strip("/") for p in text.split(",") if p.strip()]
+
+
+def _base(path: str) -> str:
+    return path.rpartition("/")[2]
+
+
+def _delivered(state: ConsumerState, d: str) -> set[str] | None:
+    """The names of the files the consumer delivered in ``d`` and that were present then (None: not known,
+    a seal an older trib wrote holds a digest only)."""
+    if d in state.ledger:
+        body: Any = state.ledger[d]
+    else:
+        seg = getattr(state.sealed, "segment", None)
+        body = seg(d) if seg is not None else (state.sealed[d] if "files" in state.sealed[d] else None)
+    if body is None:
+        return None
+    return {n for n, v in body["files"].items() if len(v) < 4 or v[3] != 0}
+
+
+def _acknowledged(planner, d: str, r) -> tuple[dict, int]:
+    """The ledger entry (or seal) of ``d`` after a replay takes its changes as they are, and how many of the
+    files the next plan will deliver it leaves out of it (new files, and growth since delivered)."""
+    from tributary_read.read.ledger import _dec, _seal
+
+    entry = dict(r.seal if r.seal is not None else r.put if r.put is not None else {})
+    if entry and "files" not in entry:  # a seal unchanged (its segment named): it stays as it is
+        return {k: v for k, v in entry.items() if k not in ("mtime_ms", "listed_ms")}, 0
+    if not entry:  # unchanged: the entry stays as it is
+        base = planner.ledger[d] if d in planner.ledger else planner.sealed[d]
+        return {k: v for k, v in base.items() if k not in ("mtime_ms", "listed_ms")}, 0
+    old = planner.ledger[d] if d in planner.ledger else (planner.seal_files(d) or {"files": {}})
+    files, ranges = dict(entry["files"]), dict(entry.get("ranges") or {})
+    for f in r.files:  # the next plan delivers these: leave them as the ledger had them
+        name = _base(f.path)
+        if name in old["files"]:
+            files[name] = old["files"][name]
+            if name in (old.get("ranges") or {}):
+                ranges[name] = old["ranges"][name]
+            else:
+                ranges.pop(name, None)
+        else:
+            files.pop(name, None)
+    entry.update(files=files)
+    entry.pop("ranges", None)
+    if ranges:
+        entry["ranges"] = ranges
+    if r.seal is not None:
+        present = [(n, _dec(v)[0]) for n, v in files.items() if _dec(v)[1]]
+        entry.update({k: v for k, v in _seal(present, None, None).items() if k in ("count", "digest", "max_mtime_ms")})
+    return entry, len(r.files)
 
 
 def _files(n: int) -> str:

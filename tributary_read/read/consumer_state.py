@@ -22,7 +22,7 @@ from tributary_read.read.listing import Skipped
 from tributary_read.table.config import Tracking
 from tributary_read.table.log import META_DIR
 from tributary_read.table.docstore import header
-from tributary_read.read.fileset import Conflict, FileSet, LateFile, ResolvedFile
+from tributary_read.read.fileset import Conflict, FileSet, HeldPartition, LateFile, ResolvedFile
 from tributary_read.read.tracking import Untracked
 from tributary_read.read.window import DAY_MS
 
@@ -87,11 +87,18 @@ def reset_command(table: str, name: str, target: str, state_dir: str | None = No
     return f"trib consumer reset {shlex.quote(table)} {shlex.quote(name)} --{target} --execute"
 
 
-def replay_command(table: str, name: str, partition: str, state_dir: str | None = None) -> str:
-    """The exact ``trib consumer replay`` line a message suggests."""
-    t, n, p = shlex.quote(table), shlex.quote(name), shlex.quote(partition)
+def replay_command(table: str, name: str, partitions: str | list[str], state_dir: str | None = None,
+                   redeliver: bool = False) -> str:
+    """The exact ``trib consumer replay`` line a message suggests: every partition it names at once (comma-separated)."""
+    t, n = shlex.quote(table), shlex.quote(name)
+    p = shlex.quote(partitions if isinstance(partitions, str) else ",".join(partitions))
     if state_dir:
-        return f"trib consumer replay {t} {n} --partition {p} --state-dir {shlex.quote(state_dir)} --execute"
+        d = shlex.quote(state_dir)
+        if redeliver:  # its preview: it counts what delivering the partitions again repeats
+            return f"trib consumer replay {t} {n} --partition {p} --state-dir {d} --redeliver"
+        return f"trib consumer replay {t} {n} --partition {p} --state-dir {d} --execute"
+    if redeliver:
+        return f"trib consumer replay {t} {n} --partition {p} --redeliver"
     return f"trib consumer replay {t} {n} --partition {p} --execute"
 
 
@@ -197,6 +204,9 @@ class ConsumerState:
     #: What the first plan took as delivered; None: created before initial positions existed, when a
     #: first plan took partitions older than the lookback as delivered (its baseline, kept).
     initial_position: InitialPosition | None = None
+    #: The partitions the last acked plan held back (a delivered file removed or rewritten): reported
+    #: again by every plan until ``trib consumer replay`` resolves them. Absent in older states.
+    held: tuple[HeldPartition, ...] = ()
 
     def to_json(self) -> dict:
         return {**header("consumer_state"),
@@ -208,7 +218,7 @@ class ConsumerState:
                 "full_scan_every_ms": self.full_scan_every_ms, "last_full_scan_ms": self.last_full_scan_ms,
                 "owner": self.owner,
                 "initial_position": self.initial_position.to_json() if self.initial_position else None,
-                "ledger": self.ledger, "sealed": self.sealed}
+                "held": [h.to_json() for h in self.held], "ledger": self.ledger, "sealed": self.sealed}
 
     @classmethod
     def from_json(cls, d: Mapping) -> ConsumerState:
@@ -230,7 +240,8 @@ class ConsumerState:
                  int(d.get("delivered_bytes", 0)),
                  int(d.get("full_scan_every_ms", DEFAULT_FULL_SCAN_EVERY_MS)), int(d.get("last_full_scan_ms", 0)),
                  owner=_owner(d.get("owner")),
-                 initial_position=InitialPosition.from_json(d.get("initial_position")))
+                 initial_position=InitialPosition.from_json(d.get("initial_position")),
+                 held=tuple(HeldPartition.from_json(h) for h in d.get("held") or ()))
         # A segmented ledger's index (tributary_read.read.ledger_store) is checked as the consumer loads it.
         check_ledger({} if is_index(st.ledger) else st.ledger, st.sealed)
         return st
@@ -267,6 +278,8 @@ class Plan:
     stats: Mapping = field(default_factory=dict, hash=False)
     #: What the ack applies to the base state; opaque outside this module.
     delta: Mapping = field(default_factory=dict, hash=False, repr=False)
+    #: Partitions held back, the rest delivered (tributary_read.read.ledger); their ack exits 17.
+    held: tuple[HeldPartition, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -292,6 +305,7 @@ class Plan:
                          "horizon_ms": self.created_ms - self.lookback_ms, "deferred": self.deferred,
                          "conflicts": [c.to_json() for c in self.conflicts],
                          "beyond_horizon": [b.to_json() for b in self.beyond_horizon],
+                         "held": [h.to_json() for h in self.held],
                          "baseline": self.baseline, "full_scan": bool(self.delta.get("full_scan")),
                          "full_scan_every_ms": self.delta.get("full_scan_every_ms")})
         if "backlog" in self.stats:  # what a capped plan left for the next runs (tributary_read.read.backlog)
@@ -312,7 +326,7 @@ class Plan:
                 "skipped": [s.to_json() for s in self.skipped],
                 "deferred": self.deferred, "baseline": self.baseline,
                 "versions": list(self.versions) if self.versions else None,
-                "stats": dict(self.stats), "delta": dict(self.delta)}
+                "stats": dict(self.stats), "delta": dict(self.delta), "held": [h.to_json() for h in self.held]}
 
     @classmethod
     def from_json(cls, d: Mapping) -> Plan:
@@ -331,7 +345,7 @@ class Plan:
                          for s in d.get("skipped") or ()),
                    int(d.get("deferred") or 0), d.get("baseline"),
                    tuple(d["versions"]) if d.get("versions") else None, d.get("stats") or {},
-                   d.get("delta") or {})
+                   d.get("delta") or {}, tuple(HeldPartition.from_json(h) for h in d.get("held") or ()))
 
 
 @dataclass(frozen=True)
@@ -340,9 +354,15 @@ class AckResult:
     plan_id: str
     already_acked: bool
 
+    @property
+    def held(self) -> tuple[HeldPartition, ...]:
+        """The partitions the acked plan held back (the state it made records them)."""
+        return self.state.held if self.state.plan_id == self.plan_id else ()
+
     def to_json(self) -> dict:
         return {"consumer": self.state.consumer, "plan_id": self.plan_id, "version": self.state.version,
-                "already_acked": self.already_acked, "delivered_files": self.state.delivered_files}
+                "already_acked": self.already_acked, "delivered_files": self.state.delivered_files,
+                "held": [h.to_json() for h in self.held]}
 
 
 def check_name(name: str) -> str:

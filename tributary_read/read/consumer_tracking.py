@@ -203,12 +203,13 @@ class ListingTracking:
         diff = LedgerPlanner(self.source.storage, state.ledger if state else {}, state.sealed if state else {},
                              layout, lookback, min_age, now, foreign_only=table is not None, line_based=line_based,
                              takes=None if pos is None or pos.start is Start.EARLIEST else pos.takes,
-                             max_files=opts.cap).plan(why is not None, opts.progress, opts.parallel)
+                             max_files=opts.cap, allow_changed=opts.allow_changed,
+                             allow_beyond=opts.allow_beyond_horizon).plan(why is not None, opts.progress, opts.parallel)
         delta = {**diff.delta, "full_scan": why is not None, "full_scan_every_ms": every}
         stats = {**diff.stats, "full_scan": why}
         return Plan(plan_id, self.name, state.version if state else 0, self.mode, self.source.uri, now,
                     diff.files, lookback, min_age, diff.conflicts, diff.beyond_horizon,
-                    diff.skipped, diff.deferred, diff.baseline, None, stats, delta)
+                    diff.skipped, diff.deferred, diff.baseline, None, stats, delta, diff.held)
 
     def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:
         p = self.part(state, plan_id, now, opts)
@@ -322,3 +323,32 @@ def _check_version(source: Source, to_version: int) -> None:
     if not 0 <= to_version <= latest:
         raise InvalidInputError(f"the version to reset to must be between 0 and the latest version {latest}",
                                 to_version="the version to reset to")
+
+
+def judge_partition(source: Source, state: ConsumerState, name: str, d: str, now: int):
+    """Partition directory ``d`` listed now and judged against ``state``'s ledger, changes acknowledged.
+
+    For ``trib consumer replay``: returns the planner (its ledger and seals),
+    the partition, what is listed there, and the judgement
+    (tributary_read.read.ledger.LedgerPlanner.judge; None when the directory is
+    gone). One directory is listed, not the table.
+    """
+    from tributary_read.read.listing import scan
+    from tributary_read.read.partition_filter import Condition, PartitionFilter
+
+    layout = ListingTracking(source, name)._layout(state)
+    part = layout.parse(d)
+    pf = PartitionFilter(tuple(Condition(k, "=", v) for k, v in part.values.items()))
+    listing = scan(source.storage, layout, partitions=pf)
+    table = source.table
+    planner = LedgerPlanner(source.storage, state.ledger, state.sealed, layout, state.lookback_ms, 0, now,
+                            foreign_only=table is not None,
+                            line_based=table.config.data_format.spec.line_based if table is not None else None,
+                            allow_changed=True)
+    planner.listed = now
+    files = [f for f in listing.files if f.directory == d]
+    if d not in listing.leaves and not files:
+        return planner, part, files, None
+    mine = [x for x in listing.skipped if x.path.rpartition("/")[0] == d]
+    return planner, part, files, planner.judge(d, part, None, files, mine)
+

@@ -168,6 +168,35 @@ class Conflict:
 
 
 @dataclass(frozen=True)
+class HeldPartition:
+    """A partition a listing consumer holds back: a file it delivered there was removed or rewritten.
+
+    Nothing of the partition is delivered (its new files wait too) and its ledger
+    stays as it was, so every plan reports it again until ``trib consumer replay``
+    resolves it; the rest of the plan is delivered. ``changes`` names the files
+    and what happened to each. ``exact``: the consumer kept the partition's files,
+    so replaying it without redelivery is exact; False for a partition an older
+    trib sealed into a digest only, where which files are new cannot be told.
+    """
+
+    path: str
+    partition: Mapping[str, str] = field(hash=False)
+    changes: tuple[str, ...]
+    exact: bool = True
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "partition": dict(self.partition), "changes": list(self.changes),
+                "exact": self.exact}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> HeldPartition:
+        h = cls(d["path"], _partition(d), tuple(d.get("changes") or ()), bool(d.get("exact", True)))
+        if not isinstance(h.path, str) or not all(isinstance(c, str) for c in h.changes):
+            raise ValueError("a held partition needs a string path and changes")
+        return h
+
+
+@dataclass(frozen=True)
 class FileSet:
     """The resolved files plus how they were chosen (mode and window/plan).
 

@@ -3,12 +3,14 @@
 A ledger entry maps a directory to its delivered files' fingerprints
 ``(size, mtime_ms, valid_length)`` while the partition is inside the lookback
 horizon. Once it falls out, the entry is replaced by a constant-size *seal*
-(count, order-free digest, max mtime), so the state stays bounded by the
-horizon. A late arrival in an old partition is still noticed: delivered when it
-can be told exactly (new files, newer than the seal, beside the sealed ones
-unchanged), and reported in ``beyond_horizon`` otherwise, which a consumer
-refuses to deliver without an explicit opt-out (the seal cannot say which
-files are new). A file that grew after delivery keeps, under the entry's
+(count, order-free digest, max mtime, and the segment of its files), so what a
+plan reads stays bounded by the horizon: a sealed partition's files are read
+only when its listing no longer matches the digest. Then it is compared as
+inside the horizon: a new file is delivered whatever its mtime, and a delivered
+file removed or rewritten holds that partition back (``held``: the rest of the
+plan goes on) unless acknowledged. A seal an older trib wrote has the digest
+only: what it can tell is delivered, the rest held back (``exact`` False) or,
+acknowledged, reported in ``beyond_horizon``. A file that grew after delivery keeps, under the entry's
 ``ranges``, its delivered end and a CRC of the block before it, so its new
 bytes are delivered as a range (tributary_read.read.growth) and any other
 change is told apart. See docs/reading.md for the format.
@@ -23,7 +25,7 @@ from typing import Callable, Iterable, Mapping
 
 from tributary_read.table.layout import Layout, PartitionDir
 from tributary_read.read.listing import ListedFile, Progress, Skipped, scan
-from tributary_read.read.fileset import Conflict, Fingerprint, LateFile, ResolvedFile
+from tributary_read.read.fileset import Conflict, Fingerprint, HeldPartition, LateFile, ResolvedFile
 from tributary_read.read.backlog import ListingCap
 from tributary_read.read.growth import Growth, growth, readable
 from tributary_read.io.storage import Storage
@@ -35,6 +37,10 @@ from tributary_read.read.tracking import foreign, refuse_unmatched
 QUIESCENT_MS = 2000
 #: Why a sealed partition's files are in ``beyond_horizon``: what the seal cannot tell apart.
 CHANGED_BEYOND = "partition changed after it left the lookback horizon"
+#: A plan gives at most this many files of partitions sealed by an older trib (a digest, no file list)
+#: their file list, when it lists them unchanged: the migration costs no extra listing, and a plan's
+#: file stays bounded (docs/reading.md).
+UPGRADE_FILES = 100_000
 #: A directory holding a file modified this close to the listing is listed again next run, whatever
 #: its mtime: an append to a file leaves its directory's mtime alone (growing files, docs/reading.md).
 GROWING_MS = 3600_000
@@ -57,15 +63,43 @@ def _dec(v: list) -> tuple[_Fp, bool]:
     return (v[0], v[1], v[2] if len(v) > 2 else None), len(v) < 4 or v[3] != 0
 
 
+def _hash(name: str, fp: _Fp) -> int:
+    size, mtime, vl = fp
+    key = f"{name}\0{size}\0{mtime}\0{'' if vl is None else vl}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
+
+
 def _digest(items: Iterable[tuple[str, _Fp]]) -> tuple[int, str, int]:
     """(count, order-free 64-bit sum of per-file hashes, max mtime) of a directory."""
     total = n = mx = 0
-    for name, (size, mtime, vl) in items:
-        key = f"{name}\0{size}\0{mtime}\0{'' if vl is None else vl}".encode()
-        total = (total + int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")) & _MASK
+    for name, fp in items:
+        total = (total + _hash(name, fp)) & _MASK
         n += 1
-        mx = max(mx, mtime)
+        mx = max(mx, fp[1])
     return n, f"{total:016x}", mx
+
+
+def added_by_digest(fps: Mapping[str, _Fp], count: int, digest: str) -> list[str] | None:
+    """The names whose removal from ``fps`` gives a seal's (count, digest), when one or two files were added
+    and exactly one such choice exists; else None.
+
+    For seals written before a sealed partition kept its file list: the digest
+    is a sum of per-file hashes, so the added files are those whose hashes make
+    up the difference. As exact as the seal itself (a 64-bit digest).
+    """
+    k = len(fps) - count
+    if k not in (1, 2):
+        return None
+    hashes = {name: _hash(name, fp) for name, fp in fps.items()}
+    need = (sum(hashes.values()) - int(digest, 16)) & _MASK
+    by_hash: dict[int, list[str]] = {}
+    for name, h in hashes.items():
+        by_hash.setdefault(h, []).append(name)
+    if k == 1:
+        found = by_hash.get(need, [])
+        return list(found) if len(found) == 1 else None
+    pairs = {frozenset((a, b)) for a, h in hashes.items() for b in by_hash.get((need - h) & _MASK, ()) if b != a}
+    return sorted(next(iter(pairs))) if len(pairs) == 1 else None
 
 
 def _seal(items: Iterable[tuple[str, _Fp]], mtime: int | None, listed: int | None) -> dict:
@@ -84,6 +118,16 @@ def _present(entry: Mapping) -> Iterable[tuple[str, _Fp]]:
 def present_count(entry: Mapping) -> int:
     """How many of an entry's files are present (not marked gone)."""
     return sum(1 for v in entry["files"].values() if len(v) < 4 or v[3] != 0)
+
+
+def files_of(ledger: Mapping, d: str, entry: Mapping) -> dict:
+    """What a seal keeps of a ledger entry's files: its segment's name where the ledger is segmented
+    and saved, else the files themselves (saved as a segment with the state, tributary_read.read.ledger_store)."""
+    name = getattr(ledger, "segment_name", None)
+    seg = name(d) if name is not None else None
+    if seg is not None:
+        return {"seg": seg}
+    return {"files": dict(entry["files"]), **({"ranges": dict(entry["ranges"])} if entry.get("ranges") else {})}
 
 
 def meta_of(ledger: Mapping, d: str) -> Mapping:
@@ -125,6 +169,10 @@ def check_ledger(ledger, sealed) -> None:
     for d, s in sealed.items():
         if not isinstance(s, dict) or not isinstance(s.get("count"), int) or not isinstance(s.get("digest"), str):
             raise ValueError(f"bad seal for {d!r}")
+        if not isinstance(s.get("seg", ""), str):
+            raise ValueError(f"bad seal segment for {d!r}")
+        if "files" in s:  # a seal not saved yet carries its files (saved as a segment with the state)
+            check_ledger({d: s}, {})
 
 
 @dataclass(frozen=True)
@@ -139,6 +187,7 @@ class LedgerDiff:
     baseline: Mapping | None
     stats: Mapping = field(hash=False)
     delta: Mapping = field(hash=False)
+    held: tuple[HeldPartition, ...] = ()
 
 
 def apply_delta(ledger: Mapping, sealed: Mapping, delta: Mapping) -> tuple[dict, dict]:
@@ -178,6 +227,10 @@ class _Dir:
     seal: dict | None = None
     #: Grown files whose last line (gzip member) is not complete yet, and their bytes: they wait for the next run.
     held: list[int] = field(default_factory=lambda: [0, 0])
+    #: The partition is held back: a file delivered there was removed or rewritten (nothing else is taken).
+    hold: HeldPartition | None = None
+    #: Sealed mode (:meth:`LedgerPlanner._compare`): delivered files no longer listed.
+    removed: list[str] = field(default_factory=list)
 
 
 class LedgerPlanner:
@@ -192,8 +245,20 @@ class LedgerPlanner:
 
     def __init__(self, storage: Storage, ledger: Mapping, sealed: Mapping, layout: Layout,
                  lookback_ms: int, min_age_ms: int, now_ms: int, foreign_only: bool = False,
-                 takes: Callable[[int], bool] | None = None, line_based: bool | None = None, max_files: int = 0):
+                 takes: Callable[[int], bool] | None = None, line_based: bool | None = None, max_files: int = 0,
+                 allow_changed: bool = False, allow_beyond: bool = False):
         self.storage = storage
+        #: Acknowledge a sealed partition's removed or rewritten files (reported in conflicts) instead of
+        #: holding the partition back; ``allow_beyond``: the same for a partition sealed into a digest
+        #: only (its files reported in ``beyond_horizon``).
+        self.allow_changed = allow_changed
+        self.allow_beyond = allow_beyond
+        #: A seal's files, read from its segment (None: an older seal, a digest only); see ledger_store.
+        self.seal_files: Callable[[str], Mapping | None] = getattr(sealed, "segment", None) or (
+            lambda d: sealed[d] if "files" in sealed[d] else None)
+        self.upgrade_left = UPGRADE_FILES
+        self.holds: list[HeldPartition] = []
+        self.emptied: list[str] = []
         #: At most this many files (0: no cap), whole partitions, oldest first.
         self.cap = ListingCap(max_files)
         #: A consumer's first plan only: whether a partition ending at this time counts as delivered
@@ -240,7 +305,7 @@ class LedgerPlanner:
                 self._directory(d, listing.partitions[d], mtime, [], [], d in listing.unchanged)
         for d, r in self.kept.items():
             self._merge(d, r)
-        drop = [d for d in (*self.ledger, *self.sealed) if d not in listing.leaves]
+        drop = [d for d in (*self.ledger, *self.sealed) if d not in listing.leaves] + self.emptied
         self.files.sort(key=lambda f: f.path)
         delta = {"put": self.put, "seal": self.seal, "drop": drop, "layout": self.layout.to_dict()}
         stats = {**listing.stats(), "ledger_directories_changed": len(self.put), "sealed": len(self.seal),
@@ -251,19 +316,27 @@ class LedgerPlanner:
                           tuple(sorted(self.beyond, key=lambda b: b.path)),
                           tuple(sorted(listing.skipped, key=lambda s: s.path)), self.deferred,
                           self.baseline if self.takes is not None and self.baseline["directories"] else None,
-                          stats, delta)
+                          stats, delta, tuple(sorted(self.holds, key=lambda h: h.path)))
 
     def _directory(self, d: str, part: PartitionDir, dir_mtime: int | None, listed_files: list[ListedFile],
                    skipped: list[Skipped], unchanged: bool = False) -> None:
         """Compare one partition directory with the ledger, then let the cap take or leave it."""
         self.done.add(d)
+        r = self.judge(d, part, dir_mtime, listed_files, skipped, unchanged)
+        if r is not None:
+            self._take(d, part, r)
+
+    def judge(self, d: str, part: PartitionDir, dir_mtime: int | None, listed_files: list[ListedFile],
+              skipped: list[Skipped], unchanged: bool = False) -> _Dir | None:
+        """One partition directory against the ledger (None: unchanged, nothing to take)."""
         r = _Dir()
         in_horizon = part.end_ms > self.horizon
         if unchanged:  # its files are read (a segment) only to seal it as it leaves the horizon
             if not in_horizon and d in self.ledger:
-                entry = self.ledger[d]
-                self.seal[d] = _seal(_present(entry), entry.get("mtime_ms"), entry.get("listed_ms"))
-            return
+                entry = self.ledger[d]  # the seal keeps its files (their segment): a late change is told exactly
+                self.seal[d] = {**_seal(_present(entry), entry.get("mtime_ms"), entry.get("listed_ms")),
+                                **files_of(self.ledger, d, entry)}
+            return None
         entry, sl = self.ledger.get(d), self.sealed.get(d)
         cur = foreign(listed_files) if self.foreign_only else listed_files
         young: set[str] = set()
@@ -283,7 +356,7 @@ class LedgerPlanner:
             # A sealed partition holding a file still settling (younger than min_age) is judged once it
             # has: the file may be new or a sealed one being rewritten, and its directory is listed again.
             if not young:
-                self._check_seal(r, d, part, cur, fps, sl, mtime, listed)
+                self._check_seal(r, d, part, cur, fps, sl, mtime, listed, troubled)
         else:
             taken = entry is None and self.takes is not None and self.takes(part.end_ms)
             if taken and cur:
@@ -293,7 +366,7 @@ class LedgerPlanner:
             # A partition never seen is delivered whatever its age (and sealed at once when beyond the
             # horizon, so the ledger stays bounded); its new files are exactly what it holds.
             self._compare(r, d, part, cur, fps, entry, young, in_horizon, mtime, listed, taken)
-        self._take(d, part, r)
+        return r
 
     def _take(self, d: str, part: PartitionDir, r: _Dir) -> None:
         """Admit directory ``d``'s result to the plan, or leave it whole, as the state had it, for a later run.
@@ -324,12 +397,14 @@ class LedgerPlanner:
             self.put[d] = r.put
         if r.seal is not None:
             self.seal[d] = r.seal
+        if r.hold is not None:
+            self.holds.append(r.hold)
         self.held[0] += r.held[0]
         self.held[1] += r.held[1]
 
     def _compare(self, r: _Dir, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict,
                  entry: Mapping | None, young: set[str], in_horizon: bool, mtime: int | None, listed: int,
-                 taken: bool = False) -> None:
+                 taken: bool = False, sealed: bool = False) -> None:
         fmap = dict(entry["files"]) if entry else {}
         ranges = dict(entry.get("ranges") or {}) if entry else {}
         changed = False
@@ -370,31 +445,75 @@ class LedgerPlanner:
                     # a conflict (a rewrite) however the runs interleave.
                     fmap[name] = _enc(fp, present=False)
                     changed = True
-        if not in_horizon:
-            r.seal = _seal(((n, fps[n]) for n in fps), mtime, listed)
+                    if sealed:
+                        r.removed.append(name)
+        if not in_horizon:  # sealed with its files: a late change in it is told exactly
+            r.seal = {**_seal(((n, fps[n]) for n in fps), mtime, listed), "files": fmap,
+                      **({"ranges": ranges} if ranges else {})}
         elif changed or _meta_differs(entry, mtime, listed):
             r.put = {"mtime_ms": mtime, "listed_ms": listed if mtime is not None else None, "files": fmap,
                      **({"ranges": ranges} if ranges else {})}
 
     def _check_seal(self, r: _Dir, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, sl: Mapping,
-                    mtime: int | None, listed: int) -> None:
-        new_seal = _seal(fps.items(), mtime, listed)
-        if (new_seal["count"], new_seal["digest"]) != (sl["count"], sl["digest"]):
-            mx = sl.get("max_mtime_ms", 0)
-            newer = [f for f in cur if f.mtime_ms > mx]
-            rest = _digest((n, fp) for n, fp in fps.items() if fp[1] <= mx)
-            if newer and rest[:2] == (sl["count"], sl["digest"]):
-                # Only files newer than the seal were added, the sealed ones unchanged: exactly these are new.
-                r.files.extend(_resolved(f, part) for f in newer)
-            else:
-                why = (f"{CHANGED_BEYOND} ({sl['count']} files then, {len(cur)} now: a file was removed, "
-                       f"resized or rewritten); cannot tell which files are new")
-                r.beyond.extend(_beyond(f, part, why) for f in cur)
-                if not cur:
-                    r.beyond.append(LateFile(d + "/", 0, None, dict(part.values), why))
-            r.seal = new_seal
-        elif _meta_differs(sl, mtime, listed):
-            r.seal = new_seal
+                    mtime: int | None, listed: int, troubled: bool = False) -> None:
+        """A sealed partition listed again: unchanged (its digest), else compared with its files, read only now."""
+        n, h, _ = _digest(fps.items())
+        if (n, h) == (sl["count"], sl["digest"]):
+            keep = {k: sl[k] for k in ("seg", "files", "ranges") if k in sl}
+            if not keep and n <= self.upgrade_left:  # sealed by an older trib: its listing is what was delivered
+                self.upgrade_left -= n
+                keep = {"files": {name: _enc(fp) for name, fp in fps.items()}}
+            if keep.keys() != sl.keys() & {"seg", "files", "ranges"} or _meta_differs(sl, mtime, listed):
+                r.seal = {**_seal(fps.items(), mtime, listed), **keep}
+            return
+        emptied = not cur and not troubled  # every file gone: retention emptied it, as if the directory went
+        body = self.seal_files(d)
+        if body is not None:
+            self._compare_sealed(r, d, part, cur, fps, sl, body, mtime, listed, emptied)
+            return
+        if emptied:
+            self.emptied.append(d)
+            return
+        mx = sl.get("max_mtime_ms", 0)
+        newer = [f.path for f in cur if f.mtime_ms > mx]
+        rest = _digest((name, fp) for name, fp in fps.items() if fp[1] <= mx)
+        if newer and rest[:2] == (sl["count"], sl["digest"]):
+            new: list[str] | None = [_base(p) for p in newer]  # only files newer than the seal were added
+        else:
+            new = added_by_digest(fps, sl["count"], sl["digest"])  # one or two files added, whatever their mtime
+        if new is not None:
+            names = set(new)
+            r.files.extend(_resolved(f, part) for f in cur if _base(f.path) in names)
+            r.seal = {**_seal(fps.items(), mtime, listed), "files": {k: _enc(fp) for k, fp in fps.items()}}
+            return
+        why = (f"{CHANGED_BEYOND}: {sl['count']} files then, {len(cur)} now, and an older trib kept only a digest "
+               "of its files, so which are new cannot be told")
+        if self.allow_beyond:  # acknowledged: reported, not delivered; its files are kept from now on
+            r.beyond.extend(_beyond(f, part, why) for f in cur)
+            r.seal = {**_seal(fps.items(), mtime, listed), "files": {k: _enc(fp) for k, fp in fps.items()}}
+            return
+        r.hold = HeldPartition(d, dict(part.values), (why,), exact=False)
+        r.seal = {**sl, "mtime_ms": None, "listed_ms": None}  # listed again by every plan until resolved
+
+    def _compare_sealed(self, r: _Dir, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict,
+                        sl: Mapping, body: Mapping, mtime: int | None, listed: int, emptied: bool = False) -> None:
+        """A changed sealed partition against the files it delivered: what is new is delivered, as inside the
+        horizon; a delivered file removed or rewritten holds the partition back (unless acknowledged)."""
+        t = _Dir()
+        self._compare(t, d, part, cur, fps, body, set(), False, mtime, listed, sealed=True)
+        changes = [f"{_base(c.path)} {c.reason}" for c in t.conflicts] + [
+            f"{name} was removed after it was delivered" for name in t.removed]
+        if emptied:  # kept, each file marked gone: one restored later is not delivered again
+            r.seal = t.seal
+            return
+        if changes and not self.allow_changed:
+            r.hold = HeldPartition(d, dict(part.values), tuple(changes))
+            r.seal = {**sl, "mtime_ms": None, "listed_ms": None}  # listed again by every plan until resolved
+            return
+        old = body["files"]
+        gone = [Conflict(f"{d}/{name}", dict(part.values), Fingerprint(*_dec(old[name])[0]), Fingerprint(0, 0),
+                         "removed after it was delivered") for name in t.removed]
+        r.files, r.conflicts, r.held, r.seal = t.files, t.conflicts + gone, t.held, t.seal
 
 
 def _base(path: str) -> str:

@@ -104,11 +104,16 @@ class Batch:
         Idempotent: acking the same batch again (a re-run after a crash that
         followed the ack) answers ``already_acked``. A stale plan (the consumer
         was reset or moved by someone else) raises StalePlanError. A batch
-        without a consumer is not acked and the result says so.
+        without a consumer is not acked and the result says so. A batch whose
+        plan held partitions back (a file delivered there was removed or
+        rewritten) is acked, then raises PartitionsHeldError naming them, as
+        ``trib consumer ack`` exits 17: the job ends failed, its output stands.
         """
         if self._owner is None:
             return BatchAck(None, None, False, note=NOT_A_CONSUMER)
         r = self._owner.ack(self.plan_id)
+        if r.held:
+            raise self._owner.held_error(r.held, self.plan_id)
         note = (f"plan {self.plan_id} was already acked" if r.already_acked
                 else f"acked {self.plan_id}: consumer {self.consumer} at version {r.state.version}")
         return BatchAck(self.consumer, self.plan_id, not r.already_acked, r.already_acked, r.state.version, note)
@@ -177,8 +182,9 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
             ``full_scan_every_ms``, ``parallel``, ``now_ms``,
             ``initial_position`` (the first batch: ``"earliest"``, the
             default, ``"latest"`` or an instant) and ``allow_beyond_horizon``
-            (deliver a batch that leaves a changed sealed partition's files
-            behind; without it such a batch raises ``BeyondHorizonError``),
+            (acknowledge a partition sealed with a digest only that changed
+            in a way it cannot tell apart; without it that partition is held
+            back, the rest read, and ``batch.ack()`` raises PartitionsHeldError),
             ``allow_changed``
             (a delivered file that shrank or was rewritten is reported in
             ``batch.conflicts`` instead of raising ``ChangedFileError``; a
