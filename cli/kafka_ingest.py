@@ -117,7 +117,7 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, follow: bool, c
            + (f" ({'; '.join(extra)})" if extra else "") + "; next offsets "
            + ", ".join(f"{tp}@{p['next']}" for tp, p in result.partitions.items()))
     if result.added_partitions and not follow:  # a follow run said so when it found them
-        click.echo(f"trib: note: {added_note(result.added_partitions)}", err=True)
+        click.echo(f"trib: note: {added_note(result.added_partitions, '--start')}", err=True)
     if result.skipped and not as_json:
         click.echo("trib: warning: skipped " + ", ".join(f"{n} offsets of {tp}" for tp, n in result.skipped.items())
                    + ": the topic's retention deleted them before they were read; the commit records how many",

@@ -349,3 +349,31 @@ def test_a_both_consumer_delivers_a_foreign_file_that_grew_as_a_range(tmp_path):
         append(f, f'{{"n": {n}}}\n'.encode())
         settle(f)
     assert got == [f'{{"n": {n}}}' for n in range(1, 4)]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("range_first", [False, True], ids=["delivered-whole", "delivered-as-a-range"])
+def test_a_file_rewritten_in_place_with_longer_content_is_a_change_not_growth(tmp_path, range_first):
+    """A file rewritten in place with longer content keeps its name and grows: only its bytes tell it from one
+    that was appended to. The consumer keeps the digests of what it delivered (its first bytes, the bytes
+    before the delivered end) and checks them before delivering anything past that end. Once the bytes past
+    the old length were delivered as a range: 9 of 15 new records lost, exit 0, no conflict."""
+    root = tmp_path / "raw"
+    f = hour_dir(root) / "app.log"
+    f.write_bytes(b"".join(b'{"i": %d}\n' % i for i in range(10, 16)))  # lines of one length: the new content
+    settle(f, 600_000)                                                  # has a line break at the old end too
+    doc, _ = plan(root)
+    ack(root, doc)
+    if range_first:  # grew once already: the ledger keeps the range's end with its digests
+        append(f, b"".join(b'{"i": %d}\n' % i for i in range(16, 19)))
+        settle(f, 300_000)
+        doc, _ = plan(root)
+        assert [x.get("offset") for x in doc["files"]] == [60]
+        ack(root, doc)
+    before = _consumer_files(root)
+    f.write_bytes(b"".join(b'{"i": %d}\n' % i for i in range(50, 65)))  # the same name, other, longer content
+    settle(f)
+    p = invoke_trib("files", str(root), "--consumer", "c")
+    assert p.returncode == 15 and p.stdout == "", p.stderr
+    assert "app.log" in p.stderr and "rewritten after it was delivered" in p.stderr
+    assert _consumer_files(root) == before

@@ -86,6 +86,14 @@ class Taken:
         n = min(SPAN, self.length)
         return self.head_holds(read_at) and self.tail_holds(read_at(self.length - n, n))
 
+    def to_json(self) -> list:
+        """``[hlen, head, tail]`` (hex digests): what a record keeps beside the length it already holds."""
+        return [self.hlen, self.head.hex(), self.tail.hex()]
+
+    @classmethod
+    def from_json(cls, length: int, v: list) -> Taken:
+        return cls(length, bytes.fromhex(v[1]), int(v[0]), bytes.fromhex(v[2]))
+
     def check(self, read_at: ReadAt) -> None:
         """Raise :class:`Changed` unless :meth:`holds`."""
         if not self.holds(read_at):

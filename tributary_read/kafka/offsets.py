@@ -101,12 +101,12 @@ def added_later(known: Mapping[str, int], tps: Iterable[TopicPartition]) -> list
     return [tp for tp in tps if tp.topic in known and tp.partition >= known[tp.topic]]
 
 
-def added_note(names: Sequence[str]) -> str:
+def added_note(names: Sequence[str], start: str = "where to start") -> str:
     """One line saying that partitions (``topic/p``) were added after the app's first run and start at their
-    earliest offset."""
+    earliest offset. ``start``: the front end's name for the first run's start choice."""
     what = f"partition {names[0]} was" if len(names) == 1 else f"partitions {', '.join(names)} were"
     return (f"{what} added after this app first read the topic: reading from the earliest offset "
-            "(--start applies to the app's first run only)")
+            f"({start} applies to the app's first run only)")
 
 
 def partition_counts(tps: Iterable[TopicPartition]) -> dict[str, int]:

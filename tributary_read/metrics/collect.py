@@ -44,9 +44,10 @@ def read_tables(tables: Sequence[tuple[str, Mapping[str, str] | None]], state_di
             for d in state_dirs:
                 consumers += [c for c in consumers_of(src, d, options) if c.exists() and not _anothers(c)]
             if table is None and not consumers:
-                where = " or in the state directories given" if state_dirs else " (--state-dir DIR: kept elsewhere)"
+                where = (" or in the state directories given" if state_dirs
+                         else " (for a consumer whose state is kept elsewhere, give its state directory)")
                 raise NoSuchTableError(f"no trib table at {src.uri}, and no consumer of it under "
-                                       f"_tributary/consumers{where}")
+                                       f"_tributary/consumers{where}", state_dir="its state directory")
         except TributaryError as e:
             out.errors[root] = e
             continue

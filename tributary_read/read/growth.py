@@ -16,14 +16,18 @@ reading them alone yields exactly the records that were appended:
   file likewise by frames, checked by its frame header only (a frame cut short
   fails the read, tributary_read.spark.valid_length).
 
-Anything else is returned as the reason it cannot be delivered (the consumer
-stops, ``ChangedFileError``): Parquet/ORC (a footer, not lines), a compressed
-stream appended mid-member, a file that shrank or was rewritten, a delivered
-last line that was continued. Checked: the lengths, the byte (or member
-header) at the delivered end, and once a file was delivered as a range, the
-CRC-32 of the last block before the delivered end (the ledger keeps it).
-Not detected: the middle of a file rewritten by something that also made it
-longer, before the file was ever delivered as a range (docs/reading.md).
+Anything else is returned as the reason it cannot be delivered (a conflict):
+Parquet/ORC (a footer, not lines), a compressed stream appended mid-member, a
+file that shrank or was rewritten, a delivered last line that was continued.
+Checked: the lengths, the byte (or member header) at the delivered end, the
+CRC-32 of the last block before the delivered end, and the digests of the
+file's first bytes and of the bytes before the delivered end
+(:mod:`tributary_read.io.taken`, the one owner of that check, which the spool
+source uses too). The ledger keeps them for every file that could grow, from
+its delivery on (:func:`delivered`), so a file rewritten in place with longer
+content is a changed file, never growth. An entry an older trib wrote has the
+CRC of a range's end only, or nothing for a file delivered whole: such a file
+is checked as far as those go (docs/reading.md).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from tributary_read.io.taken import Taken
 from tributary_read.read.fileset import Fingerprint
 
 #: The bytes before a delivered end whose CRC-32 the ledger keeps for the next growth's check.
@@ -49,6 +54,32 @@ class Growth:
     offset: int
     end: int
     crc: int
+    taken: Taken | None = None  # the digests of the file's first ``end`` bytes, for the next growth's check
+
+    def record(self) -> list:
+        """What the ledger keeps of it (``ranges``): ``[end, crc]``, then the digests where there are any."""
+        return [self.end, self.crc, *(self.taken.to_json() if self.taken is not None else ())]
+
+
+def can_grow(rel: str, line_based: bool | None) -> bool:
+    """Whether a growth of ``rel`` could be delivered as a range (lines, or whole compressed members): only
+    for such a file are the digests of its delivered bytes worth taking."""
+    name = rel.lower()
+    return line_based is not False and not name.endswith(tuple(_COLUMNAR)) and not name.endswith(_STREAMS)
+
+
+def delivered(storage, rel: str, length: int) -> list | None:
+    """The ledger's record of a file delivered whole up to ``length``: ``[length, crc, hlen, head, tail]``, as a
+    range's (None: nothing delivered). Two small reads: the file's first bytes, the block before ``length``."""
+    if not length:
+        return None
+    f = storage.open_input(rel)
+    try:
+        read_at = lambda pos, n: _read_at(f, pos, n)  # noqa: E731
+        block = read_at(max(0, length - BLOCK), min(length, BLOCK))
+        return Growth(length, length, zlib.crc32(block), Taken.of(read_at, length)).record()
+    finally:
+        f.close()
 
 
 def readable(fp: Fingerprint | tuple) -> int:
@@ -71,13 +102,14 @@ def growth(storage, rel: str, old: tuple, new: tuple, delivered: list | None,
            line_based: bool | None) -> Growth | str:
     """How ``rel`` (fingerprint ``old`` when delivered, ``new`` now) can deliver what it gained.
 
-    ``delivered``: the ledger's ``[end, crc]`` once the file was delivered as a
-    range (None: the whole readable ``old`` was delivered). ``line_based``: the
-    table's format says whether its files are lines (None: unknown, a plain
-    directory; the name then tells Parquet/ORC apart).
+    ``delivered``: the ledger's ``[end, crc]`` or ``[end, crc, hlen, head, tail]``
+    (:meth:`Growth.record`; None: the whole readable ``old`` was delivered, by an
+    older trib). ``line_based``: the table's format says whether its files are
+    lines (None: unknown, a plain directory; the name then tells Parquet/ORC apart).
     """
     was, now = readable(old), readable(new)
     done, crc = (delivered[0], delivered[1]) if delivered else (was, None)
+    taken = Taken.from_json(done, delivered[2:]) if delivered and len(delivered) == 5 else None
     if now < was or now < done:
         return f"shrank from {max(was, done)} to {now} bytes after it was delivered"
     if now == done:
@@ -91,10 +123,9 @@ def growth(storage, rel: str, old: tuple, new: tuple, delivered: list | None,
         return "grew after it was delivered, but its compressed stream cannot be read from an offset"
     magic = next((m for ext, m in MEMBER_MAGIC.items() if name.endswith(ext)), None)
     f = storage.open_input(rel)
+    read_at = lambda pos, n: _read_at(f, pos, n)  # noqa: E731
     try:
         before = _read_at(f, max(0, done - BLOCK), min(done, BLOCK))
-        if crc is not None and zlib.crc32(before) != crc:
-            return "its delivered bytes changed after it was delivered (the block before the delivered end differs)"
         offset = done
         if magic is not None:
             if _read_at(f, done, len(magic)) != magic:
@@ -109,10 +140,15 @@ def growth(storage, rel: str, old: tuple, new: tuple, delivered: list | None,
             if before.endswith(b"\r") and _read_at(f, done, 1) == b"\n":
                 offset += 1  # the rest of a "\r\n" split by the last range: not an empty line
             end = _after_last_break(f, offset, now)
+        # The bytes delivered, last: the reasons above say more where they apply.
+        if (crc is not None and zlib.crc32(before) != crc) or (taken is not None and not taken.holds(read_at)):
+            return ("rewritten after it was delivered: it is longer, but the bytes delivered are not there any "
+                    "more (its first bytes or the bytes before the delivered end differ)")
         tail = _read_at(f, max(0, end - BLOCK), min(end, BLOCK)) if end != done else before
+        now_taken = Taken.of(read_at, end)
     finally:
         f.close()
-    return Growth(offset, end, zlib.crc32(tail))
+    return Growth(offset, end, zlib.crc32(tail), now_taken)
 
 
 def _after_last_member(f, start: int, stop: int) -> int | None:

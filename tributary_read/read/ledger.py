@@ -27,7 +27,7 @@ from tributary_read.table.layout import Layout, PartitionDir
 from tributary_read.read.listing import ListedFile, Progress, Skipped, scan
 from tributary_read.read.fileset import Conflict, Fingerprint, HeldPartition, LateFile, ResolvedFile
 from tributary_read.read.backlog import ListingCap
-from tributary_read.read.growth import Growth, growth, readable
+from tributary_read.read.growth import Growth, can_grow, delivered, growth, readable
 from tributary_read.io.storage import Storage
 from tributary_read.read.tracking import foreign, refuse_unmatched
 
@@ -163,8 +163,9 @@ def check_ledger(ledger, sealed) -> None:
             if (not isinstance(v, list) or not 2 <= len(v) <= 4
                     or not all(isinstance(x, int) or x is None for x in v)):
                 raise ValueError(f"bad ledger file {d}/{name}")
-        for name, v in (e.get("ranges") or {}).items():  # [delivered end, crc] of files delivered as ranges
-            if not isinstance(v, list) or len(v) != 2 or not all(isinstance(x, int) for x in v):
+        for name, v in (e.get("ranges") or {}).items():  # [delivered end, crc(, hlen, head, tail)] (growth.py)
+            if (not isinstance(v, list) or len(v) not in (2, 5) or not all(isinstance(x, int) for x in v[:3])
+                    or not all(isinstance(x, str) for x in v[3:])):
                 raise ValueError(f"bad ledger range {d}/{name}")
     for d, s in sealed.items():
         if not isinstance(s, dict) or not isinstance(s.get("count"), int) or not isinstance(s.get("digest"), str):
@@ -415,6 +416,7 @@ class LedgerPlanner:
             if old is None:
                 if not taken:  # new beside the ledger's files: exact, in the horizon or leaving it now
                     r.files.append(_resolved(f, part))
+                    self._digests(f, fp, ranges)
                 fmap[name] = _enc(fp)
                 changed = True
                 continue
@@ -425,7 +427,7 @@ class LedgerPlanner:
                 if isinstance(g, Growth):  # only grew: its new whole lines (members) are delivered
                     if g.end > g.offset:
                         r.files.append(_resolved(f, part, g))
-                    ranges[name] = [g.end, g.crc]
+                    ranges[name] = g.record()
                     if g.end < readable(fp):
                         r.held[0] += 1
                         r.held[1] += readable(fp) - g.end
@@ -453,6 +455,20 @@ class LedgerPlanner:
         elif changed or _meta_differs(entry, mtime, listed):
             r.put = {"mtime_ms": mtime, "listed_ms": listed if mtime is not None else None, "files": fmap,
                      **({"ranges": ranges} if ranges else {})}
+
+    def _digests(self, f: ListedFile, fp: _Fp, ranges: dict) -> None:
+        """Keep, beside a file delivered whole, the digests of its bytes (``ranges``, as a range's end): a later
+        growth is then checked against them, and a file rewritten with longer content is not taken for one
+        that grew (tributary_read.read.growth). Only for a file whose growth could be delivered at all."""
+        name = _base(f.path)
+        if not can_grow(f.path, self.line_based):
+            return
+        try:
+            rec = delivered(self.storage, f.path, readable(fp))
+        except OSError:  # gone since the listing: the read of the plan says so
+            return
+        if rec is not None:
+            ranges[name] = rec
 
     def _check_seal(self, r: _Dir, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict, sl: Mapping,
                     mtime: int | None, listed: int, troubled: bool = False) -> None:
