@@ -9,8 +9,8 @@
 // One JSON object per line; fields matched by name, case-insensitively (Hive's columns are lower
 // case); a missing field or a JSON null is NULL. A line that is not a JSON object, or a value that
 // is not of its column's type, fails the query (SerDeException) as hcatalog's does: never a
-// silently NULL column. Timestamps: "yyyy-MM-dd HH:mm:ss[.f]" (Hive's form), ISO 8601 with an
-// offset (Spark's to_json), or epoch milliseconds. Reading only: serialize refuses.
+// silently NULL column. Timestamps go through Hive's own TimestampParser, as hcatalog's do:
+// "yyyy-MM-dd HH:mm:ss[.f]", or the table's 'timestamp.formats' (e.g. millis). Reading only.
 package org.apache.hive.hcatalog.data;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -19,8 +19,6 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.sql.Date;
 import java.sql.Timestamp;
-import java.time.Instant;
-import java.time.OffsetDateTime;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
@@ -52,10 +50,13 @@ import org.apache.hadoop.hive.serde2.typeinfo.VarcharTypeInfo;
 import org.apache.hadoop.io.BytesWritable;
 import org.apache.hadoop.io.Text;
 import org.apache.hadoop.io.Writable;
+import org.apache.hive.common.util.HiveStringUtils;
+import org.apache.hive.common.util.TimestampParser;
 
 public class JsonSerDe extends AbstractSerDe {
   private static final ObjectMapper JSON = new ObjectMapper();
   private StructTypeInfo rowType;
+  private TimestampParser timestamps;
   private ObjectInspector inspector;
 
   @Override
@@ -76,6 +77,9 @@ public class JsonSerDe extends AbstractSerDe {
           + " types");
     }
     rowType = (StructTypeInfo) TypeInfoFactory.getStructTypeInfo(columns, typeInfos);
+    String formats = table.getProperty(serdeConstants.TIMESTAMP_FORMATS);
+    timestamps = formats == null ? new TimestampParser()
+        : new TimestampParser(HiveStringUtils.splitAndUnEscape(formats));
     inspector = TypeInfoUtils.getStandardJavaObjectInspectorFromTypeInfo(rowType);
   }
 
@@ -106,7 +110,7 @@ public class JsonSerDe extends AbstractSerDe {
     return s.length() > 200 ? s.substring(0, 200) + "..." : s;
   }
 
-  private static List<Object> struct(JsonNode node, StructTypeInfo type, String path) throws SerDeException {
+  private List<Object> struct(JsonNode node, StructTypeInfo type, String path) throws SerDeException {
     Map<String, JsonNode> byName = new HashMap<>();
     for (Iterator<Map.Entry<String, JsonNode>> it = node.fields(); it.hasNext(); ) {
       Map.Entry<String, JsonNode> e = it.next();
@@ -122,7 +126,7 @@ public class JsonSerDe extends AbstractSerDe {
     return row;
   }
 
-  private static Object value(JsonNode v, TypeInfo type, String path) throws SerDeException {
+  private Object value(JsonNode v, TypeInfo type, String path) throws SerDeException {
     if (v == null || v.isNull()) {
       return null;
     }
@@ -163,7 +167,7 @@ public class JsonSerDe extends AbstractSerDe {
     }
   }
 
-  private static Object primitive(JsonNode v, PrimitiveTypeInfo type, String path) throws SerDeException {
+  private Object primitive(JsonNode v, PrimitiveTypeInfo type, String path) throws SerDeException {
     try {
       switch (type.getPrimitiveCategory()) {
         case STRING:
@@ -228,19 +232,11 @@ public class JsonSerDe extends AbstractSerDe {
     throw mismatch(path, type, v);
   }
 
-  private static Timestamp timestamp(JsonNode v, String path, TypeInfo type) throws SerDeException {
-    if (v.isIntegralNumber()) {
-      return new Timestamp(v.longValue());
-    }
-    if (!v.isTextual()) {
+  private Timestamp timestamp(JsonNode v, String path, TypeInfo type) throws SerDeException {
+    if (!v.isTextual() && !v.isIntegralNumber()) {
       throw mismatch(path, type, v);
     }
-    String s = v.asText().trim();
-    try {
-      return Timestamp.valueOf(s);
-    } catch (IllegalArgumentException e) {
-      return Timestamp.from(s.endsWith("Z") ? Instant.parse(s) : OffsetDateTime.parse(s).toInstant());
-    }
+    return timestamps.parseTimestamp(v.asText().trim());  // hcatalog's parser, with its formats
   }
 
   private static SerDeException mismatch(String path, TypeInfo type, JsonNode v) {
