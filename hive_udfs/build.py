@@ -27,6 +27,8 @@ JAVA_ROOT = Path(__file__).resolve().parent / "java"
 UDF_SOURCES = JAVA_ROOT / "trib" / "udfs"
 LAUNCHER_SOURCE = JAVA_ROOT / "trib" / "hive" / "LoopbackMetaStore.java"
 LAUNCHER_CLASS = "trib.hive.LoopbackMetaStore"
+#: The dev pair's reader of JSON lines, under hive-hcatalog-core's name (the wheel's Hive 2.3 has none).
+JSON_SERDE_SOURCE = JAVA_ROOT / "trib" / "hive" / "JsonSerDe.java"
 JAR_NAME = "trib-udfs.jar"
 
 
@@ -146,19 +148,22 @@ def jar_path(cache_dir: str | os.PathLike | None = None, timeout: float = 300.0)
 
 def launcher_classes(cache: Path, java_exe: str, jars: Path, timeout: float,
                      error: Callable[[str], TributaryError] = MissingDependencyError) -> Path:
-    """The metastore launcher's classes dir under ``cache``, compiled once per source and jar set.
+    """The dev pair's classes dir under ``cache`` (the metastore launcher and the JSON SerDe, on both
+    services' classpaths), compiled once per source and jar set.
 
     Older builds in ``cache`` (other sources or jar sets) are removed: a Hive pair's dir keeps one.
     """
-    if not LAUNCHER_SOURCE.is_file():
-        raise error(f"{LAUNCHER_SOURCE} is missing: reinstall tributary-read")
-    out = cache / source_key([LAUNCHER_SOURCE], jars)
+    sources = [LAUNCHER_SOURCE, JSON_SERDE_SOURCE]
+    for src in sources:
+        if not src.is_file():
+            raise error(f"{src} is missing: reinstall tributary-read")
+    out = cache / source_key(sources, jars)
     if (out / "classes" / Path(*LAUNCHER_CLASS.split("."))).with_suffix(".class").is_file():
         return out / "classes"
     if cache.is_dir():
         for old in cache.iterdir():
             shutil.rmtree(old, ignore_errors=True)
     exe = javac(java_exe, "the loopback metastore launcher", error)
-    compile_into([LAUNCHER_SOURCE], jars, out, what=str(LAUNCHER_SOURCE), javac_exe=exe, timeout=timeout,
+    compile_into(sources, jars, out, what=f"{LAUNCHER_SOURCE.parent}/", javac_exe=exe, timeout=timeout,
                  error=error)
     return out / "classes"

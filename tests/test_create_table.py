@@ -86,6 +86,28 @@ def test_a_differing_table_is_reported_never_altered(tmp_path, hs2):
     assert [row[0] for row in cur.fetchall()][0] == "a"  # unchanged
 
 
+def test_columns_of_a_table_over_foreign_json_files(tmp_path, hs2):
+    """A table made over other tools' JSON files has no commit: its columns come from those files
+    (once exit 1, ``'Table' object has no attribute 'root'``)."""
+    ms, _, _ = hs2
+    root = tmp_path / "flume"
+    for hour, n in (("00", 2), ("01", 3)):
+        d = root / "2020_06_24" / hour
+        d.mkdir(parents=True)
+        (d / "FlumeData.1592960400000.json").write_text(
+            "".join(json.dumps({"id": i, "ok": True, "msg": "m", "score": 1.5}) + "\n" for i in range(n)))
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, "--format", "jsonl",
+                check=True)
+    r = _create(root, f"default.ct_foreign_{uuid.uuid4().hex[:8]}", ms, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "(`id` BIGINT, `ok` BOOLEAN, `msg` STRING, `score` DOUBLE)" in json.loads(r.stdout)["ddl"]
+    empty = tmp_path / "empty"
+    invoke_trib("table", "create", str(empty), "--layout", LAYOUT, "--partition", PARTITION, "--format", "jsonl",
+                check=True)
+    r = _create(empty, "default.ct_none", ms, "--dry-run")
+    assert r.returncode == 3 and "has no files to infer columns from: give --columns" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("args,code,message", [
     ([], 3, "cannot be inferred: give --columns"),
     (["--columns", "a STRING, 9b INT"], 3, "bad column '9b INT'"),

@@ -141,3 +141,64 @@ def test_without_create_the_run_refuses_before_committing_and_create_table_job_m
     assert json.loads(run.stdout)["hive"]["added"] == ["dt=2024010104"]
     hs2_cursor.execute(f"SELECT count(*) FROM {hive}")
     assert hs2_cursor.fetchall() == [(30,)]
+
+
+def _hive_tables(cur, name: str) -> list:
+    db, _, table = name.partition(".")
+    cur.execute(f"SHOW TABLES IN {db} LIKE '{table}'")
+    return cur.fetchall()
+
+
+def test_a_failed_run_creates_no_table_a_mismatch_is_refused_and_a_dropped_table_is_made_again(
+        tmp_path, hive_services, hs2_cursor, hive_names):
+    """Finding: a first run that failed on a string time column had made `ts STRING`; the fixed rerun then
+    committed TIMESTAMP Parquet into it with exit 0, and every Hive query over it failed."""
+    hive = f"default.hourly_{uuid.uuid4().hex[:8]}"
+    hive_names.append(hive)
+    write_events(tmp_path / "events.jsonl")
+    block = readme_block().split("trib etl run hourly.toml")[0].replace(
+        "SELECT ts, user_id, action FROM events",
+        "SELECT date_format(timestamp_millis(ts), 'yyyy-MM-dd HH:mm:ss') AS ts, user_id, action FROM events")
+    results = run_block(block, tmp_path, {"/data/": f"{tmp_path}/data/", "default.hourly": hive,
+                                          "hs2://127.0.0.1:10000": f"hs2://127.0.0.1:{hive_services.hs2_port}"})
+    assert all(r.returncode == 0 for r in results.values()), results
+    job, sql = tmp_path / "hourly.toml", tmp_path / "hourly.sql"
+    log = tmp_path / "data" / "hourly" / "_tributary" / "log"
+    when = ("--schedule-time", "2024-01-01T05:00:00Z")
+
+    failed = invoke_trib("etl", "run", str(job), *when)
+    assert failed.returncode == 3 and "time column 'ts' is string" in failed.stderr, failed.stderr
+    assert _hive_tables(hs2_cursor, hive) == []  # a run that fails creates no table
+
+    # A table of the wrong type (as a failed run of an earlier version left it): refused before the commit.
+    hs2_cursor.execute(f"CREATE EXTERNAL TABLE {hive} (ts STRING, user_id STRING, action STRING) "
+                       f"PARTITIONED BY (dt STRING) STORED AS PARQUET LOCATION 'file://{tmp_path}/data/hourly'")
+    sql.write_text("SELECT CAST(timestamp_millis(ts) AS TIMESTAMP) AS ts, user_id, action FROM events\n")
+    before = sorted(log.glob("*.json"))
+    refused = invoke_trib("etl", "run", str(job), *when)
+    line = refused.stderr.strip().splitlines()[-1]  # the one error line, after the progress lines
+    assert refused.returncode == 5 and line.startswith("trib: error: "), refused.stderr
+    assert f"column ts is STRING in Hive table {hive}, TIMESTAMP in the output" in line
+    assert "nothing was committed" in line and f"DROP TABLE `default`.`{hive[8:]}`;" in line
+    assert sorted(log.glob("*.json")) == before
+    dry = invoke_trib("etl", "run", str(job), *when, "--dry-run")
+    assert dry.returncode == 5 and "column ts is STRING" in dry.stderr, dry.stderr
+
+    hs2_cursor.execute(f"DROP TABLE {hive}")  # the fix the line names, then the rerun
+    ok = invoke_trib("etl", "run", str(job), *when, "--json")
+    assert ok.returncode == 0, ok.stderr
+    hs2_cursor.execute(f"SELECT count(*), min(ts) FROM {hive}")
+    assert [(n, str(t)) for n, t in hs2_cursor.fetchall()] == [(30, "2024-01-01 04:00:00")]
+
+    # Dropped later: a rerun of the committed hour (create = true) makes it again and mounts the hour.
+    hs2_cursor.execute(f"DROP TABLE {hive}")
+    again = invoke_trib("etl", "run", str(job), *when, "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["already_committed"] is True
+    hs2_cursor.execute(f"SELECT count(*) FROM {hive}")
+    assert hs2_cursor.fetchall() == [(30,)]
+    # ... and `create-table --job` takes the committed columns: no input at "now" is needed.
+    hs2_cursor.execute(f"DROP TABLE {hive}")
+    made = invoke_trib("hive", "create-table", "--job", str(job), "--json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["created"] is True and "`ts` TIMESTAMP" in json.loads(made.stdout)["ddl"]

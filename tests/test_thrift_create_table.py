@@ -104,9 +104,9 @@ def test_thrift_and_hs2_create_the_same_table_and_the_rows_read_back(tmp_path, p
 
 
 def test_jsonl_through_the_api_is_what_its_ddl_says(tmp_path, pair):
-    """The suite's HiveServer2 (Spark's, from the pyspark wheel) has no hive-hcatalog-core: it can neither
-    create a JsonSerDe table nor read its columns. So the thrift-created table is checked against its
-    own definition, field by field, and against the text table's storage rows (the same TEXTFILE)."""
+    """The thrift-created table is checked against its own definition, field by field, and against the
+    text table's storage rows (the same TEXTFILE); its rows reading back through the pair's own JsonSerDe
+    is tests/test_partitions_sync.py's."""
     hs2, thrift, cur, ms, names = pair
     root = _table(tmp_path, "jsonl")
     name = f"default.ct_jsonl_{uuid.uuid4().hex[:6]}"
@@ -166,3 +166,16 @@ def test_an_etl_job_with_create_and_a_thrift_metastore_creates_its_table(tmp_pat
         assert rows["Type"] == "EXTERNAL" and rows["Owner"] == getpass.getuser()  # made through the API
     finally:
         hs2_cursor.execute(f"DROP TABLE IF EXISTS {hive}")
+
+
+def test_a_thrift_uri_at_the_hiveserver2_port_names_the_wrong_port(tmp_path, hive_services):
+    """thrift:// pointed at HiveServer2 once said only "check auth=NOSASL against hive.metastore.sasl.enabled"."""
+    root = tmp_path / "t"
+    invoke_trib("table", "create", str(root), "--layout", "{yyyy}_{MM}_{dd}/{HH}", "--partition", "dt={yyyy}{MM}{dd}{HH}",
+                "--format", "text", check=True)
+    port = hive_services.hs2_port
+    r = invoke_trib("hive", "create-table", str(root), "--hive-table", "default.x", "--columns", "line STRING",
+                    "--metastore", f"thrift://127.0.0.1:{port}", "--dry-run")
+    assert r.returncode == 8 and r.stderr.count("\n") == 1, r.stderr
+    assert f"127.0.0.1:{port} is not a Hive metastore" in r.stderr and "as HiveServer2 does" in r.stderr
+    assert f"hs2://127.0.0.1:{port}" in r.stderr and "NOSASL" not in r.stderr

@@ -114,7 +114,10 @@ def commit(run: _Run, txn: Transaction, base_version: int, empty: bool, filesets
 
 
 def query(run: _Run):
-    """The job's SQL over the registered views, analysed (its columns known), not run: the one place it is planned."""
+    """The job's SQL over the registered views, analysed (its columns known), not run: the one place it is
+    planned, once per run (the Hive check before the commit and the commit share it)."""
+    if run.query_df is not None:
+        return run.query_df
     spark = session(run)
     from pyspark.errors import AnalysisException
 
@@ -123,7 +126,8 @@ def query(run: _Run):
 
         quiet_statement_logs()
     try:
-        return spark.sql(run.job.sql)
+        run.query_df = spark.sql(run.job.sql)
+        return run.query_df
     except AnalysisException as e:  # a parse error too: the SQL file is the input to fix
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         # ... unless analysis read a file to infer its schema (json.`path`) and could not.

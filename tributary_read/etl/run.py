@@ -124,9 +124,11 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
 def hive_table_definition(job: Job, schedule_time: str | int | datetime | None = None, *, spark=None):
     """The Hive table for ``job``'s output, its columns from the job's SQL (``trib hive create-table``).
 
-    The SQL is analysed over the views of a dry run at ``schedule_time`` (default: now): the files the
-    next run would read (a consumer's unread files), or the inputs' ``schema``. Nothing is committed or
-    acked; no file is read beyond what Spark's schema inference needs.
+    Once the output has commits, their recorded columns (what its files hold; no input needed, as for a
+    table dropped later), unless ``schedule_time`` is given. Else the SQL is analysed over the views of
+    a dry run at ``schedule_time`` (default: now): the files the next run would read (a consumer's
+    unread files), or the inputs' ``schema``. Nothing is committed or acked; no file is read beyond
+    what Spark's schema inference needs.
     """
     if job.hive is None:
         raise InvalidInputError(f"{job.path or job.name} has no [hive] section: name the Hive table")
@@ -135,7 +137,8 @@ def hive_table_definition(job: Job, schedule_time: str | int | datetime | None =
     from tributary_read.table.config import Table
 
     output = Table.load(job.output.root, job.output.storage_options)
-    return hive_step.definition_from_sql(_Run(job, aligned, given, output, spark, True, lambda _msg: None))
+    return hive_step.definition_from_sql(_Run(job, aligned, given, output, spark, True, lambda _msg: None),
+                                         explicit=schedule_time is not None)
 
 
 class _Run:
@@ -153,7 +156,8 @@ class _Run:
         self.held: list[str] = []  # one line per input whose acked plan held partitions back (ack_step)
         self.out = OutputReport(output.uri, job.output.time_column)
         self.hive = None
-        self.hive_table = None  # the Hive table's check (dry run) or its creation
+        self.hive_table = None  # the Hive table's check (dry run) or before the commit
+        self.query_df = None  # the SQL, analysed over this run's views (commit_step.query)
         self.verbose = False
 
     def window(self, spec: InputSpec) -> TimeWindow:
@@ -207,8 +211,8 @@ class _Run:
             else:
                 records = self._step("read", lambda: commit_step.read(self, filesets))
                 self.inputs = [replace(r, records=n) for r, n in zip(self.inputs, records)]
-            if job.hive is not None:  # nothing committed yet: the table to mount in is there, or made, or we stop
-                self.hive_table = hive_step.ensure(self, filesets, views_ready=not empty)
+            if job.hive is not None:  # nothing committed yet: the table is there and matches, or is to be made
+                self.hive_table = hive_step.before_commit(self, filesets, empty)
             lineage_step.keep(self)
             result = self._step("commit", lambda: commit_step.commit(self, txn, base, empty, filesets))
             committed, already = result.commit, result.already_committed
@@ -224,8 +228,10 @@ class _Run:
             self._skip("ack", "dry run")
             return self._report(txn, already, committed.version, dry=True)
         if job.hive is not None:
+            # made only now, from what was committed: a run that failed before its commit made no table
+            created = hive_step.after_commit(self, committed.version, self.hive_table)
             self.say(f"{job.name} @ {when}: syncing partitions to Hive table {job.hive.table}")
-            full = sync_step.wants_full_sync(job, self.t, self.full_sync)
+            full = sync_step.wants_full_sync(job, self.t, self.full_sync) or created  # a new table: every partition
             self.hive = self._step("sync", lambda: sync_step.sync(self, committed, full))
         else:
             self._skip("sync", "no [hive] section")

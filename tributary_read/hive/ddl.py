@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from tributary_read.errors import InvalidInputError
@@ -46,6 +46,30 @@ class HiveStorage:
     serde_params: Mapping[str, str]
     input_format: str
     output_format: str
+
+
+@dataclass(frozen=True)
+class ColumnDifference:
+    """One data column where a Hive table and the output differ (types lower case, as Hive stores them).
+
+    ``expected``: the output's type (None: the output has no such column); ``found``: the table's
+    (None: the table has no such column); ``moved``: both have it with this type, at another position.
+    """
+
+    column: str
+    expected: str | None
+    found: str | None
+    moved: bool = False
+
+    def describe(self, table: TableName | str) -> str:
+        if self.moved:
+            return f"Hive table {table} has the output's columns in another order (from column {self.column})"
+        want, have = str(self.expected).upper(), str(self.found).upper()
+        if self.found is None:
+            return f"Hive table {table} has no column {self.column} ({want} in the output)"
+        if self.expected is None:
+            return f"Hive table {table} has a column {self.column} ({have}) the output does not have"
+        return f"column {self.column} is {have} in Hive table {table}, {want} in the output"
 
 
 @dataclass(frozen=True)
@@ -110,6 +134,23 @@ class TableDefinition:
                 "location": self.location, "serde": s.serde, "serde_params": dict(s.serde_params),
                 "input_format": s.input_format, "output_format": s.output_format, "parameters": self.parameters}
 
+    def column_differences(self, found: HiveTable) -> tuple[ColumnDifference, ...]:
+        """How ``found``'s data columns differ from these, column by column (names and types compared as
+        Hive stores them: lower case, no blanks); empty when they match, in the same order.
+
+        The one comparison of columns: :meth:`differences` reports it, and an ETL run refuses to commit
+        on it (a Parquet file whose column type is not the table's fails every Hive query)."""
+        want = [(c.lower(), t.lower().replace(" ", "")) for c, t in self.columns]
+        have = [(c.lower(), t.lower().replace(" ", "")) for c, t in found.columns]
+        if want == have:
+            return ()
+        w, h = dict(want), dict(have)
+        out = [ColumnDifference(c, t, h.get(c)) for c, t in want if h.get(c) != t]
+        out += [ColumnDifference(c, None, t) for c, t in have if c not in w]
+        if not out:  # the same columns in another order: a text table reads them by position
+            out = [next(ColumnDifference(a[0], a[1], a[1], moved=True) for a, b in zip(want, have) if a != b)]
+        return tuple(out)
+
     def differences(self, found: HiveTable) -> list[str]:
         """What differs from ``found``, as "what: expected X, found Y"; empty when it matches."""
         out = []
@@ -117,8 +158,9 @@ class TableDefinition:
         def diff(what, expected, actual):
             if expected != actual:
                 out.append(f"{what}: expected {expected}, found {actual}")
-        diff("columns", [(c.lower(), t.lower().replace(" ", "")) for c, t in self.columns],
-             [(c.lower(), t.lower().replace(" ", "")) for c, t in found.columns])
+        if self.column_differences(found):
+            out.append(f"columns: expected {[(c.lower(), t.lower().replace(' ', '')) for c, t in self.columns]}, "
+                       f"found {[(c.lower(), t.lower().replace(' ', '')) for c, t in found.columns]}")
         diff("partition keys", list(self.partition_keys), list(found.partition_keys))
         if not found.location or not same_location(self.location, found.location):
             out.append(f"location: expected {self.location}, found {found.location}")
@@ -227,16 +269,24 @@ def _merge(types: set[str], where: str) -> str:
 
 
 def infer_columns(table) -> tuple[tuple[str, str], ...]:
-    """Columns from committed files: Parquet footers (unified), or a sample of JSON records."""
-    from tributary_read.read.resolve import manifest_files
+    """Columns from the table's files: Parquet footers (unified), or a sample of JSON records.
+
+    The files are the committed ones, else, for a table that tracks files other tools write
+    (``both``, ``listing``), the newest of those by path (the layout's directories sort by time):
+    a table made over a directory Flume fills has no commit of its own.
+    """
+    from tributary_read.read.resolve import manifest_files, mtime_files
+    from tributary_read.read.tracking import foreign
 
     fmt = table.config.format
     if fmt not in ("parquet", "jsonl"):
         raise InvalidInputError(f"a {fmt} table's columns cannot be inferred: give the columns ('a STRING, ...')",
                                 columns="the columns")
-    files = manifest_files(table).files[:SAMPLE_FILES]
+    files = list(manifest_files(table).files[:SAMPLE_FILES]) if table.config.tracking != "listing" else []
+    if not files and table.config.tracking != "manifest":
+        files = foreign(mtime_files(table, foreign_only=True).files)[-SAMPLE_FILES:]
     if not files:
-        raise InvalidInputError(f"{table.root} has no committed files to infer columns from: give the columns",
+        raise InvalidInputError(f"{table.uri} has no files to infer columns from: give the columns",
                                 columns="the columns")
     if fmt == "parquet":
         import pyarrow as pa
@@ -364,6 +414,19 @@ class TableCheck:
     database_exists: bool
     table_exists: bool
     differences: tuple[str, ...] = ()
+    #: The data columns' part of :attr:`differences`, column by column (what a run refuses on).
+    column_differences: tuple[ColumnDifference, ...] = ()
+    #: Whether the table found is EXTERNAL (None: no table found); a DROP TABLE of a managed one deletes files.
+    external: bool | None = None
+    #: The table as the metastore answered (None: not found).
+    found: HiveTable | None = field(default=None, compare=False, repr=False)
+
+    def compared(self, defn: TableDefinition) -> TableCheck:
+        """This check with ``defn`` and how the table found differs from it (no second lookup)."""
+        if self.found is None:
+            return replace(self, definition=defn)
+        return replace(self, definition=defn, differences=tuple(defn.differences(self.found)),
+                       column_differences=defn.column_differences(self.found))
 
     @property
     def missing(self) -> str | None:
@@ -397,4 +460,5 @@ def check_table(ms, name: TableName, defn: TableDefinition | None = None) -> Tab
         found = ms.table_info(name)
     except NoSuchHiveTableError:
         return TableCheck(defn, name, True, False)
-    return TableCheck(defn, name, True, True, tuple(defn.differences(found)) if defn is not None else ())
+    check = TableCheck(None, name, True, True, external=found.external, found=found)
+    return check if defn is None else check.compared(defn)

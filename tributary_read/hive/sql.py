@@ -163,6 +163,20 @@ def create_database(name: str) -> str:
     return f"CREATE DATABASE {identifier(name)}"
 
 
+def drop_table(db: str, table: str) -> str:
+    """What a message suggests for an EXTERNAL table trib re-creates (its files stay)."""
+    return f"DROP TABLE {qualified(db, table)}"
+
+
+def add_columns(db: str, table: str, columns) -> str:
+    return f"ALTER TABLE {qualified(db, table)} ADD COLUMNS ({column_defs(columns)})"
+
+
+def set_external(db: str, table: str) -> str:
+    """Makes a managed table EXTERNAL, so that a DROP TABLE keeps its files."""
+    return f"ALTER TABLE {qualified(db, table)} SET TBLPROPERTIES ('EXTERNAL'='TRUE')"
+
+
 def show_database(name: str) -> str:
     """The statement whose rows are non-empty exactly when database ``name`` exists (Hive and Spark alike)."""
     identifier(name)  # checked: letters, digits and _ only, so it is also a LIKE pattern matching itself

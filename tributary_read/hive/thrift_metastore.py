@@ -96,12 +96,35 @@ class ThriftMetastore(Metastore):
             if timed_out(e):
                 raise MetastoreError(f"{where} accepted the connection but did not answer within {timeout:g}s "
                                      "(?timeout=)") from None
+            if type(e).__name__ == "TApplicationException":  # a Thrift server, not the metastore's service
+                raise self._not_a_metastore(f"it does not know the metastore's get_database ({e})") from None
             if lost_connection(e):
+                if self._speaks_plain_sasl(timeout):
+                    raise self._not_a_metastore("it answers a SASL PLAIN handshake, as HiveServer2 does, "
+                                                "and a metastore never does") from None
                 raise authn.mismatch(where, auth, False, "hive.metastore.sasl.enabled (auth=KERBEROS when true, "
                                      "NOSASL when false)") from None
             raise MetastoreError(f"cannot open {where} (auth={auth}): {e}") from None
         # The socket keeps ``timeout`` as its read timeout: each call is bounded, not only the connect.
         return transport, client
+
+    def _not_a_metastore(self, why: str) -> MetastoreError:
+        """The likely wrong port: HiveServer2's (10000) where the metastore's (9083) was meant."""
+        return MetastoreError(f"{self.host}:{self.port} is not a Hive metastore: {why}; a thrift:// URI names the "
+                              f"metastore's Thrift port (9083 by default; `trib hive status` shows the local pair's), "
+                              f"and HiveServer2 is hs2://{self.host}:{self.port}")
+
+    def _speaks_plain_sasl(self, timeout: float) -> bool:
+        """Whether the server completes a SASL PLAIN handshake: HiveServer2's default (authentication
+        NONE) does, a metastore never (raw Thrift, or SASL with GSSAPI/DIGEST only)."""
+        try:
+            _sock, transport = thrift_transport(self.host, self.port, auth="NONE", timeout=min(timeout, 5.0),
+                                                where=self.address, extra="hive", user="trib")
+            transport.open()
+        except Exception:  # noqa: BLE001 - any refusal: not a SASL PLAIN server
+            return False
+        transport.close()
+        return True
 
     def _call(self, what: str, table: TableName | None, fn):
         """One Thrift call: its errors become one MetastoreError line (NoSuchHiveTableError for a table)."""

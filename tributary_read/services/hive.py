@@ -170,7 +170,8 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
 
         hs2 = _spawn(
             _hs2_command(spark_home, hs2_port, warehouse, tmp, logs / "derby-hs2.log",
-                         conf={"spark.hadoop.hive.metastore.uris": f"thrift://{HOST}:{hms_port}"}),
+                         conf={"spark.hadoop.hive.metastore.uris": f"thrift://{HOST}:{hms_port}"},
+                         classpath=(str(classes),)),
             root, logs / "hs2.log", _hs2_env(spark_home, conf / "spark"))
         _save(root, HiveServices(str(root), hms_port, hs2_port, hms.pid, hs2.pid))
         _wait(hs2, logs / "hs2.log", "HiveServer2", deadline,
@@ -212,8 +213,13 @@ def _hs2_env(spark_home: Path, spark_conf: Path, extra: dict[str, str] | None = 
 
 def _hs2_command(spark_home: Path, port: int, warehouse: Path, tmp: Path, derby_log: Path, *,
                  name: str = "trib-hs2", submit: tuple[str, ...] = (), conf: dict[str, str] | None = None,
-                 java_opts: tuple[str, ...] = (), hiveconf: dict[str, str] | None = None) -> list[str]:
-    """spark-submit argv of a ``HiveThriftServer2`` in ``local[2]`` on 127.0.0.1 (the secured ones add to it)."""
+                 java_opts: tuple[str, ...] = (), hiveconf: dict[str, str] | None = None,
+                 classpath: tuple[str, ...] = ()) -> list[str]:
+    """spark-submit argv of a ``HiveThriftServer2`` in ``local[2]`` on 127.0.0.1 (the secured ones add to it).
+
+    ``classpath``: more on the driver's classpath (the dev pair's classes: its JSON SerDe, which a jsonl
+    table's DDL names and the wheel's Hive 2.3 lacks; :func:`tributary_read.hive_udfs.build.launcher_classes`).
+    """
     cmd = [str(spark_home / "bin" / "spark-submit"), "--class", _HS2_CLASS,
            "--master", "local[2]", "--name", name, "--driver-memory", "1g",
            "--conf", "spark.ui.enabled=false",
@@ -224,7 +230,7 @@ def _hs2_command(spark_home: Path, port: int, warehouse: Path, tmp: Path, derby_
            *registry.spark_args(),
            # ...and on the driver's own classpath: the server closes a session's class loader
            # with the session, and Hadoop loads the path filter through whichever is current.
-           "--driver-class-path", str(registry.jar_path()), *submit,
+           "--driver-class-path", os.pathsep.join([str(registry.jar_path()), *classpath]), *submit,
            "--conf", f"spark.sql.warehouse.dir={warehouse.as_uri()}"]
     for key, value in (conf or {}).items():
         cmd += ["--conf", f"{key}={value}"]
