@@ -29,12 +29,13 @@ arrived by then is in place, both readers run over the same tree:
   would drop old-mtime files), in one ``local[2]`` session.
 
 A non-zero exit is what a scheduler sees; the benchmark plays the operator who
-follows the message: after exit 15 (a file changed inside the lookback) it reruns
-that run with ``--allow-changed``; after exit 17 at the ack (partitions held,
-the rest acked) it runs ``trib consumer replay ROOT C --partition P,... --execute``
-``--operator-delay`` (2) runs later, the runs between exiting 17 again. Drain
-runs (full scans, nothing arriving) follow the schedule until trib's plan is
-empty and clean.
+follows the message, ``--operator-delay`` (2) runs later (the runs between exit
+the same way): after exit 15 (a file changed inside the lookback: nothing is
+delivered) the next run passes ``--allow-changed``; after exit 17 at the ack
+(partitions held, the rest delivered and acked) it runs ``trib consumer replay
+ROOT C --partition P,... --execute``. A full scan stays due until one is acked,
+as ``--full-scan-every`` counts from the last acked one. Drain runs (full scans,
+nothing arriving) follow the schedule until trib's plan is empty and clean.
 
 Arrival patterns (``inside``: a partition inside the lookback; ``sealed``: one
 past it, already delivered and sealed):
@@ -66,6 +67,7 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -297,7 +299,7 @@ def _trib(*args: str) -> subprocess.CompletedProcess:
 
 @dataclass
 class Stop:
-    """A run that exited non-zero: which reader, run, step, exit code, the line it printed, the paths it named."""
+    """A run that exited non-zero: reader, run (from 1), step, exit code, the line it printed, the paths it named."""
 
     reader: str
     run: int
@@ -305,7 +307,6 @@ class Stop:
     code: int
     line: str
     named: list[str]
-    action: str = ""
 
 
 class Readers:
@@ -313,6 +314,9 @@ class Readers:
         self.root, self.work, self.spark, self.zone, self.lookback = root, work, spark, zone, lookback
         self.delay = delay
         self.replay_due: dict[str, int] = {}  # held partition -> the run before which the operator replays it
+        self.allow_due: int | None = None  # the run the operator reruns with --allow-changed after exit 15
+        self.allowed_at = 0  # the last run that passed --allow-changed
+        self.full_due = False
         self.got = {k: Counter() for k in READERS}
         self.runs_of = {k: {} for k in READERS}  # record id -> the runs (from 1) that delivered it
         self.seconds = {k: 0.0 for k in READERS}
@@ -362,17 +366,26 @@ class Readers:
             del self.replay_due[p]
 
     def trib(self, r: int, full_scan: bool) -> list[str]:
+        # The periodic full scan stays due until a full-scan plan is acked (trib's --full-scan-every counts
+        # from the last acked one), so a run stopped by exit 15 on a full scan is followed by full scans.
+        full_scan = full_scan or self.full_due
+        self.full_due = full_scan
         args = ["files", str(self.root), "--layout", LAYOUT, "--consumer", CONSUMER, "--lookback", self.lookback,
                 "--json", *(["--full-scan"] if full_scan else [])]
         self.replay_due_now(r)
-        p = _trib(*args)
-        if p.returncode == 15:  # a delivered file changed inside the lookback: nothing planned
+        allow = self.allow_due is not None and self.allow_due <= r
+        if allow:
+            self.actions.append(f"run {r + 1}: the operator reruns it with --allow-changed")
+            self.allow_due = None
+        p = _trib(*args, *(["--allow-changed"] if allow else []))
+        if p.returncode == 15:  # a delivered file changed inside the lookback: nothing planned, nothing delivered
             named = self._named(p.stderr)
-            self.stops.append(Stop("trib", r + 1, "files", 15, self._line(p), named,
-                                   "the operator reruns this run with --allow-changed"))
+            self.stops.append(Stop("trib", r + 1, "files", 15, self._line(p), named))
             for x in named:
                 self.named.setdefault(x, set()).add("exit 15")
-            p = _trib(*args, "--allow-changed")
+            if self.allow_due is None:
+                self.allow_due = r + 1 + self.delay
+            return []
         if p.returncode != 0:
             self.stops.append(Stop("trib", r + 1, "files", p.returncode, self._line(p), self._named(p.stderr)))
             return []
@@ -380,6 +393,11 @@ class Readers:
         self.last_plan = plan
         for c in plan.get("conflicts") or ():
             self.named.setdefault(c["path"], set()).add("conflicts")
+        if allow:  # an exit-15 line names one file "(and N more)": the conflicts of the rerun name them all
+            for st in self.stops:
+                if st.reader == "trib" and st.code == 15 and " more)" in st.line and st.run > self.allowed_at:
+                    st.named = sorted({*st.named, *(c["path"] for c in plan.get("conflicts") or ())})
+            self.allowed_at = r + 1
         held_named = [f"{h['path']}/{c.split()[0]}" for h in plan.get("held") or () for c in h["changes"]]
         for x in held_named:
             self.named.setdefault(x, set()).add("held")
@@ -389,6 +407,8 @@ class Readers:
                 self.ranges += 1
             lines += _read(self.root, f["path"], f.get("offset"), f.get("valid_length", f.get("size")))
         a = _trib("consumer", "ack", str(self.root), CONSUMER, plan["plan_id"])
+        if a.returncode in (0, 17):
+            self.full_due = False
         if a.returncode == 17:  # held partitions, the rest acked: the operator replays them `delay` runs later
             for h in plan["held"]:
                 self.replay_due.setdefault(h["path"], r + 1 + self.delay)
@@ -467,7 +487,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--full-scan-every", type=int, default=24,
                     help="trib --full-scan every N runs (24, as the default 24h)")
     ap.add_argument("--operator-delay", type=int, default=2,
-                    help="runs between an exit 17 and the operator's replay of the held partitions (2)")
+                    help="runs after a non-zero exit that run before the operator acts (2: they exit the same way)")
     ap.add_argument("--seed", type=int, default=44)
     ap.add_argument("--quick", action="store_true", help="20 hours, 2 files an hour, full scan every 8 runs")
     ap.add_argument("--no-spark", action="store_true", help="trib only (no JVM)")
@@ -516,7 +536,7 @@ def main(argv: list[str] | None = None) -> dict:
             readers.run(r, True)
             print(f"drain run {drains}", file=sys.stderr, flush=True)
             if len(readers.stops) == n_stops and sum(readers.got["trib"].values()) == before \
-                    and not readers.last_plan.get("held") and not readers.replay_due:
+                    and not readers.last_plan.get("held") and not readers.replay_due and readers.allow_due is None:
                 break
         show = json.loads(_trib("consumer", "show", str(root), CONSUMER, "--json").stdout or "{}")
         state = max((root / "_tributary/consumers" / CONSUMER).glob("state-*.json"))
@@ -603,15 +623,24 @@ def report(res: dict, zone: Zone) -> str:
         f"a rewrite writes new ids. Seed {res['seed']}. Measured {m['date']} on {m['nproc']} CPUs ({m['cpu']}), "
         f"load average {m['loadavg']}, git {m['git']}.", "",
         md_table(heads, rows), "",
-        md_table(["reader", "runs", "non-zero exits (by code)", "seconds, all runs", "s per run"],
+        md_table(["reader", "runs", "non-zero exits (by code)", "of which delivered nothing", "seconds, all runs",
+                  "s per run"],
                  [[READERS[k], res["runs"], ", ".join(f"{c}: {n}" for c, n in sorted(by_code[k].items())) or "0",
+                   sum(1 for s in res["stops"] if s["reader"] == k and s["step"] != "ack"),
                    f"{res['seconds'][k]:.1f}", f"{res['seconds'][k] / res['runs']:.2f}"] for k in readers]), "",
         f"trib delivered {res['trib_ranges']} byte range(s) of grown files. Its non-zero exits (runs numbered "
         "from 1) and what the simulated operator did (the way out each message names):", "",
     ]
+    groups: list[list] = []  # the same stop in consecutive runs: one line
     for s in res["stops"]:
-        out.append(f"- {READERS[s['reader']]}, run {s['run']} `{s['step']}`: exit {s['code']}: {s['line']}"
-                   + (f" -> {s['action']}" if s.get("action") else ""))
+        key = (s["reader"], s["step"], s["code"], re.sub(r"plan \S+ ", "", s["line"]))
+        if groups and groups[-1][0] == key and groups[-1][2] == s["run"] - 1:
+            groups[-1][2] = s["run"]
+        else:
+            groups.append([key, s["run"], s["run"]])
+    for (reader, step, code, line), first, last in groups:
+        runs = f"run {first}" if first == last else f"runs {first}-{last}"
+        out.append(f"- {READERS[reader]}, {runs} `{step}`: exit {code}: {line}")
     out += [f"- {a}" for a in res["actions"]]
     if not res["stops"]:
         out.append("- none")
