@@ -459,6 +459,9 @@ def check(res: dict, zone: Zone) -> list[str]:
             for path, pat in zone.paths.items():
                 if pat == p and not res["trib_named"].get(path):
                     bad.append(f"{p}: {path} was rewritten and trib never named it")
+            codes = res["stops_by_pattern"]["trib"].get(p, {})
+            if p.startswith("sealed_") and set(codes) - {"17"}:  # past the lookback: hold that partition only
+                bad.append(f"{p}: a rewrite in a sealed partition stopped runs with {codes}, not only exit 17")
             continue
         if v["lost"] or v["dup"]:
             bad.append(f"{p}: trib lost {v['lost']} and duplicated {v['dup']} of {v['expected']} records")
