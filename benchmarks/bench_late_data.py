@@ -480,6 +480,20 @@ def check(res: dict, zone: Zone) -> list[str]:
     return bad
 
 
+def _shown(argv: list[str]) -> list[str]:
+    """The command line without its output files."""
+    out, skip = [], False
+    for a in argv:
+        if skip or a.startswith(("--json=", "--markdown=")):
+            skip = False
+            continue
+        if a in ("--json", "--markdown"):
+            skip = True
+            continue
+        out.append(a)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hours", type=int, default=48, help="simulated hourly runs (48)")
@@ -567,6 +581,8 @@ def main(argv: list[str] | None = None) -> dict:
         "sealed_ok": meant <= sealed_now, "sealed_missing": sorted(meant - sealed_now),
         "sealed_partitions": len(sealed_now), "held_at_end": show.get("held"),
         "args": {k: v for k, v in vars(args).items() if k not in ("json", "markdown")},
+        "command": " ".join([".venv/bin/python", "benchmarks/bench_late_data.py", *_shown(sys.argv[1:] if argv is None
+                                                                                   else argv)]),
     }
     bad = check(result, zone)
     result["check_failures"] = bad
@@ -623,7 +639,8 @@ def report(res: dict, zone: Zone) -> str:
         f"{res['base']} UTC then {res['drain_runs']} drain run(s); trib's `--lookback {res['lookback']}` on the real "
         f"clock seals the partitions before {res['horizon']} UTC ({res['sealed_partitions']} sealed at the end; "
         "`sealed` rows land in them after they were delivered and sealed). Each record is a line with a unique id; "
-        f"a rewrite writes new ids. Seed {res['seed']}. Measured {m['date']} on {m['nproc']} CPUs ({m['cpu']}), "
+        f"a rewrite writes new ids. Seed {res['seed']}. `{res['command']}`, {m['date']}, "
+        f"{m['nproc']} CPUs ({m['cpu']}), "
         f"load average {m['loadavg']}, git {m['git']}.", "",
         md_table(heads, rows), "",
         md_table(["reader", "runs", "non-zero exits (by code)", "of which delivered nothing", "seconds, all runs",
