@@ -377,3 +377,24 @@ def test_a_file_rewritten_in_place_with_longer_content_is_a_change_not_growth(tm
     assert p.returncode == 15 and p.stdout == "", p.stderr
     assert "app.log" in p.stderr and "rewritten after it was delivered" in p.stderr
     assert _consumer_files(root) == before
+
+
+@pytest.mark.unit
+def test_every_changed_file_is_named_in_the_one_line(tmp_path):
+    """Two files changed in one run: the exit-15 line names both, with their reasons (it said "(and 1 more)"),
+    so one look fixes the run."""
+    root = tmp_path / "raw"
+    d = hour_dir(root)
+    for name in ("a.log", "b.log"):
+        (d / name).write_bytes(b"x\ny\n")
+        settle(d / name, 600_000)
+    doc, _ = plan(root)
+    ack(root, doc)
+    (d / "a.log").write_bytes(b"x\n")
+    (d / "b.log").write_bytes(b"q\nz\n")
+    for name in ("a.log", "b.log"):
+        settle(d / name)
+    p = invoke_trib("files", str(root), "--consumer", "c")
+    assert p.returncode == 15 and p.stderr.count("\n") == 1, p.stderr
+    assert "a.log shrank from 4 to 2 bytes" in p.stderr and "b.log rewritten after it was delivered" in p.stderr
+    assert "their data cannot be delivered exactly" in p.stderr and "--allow-changed" in p.stderr

@@ -78,6 +78,9 @@ from tributary_read.table.renames import replaced_path
 
 __all__ = ["AckResult", "Consumer", "ConsumerState", "Plan", "ResetResult", "ResetTarget", "check_name", "list_consumers",
            "CONSUMER_MODES", "CONSUMERS_DIR", "DEFAULT_LOOKBACK_MS", "DEFAULT_FULL_SCAN_EVERY_MS"]
+#: Changed files an exit-15 line names one by one (more are counted).
+SHOWN = 10
+
 
 # -- the consumer ---------------------------------------------------------------
 class Consumer(Moves):
@@ -359,12 +362,15 @@ class Consumer(Moves):
         if p.beyond_horizon and not opts.allow_beyond_horizon:
             raise self._beyond(p)
         if p.conflicts and not opts.allow_changed:
-            c = p.conflicts[0]
-            more = f" (and {len(p.conflicts) - 1} more)" if len(p.conflicts) > 1 else ""
+            # Every changed file in the one line (up to SHOWN), so a run fixes them all at once.
+            shown = "; ".join(f"{c.path} {c.reason}" for c in p.conflicts[:SHOWN])
+            more = f"; and {len(p.conflicts) - SHOWN} more" if len(p.conflicts) > SHOWN else ""
+            n = len(p.conflicts)
             raise ChangedFileError(
-                f"consumer {self.name!r}: {c.path}{more} {c.reason}, so its data cannot be delivered exactly; "
-                "look at it, then rerun with the changed-file opt-out to acknowledge the change (it is reported "
-                "in conflicts and not delivered again)", allow_changed="the changed-file opt-out")
+                f"consumer {self.name!r}: {shown}{more}, so {'its' if n == 1 else 'their'} data cannot be delivered "
+                f"exactly; look at {'it' if n == 1 else 'them'}, then rerun with the changed-file opt-out to "
+                f"acknowledge the change (reported in conflicts and not delivered again)",
+                allow_changed="the changed-file opt-out")
         return p
 
     def _zone(self):
