@@ -11,6 +11,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -192,3 +193,55 @@ def bench_session(master: str, app: str, **conf: str):
                                    "spark.sql.shuffle.partitions": "2", **conf}, app)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+# -- a simulated landing zone (bench_readers.py, bench_late_data.py) ------------------------------
+
+
+@dataclass(order=True)
+class Event:
+    """One thing that happens to a landing zone at simulated time ``t`` (``seq`` keeps the script's order)."""
+
+    t: int
+    seq: int
+    kind: str = field(compare=False)  # create | rename | append | rewrite | remove
+    path: str = field(compare=False)
+    mtime: int = field(compare=False, default=0)
+    dst: str = field(compare=False, default="")
+    lines: tuple[str, ...] = field(compare=False, default=())
+
+
+def _utime(p: Path, ms: int) -> None:
+    os.utime(p, ns=(ms * 1_000_000, ms * 1_000_000))
+
+
+def apply(root: Path, e: Event) -> None:
+    """Do ``e`` to the zone under ``root``, with the mtimes the OS would have given at time ``e.t``."""
+    p = root / e.path
+    if e.kind == "create":
+        new = [d for d in (p.parent.parent, p.parent) if not d.exists()]
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("".join(f"{x}\n" for x in e.lines))
+        _utime(p, e.mtime)
+        for d in {*(x.parent for x in new), *new, p.parent}:  # what the OS did at time t
+            _utime(d, e.t)
+    elif e.kind == "rename":
+        p.rename(root / e.dst)
+        _utime(p.parent, e.t)
+    elif e.kind == "remove":
+        p.unlink()
+        _utime(p.parent, e.t)
+    else:  # append / rewrite in place: the file's mtime moves, its directory's does not
+        with open(p, "a" if e.kind == "append" else "r+") as f:
+            if e.kind == "rewrite":
+                f.truncate(0)
+            f.write("".join(f"{x}\n" for x in e.lines))
+        _utime(p, e.mtime)
+
+
+def read_lines(root: Path, rel: str, offset: int | None = None, end: int | None = None) -> list[str]:
+    """The lines of bytes ``[offset, end)`` of ``root/rel``: a planned file, or a byte range of one."""
+    with open(root / rel, "rb") as f:
+        f.seek(offset or 0)
+        data = f.read() if end is None else f.read(end - (offset or 0))
+    return data.decode().splitlines()

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import subprocess
@@ -76,7 +75,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import WorkDir, bench_session, emit, fs_type, hour_dir, iso, machine_info, md_table  # noqa: E402
+from _common import (WorkDir, Event, apply, bench_session, emit, fs_type, hour_dir, iso, machine_info,  # noqa: E402
+                     md_table, read_lines)
 
 H = 3_600_000
 MIN = 60_000
@@ -106,17 +106,6 @@ PATTERNS = {
     "held_growing": ("grows while its partition is held back", "sealed"),
 }
 REWRITES = {p for p in PATTERNS if "rewrite" in p}
-
-
-@dataclass(order=True)
-class Event:
-    t: int
-    seq: int
-    kind: str = field(compare=False)  # create | rename | append | rewrite | remove
-    path: str = field(compare=False)
-    mtime: int = field(compare=False, default=0)
-    dst: str = field(compare=False, default="")
-    lines: tuple[str, ...] = field(compare=False, default=())
 
 
 @dataclass
@@ -259,40 +248,6 @@ def build_zone(hours: int, base: int, horizon: int, seed: int, per_hour: int, li
     return z
 
 
-def _utime(p: Path, ms: int) -> None:
-    os.utime(p, ns=(ms * 1_000_000, ms * 1_000_000))
-
-
-def apply(root: Path, e: Event) -> None:
-    p = root / e.path
-    if e.kind == "create":
-        new = [d for d in (p.parent.parent, p.parent) if not d.exists()]
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text("".join(f"{x}\n" for x in e.lines))
-        _utime(p, e.mtime)
-        for d in {*(x.parent for x in new), *new, p.parent}:  # what the OS did at time t
-            _utime(d, e.t)
-    elif e.kind == "rename":
-        p.rename(root / e.dst)
-        _utime(p.parent, e.t)
-    elif e.kind == "remove":
-        p.unlink()
-        _utime(p.parent, e.t)
-    else:  # append / rewrite in place: the file's mtime moves, its directory's does not
-        with open(p, "a" if e.kind == "append" else "r+") as f:
-            if e.kind == "rewrite":
-                f.truncate(0)
-            f.write("".join(f"{x}\n" for x in e.lines))
-        _utime(p, e.mtime)
-
-
-def _read(root: Path, rel: str, offset: int | None, end: int | None) -> list[str]:
-    with open(root / rel, "rb") as f:
-        f.seek(offset or 0)
-        data = f.read() if end is None else f.read(end - (offset or 0))
-    return data.decode().splitlines()
-
-
 def _trib(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*TRIB, *args], capture_output=True, text=True)
 
@@ -405,7 +360,7 @@ class Readers:
         for f in plan["files"]:
             if f.get("offset") is not None:
                 self.ranges += 1
-            lines += _read(self.root, f["path"], f.get("offset"), f.get("valid_length", f.get("size")))
+            lines += read_lines(self.root, f["path"], f.get("offset"), f.get("valid_length", f.get("size")))
         a = _trib("consumer", "ack", str(self.root), CONSUMER, plan["plan_id"])
         if a.returncode in (0, 17):
             self.full_due = False

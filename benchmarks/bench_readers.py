@@ -65,7 +65,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import WorkDir, bench_session, emit, fs_type, hour_dir, iso, machine_info, md_table  # noqa: E402
+from _common import (WorkDir, Event, apply, bench_session, emit, fs_type, hour_dir, iso, machine_info,  # noqa: E402
+                     md_table, read_lines)
 
 from tributary_read.demo.mix import HOUR_MS as H, MINUTE_MS as MIN, build  # noqa: E402
 
@@ -92,17 +93,6 @@ FIRST_FIVE = ("on_time", "late_fresh", "backdated", "renamed_late", "boundary")
 #: the demo mix's patterns -> rows (its trib-ingest patterns need a trib table: left out)
 FROM_MIX = {"on_time_foreign": "on_time", "boundary": "boundary", "straggler": "late_fresh",
             "late_fresh": "late_fresh", "preserved_mtime": "backdated", "hidden_renamed": "renamed_late"}
-
-
-@dataclass(order=True)
-class Event:
-    t: int
-    seq: int
-    kind: str = field(compare=False)  # create | rename | append
-    path: str = field(compare=False)
-    mtime: int = field(compare=False, default=0)
-    dst: str = field(compare=False, default="")
-    lines: tuple[str, ...] = field(compare=False, default=())
 
 
 @dataclass
@@ -181,33 +171,6 @@ def build_zone(hours: int, base: int, seed: int, history: int, backfill: int) ->
     return z
 
 
-def _utime(p: Path, ms: int) -> None:
-    os.utime(p, ns=(ms * 1_000_000, ms * 1_000_000))
-
-
-def apply(root: Path, e: Event) -> None:
-    p = root / e.path
-    if e.kind == "create":
-        new = [d for d in (p.parent.parent, p.parent) if not d.exists()]
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text("".join(f"{x}\n" for x in e.lines))
-        _utime(p, e.mtime)
-        for d in {*(x.parent for x in new), *new, p.parent}:  # what the OS did at time t
-            _utime(d, e.t)
-    elif e.kind == "rename":
-        p.rename(root / e.dst)
-        _utime(p.parent, e.t)
-    else:  # an in-place append: the file's mtime moves, its directory's does not
-        with open(p, "a") as f:
-            f.write("".join(f"{x}\n" for x in e.lines))
-        _utime(p, e.mtime)
-
-
-def _read(root: Path, rel: str, offset: int | None = None, end: int | None = None) -> list[str]:
-    data = (root / rel).read_bytes()
-    return data[offset or 0:end if end is not None else len(data)].decode().splitlines()
-
-
 def _trib(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*TRIB, *args], capture_output=True, text=True)
 
@@ -244,7 +207,7 @@ class Readers:
             raise RunFailed(_err(p))
         plan = json.loads(p.stdout)
         self.reported.update(x["path"] for k in ("beyond_horizon", "conflicts") for x in plan.get(k) or ())
-        lines = [x for f in plan["files"] for x in _read(self.root, f["path"], f.get("offset"), f.get("valid_length"))]
+        lines = [x for f in plan["files"] for x in read_lines(self.root, f["path"], f.get("offset"), f.get("valid_length"))]
         a = _trib("consumer", "ack", str(self.root), CONSUMER, plan["plan_id"])
         if a.returncode != 0:
             raise RunFailed("ack " + _err(a))
@@ -263,12 +226,12 @@ class Readers:
                   "--period", "1h", "--json")
         if p.returncode != 0:
             raise RunFailed(_err(p))
-        return [x for f in json.loads(p.stdout)["files"] for x in _read(self.root, f["path"])]
+        return [x for f in json.loads(p.stdout)["files"] for x in read_lines(self.root, f["path"])]
 
     def naive(self, hour_start: int) -> list[str]:
         d = self.root / hour_dir(hour_start)
         names = sorted(n for n in os.listdir(d) if not n.startswith((".", "_"))) if d.is_dir() else []
-        return [x for n in names for x in _read(self.root, f"{hour_dir(hour_start)}/{n}")]
+        return [x for n in names for x in read_lines(self.root, f"{hour_dir(hour_start)}/{n}")]
 
 
 class RunFailed(Exception):
