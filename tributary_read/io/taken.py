@@ -63,11 +63,14 @@ class Taken:
     tail: bytes
 
     @classmethod
-    def of(cls, read_at: ReadAt, length: int) -> Taken:
-        """What a reader keeps when it has taken ``length`` bytes: read once, here."""
-        hlen = min(SPAN, length)
+    def of(cls, read_at: ReadAt, length: int, before: bytes = b"") -> Taken:
+        """What a reader keeps when it has taken ``length`` bytes. ``before``: the bytes just before ``length``
+        where the caller has read them already; they spare the read of the tail (and of the head, when they
+        are the whole file)."""
         n = min(SPAN, length)
-        return cls(length, digest(read_at(0, hlen)), hlen, digest(read_at(length - n, n)))
+        tail = before[len(before) - n:] if len(before) >= n else read_at(length - n, n)
+        head = before[:n] if len(before) >= length else read_at(0, n)
+        return cls(length, digest(head), n, digest(tail))
 
     def head_holds(self, read_at: ReadAt) -> bool:
         """Does the file still start with the bytes it started with? (One read of ``hlen`` bytes.)"""
@@ -93,8 +96,3 @@ class Taken:
     @classmethod
     def from_json(cls, length: int, v: list) -> Taken:
         return cls(length, bytes.fromhex(v[1]), int(v[0]), bytes.fromhex(v[2]))
-
-    def check(self, read_at: ReadAt) -> None:
-        """Raise :class:`Changed` unless :meth:`holds`."""
-        if not self.holds(read_at):
-            raise Changed(f"the first {self.length} bytes are not the ones taken")

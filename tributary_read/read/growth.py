@@ -77,7 +77,7 @@ def delivered(storage, rel: str, length: int) -> list | None:
     try:
         read_at = lambda pos, n: _read_at(f, pos, n)  # noqa: E731
         block = read_at(max(0, length - BLOCK), min(length, BLOCK))
-        return Growth(length, length, zlib.crc32(block), Taken.of(read_at, length)).record()
+        return Growth(length, length, zlib.crc32(block), Taken.of(read_at, length, block)).record()
     finally:
         f.close()
 
@@ -141,11 +141,12 @@ def growth(storage, rel: str, old: tuple, new: tuple, delivered: list | None,
                 offset += 1  # the rest of a "\r\n" split by the last range: not an empty line
             end = _after_last_break(f, offset, now)
         # The bytes delivered, last: the reasons above say more where they apply.
-        if (crc is not None and zlib.crc32(before) != crc) or (taken is not None and not taken.holds(read_at)):
+        if (crc is not None and zlib.crc32(before) != crc) or (
+                taken is not None and not (taken.tail_holds(before) and taken.head_holds(read_at))):
             return ("rewritten after it was delivered: it is longer, but the bytes delivered are not there any "
                     "more (its first bytes or the bytes before the delivered end differ)")
         tail = _read_at(f, max(0, end - BLOCK), min(end, BLOCK)) if end != done else before
-        now_taken = Taken.of(read_at, end)
+        now_taken = Taken.of(read_at, end, tail)
     finally:
         f.close()
     return Growth(offset, end, zlib.crc32(tail), now_taken)

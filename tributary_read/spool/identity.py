@@ -169,12 +169,9 @@ def chunks(found: Found, pos: int, end: int | None = None, taken: Taken | None =
 
 
 def content_length(found: Found) -> tuple[int, bool]:
-    """The content bytes of ``found`` now, and whether they are all it will hold: a plain file's size (it may
-    grow, so False), a compressed file's decompressed length and whether its stream reached its end (a gzip
-    trailer, a zstd frame's end; a stream without one is still being written). Raises :class:`Moved` as
-    :func:`chunks` does."""
-    if not found.compressed:
-        return found.size, False
+    """A compressed file's content bytes now (decompressed), and whether its stream reached its end (a gzip
+    trailer, a zstd frame's end; a stream without one is still being written). Asked of compressed files
+    only: a plain file's content is its size. Raises :class:`Moved` as :func:`chunks` does."""
     status: dict = {}
     n = sum(len(c) for c in chunks(found, 0, status=status))
     return n, bool(status.get("ended"))

@@ -139,9 +139,9 @@ def _identify(f: Found, opens: dict, done: DoneSet, hlens: set[int], tails: dict
     return _NEW, None
 
 
-def _length(f: Found, lengths: dict, expect: int | None = None) -> tuple[int, bool] | None:
-    """A compressed file's (content length, stream ended), decompressed once per state of the file (None:
-    moved). ``expect``: the length a finished file it may be a copy of holds; a gzip file whose trailer
+def _length(f: Found, lengths: dict, expect: int | None = None) -> tuple[int, bool]:
+    """A compressed file's (content length, stream ended), decompressed once per state of the file ((0, False):
+    moved since the scan, so nothing is known of it). ``expect``: the length a finished file it may be a copy of holds; a gzip file whose trailer
     says that length (ISIZE, the last 4 bytes, modulo 2**32) is taken to hold it without decompressing, so
     a directory keeping a year of compressed rotations costs a 4-byte read each, not their decompression.
     (A stream still being written ends in other bytes, but for a 2**-32 chance, and is decompressed.)"""
@@ -156,7 +156,7 @@ def _length(f: Found, lengths: dict, expect: int | None = None) -> tuple[int, bo
                     return lengths[k]
             lengths[k] = content_length(f)
         except Moved:
-            return None
+            return 0, False
     return lengths[k]
 
 
@@ -191,7 +191,7 @@ def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None, l
         elif kind == _DONE:
             assert isinstance(hit, Done)
             out.present.add(hit.key)
-            size, ended = (f.size, True) if not f.compressed else (_length(f, lengths, hit.size) or (0, False))
+            size, ended = (f.size, True) if not f.compressed else _length(f, lengths, hit.size)
             if size <= hit.size:
                 if ended and size == hit.size:
                     out.copies.append((f, hit))
@@ -216,7 +216,7 @@ def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None, l
             e.head, e.hlen = got.key, len(got.head)
         e.name, e.dev, e.ino = got.name, got.dev, got.ino
         if got.compressed:
-            e.size = max(e.size, (_length(got, lengths) or (0, False))[0])
+            e.size = max(e.size, _length(got, lengths)[0])
         out.reads.append((e, got))
     names: set[tuple[int, int]] = set()
     heads: dict[tuple[bytes, int], Found] = {}
@@ -237,7 +237,7 @@ def plan(found: list[Found], state: SpoolPositions, tails: dict | None = None, l
         if was is not None:  # the same inode, other content: truncated in place (copytruncate), or reused
             out.events.append({"event": "truncated" if f.size < was else "replaced", "name": f.name,
                                "committed_bytes": was, "size": f.size})
-        size = f.size if not f.compressed else (_length(f, lengths) or (0, False))[0]
+        size = f.size if not f.compressed else _length(f, lengths)[0]
         e = OpenFile(f.key, len(f.head), 0, digest(b""), f.name, f.dev, f.ino, size, fresh=True)
         state.files.append(e)
         out.reads.append((e, f))
