@@ -30,10 +30,8 @@ arrived by then is in place, both readers run over the same tree:
 
 A non-zero exit is what a scheduler sees; the benchmark plays the operator who
 follows the message, ``--operator-delay`` (2) runs later (the runs between exit
-the same way): after exit 15 (a file changed inside the lookback: nothing is
-delivered) the next run passes ``--allow-changed``; after exit 17 at the ack
-(partitions held, the rest delivered and acked) it runs ``trib consumer replay
-ROOT C --partition P,... --execute``. A full scan stays due until one is acked,
+the same way): after exit 17 at the ack (partitions held, the rest delivered
+and acked) it runs ``trib consumer replay ROOT C --partition P,... --execute``. A full scan stays due until one is acked,
 as ``--full-scan-every`` counts from the last acked one. Drain runs (full scans,
 nothing arriving) follow the schedule until trib's plan is empty and clean.
 
@@ -53,9 +51,9 @@ past it, already delivered and sealed):
   a rewrite: they wait with it and are delivered once it is resolved.
 
 trib must deliver every pattern but the rewrites with 0 lost and 0 duplicated,
-no run stopping on them (a removal in a sealed partition is a named hold by
-design: exit 17, the rest delivered), and a rewrite must be named, never
-delivered in part; the benchmark exits 1 if not (``--no-check`` only reports).
+no run stopping on them (a removal is a named hold by design: exit 17, the
+rest delivered), and a rewrite must be named, never delivered in part, and
+hold its partition only (exit 17), inside the lookback and past it; the benchmark exits 1 if not (``--no-check`` only reports).
 
     .venv/bin/python benchmarks/bench_late_data.py            # 48 hours, ~3 min on 2 cores
     .venv/bin/python benchmarks/bench_late_data.py --quick    # 20 hours, ~1 min
@@ -269,14 +267,12 @@ class Readers:
         self.root, self.work, self.spark, self.zone, self.lookback = root, work, spark, zone, lookback
         self.delay = delay
         self.replay_due: dict[str, int] = {}  # held partition -> the run before which the operator replays it
-        self.allow_due: int | None = None  # the run the operator reruns with --allow-changed after exit 15
-        self.allowed_at = 0  # the last run that passed --allow-changed
         self.full_due = False
         self.got = {k: Counter() for k in READERS}
         self.runs_of = {k: {} for k in READERS}  # record id -> the runs (from 1) that delivered it
         self.seconds = {k: 0.0 for k in READERS}
         self.stops: list[Stop] = []
-        self.named: dict[str, set[str]] = {}  # path -> how trib named it (conflicts, held, exit 15)
+        self.named: dict[str, set[str]] = {}  # path -> how trib named it (conflicts, held)
         self.ranges = 0
         self.sealed: set[str] = set()
         self.last_plan: dict = {}
@@ -322,25 +318,13 @@ class Readers:
 
     def trib(self, r: int, full_scan: bool) -> list[str]:
         # The periodic full scan stays due until a full-scan plan is acked (trib's --full-scan-every counts
-        # from the last acked one), so a run stopped by exit 15 on a full scan is followed by full scans.
+        # from the last acked one), so a run stopped on a full scan is followed by full scans.
         full_scan = full_scan or self.full_due
         self.full_due = full_scan
         args = ["files", str(self.root), "--layout", LAYOUT, "--consumer", CONSUMER, "--lookback", self.lookback,
                 "--json", *(["--full-scan"] if full_scan else [])]
         self.replay_due_now(r)
-        allow = self.allow_due is not None and self.allow_due <= r
-        if allow:
-            self.actions.append(f"run {r + 1}: the operator reruns it with --allow-changed")
-            self.allow_due = None
-        p = _trib(*args, *(["--allow-changed"] if allow else []))
-        if p.returncode == 15:  # a delivered file changed inside the lookback: nothing planned, nothing delivered
-            named = self._named(p.stderr)
-            self.stops.append(Stop("trib", r + 1, "files", 15, self._line(p), named))
-            for x in named:
-                self.named.setdefault(x, set()).add("exit 15")
-            if self.allow_due is None:
-                self.allow_due = r + 1 + self.delay
-            return []
+        p = _trib(*args)
         if p.returncode != 0:
             self.stops.append(Stop("trib", r + 1, "files", p.returncode, self._line(p), self._named(p.stderr)))
             return []
@@ -348,11 +332,6 @@ class Readers:
         self.last_plan = plan
         for c in plan.get("conflicts") or ():
             self.named.setdefault(c["path"], set()).add("conflicts")
-        if allow:  # an exit-15 line names one file "(and N more)": the conflicts of the rerun name them all
-            for st in self.stops:
-                if st.reader == "trib" and st.code == 15 and " more)" in st.line and st.run > self.allowed_at:
-                    st.named = sorted({*st.named, *(c["path"] for c in plan.get("conflicts") or ())})
-            self.allowed_at = r + 1
         held_named = [f"{h['path']}/{c.split()[0]}" for h in plan.get("held") or () for c in h["changes"]]
         for x in held_named:
             self.named.setdefault(x, set()).add("held")
@@ -415,19 +394,19 @@ def check(res: dict, zone: Zone) -> list[str]:
                 if pat == p and not res["trib_named"].get(path):
                     bad.append(f"{p}: {path} was rewritten and trib never named it")
             codes = res["stops_by_pattern"]["trib"].get(p, {})
-            if p.startswith("sealed_") and set(codes) - {"17"}:  # past the lookback: hold that partition only
-                bad.append(f"{p}: a rewrite in a sealed partition stopped runs with {codes}, not only exit 17")
+            if set(codes) - {"17"}:  # inside the lookback or past it: hold that partition only
+                bad.append(f"{p}: a rewrite stopped runs with {codes}, not only exit 17")
             continue
         if v["lost"] or v["dup"]:
             bad.append(f"{p}: trib lost {v['lost']} and duplicated {v['dup']} of {v['expected']} records")
         codes = res["stops_by_pattern"]["trib"].get(p, {})
-        allowed = {"17"} if p == "sealed_removed" else set()
+        allowed = {"17"} if p in ("removed", "sealed_removed") else set()
         if set(codes) - allowed:
             bad.append(f"{p}: trib runs stopped with {codes}")
     for s in res["stops"]:
         if s["reader"] == "trib" and not s["named"]:
             bad.append(f"trib run {s['run']} {s['step']} exit {s['code']} named no file of the zone: {s['line']}")
-        if s["reader"] == "trib" and s["code"] not in (15, 17):
+        if s["reader"] == "trib" and s["code"] != 17:
             bad.append(f"trib run {s['run']} {s['step']} exit {s['code']}: {s['line']}")
     bad += [f"the operator's replay failed: {a}" for a in res["actions"] if "FAILED" in a]
     if not res["sealed_ok"]:
@@ -508,7 +487,7 @@ def main(argv: list[str] | None = None) -> dict:
             readers.run(r, True)
             print(f"drain run {drains}", file=sys.stderr, flush=True)
             if len(readers.stops) == n_stops and sum(readers.got["trib"].values()) == before \
-                    and not readers.last_plan.get("held") and not readers.replay_due and readers.allow_due is None:
+                    and not readers.last_plan.get("held") and not readers.replay_due:
                 break
         show = json.loads(_trib("consumer", "show", str(root), CONSUMER, "--json").stdout or "{}")
         state = max((root / "_tributary/consumers" / CONSUMER).glob("state-*.json"))
@@ -628,7 +607,7 @@ def report(res: dict, zone: Zone) -> str:
                                                                                   res["check_failures"]]
     else:
         out += ["", "Check passed: trib lost and duplicated nothing on every pattern but the rewrites, stopped no run "
-                "on them (a removal in a sealed partition is a named hold: exit 17, the rest delivered), and named "
+                "on them (a removal is a named hold: exit 17, the rest delivered), and named "
                 "every rewrite without delivering it in part."]
     del res["_paths"], res["_records"]
     return "\n".join(out)

@@ -135,10 +135,10 @@ def open_source(state: TribState, root: str, layout: str | None, partition: str 
                    "read's scope are left out, looking for them only in the answer's partitions (fast, narrow; "
                    "a warning); without it the read lists its whole scope and exits 13 if any is there.")
 @click.option("--allow-changed", is_flag=True,
-              help="Listing consumer: a delivered file that shrank or was rewritten (or a Parquet file or "
-                   "compressed stream that grew) is reported in conflicts and taken as delivered; without it "
-                   "the run exits 15 (past the lookback: its partition is held back, the ack exits 17). A file "
-                   "that only grew is delivered as a byte range either way.")
+              help="Listing consumer: a delivered file that shrank, was rewritten or removed (or a Parquet file "
+                   "or compressed stream that grew) is reported in conflicts and taken as it is; without it "
+                   "its partition is held back, the rest delivered, and the ack exits 17. A file that only grew "
+                   "is delivered as a byte range either way.")
 @click.option("--all", "all_files", is_flag=True,
               help="Every file of ROOT, on purpose. Without a consumer, window, version or partition bound, a "
                    "read is refused: it would return every file on every run.")

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import invoke_trib
+from helpers import one_line_error
 
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 H = 3_600_000
@@ -178,22 +179,39 @@ def _consumer_files(root: Path) -> list[str]:
     (lambda f: f.write_bytes(b"x\nyy\nzz"), "rewritten after it was delivered"),
     (lambda f: append(f, b"c\n"), "delivered last line was continued"),
 ], ids=["shrunk", "rewritten", "line-continued"])
-def test_a_shrunk_or_rewritten_file_stops_with_exit_15(tmp_path, change, why):
+def test_a_shrunk_or_rewritten_file_holds_its_partition_alone_and_the_ack_exits_17(tmp_path, change, why):
+    """A delivered file changed inside the lookback holds back its partition, not the consumer: the plan
+    delivers the other partitions (it stopped the whole plan with exit 15), the ack exits 17 naming the file,
+    and a replay takes the change with nothing delivered twice; the held partition's new file comes once."""
     root = tmp_path / "raw"
     f = hour_dir(root) / "app.log"
     f.write_bytes(b"a\nbb\ncc")  # delivered whole, its last line without a line break
     settle(f, 600_000)
     doc, _ = plan(root)
     ack(root, doc)
-    before = _consumer_files(root)
     change(f)
     settle(f)
-    p = invoke_trib("files", str(root), "--consumer", "c")
-    assert p.returncode == 15 and p.stdout == ""
-    assert p.stderr.count("\n") == 1 and p.stderr.startswith("trib: error: ") and "Traceback" not in p.stderr
-    assert "app.log" in p.stderr and "--allow-changed" in p.stderr
-    assert why in p.stderr
-    assert _consumer_files(root) == before  # no plan saved, nothing committed
+    (f.parent / "beside.log").write_bytes(b"n\n")  # new in the held partition: waits with it
+    settle(f.parent / "beside.log")
+    other = root / "2024_01_01/00/other.log"  # another partition's new file: delivered now
+    other.parent.mkdir(parents=True)
+    other.write_bytes(b"o\n")
+    settle(other)
+    doc, err = plan(root)
+    assert [x["path"] for x in doc["files"]] == ["2024_01_01/00/other.log"]
+    [held] = doc["held"]
+    assert held["path"] == f.parent.relative_to(root).as_posix() and len(held["changes"]) == 1
+    assert held["changes"][0].startswith("app.log ") and why in held["changes"][0]
+    assert "1 partition held back" in err and "exits 17" in err
+    line = one_line_error(invoke_trib("consumer", "ack", str(root), "c", doc["plan_id"]), 17, "app.log", why,
+                          f"--partition {held['path']} --execute")
+    assert "--allow-changed" not in line
+    invoke_trib("consumer", "replay", str(root), "c", "--partition", held["path"], "--execute", check=True)
+    doc, _ = plan(root)
+    assert [x["path"] for x in doc["files"]] == [f"{held['path']}/beside.log"] and doc["held"] == []
+    ack(root, doc)
+    doc, _ = plan(root, "--full-scan")
+    assert doc["files"] == [] and doc["held"] == [] and doc["conflicts"] == []
 
 
 @pytest.mark.unit
@@ -206,11 +224,13 @@ def test_allow_changed_goes_on_with_a_warning_then_follows_the_file(tmp_path):
     ack(root, doc)
     f.write_bytes(b"new\n")  # rotated in place: shorter
     settle(f)
-    plan(root, code=15)
     doc, err = plan(root, "--allow-changed")
     assert doc["files"] == [] and [c["reason"] for c in doc["conflicts"]] == [
         "shrank from 6 to 4 bytes after it was delivered"]
     assert "warning: 1 delivered files changed since" in err and "--allow-changed" in err
+    # That plan is pending: a run without the opt-out is not handed it silently, and is told both ways.
+    one_line_error(invoke_trib("files", str(root), "--consumer", "c"), 15, f"pending plan {doc['plan_id']}",
+                   "app.log shrank", "made with --allow-changed", "--discard-plan --execute")
     ack(root, doc)
     doc, _ = plan(root)  # acknowledged once: the next run is clean
     assert doc["files"] == [] and doc["conflicts"] == []
@@ -228,7 +248,7 @@ def _parquet(path: Path, n: int) -> None:
 
 
 @pytest.mark.unit
-def test_a_parquet_file_or_gzip_stream_that_grew_stops_with_exit_15(tmp_path):
+def test_a_parquet_file_or_gzip_stream_that_grew_holds_its_partition(tmp_path):
     root = tmp_path / "raw"
     d = hour_dir(root)
     _parquet(d / "part-0.parquet", 3)
@@ -238,20 +258,21 @@ def test_a_parquet_file_or_gzip_stream_that_grew_stops_with_exit_15(tmp_path):
     doc, _ = plan(root)
     assert len(doc["files"]) == 2
     ack(root, doc)
-    before = _consumer_files(root)
     _parquet(d / "part-0.parquet", 300)  # rewritten larger: a Parquet footer is not a line
     settle(d / "part-0.parquet")
-    p = invoke_trib("files", str(root), "--consumer", "c")
-    assert p.returncode == 15 and p.stderr.count("\n") == 1
-    assert "part-0.parquet" in p.stderr and "Parquet file cannot be read from an offset" in p.stderr
-    assert _consumer_files(root) == before
-    doc, _ = plan(root, "--allow-changed")
+    doc, _ = plan(root)
+    assert doc["files"] == [] and len(doc["held"]) == 1
+    one_line_error(invoke_trib("consumer", "ack", str(root), "c", doc["plan_id"]), 17,
+                   "part-0.parquet", "Parquet file cannot be read from an offset")
+    doc, _ = plan(root, "--allow-changed")  # acknowledged instead: reported once, not delivered
+    assert doc["held"] == [] and [c["path"].rpartition("/")[2] for c in doc["conflicts"]] == ["part-0.parquet"]
     ack(root, doc)
     # One gzip stream rewritten longer (not a new member at the delivered end): no range can be decoded alone.
     (d / "one.log.gz").write_bytes(gzip.compress(b"a\nb\nc\n" * 50))
     settle(d / "one.log.gz")
-    p = invoke_trib("files", str(root), "--consumer", "c")
-    assert p.returncode == 15 and "one.log.gz" in p.stderr and "compressed member" in p.stderr
+    doc, _ = plan(root)
+    [held] = doc["held"]
+    assert held["changes"][0].startswith("one.log.gz ") and "compressed member" in held["changes"][0]
 
 
 @pytest.mark.integration
@@ -301,7 +322,7 @@ time_column = "ts"
 
 
 @pytest.mark.unit
-def test_an_etl_input_whose_file_shrank_stops_with_exit_15_unless_allow_changed(tmp_path):
+def test_an_etl_input_whose_file_shrank_holds_its_partition_unless_allow_changed(tmp_path):
     root = tmp_path / "raw"
     f = hour_dir(root) / "app.log"
     f.write_bytes(b"a\nb\n")
@@ -316,11 +337,15 @@ def test_an_etl_input_whose_file_shrank_stops_with_exit_15_unless_allow_changed(
     job = tmp_path / "job.toml"
     schedule = time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime())
     job.write_text(ETL_JOB.format(root=root, layout=LAYOUT, out=out, extra=""))
-    p = invoke_trib("etl", "run", str(job), "--schedule-time", schedule, "--dry-run", "-q")
-    assert p.returncode == 15 and p.stderr.count("\n") == 1, p.stderr
-    assert "input raw:" in p.stderr and "shrank from 4 to 2 bytes" in p.stderr
-    assert "allow_changed = true in its [[inputs]]" in p.stderr
+    p = invoke_trib("etl", "run", str(job), "--schedule-time", schedule, "--dry-run")
+    assert p.returncode == 0, p.stderr  # the dry run says what the run does: it holds the partition, exits 17
+    assert "in 1 partition(s) held back until `trib consumer replay`" in p.stdout and "exits 17" in p.stdout
+    assert f"e.g. {f.parent.relative_to(root).as_posix()}" in p.stdout
     job.write_text(ETL_JOB.format(root=root, layout=LAYOUT, out=out, extra="allow_changed = true\n"))
+    # The dry run's plan is pending and held the partition: one that takes the change is not mixed into it.
+    line = one_line_error(invoke_trib("etl", "run", str(job), "--schedule-time", schedule, "--dry-run", "-q"), 5,
+                          "1 partition held back", "discard-plan --execute")
+    invoke_trib(*line.split("drop it with: trib ")[1].split(), check=True)
     p = invoke_trib("etl", "run", str(job), "--schedule-time", schedule, "--dry-run")
     assert p.returncode == 0, p.stderr
     assert "1 delivered files changed since and are not read again" in p.stderr
@@ -370,19 +395,21 @@ def test_a_file_rewritten_in_place_with_longer_content_is_a_change_not_growth(tm
         doc, _ = plan(root)
         assert [x.get("offset") for x in doc["files"]] == [60]
         ack(root, doc)
-    before = _consumer_files(root)
     f.write_bytes(b"".join(b'{"i": %d}\n' % i for i in range(50, 65)))  # the same name, other, longer content
     settle(f)
-    p = invoke_trib("files", str(root), "--consumer", "c")
-    assert p.returncode == 15 and p.stdout == "", p.stderr
-    assert "app.log" in p.stderr and "rewritten after it was delivered" in p.stderr
-    assert _consumer_files(root) == before
+    doc, _ = plan(root)
+    [held] = doc["held"]
+    assert doc["files"] == [] and [c.partition(":")[0] for c in held["changes"]] == [
+        "app.log rewritten after it was delivered"]
+    invoke_trib("consumer", "ack", str(root), "c", doc["plan_id"])  # exits 17; the ledger stays before the change
+    doc, _ = plan(root)
+    assert doc["files"] == [] and [h["path"] for h in doc["held"]] == [f.parent.relative_to(root).as_posix()]
 
 
 @pytest.mark.unit
 def test_every_changed_file_is_named_in_the_one_line(tmp_path):
-    """Two files changed in one run: the exit-15 line names both, with their reasons (it said "(and 1 more)"),
-    so one look fixes the run."""
+    """Two files changed in one run: the ack's exit-17 line names both, with their reasons, so one look fixes
+    the run."""
     root = tmp_path / "raw"
     d = hour_dir(root)
     for name in ("a.log", "b.log"):
@@ -394,7 +421,45 @@ def test_every_changed_file_is_named_in_the_one_line(tmp_path):
     (d / "b.log").write_bytes(b"q\nz\n")
     for name in ("a.log", "b.log"):
         settle(d / name)
-    p = invoke_trib("files", str(root), "--consumer", "c")
-    assert p.returncode == 15 and p.stderr.count("\n") == 1, p.stderr
-    assert "a.log shrank from 4 to 2 bytes" in p.stderr and "b.log rewritten after it was delivered" in p.stderr
-    assert "their data cannot be delivered exactly" in p.stderr and "--allow-changed" in p.stderr
+    doc, _ = plan(root)
+    one_line_error(invoke_trib("consumer", "ack", str(root), "c", doc["plan_id"]), 17,
+                   "a.log shrank from 4 to 2 bytes", "b.log rewritten after it was delivered", "trib consumer replay")
+
+
+@pytest.mark.unit
+def test_a_removed_file_holds_its_partition_but_an_emptied_one_is_retention(tmp_path):
+    """Another tool compacts a partition inside the lookback: it writes the records of the delivered files
+    again under a new name and removes them. Delivering the new file would repeat every record, so the
+    removal holds the partition, as past the lookback. A partition whose every file is gone is retention:
+    nothing is held, and a file reappearing under a delivered name is still a change."""
+    root = tmp_path / "raw"
+    d = hour_dir(root)
+    gone = root / "2024_01_01/00"  # an old hour: emptied by retention
+    gone.mkdir(parents=True)
+    for p in (d / "part-0.log", d / "part-1.log", gone / "old.log"):
+        p.write_bytes(b"r1\nr2\n")
+        settle(p, 600_000)
+    doc, _ = plan(root)
+    ack(root, doc)
+    (d / "compacted.log").write_bytes(b"r1\nr2\nr1\nr2\n")
+    settle(d / "compacted.log")
+    for p in (d / "part-0.log", d / "part-1.log", gone / "old.log"):
+        p.unlink()
+    doc, _ = plan(root)
+    assert doc["files"] == []
+    assert [(h["path"], sorted(h["changes"])) for h in doc["held"]] == [(d.relative_to(root).as_posix(), [
+        "part-0.log was removed after it was delivered", "part-1.log was removed after it was delivered"])]
+    one_line_error(invoke_trib("consumer", "ack", str(root), "c", doc["plan_id"]), 17, "part-0.log was removed")
+    # Looked at, the replay takes the removals; the new file is the next plan's, and the user who knows it
+    # repeats what was delivered leaves it unread (nothing is decided for them: a new file may be new data).
+    held = d.relative_to(root).as_posix()
+    r = invoke_trib("consumer", "replay", str(root), "c", "--partition", held, "--json", "--execute", check=True)
+    assert json.loads(r.stdout)["new_files"] == 1
+    doc, _ = plan(root)
+    assert [f["path"] for f in doc["files"]] == [f"{held}/compacted.log"] and doc["held"] == []
+    invoke_trib("consumer", "skip", str(root), "c", f"{held}/compacted.log", "--execute", check=True)
+    ack(root, doc)  # the run reads the plan's other files (none) and acks it
+    (gone / "old.log").write_bytes(b"r1\n")  # back under a delivered name in the emptied partition
+    settle(gone / "old.log")
+    doc, _ = plan(root)
+    assert doc["files"] == [] and [h["path"] for h in doc["held"]] == ["2024_01_01/00"]

@@ -311,17 +311,18 @@ class BeyondHorizonError(UndeliveredDataError):
 
 
 class ChangedFileError(UndeliveredDataError):
-    """A file delivered before changed in a way no byte range can deliver exactly (it shrank or was
-    rewritten, or a Parquet/ORC file or a compressed stream grew): look at the file and redeliver it, or
-    acknowledge the change with ``--allow-changed`` (``allow_changed = true``). Exit 15 on its own: a
-    file that only grew is delivered as a range instead (docs/reading.md, growing files)."""
+    """A pending plan made with the changed-file opt-out (it takes delivered files that shrank, were
+    rewritten or removed as they are, reported in ``conflicts``) was handed to a run without it: run with
+    the opt-out (``--allow-changed``, ``allow_changed = true``), or drop the plan, after which their
+    partitions are held back instead (PartitionsHeldError: a changed file stops its partition, never the
+    run). Exit 15 on its own."""
 
     exit_code = 15
 
 
 class PartitionsHeldError(UndeliveredDataError):
     """A consumer delivered and acked everything but some partitions, held back because a file it had
-    delivered there was removed or rewritten (or, in a partition sealed by an older trib, which files
+    delivered there was removed or rewritten, shrank, or grew where no byte range delivers (or, in a partition sealed by an older trib, which files
     are new cannot be told). The line names every held partition and what changed. Look at the named
     files, then ``trib consumer replay ROOT NAME --partition P --execute`` takes each as it is now
     (nothing delivered is delivered again; its files never delivered are delivered by the next run);

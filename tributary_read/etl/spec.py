@@ -69,7 +69,8 @@ class InputSpec:
     #: out (a warning); without it the run fails with exit 13 (tributary_read.read.tracking)
     allow_untracked: bool = False
     #: consumer mode: a delivered file that changed in a way no byte range delivers (shrank, rewritten,
-    #: Parquet grew) is acknowledged and reported; without it the run fails with exit 15 (read.growth)
+    #: removed, Parquet grew) is acknowledged and reported; without it its partition is held back, the
+    #: rest committed, and the run exits 17 (read.ledger)
     allow_changed: bool = False
     #: consumer mode: at most this many files per run, oldest partitions first (an integer or "off"; None:
     #: the default cap, consumer_state.DEFAULT_MAX_FILES); the rest is the run's backlog

@@ -271,13 +271,13 @@ class Consumer(Moves):
                 ``beyond_horizon``, not delivered. Without it the partition is
                 held back (``held``); the rest of the plan is delivered.
             allow_changed: listing consumers: a delivered file that changed
-                in a way no byte range delivers (it shrank or was rewritten,
-                a Parquet file or compressed stream grew) is reported in the
-                plan's ``conflicts`` and taken as delivered; without it the plan
-                fails with ``ChangedFileError`` (exit 15) and is not saved, except
-                in a sealed partition, which is held back instead (``held``: the
-                rest is delivered; the ack's result names it, and the CLI's ack
-                exits 17). A file that only grew is delivered as a range either way.
+                in a way no byte range delivers (it shrank, was rewritten or
+                removed, a Parquet file or compressed stream grew) is reported
+                in the plan's ``conflicts`` and taken as it is; without it its
+                partition is held back, inside the lookback or past it
+                (``held``: the rest is delivered; the ack's result names it,
+                and the CLI's ack exits 17). A file that only grew is
+                delivered as a range either way.
             max_files: at most this many files in the plan (default
                 DEFAULT_MAX_FILES; 0 or ``off``: no cap), whole partitions
                 (commits) oldest first; the rest stays pending, reported as the
@@ -362,14 +362,15 @@ class Consumer(Moves):
         if p.beyond_horizon and not opts.allow_beyond_horizon:
             raise self._beyond(p)
         if p.conflicts and not opts.allow_changed:
-            # Every changed file in the one line (up to SHOWN), so a run fixes them all at once.
+            # Only a plan made with the opt-out has conflicts (without it their partitions are held back):
+            # every changed file in the one line (up to SHOWN), so one look sees them all.
             shown = "; ".join(f"{c.path} {c.reason}" for c in p.conflicts[:SHOWN])
             more = f"; and {len(p.conflicts) - SHOWN} more" if len(p.conflicts) > SHOWN else ""
-            n = len(p.conflicts)
             raise ChangedFileError(
-                f"consumer {self.name!r}: {shown}{more}, so {'its' if n == 1 else 'their'} data cannot be delivered "
-                f"exactly; look at {'it' if n == 1 else 'them'}, then rerun with the changed-file opt-out to "
-                f"acknowledge the change (reported in conflicts and not delivered again)",
+                f"consumer {self.name!r}: pending plan {p.plan_id} takes changed files as they are, without "
+                f"delivering them ({shown}{more}); it was made with the changed-file opt-out: run with it to "
+                "deliver that plan, or drop it (the next plan holds their partitions back and delivers the rest): "
+                f"{self.reset_command('discard-plan')}",
                 allow_changed="the changed-file opt-out")
         return p
 

@@ -53,7 +53,8 @@ class PlanOptions:
     initial_position: InitialPosition | None = None
     #: Deliver a plan that leaves files of sealed partitions that changed inexactly behind (a warning).
     allow_beyond_horizon: bool = False
-    #: Deliver a plan whose delivered files changed in a way no range delivers (ChangedFileError otherwise).
+    #: Take delivered files that changed in a way no range delivers (reported in conflicts; their partition
+    #: is held back otherwise).
     allow_changed: bool = False
     #: At most this many files in the plan (0: no cap; None: DEFAULT_MAX_FILES), oldest first; the rest
     #: stays pending as the plan's backlog (tributary_read.read.backlog).
@@ -250,6 +251,11 @@ class ListingTracking:
         every = plan.delta.get("full_scan_every_ms")
         if opts.full_scan_every_ms is not None and every is not None and opts.full_scan_every_ms != every:
             diffs.append(f"full-scan interval {every} ms")
+        # Held partitions are the plan's answer to changes this run asks to take: acked, it would exit 17.
+        took = [h for h in plan.held if (opts.allow_changed if h.exact else opts.allow_beyond_horizon)]
+        if took:
+            diffs.append(f"{len(took)} partition{'s' * (len(took) != 1)} held back (made without the opt-out to "
+                         "take changed files)")
         return diffs
 
     def reset_to_version(self, state: ConsumerState | None, version: int, to_version: int, now: int,

@@ -145,7 +145,7 @@ class Conflict:
     """A delivered file that changed since beyond a growth (shrank, rewritten, a Parquet file grew).
 
     Planned only when the caller acknowledged such changes (``allow_changed``;
-    else ChangedFileError): reported once, not redelivered. ``reason`` says how it changed.
+    else the partition is held back, :class:`HeldPartition`): reported once, not redelivered. ``reason`` says how it changed.
     """
 
     path: str
@@ -169,7 +169,7 @@ class Conflict:
 
 @dataclass(frozen=True)
 class HeldPartition:
-    """A partition a listing consumer holds back: a file it delivered there was removed or rewritten.
+    """A partition a listing consumer holds back: a file it delivered there was removed or changed.
 
     Nothing of the partition is delivered (its new files wait too) and its ledger
     stays as it was, so every plan reports it again until ``trib consumer replay``

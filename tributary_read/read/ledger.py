@@ -230,7 +230,7 @@ class _Dir:
     held: list[int] = field(default_factory=lambda: [0, 0])
     #: The partition is held back: a file delivered there was removed or rewritten (nothing else is taken).
     hold: HeldPartition | None = None
-    #: Sealed mode (:meth:`LedgerPlanner._compare`): delivered files no longer listed.
+    #: Delivered files no longer listed (:meth:`LedgerPlanner._settle` holds the partition back for them).
     removed: list[str] = field(default_factory=list)
 
 
@@ -366,7 +366,15 @@ class LedgerPlanner:
                 self.baseline["bytes"] += sum(f.size for f in cur)
             # A partition never seen is delivered whatever its age (and sealed at once when beyond the
             # horizon, so the ledger stays bounded); its new files are exactly what it holds.
-            self._compare(r, d, part, cur, fps, entry, young, in_horizon, mtime, listed, taken)
+            if entry is None:
+                self._compare(r, d, part, cur, fps, entry, young, in_horizon, mtime, listed, taken)
+                return r
+            t = _Dir()
+            gone = young | {_base(s.path) for s in skipped if s.path.rpartition("/")[0] == d}
+            self._compare(t, d, part, cur, fps, entry, gone, in_horizon, mtime, listed)
+            if not cur and not troubled and not young:  # every file gone: retention emptied it
+                t.removed = []
+            self._settle(r, t, d, part, entry["files"], put={**entry, "mtime_ms": None, "listed_ms": None})
         return r
 
     def _take(self, d: str, part: PartitionDir, r: _Dir) -> None:
@@ -405,7 +413,7 @@ class LedgerPlanner:
 
     def _compare(self, r: _Dir, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict,
                  entry: Mapping | None, young: set[str], in_horizon: bool, mtime: int | None, listed: int,
-                 taken: bool = False, sealed: bool = False) -> None:
+                 taken: bool = False) -> None:
         fmap = dict(entry["files"]) if entry else {}
         ranges = dict(entry.get("ranges") or {}) if entry else {}
         changed = False
@@ -431,7 +439,7 @@ class LedgerPlanner:
                     if g.end < readable(fp):
                         r.held[0] += 1
                         r.held[1] += readable(fp) - g.end
-                else:  # refused unless acknowledged (ChangedFileError); then reported once, the ack records it
+                else:  # holds the partition unless acknowledged (_settle); then reported once, the ack records it
                     r.conflicts.append(_conflict(f, part, ofp, g))
                     ranges.pop(name, None)
                 fmap[name] = _enc(fp)
@@ -447,8 +455,7 @@ class LedgerPlanner:
                     # a conflict (a rewrite) however the runs interleave.
                     fmap[name] = _enc(fp, present=False)
                     changed = True
-                    if sealed:
-                        r.removed.append(name)
+                    r.removed.append(name)
         if not in_horizon:  # sealed with its files: a late change in it is told exactly
             r.seal = {**_seal(((n, fps[n]) for n in fps), mtime, listed), "files": fmap,
                       **({"ranges": ranges} if ranges else {})}
@@ -516,20 +523,33 @@ class LedgerPlanner:
         """A changed sealed partition against the files it delivered: what is new is delivered, as inside the
         horizon; a delivered file removed or rewritten holds the partition back (unless acknowledged)."""
         t = _Dir()
-        self._compare(t, d, part, cur, fps, body, set(), False, mtime, listed, sealed=True)
-        changes = [f"{_base(c.path)} {c.reason}" for c in t.conflicts] + [
-            f"{name} was removed after it was delivered" for name in t.removed]
+        self._compare(t, d, part, cur, fps, body, set(), False, mtime, listed)
         if emptied:  # kept, each file marked gone: one restored later is not delivered again
             r.seal = t.seal
             return
+        self._settle(r, t, d, part, body["files"], seal={**sl, "mtime_ms": None, "listed_ms": None})
+
+    def _settle(self, r: _Dir, t: _Dir, d: str, part: PartitionDir, delivered: Mapping,
+                put: dict | None = None, seal: dict | None = None) -> None:
+        """Partition ``d`` compared (``t``) into ``r``: taken, or held back when a file delivered there was
+        rewritten or removed, inside the lookback or beyond it.
+
+        One rule wherever the partition is, because neither a byte range nor a new file can say what such
+        a change means: a file rewritten under its name, or removed while a tool writes its records again
+        under another name (a compaction by another tool, a re-export), would be lost or delivered twice.
+        Held, the partition delivers nothing (its new files wait) and keeps its entry as it was (``put`` or
+        ``seal``, listed again by every plan) until ``trib consumer replay`` resolves it; the rest of the
+        plan is delivered. Acknowledged (``allow_changed``), the changes are reported in ``conflicts``.
+        """
+        changes = [f"{_base(c.path)} {c.reason}" for c in t.conflicts] + [
+            f"{name} was removed after it was delivered" for name in t.removed]
         if changes and not self.allow_changed:
             r.hold = HeldPartition(d, dict(part.values), tuple(changes))
-            r.seal = {**sl, "mtime_ms": None, "listed_ms": None}  # listed again by every plan until resolved
+            r.put, r.seal = put, seal
             return
-        old = body["files"]
-        gone = [Conflict(f"{d}/{name}", dict(part.values), Fingerprint(*_dec(old[name])[0]), Fingerprint(0, 0),
+        gone = [Conflict(f"{d}/{name}", dict(part.values), Fingerprint(*_dec(delivered[name])[0]), Fingerprint(0, 0),
                          "removed after it was delivered") for name in t.removed]
-        r.files, r.conflicts, r.held, r.seal = t.files, t.conflicts + gone, t.held, t.seal
+        r.files, r.conflicts, r.held, r.put, r.seal = t.files, t.conflicts + gone, t.held, t.put, t.seal
 
 
 def _base(path: str) -> str:

@@ -81,7 +81,7 @@ class ReadRequest:
     initial_position: str | int | None = None
     allow_beyond_horizon: bool = False
     #: Take delivered files that changed in a way no byte range delivers as acknowledged (reported in
-    #: ``conflicts``); without it such a plan raises ChangedFileError (tributary_read.read.growth).
+    #: ``conflicts``); without it their partitions are held back (tributary_read.read.ledger, ``held``).
     allow_changed: bool = False
     #: At most this many files in a consumer's batch, oldest partitions first (an integer, or ``off``/0;
     #: None: consumer_state.DEFAULT_MAX_FILES); the rest is its backlog, delivered by the next runs.

@@ -186,9 +186,11 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
             in a way it cannot tell apart; without it that partition is held
             back, the rest read, and ``batch.ack()`` raises PartitionsHeldError),
             ``allow_changed``
-            (a delivered file that shrank or was rewritten is reported in
-            ``batch.conflicts`` instead of raising ``ChangedFileError``; a
-            file that only grew is read as a byte range either way),
+            (a delivered file that shrank, was rewritten or removed is
+            reported in ``batch.conflicts`` and taken as it is; without it
+            its partition is held back, the rest read, and ``batch.ack()``
+            raises PartitionsHeldError; a file that only grew is read as a
+            byte range either way),
             ``max_files`` (at most this many files per batch, whole
             partitions oldest first, like Spark's ``maxFilesPerTrigger``;
             default 100,000, 0 or ``"off"``: no cap; the rest is the batch's
