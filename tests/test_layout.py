@@ -560,3 +560,13 @@ def test_a_plain_directory_layout_that_fits_no_directory_is_bad_input_not_0_file
     (tmp_path / "empty").mkdir()
     p = invoke_trib("files", str(tmp_path / "empty"), "--layout", HOURLY, "--all")
     assert p.returncode == 0 and p.stdout == "", p.stderr
+    # A partition filter prunes the listing to where the layout points, so the mistake hid behind it:
+    # a bounded filter lists only candidate directories, an open one walks; both say the layout is wrong.
+    for spec, example in (("dt>=2026112600,dt<2026112700", "e.g. 2026-11-26)"), ("dt>=2026112600", "e.g. 2026-11-26/10)")):
+        p = invoke_trib("files", str(land), "--layout", HOURLY, "--partitions", spec)
+        assert p.returncode == 3 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, (spec, p.stderr)
+        assert f"fits '{HOURLY}'" in p.stderr and example in p.stderr, p.stderr
+        p = invoke_trib("files", str(land), "--layout", right, "--partitions", spec)
+        assert p.returncode == 0 and p.stdout.split() == ["2026-11-26/10/x.jsonl"], p.stderr
+    p = invoke_trib("files", str(land), "--layout", right, "--partitions", "dt>=2030010100,dt<2030010200")
+    assert p.returncode == 0 and p.stdout == "", p.stderr  # the layout fits; that day is not there yet

@@ -16,7 +16,8 @@ from tributary_read import FileEntry, Layout, Table, TableConfig
 from tributary_read.cli.files import ListingProgress
 from tributary_read.errors import InvalidInputError
 from tributary_read.table.layout import parse_timezone
-from tributary_read.read.listing import candidate_dirs, scan
+from tributary_read.read.listing import scan
+from tributary_read.read.partition_filter import candidate_dirs
 from tributary_read.read.partition_filter import PartitionFilter
 from tributary_read.read.visibility import parse_valid_length
 from tributary_read.read.fileset import FileSet

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Iterable, Mapping, NamedTuple, Protocol
 
 from tributary_read.errors import CompactedAwayError, InvalidLayoutError
+from tributary_read.read.partition_filter import candidate_dirs
 from tributary_read.table.layout import Layout, PartitionDir
 from tributary_read.io.storage import COMPACTED_MARK, ENTRY_DIR, ENTRY_FILE, LINK_REASON, Entry, Storage, Unlisted
 from tributary_read.read.fanout import Progress, fan_out as _map, gc_paused
@@ -42,8 +43,6 @@ from tributary_read.read.visibility import (
 )
 from tributary_read.read.window import TimeWindow
 
-#: More candidate directories than this and a walk is cheaper than probing each.
-MAX_CANDIDATES = 20_000
 REMOTE_PARALLELISM = 16
 #: A tree listing for a :class:`DirectoryLister` descends at most this deep in a table without a layout.
 MAX_SPREAD_DEPTH = 4
@@ -104,25 +103,6 @@ class Skipped:
         return {"path": self.path, "reason": self.reason, "size": self.size, "mtime_ms": self.mtime_ms}
 
 
-# -- partition ranges -----------------------------------------------------------
-def candidate_dirs(layout: Layout, lo: int | None, hi: int | None) -> list[PartitionDir] | None:
-    """Every partition directory whose period starts in [lo, hi), or None if too many."""
-    if lo is None or hi is None:
-        return None
-    if hi <= lo:
-        return []
-    period_ms = int(layout.period.total_seconds() * 1000)
-    if (hi - lo) // period_ms > MAX_CANDIDATES:
-        return None
-    out: list[PartitionDir] = []
-    p = layout.for_time(lo)
-    while p.start_ms < hi:
-        if p.start_ms >= lo:
-            out.append(p)
-        p = layout.for_time(p.end_ms)
-    return out
-
-
 # -- the listing --------------------------------------------------------------
 @dataclass
 class Listing:
@@ -142,6 +122,10 @@ class Listing:
     listed_entries: int = 0
     seconds: float = 0.0
     strategy: str = ""
+    #: Under a partition filter: directories that fit the layout but not the filter, and one that does not
+    #: fit the layout (dropped, not reported): whether "0 files" means a wrong layout (tracking.refuse_unmatched).
+    filtered_out: int = 0
+    unfit: str = ""
 
     def stats(self) -> dict:
         return {"strategy": self.strategy, "listed_dirs": self.listed_dirs,
@@ -258,10 +242,12 @@ class _Collector:
             if isinstance(result, PartitionDir):
                 if self.pfilter is not None and not self.pfilter.matches(result.values):
                     result = None
+                    self.listing.filtered_out += 1
                 else:
                     self.listing.partitions[d] = result
             elif isinstance(result, Skipped) and self.pfilter is not None:
                 result = None  # an unparsable directory cannot be in the requested range
+                self.listing.unfit = self.listing.unfit or d
         self._dirs[d] = result
         return result
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.table.layout import Layout
+from tributary_read.table.layout import Layout, PartitionDir
 
 _COND = re.compile(
     r"""^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|!=|==|=|>|<)\s*(?:'([^']*)'|"([^"]*)"|([^\s'"<>=!][^\s'"]*))\s*$"""
@@ -87,3 +87,25 @@ class PartitionFilter:
 
     def __str__(self) -> str:
         return ",".join(str(c) for c in self.conditions)
+
+
+#: More candidate directories than this and a walk is cheaper than probing each.
+MAX_CANDIDATES = 20_000
+
+
+def candidate_dirs(layout: Layout, lo: int | None, hi: int | None) -> list[PartitionDir] | None:
+    """Every partition directory whose period starts in [lo, hi), or None if too many."""
+    if lo is None or hi is None:
+        return None
+    if hi <= lo:
+        return []
+    period_ms = int(layout.period.total_seconds() * 1000)
+    if (hi - lo) // period_ms > MAX_CANDIDATES:
+        return None
+    out: list[PartitionDir] = []
+    p = layout.for_time(lo)
+    while p.start_ms < hi:
+        if p.start_ms >= lo:
+            out.append(p)
+        p = layout.for_time(p.end_ms)
+    return out

@@ -339,7 +339,7 @@ def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,
         listing = scan(src.storage, src.layout, window=window, partitions=partitions,
                        parallel=parallel, progress=progress, lister=lister, spans=spans)
         if src.table is None and src.layout is not None:  # a table's layout is its own, not an argument
-            refuse_unmatched(listing, src.layout, src.uri)
+            refuse_unmatched(listing, src.layout, src.uri, src.storage)
         parts = listing.partitions
         files = [
             ResolvedFile(f.path, f.size, parts[f.directory].values if f.directory else {},

@@ -149,14 +149,32 @@ def find_foreign(storage: Storage, layout: Layout, partitions: PartitionFilter |
     return paths, outside
 
 
-def refuse_unmatched(listing: Listing, layout: Layout, uri: str) -> None:
+def refuse_unmatched(listing: Listing, layout: Layout, uri: str, storage: Storage | None = None) -> None:
     """Refuse (InvalidLayoutError, exit 3) a listing of a plain directory in which ``layout`` fit no
     directory while files lay in directories it does not fit: the layout or ROOT is wrong, and
     "0 files" would read as "nothing new" to a scheduled job, run after run. A directory with no
     file at all, or none in the read's window, is an empty answer, not this.
+
+    A listing pruned to a partition filter's candidate directories looked only where the layout
+    points, so it cannot see what lies elsewhere: given ``storage``, the root's top level is listed
+    once, and directories there that none fits the layout's first level are the same mistake.
     """
-    if listing.partitions or not listing.skipped:
+    if listing.partitions or listing.filtered_out:
         return
+    if listing.unfit:
+        raise InvalidLayoutError(
+            f"no directory of {uri} fits {layout.directory!r}: directories there do not (e.g. {listing.unfit}); "
+            "check the layout and ROOT", layout="the layout")
+    if not listing.skipped:
+        if storage is None or listing.strategy != "candidates":
+            return
+        top = sorted(d.path.rstrip("/").rpartition("/")[2] for d in storage.list_dirs(""))
+        top = [n for n in top if not is_hidden_name(n)]
+        if not top or any(layout.fits_top(n) for n in top):
+            return
+        raise InvalidLayoutError(
+            f"no directory of {uri} fits {layout.directory!r}: its top-level directories do not (e.g. {top[0]}); "
+            "check the layout and ROOT", layout="the layout")
     s = listing.skipped[0]
     raise InvalidLayoutError(
         f"no directory of {uri} fits {layout.directory!r}: {len(listing.skipped)} files lie in directories that "

@@ -369,6 +369,10 @@ class Layout:
             # e.g. 9999-12-31 has no next period to end at.
             raise InvalidLayoutError(f"{path!r} is outside the supported time range") from None
 
+    def fits_top(self, name: str) -> bool:
+        """Whether a directory directly under the root can begin one of this layout's partition paths."""
+        return self._regexes[0].fullmatch(name) is not None
+
     def try_parse(self, path: str) -> PartitionDir | None:
         try:
             return self.parse(path)
