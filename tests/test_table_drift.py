@@ -136,3 +136,19 @@ def test_an_empty_table_takes_the_settings_of_its_first_commit(tmp_path):
     pinned = json.loads((root / "_tributary/placement.json").read_text())["settings"]
     assert pinned["layout"]["timezone"] == "Europe/Berlin"
     assert invoke_trib("verify", str(root)).returncode == 0
+
+
+def test_what_the_drift_message_calls_settable_is_what_table_set_sets():
+    """The drift line tells the user what ``trib table set`` may change (placement.SETTABLE); it is kept
+    equal to the command's options, and none of them touches a pinned setting."""
+    from cli.table import set_ as table_set
+    from tributary_read.table.manifest import Placement
+    from tributary_read.table.placement import SETTABLE
+
+    options = {p.name for p in table_set.params if p.name not in ("as_json", "root")}
+    named = {"tracking": "tracking", "protocol": "protocol", "max_bad_fraction": "ingest's",
+             "final_after": "ingest's", "compact": "compact's"}
+    assert options == set(named), options  # a new option of `table set` must be named in SETTABLE
+    assert all(word in SETTABLE for word in named.values())
+    pinned = {k.rpartition(".")[2] for k in Placement("d", "p", "UTC", "jsonl", "none").fields()}
+    assert not options & (pinned | {"format", "file_format", "layout"})
