@@ -303,6 +303,40 @@ def test_spark_reads_the_ranges_of_growing_files_exactly_once(spark, tmp_path):
     assert sorted(got) == sorted(expected[:-4]) and len(got) == len(set(got))
 
 
+@pytest.mark.integration
+def test_spark_reads_the_rest_and_its_ack_names_the_held_partition(spark, tmp_path):
+    """read_incremental over a consumer whose delivered file shrank: the batch reads every other partition,
+    nothing of the held one, and ``batch.ack()`` acks it, then raises PartitionsHeldError (exit 17)."""
+    from tributary_read.errors import PartitionsHeldError
+    from tributary_read.read.resolve import plain_layout
+    from tributary_read.spark import read_incremental
+
+    root = tmp_path / "raw"
+    f = hour_dir(root) / "app.log"
+    f.write_bytes(b"a\nb\n")
+    settle(f)
+    kw = dict(consumer="c", layout=plain_layout(LAYOUT), read_options={"format": "text"})
+    df, batch = read_incremental(spark, str(root), **kw)
+    assert sorted(r["value"] for r in df.collect()) == ["a", "b"]
+    batch.ack()
+    f.write_bytes(b"a\n")
+    settle(f)
+    (f.parent / "beside.log").write_bytes(b"w\n")  # waits with its partition
+    settle(f.parent / "beside.log")
+    other = root / "2024_01_01/00/other.log"
+    other.parent.mkdir(parents=True)
+    other.write_bytes(b"o\n")
+    settle(other)
+    df, batch = read_incremental(spark, str(root), **kw)
+    assert [r["value"] for r in df.collect()] == ["o"]
+    assert [h.path for h in batch.held] == [f.parent.relative_to(root).as_posix()]  # said before the read
+    with pytest.raises(PartitionsHeldError, match="app.log shrank") as e:
+        batch.ack()
+    assert e.value.exit_code == 17
+    df, batch = read_incremental(spark, str(root), **kw)  # the rest acked; the partition is held until replayed
+    assert df.count() == 0 and len(batch.held) == 1
+
+
 ETL_JOB = """\
 [job]
 name = "j"

@@ -28,7 +28,7 @@ from datetime import timezone
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tributary_read.errors import ChangedFileError, InvalidInputError
-from tributary_read.read.fileset import Conflict, FileSet, LateFile, ResolvedFile
+from tributary_read.read.fileset import Conflict, FileSet, HeldPartition, LateFile, ResolvedFile
 from tributary_read.read.window import TimeWindow
 from tributary_read.timespec import parse_duration_ms
 
@@ -76,8 +76,10 @@ class Batch:
 
     ``late``: files a listing consumer found in partitions past its lookback
     horizon (reported once, not delivered); ``conflicts``: delivered files
-    whose bytes changed since; ``deferred``: files younger than ``min_age_ms``
-    left for a later batch. Files that arrive late *inside* the horizon are
+    whose bytes changed since (acknowledged); ``held``: partitions held back
+    because a delivered file there changed (nothing of them is read; ``ack``
+    raises PartitionsHeldError naming them); ``deferred``: files younger than
+    ``min_age_ms`` left for a later batch. Files that arrive late *inside* the horizon are
     simply in ``fileset`` (that is what a consumer is for).
     """
 
@@ -89,6 +91,7 @@ class Batch:
     deferred: int = 0
     view: str | None = None
     _owner: Consumer | None = field(default=None, compare=False, repr=False)
+    held: tuple[HeldPartition, ...] = ()
 
     @property
     def files(self) -> tuple[ResolvedFile, ...]:
@@ -125,7 +128,7 @@ class Batch:
             "consumer": self.consumer, "plan_id": self.plan_id, "mode": fs.mode, "root": fs.root,
             "view": self.view, "files": len(fs.files), "bytes": fs.bytes, "skipped": len(fs.skipped),
             "late": [x.to_json() for x in self.late], "conflicts": [c.to_json() for c in self.conflicts],
-            "deferred": self.deferred,
+            "deferred": self.deferred, "held": [h.to_json() for h in self.held],
             "plan": {k: v for k, v in fs.plan.items() if k not in ("conflicts", "beyond_horizon")},
         }
         if fs.untracked is not None:
@@ -248,7 +251,7 @@ def read_incremental(spark, source, *, mode: str = "auto", window: TimeWindow | 
     fs, plan = chosen.fileset, chosen.plan
     if plan is not None:
         batch = Batch(fs, consumer, plan.plan_id, plan.beyond_horizon, plan.conflicts, plan.deferred, view,
-                      chosen.consumer)
+                      chosen.consumer, plan.held)
     else:
         batch = Batch(fs, view=view)
     df = read_files(spark, batch.fileset, schema=schema, hive_table=hive_table, metastore=metastore,
