@@ -54,6 +54,8 @@ RULES: tuple[Rule, ...] = (
     Rule(E.ManifestCorruptError, Outcome.FAIL, "a log file is corrupt: someone must look"),
     Rule(E.VerificationError, Outcome.FAIL, "the table does not match its log"),
     Rule(E.MissingDependencyError, Outcome.FAIL, "an extra is not installed where trib runs"),
+    Rule(E.PartitionsHeldError, Outcome.FAIL, "the rest is committed; partitions whose input changed are held: "
+         "replay them, then clear the task (its rerun finds the commit, ends 0 and emits its asset events)"),
     Rule(E.UndeliveredDataError, Outcome.FAIL, "the run would leave data unread: choose how to read it"),
     Rule(E.TributaryError, Outcome.FAIL, "every other refusal: the message says what to do"),
 )
