@@ -328,5 +328,13 @@ class _Parser(_InputParser):
         if mode not in (None, "client", "cluster"):
             raise self.fail(f"spark.deploy_mode {mode!r}: choose client or cluster")
         archives = self.string(d, "archives", "spark")
+        remote = self.string(d, "remote", "spark")
+        if remote is not None:
+            if not remote.startswith("sc://") or remote == "sc://":
+                raise self.fail(f"spark.remote = {remote!r}: a Spark Connect server is sc://HOST:PORT")
+            other = next((k for k in ("master", "deploy_mode", "archives") if d.get(k) is not None), None)
+            if other:
+                raise self.fail(f"spark.remote runs the job on a Spark Connect server; spark.{other} is for a "
+                                "driver of its own: give one or the other")
         return SparkSpec(self.string(d, "master", "spark"), self.str_map(d.get("conf", {}), "spark.conf"), mode,
-                         self.path_of(archives) if archives else None)
+                         self.path_of(archives) if archives else None, remote)

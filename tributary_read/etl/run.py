@@ -99,6 +99,10 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
     refused unless that is exactly one period (:func:`check_interval`).
     """
     job.needs("run")
+    if spark is None:  # a job a Spark Connect server cannot run is refused before anything is resolved
+        from tributary_read.etl.remote import check
+
+        check(job)
     if interval_start is not None:
         check_interval(job, interval_start, schedule_time)
     aligned, given = schedule_time_ms(schedule_time, job)

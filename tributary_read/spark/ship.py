@@ -101,8 +101,8 @@ def ship_to_executors(spark, *, tasks: bool = True) -> str | None:
     try:
         sc = getattr(spark, "sparkContext", spark)
         master = sc.master
-    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: nothing to add it to
-        return None
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: the session takes the zip
+        return _ship_to_session(spark)
     if is_local(master):
         if tasks:
             check_local_workers(sc)
@@ -116,6 +116,29 @@ def ship_to_executors(spark, *, tasks: bool = True) -> str | None:
         sc.addPyFile(path)
     _SHIPPED[sc] = path
     return path
+
+
+def _ship_to_session(spark) -> str | None:
+    """A Spark Connect session: trib's zip as a Python artifact of the session (its tasks import it first).
+
+    The server's workers may run another trib, or none (a cluster's server): as on a cluster, the
+    zip is always added, once per session. Not a Connect session (no ``addArtifacts``): None.
+    """
+    add = getattr(spark, "addArtifacts", None)
+    key = getattr(spark, "session_id", None)
+    if add is None or key is None:
+        return None
+    done = _SESSIONS.get(key)
+    if done is None:
+        done = package_zip()
+        _LOG.info("adding %s to the Spark Connect session %s", done, key)
+        add(done, pyfile=True)
+        _SESSIONS[key] = done
+    return done
+
+
+#: Spark Connect session id -> the zip added to it.
+_SESSIONS: dict[str, str] = {}
 
 
 def check_active_session() -> None:
