@@ -15,14 +15,15 @@ pair's: one owner for "is our service alive" and "stop only what we started".
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tributary_read.errors import MetastoreError
 from tributary_read.services import hive as _svc
+from tributary_read.spark import ship
 
 HOST = _svc.HOST
 DEFAULT_PORT = 15002  # Spark Connect's own default: sc://127.0.0.1:15002
@@ -127,6 +128,8 @@ def command(spark_home: Path, port: int, tmp: Path, warehouse: str, metastore_ur
         "spark.driver.bindAddress": HOST,
         "spark.driver.host": HOST,
         "spark.sql.warehouse.dir": warehouse,
+        # the code its workers import: a client with the same code ships none (tributary_read/spark/ship.py)
+        ship.CODE_CONF: os.path.basename(ship.package_zip()),
         "spark.driver.extraJavaOptions": f'-Djava.io.tmpdir="{tmp}" -Dderby.stream.error.file="{tmp / "derby.log"}"',
     }
     if metastore_uri:  # the same keys a classic session takes for it (MetastoreURI.catalog_conf)
@@ -168,4 +171,4 @@ def _start_locked(root: Path, port: int, hive_dir: str | None, timeout: float) -
         raise
 
 
-__all__ = ["ConnectServer", "DEFAULT_PORT", "MetastoreError", "alive", "load", "start", "status", "stop"]
+__all__ = ["ConnectServer", "DEFAULT_PORT", "alive", "load", "start", "status", "stop"]

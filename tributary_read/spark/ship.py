@@ -118,11 +118,18 @@ def ship_to_executors(spark, *, tasks: bool = True) -> str | None:
     return path
 
 
+#: The Spark conf in which a server that trib started (``trib spark up``) names the code its workers run: the
+#: name of this zip (trib's version and a hash of its files) when it started.
+CODE_CONF = "spark.trib.code"
+
+
 def _ship_to_session(spark) -> str | None:
     """A Spark Connect session: trib's zip as a Python artifact of the session (its tasks import it first).
 
     The server's workers may run another trib, or none (a cluster's server): as on a cluster, the
-    zip is always added, once per session. Not a Connect session (no ``addArtifacts``): None.
+    zip is added, once per session, unless the server says its workers run this interpreter with this
+    very code (:data:`CODE_CONF`, set by ``trib spark up``): a session's artifacts keep its tasks
+    from reusing the server's warm Python workers, seconds per run. Not a Connect session: None.
     """
     add = getattr(spark, "addArtifacts", None)
     key = getattr(spark, "session_id", None)
@@ -131,13 +138,19 @@ def _ship_to_session(spark) -> str | None:
     done = _SESSIONS.get(key)
     if done is None:
         done = package_zip()
-        _LOG.info("adding %s to the Spark Connect session %s", done, key)
-        add(done, pyfile=True)
+        try:
+            same = (spark.conf.get(CODE_CONF, None) == os.path.basename(done)
+                    and spark.conf.get("spark.pyspark.python", None) == sys.executable)
+        except Exception:  # noqa: BLE001 - a server that will not say: ship
+            same = False
+        if not same:
+            _LOG.info("adding %s to the Spark Connect session %s", done, key)
+            add(done, pyfile=True)
         _SESSIONS[key] = done
     return done
 
 
-#: Spark Connect session id -> the zip added to it.
+#: Spark Connect session id -> the zip its workers import (added to it, or the server's own).
 _SESSIONS: dict[str, str] = {}
 
 
