@@ -218,3 +218,41 @@ def test_kill9_while_the_server_writes_then_rerun_is_exactly_once(tmp_path, spar
     v = run_trib("verify", tmp_path / "out")
     assert v.returncode == 0, v.stdout + v.stderr
     assert Table.load(str(tmp_path / "out")).log.latest_version() == trials  # one commit per schedule time
+
+
+# -- valid-length files over Spark Connect (no RDDs there) ------------------------------------------
+
+_VALID_LENGTH_READ = """
+import json, sys
+from pyspark.sql import SparkSession
+from tributary_read.errors import InvalidInputError
+from tributary_read.read.resolve import resolve
+from tributary_read.spark.read import read_files
+from tributary_read.table.layout import Layout
+
+spark = SparkSession.builder.remote(sys.argv[1]).create()
+fs = resolve(sys.argv[2], layout=Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}"))
+df = read_files(spark, fs, schema="n int, s string", options={"format": "csv"})
+out = {"rows": sorted([r.n, r.s, r.dt] for r in df.collect())}
+try:
+    read_files(spark, fs, options={"format": "jsonl"})
+except InvalidInputError as e:
+    out["refused"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_valid_length_files_are_read_up_to_their_length_over_connect(tmp_path, spark_connect):
+    root = tmp_path / "capped"
+    body = b"1,a\n2,b\n"
+    (root / "2024_01_01/07").mkdir(parents=True)
+    (root / "2024_01_01/07/f.csv").write_bytes(body + b"3,PAST\n")
+    (root / "2024_01_01/07/_f.csv.valid-length").write_bytes(str(len(body)).encode())
+    (root / "2024_01_01/07/g.csv").write_bytes(b"4,d\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    p = subprocess.run([sys.executable, "-c", _VALID_LENGTH_READ, spark_connect.remote, str(root)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["rows"] == [[1, "a", "2024010107"], [2, "b", "2024010107"], [4, "d", "2024010107"]]
+    assert "give the input a schema" in out["refused"]  # inferring columns from capped lines takes RDDs

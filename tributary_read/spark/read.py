@@ -274,7 +274,8 @@ def _parse_lines(fmt: ReadFormat, reader_options: Mapping[str, str], lines, sche
 
     if fmt.spark_format == "text":
         return lines.select(F.col("value").alias(schema.fields[0].name), PATH_COLUMN)
-    opts = {k: v for k, v in reader_options.items() if k != "header"}
+    # None, not {}: Spark Connect sends an empty dict as map() of VOID, which from_json/from_csv refuse
+    opts = {k: v for k, v in reader_options.items() if k != "header"} or None
     rows = _records(fmt, reader_options, lines)
     if fmt.spark_format == "json":
         record = F.from_json("value", schema, opts)
