@@ -85,6 +85,9 @@ def test_check_refuses_what_needs_a_classic_driver(tmp_path, monkeypatch):
     assert r.returncode == 3 and "$TRIB_SPARK_REMOTE" in r.stderr and "sc://HOST:PORT" in r.stderr, r.stderr
     r = invoke_trib("etl", "check", plain, env={"SPARK_REMOTE": "sc://127.0.0.1:1"})
     assert r.returncode == 0 and "Spark Connect server sc://127.0.0.1:1" in r.stdout, r.stdout
+    classic = write_job(tmp_path, name="classic", raw=tmp_path / "raw", out=tmp_path / "out")  # master local[2]
+    r = invoke_trib("etl", "check", classic, env={"SPARK_REMOTE": "sc://127.0.0.1:1"})
+    assert r.returncode == 0 and "a classic driver (local[2])" in r.stdout, r.stdout  # the job's master wins
     both = _job(tmp_path, "both", "sc://127.0.0.1:1")
     both.write_text(both.read_text().replace("[spark]\n", '[spark]\nmaster = "local[2]"\n'))
     r = invoke_trib("etl", "check", both)
@@ -131,7 +134,7 @@ def test_spark_up_is_idempotent_uses_the_hive_pair_and_down_stops_it(tmp_path, h
 def test_hourly_runs_on_the_server(tmp_path, spark_connect, hive_services):
     url = spark_connect.remote
     expected = set()
-    h0, h1 = _hour_ms(3), _hour_ms(2)
+    h0 = _hour_ms(3)
     expected |= _land(tmp_path / "raw", h0, 500, 0)
     job = _job(tmp_path, "hourly", url, hive_table="default.connect_hourly", metastore=hive_services.metastore_uri)
     job.write_text(job.read_text().replace('metastore = "thrift', 'create = true\nmetastore = "thrift'))
@@ -143,11 +146,6 @@ def test_hourly_runs_on_the_server(tmp_path, spark_connect, hive_services):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "connecting to the Spark Connect server" in r.stderr and "starting Spark" not in r.stderr
     assert json.loads(r.stdout)["hive"]["added"], r.stdout
-    # the same job without [spark]: $TRIB_SPARK_REMOTE picks the server
-    expected |= _land(tmp_path / "raw", h1, 500, 10_000)
-    plain = _job(tmp_path, "hourly", None, hive_table="default.connect_hourly", metastore=hive_services.metastore_uri)
-    r = run_trib("etl", "run", plain, "--schedule-time", _iso(h1 + H), env={"TRIB_SPARK_REMOTE": url})
-    assert r.returncode == 0 and f"server {url}" in r.stderr, r.stderr[-3000:]
     assert_exactly_once(output_rows(tmp_path / "out"), expected)
     assert run_trib("verify", tmp_path / "out").returncode == 0
 
@@ -158,8 +156,9 @@ def test_hourly_runs_on_the_server(tmp_path, spark_connect, hive_services):
 class _Run:
     """A ``trib etl run`` process; ``writing`` is set once it has handed the write to the server."""
 
-    def __init__(self, job: Path, when: str):
-        env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    def __init__(self, job: Path, when: str, remote: str):
+        env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               "TRIB_SPARK_REMOTE": remote}
         self.proc = subprocess.Popen([*TRIB, "etl", "run", str(job), "--schedule-time", when], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True)
@@ -185,21 +184,22 @@ def _committed(out: Path, job: str, hour_end: int) -> bool:
 def test_kill9_while_the_server_writes_then_rerun_is_exactly_once(tmp_path, spark_connect):
     trials = int(os.environ.get("TRIB_CONNECT_KILL_TRIALS", "3"))
     rng = random.Random(int(os.environ.get("TRIB_TEST_SEED", "47")))
-    job = _job(tmp_path, "killed", spark_connect.remote)
+    url = spark_connect.remote
+    job = _job(tmp_path, "killed", None)  # no [spark]: $TRIB_SPARK_REMOTE picks the server
     expected, mid_write = set(), 0
     for k in range(trials):
         hour = _hour_ms(trials + 2 - k)
         expected |= _land(tmp_path / "raw", hour, 10_000, k * 100_000)
         when = _iso(hour + H)
-        run = _Run(job, when)
+        run = _Run(job, when, url)
         assert run.writing.wait(120), "".join(run.err)[-3000:]
         time.sleep(rng.uniform(0.0, 1.0))  # somewhere in the server's write (or, rarely, after it)
         os.killpg(run.proc.pid, signal.SIGKILL)
         run.proc.wait(30)
         mid_write += not _committed(tmp_path / "out", "killed", hour + H)
         # the rerun goes while the dead run's tasks may still be writing on the server
-        r = run_trib("etl", "run", job, "--schedule-time", when)
-        assert r.returncode == 0, r.stderr[-3000:]
+        r = run_trib("etl", "run", job, "--schedule-time", when, env={"TRIB_SPARK_REMOTE": url})
+        assert r.returncode == 0 and f"server {url}" in r.stderr, r.stderr[-3000:]
     assert mid_write, "no kill landed before the commit: the write was too short to test anything"
     # let the dead runs' tasks finish on the server: what they staged must stay out of every commit
     from tributary_read.table.config import Table
