@@ -47,8 +47,7 @@ def check(state: TribState, job_file, as_json) -> None:
     from tributary_read.etl.remote import check as where
 
     job = _load(state, job_file)
-    job.needs("run")
-    url = where(job)
+    url = where(job) if job.stream is None else None  # trib etl stream runs its driver here
     master = job.spark.master or "from the environment"
     runs_on = f"the Spark Connect server {url}" if url else f"a classic driver ({master})"
     emit(as_json, {"job": job.name, "ok": True, "remote": url, "master": None if url else job.spark.master},

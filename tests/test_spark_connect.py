@@ -256,3 +256,16 @@ def test_valid_length_files_are_read_up_to_their_length_over_connect(tmp_path, s
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["rows"] == [[1, "a", "2024010107"], [2, "b", "2024010107"], [4, "d", "2024010107"]]
     assert "give the input a schema" in out["refused"]  # inferring columns from capped lines takes RDDs
+
+
+@pytest.mark.unit
+def test_submit_and_stream_refuse_a_remote_job(tmp_path):
+    job = _job(tmp_path, "hourly", "sc://127.0.0.1:1")
+    r = invoke_trib("etl", "submit", job, "--schedule-time", _iso(_hour_ms(0)))
+    assert r.returncode == 3 and "trib etl run" in r.stderr and "Spark Connect" in r.stderr, r.stderr
+    stream = tmp_path / "stream.toml"
+    stream.write_text(job.read_text().split("[[inputs]]")[0]
+                      + '[stream]\nsource = "rate"\ncheckpoint = "ck"\n[output]\ntable = "out"\ntime_column = "ts"\n'
+                      + '[spark]\nremote = "sc://127.0.0.1:1"\n')
+    r = invoke_trib("etl", "check", stream)
+    assert r.returncode == 3 and "spark.remote is for trib etl run" in r.stderr, r.stderr

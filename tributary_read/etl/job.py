@@ -234,6 +234,8 @@ class _Parser(_InputParser):
                             "read its output; write to another table")
         if stream is not None and hive is not None and hive.create:
             raise self.fail("hive.create is for trib etl run: a stream job mounts into an existing Hive table")
+        if stream is not None and spark.remote:
+            raise self.fail("spark.remote is for trib etl run: trib etl stream runs its driver here")
         if stream is not None and spark.deploy_mode == "cluster":
             raise self.fail("spark.deploy_mode cluster: trib etl stream runs its driver here (client)")
         return Job(name, self.path, sql_path, sql, inputs, output, hive, spark, period, tz, count,
