@@ -136,7 +136,8 @@ def connect_session(remote: str, conf: Mapping[str, str] | None = None, app_name
             spark.conf.set(str(k), str(v))
         except Exception as e:  # noqa: BLE001 - the server's refusal, as one line
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise InvalidInputError(f"[spark] conf {k}: the Spark Connect server {remote} refuses it ({first})") from None
+            raise InvalidInputError(f"[spark] conf {k}: the Spark Connect server {remote} refuses it "
+                                    f"({first})") from None
     ship_to_executors(spark)
     return spark
 
