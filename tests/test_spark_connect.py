@@ -269,3 +269,23 @@ def test_submit_and_stream_refuse_a_remote_job(tmp_path):
                       + '[spark]\nremote = "sc://127.0.0.1:1"\n')
     r = invoke_trib("etl", "check", stream)
     assert r.returncode == 3 and "spark.remote is for trib etl run" in r.stderr, r.stderr
+
+
+@pytest.mark.unit
+def test_down_never_signals_a_process_up_did_not_start(tmp_path):
+    """A recorded pid that is now another process (a recycled pid, a server that died) is left alone."""
+    from tributary_read.processes import pid_alive
+
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        d = tmp_path / "spark"
+        d.mkdir()
+        (d / "spark-connect.json").write_text(json.dumps({"dir": str(d), "port": 1, "pid": other.pid}))
+        st = invoke_trib("spark", "status", "--dir", d, "--json")
+        assert st.returncode == 8 and json.loads(st.stdout)["alive"] is False, st.stdout
+        down = invoke_trib("spark", "down", "--dir", d, "--json", check=True)
+        assert json.loads(down.stdout)["was_alive"] is False
+        assert pid_alive(other.pid) and not (d / "spark-connect.json").exists()
+    finally:
+        other.kill()
+        other.wait()
