@@ -130,15 +130,13 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
 
 
 def _release(spark) -> None:
-    """End a Spark Connect session the run opened: the server frees its views and artifacts now, not when
-    it times the session out (a classic session ends with this process). Best effort: the run has ended."""
+    """End a Spark Connect session the run opened (a classic session ends with this process)."""
     from tributary_read.spark import is_connect
 
     if spark is not None and is_connect(spark):
-        try:
-            spark.stop()
-        except Exception:  # noqa: BLE001 - the server times the session out
-            pass
+        from tributary_read.spark.session import end_connect_session
+
+        end_connect_session(spark)
 
 
 def hive_table_definition(job: Job, schedule_time: str | int | datetime | None = None, *, spark=None):

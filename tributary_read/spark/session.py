@@ -111,6 +111,28 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
     return spark
 
 
+CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+#: Spark Connect session id -> $SPARK_CONNECT_MODE_ENABLED as it was before :func:`connect_session`.
+_MODE_BEFORE: dict[str, str | None] = {}
+
+
+def end_connect_session(spark) -> None:
+    """Release a session of :func:`connect_session` on its server (its views and artifacts go now, not at
+    the server's idle timeout) and give this process back the pyspark mode it had: a classic session
+    built later in the same process gets classic functions again. Best effort."""
+    try:
+        spark.stop()
+    except Exception:  # noqa: BLE001 - the server times the session out
+        pass
+    key = getattr(spark, "session_id", None)
+    if key in _MODE_BEFORE:
+        before = _MODE_BEFORE.pop(key)
+        if before is None:
+            os.environ.pop(CONNECT_MODE, None)
+        else:
+            os.environ[CONNECT_MODE] = before
+
+
 def connect_session(remote: str, conf: Mapping[str, str] | None = None, app_name: str = "trib"):
     """A Spark Connect session on the server at ``remote`` (``sc://HOST:PORT``), ``conf`` set in it.
 
@@ -129,8 +151,11 @@ def connect_session(remote: str, conf: Mapping[str, str] | None = None, app_name
 
     from tributary_read.errors import InvalidInputError
 
-    # pyspark's own builder: it also switches pyspark.sql.functions to their Spark Connect versions
+    # pyspark's own builder: it also switches pyspark.sql.functions to their Spark Connect versions (by
+    # setting $SPARK_CONNECT_MODE_ENABLED in this process, which end_connect_session puts back)
+    before = os.environ.get(CONNECT_MODE)
     spark = SparkSession.builder.remote(remote).config("spark.app.name", app_name).create()
+    _MODE_BEFORE[spark.session_id] = before
     for k, v in (conf or {}).items():
         try:
             spark.conf.set(str(k), str(v))
