@@ -22,6 +22,7 @@ def etl() -> None:
 
     \b
     trib etl run JOB.toml --schedule-time 2024-01-01T05:00:00Z [--dry-run] [--json]
+    trib etl check JOB.toml   (the job file, and where its SQL runs; starts no Spark)
     trib etl stream JOB.toml [--trigger 30s | --available-now]   (a [stream] job)
     trib etl submit JOB.toml --schedule-time ... [--run]   (the spark-submit line for a cluster)
     """
@@ -31,6 +32,26 @@ def _load(state: TribState, job_file: str):
     from tributary_read.etl.job import Job
 
     return Job.load(job_file, state.config, state.storage_options)
+
+
+@etl.command("check")
+@click.argument("job_file", metavar="JOB.toml")
+@json_option
+@pass_state
+def check(state: TribState, job_file, as_json) -> None:
+    """Check JOB.toml and where its SQL would run, starting no Spark (exit 3 naming what to fix).
+
+    A job on a Spark Connect server ([spark] remote, $TRIB_SPARK_REMOTE or $SPARK_REMOTE) is refused
+    here when something it needs takes a classic driver.
+    """
+    from tributary_read.etl.remote import check as where
+
+    job = _load(state, job_file)
+    url = where(job) if job.stream is None else None  # trib etl stream runs its driver here
+    master = job.spark.master or "from the environment"
+    runs_on = f"the Spark Connect server {url}" if url else f"a classic driver ({master})"
+    emit(as_json, {"job": job.name, "ok": True, "remote": url, "master": None if url else job.spark.master},
+         f"ok: job {job.name}: its SQL runs on {runs_on}")
 
 
 @etl.command("run")

@@ -81,6 +81,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "Print the app's last committed transaction (and finish its pending renames)."),
     "report": ("tributary_read.cli.report:report",
                "Reports on a table's data: lateness (HTML with charts, or --json)."),
+    "spark": ("tributary_read.cli.spark:spark",
+              "Run a local Spark Connect server on 127.0.0.1: a warm Spark for trib etl run."),
     "sql": ("tributary_read.cli.sql:sql",
             "Run a Hive SQL script on Spark, with the mtime-window filter and trib's UDFs in place."),
     "table": ("tributary_read.cli.table:table", "Create and inspect tables."),

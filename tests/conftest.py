@@ -36,7 +36,7 @@ KINDS = ("unit", "integration")
 #: Fixtures that start or reach a service: the S3 server, Hive, Spark, the Kafka broker.
 SERVICE_FIXTURES = frozenset({"s3_server", "s3_env", "s3_root", "hive_services", "spark", "hs2_cursor",
                               "metastore", "kafka_broker", "durable_kafka_broker", "spark_cluster",
-                              "secure_hive"})
+                              "secure_hive", "spark_connect"})
 
 
 #: ``make test`` runs two pytest-xdist workers. A module's tests stay on one worker (module-scoped
@@ -329,6 +329,26 @@ def hive_services(tmp_path_factory):
         yield started
     finally:
         services.stop(root)
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory):
+    """One Spark Connect server (what ``trib spark up`` starts) for the session: the warm Spark of ``trib etl
+    run``. Started only by the tests that ask for it (~15 s, one JVM); no Hive catalog (a job's Hive sync opens
+    its own client)."""
+    from tributary_read.errors import TributaryError
+    from tributary_read.services import spark_connect as sc
+
+    root = str(tmp_path_factory.mktemp("spark-connect"))
+    try:
+        server, _ = sc.start(root, 0, hive_dir=None, timeout=300)
+    except TributaryError as e:
+        pytest.fail(f"the Spark Connect server did not start (needs a JDK 17 and the [connect] extra): {e}",
+                    pytrace=False)
+    try:
+        yield server
+    finally:
+        sc.stop(root)
 
 
 @pytest.fixture(scope="session")

@@ -49,6 +49,7 @@ NOT_RUN: list[tuple[str, str]] = [
     (r"--metastore\b|--hive-table\b|--policy metastore|^trib partitions sync\b",
      "needs a Hive metastore (tests/test_partitions_sync.py, test_metastore.py)"),
     (r"^trib hive\b", "starts Hive, or needs its metastore (tests/test_hive_services.py)"),
+    (r"^trib spark\b", "starts a Spark Connect server (tests/test_spark_connect.py)"),
     (r"^trib (?:-o \S+ )*(etl|sql|demo|doctor)\b", "runs Spark (tests/test_etl_*.py, test_sql_cli.py, test_demo.py)"),
     (r"^trib udfs\b", "builds the UDF jar with javac, a JVM (tests/test_udfs*.py)"),
     (r"^trib table set ROOT$", "a synopsis whose options are each optional, though set needs one"),

@@ -24,11 +24,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def session(run: _Run):
-    """The run's SparkSession: the one given, else one built from the job's ``[spark]`` on first use."""
+    """The run's SparkSession: the one given, else one built from the job's ``[spark]`` on first use: a
+    Spark Connect session when the job or the environment names a server (:mod:`tributary_read.etl.remote`)."""
     if run.spark is None:
-        from tributary_read.spark.session import sql_session
+        from tributary_read.etl.remote import check
+        from tributary_read.spark.session import connect_session, sql_session
 
-        run.say(f"{run.job.name}: starting Spark ({run.job.spark.master or 'from the environment'})")
+        # a dry run starts Spark only for what its checks need, and says so
+        why = " to analyse the SQL's output columns for the Hive table check" if run.dry_run else ""
+        url = check(run.job)
+        if url is not None:
+            run.say(f"{run.job.name}: connecting to the Spark Connect server {url}{why}")
+            run.spark = connect_session(url, run.job.spark.conf, f"trib-etl-{run.job.name}")
+            return run.spark  # the server's log, not this console, has its tasks' traces
+        run.say(f"{run.job.name}: starting Spark ({run.job.spark.master or 'from the environment'}){why}")
         run.spark = sql_session(run.job.spark.master, run.job.spark.conf, f"trib-etl-{run.job.name}",
                                 catalog=run.job.catalog, udfs=False)
         if not run.verbose:  # a planned file that cannot be read ends in one line (unreadable), not a JVM trace

@@ -234,6 +234,8 @@ class _Parser(_InputParser):
                             "read its output; write to another table")
         if stream is not None and hive is not None and hive.create:
             raise self.fail("hive.create is for trib etl run: a stream job mounts into an existing Hive table")
+        if stream is not None and spark.remote:
+            raise self.fail("spark.remote is for trib etl run: trib etl stream runs its driver here")
         if stream is not None and spark.deploy_mode == "cluster":
             raise self.fail("spark.deploy_mode cluster: trib etl stream runs its driver here (client)")
         return Job(name, self.path, sql_path, sql, inputs, output, hive, spark, period, tz, count,
@@ -328,5 +330,13 @@ class _Parser(_InputParser):
         if mode not in (None, "client", "cluster"):
             raise self.fail(f"spark.deploy_mode {mode!r}: choose client or cluster")
         archives = self.string(d, "archives", "spark")
+        remote = self.string(d, "remote", "spark")
+        if remote is not None:
+            if not remote.startswith("sc://") or remote == "sc://":
+                raise self.fail(f"spark.remote = {remote!r}: a Spark Connect server is sc://HOST:PORT")
+            other = next((k for k in ("master", "deploy_mode", "archives") if d.get(k) is not None), None)
+            if other:
+                raise self.fail(f"spark.remote runs the job on a Spark Connect server; spark.{other} is for a "
+                                "driver of its own: give one or the other")
         return SparkSpec(self.string(d, "master", "spark"), self.str_map(d.get("conf", {}), "spark.conf"), mode,
-                         self.path_of(archives) if archives else None)
+                         self.path_of(archives) if archives else None, remote)

@@ -99,6 +99,10 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
     refused unless that is exactly one period (:func:`check_interval`).
     """
     job.needs("run")
+    if spark is None:  # a job a Spark Connect server cannot run is refused before anything is resolved
+        from tributary_read.etl.remote import check
+
+        check(job)
     if interval_start is not None:
         check_interval(job, interval_start, schedule_time)
     aligned, given = schedule_time_ms(schedule_time, job)
@@ -109,16 +113,30 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
     output = Table.load(job.output.root, job.output.storage_options)
     run = _Run(job, aligned, given, output, spark, dry_run, progress or (lambda _msg: None), full_sync)
     run.verbose = verbose
-    if dry_run:  # reads only: it may watch a run in progress
-        return run.execute()
-    with JobLock(lock_path(job.name, output, job.lock_dir), job.name), recorded(output, job.name, aligned) as e, \
-            lineage_step.failing(run):
-        report = e.done(run.execute())
+    try:
+        if dry_run:  # reads only: it may watch a run in progress
+            return run.execute()
+        lock = JobLock(lock_path(job.name, output, job.lock_dir), job.name)
+        with lock, recorded(output, job.name, aligned) as e, lineage_step.failing(run):
+            report = e.done(run.execute())
+    finally:
+        if spark is None:
+            _release(run.spark)
     if run.held:  # committed and acked, the rest delivered: still its own exit code, every held partition named
         from tributary_read.errors import PartitionsHeldError
 
         raise PartitionsHeldError("; ".join(run.held), report=report)
     return report
+
+
+def _release(spark) -> None:
+    """End a Spark Connect session the run opened (a classic session ends with this process)."""
+    from tributary_read.spark import is_connect
+
+    if spark is not None and is_connect(spark):
+        from tributary_read.spark.session import end_connect_session
+
+        end_connect_session(spark)
 
 
 def hive_table_definition(job: Job, schedule_time: str | int | datetime | None = None, *, spark=None):

@@ -156,16 +156,18 @@ class HiveSpec:
 
 @dataclass(frozen=True)
 class SparkSpec:
-    """``[spark]``: where the SQL runs; ``deploy_mode``/``archives`` are for ``trib etl submit``."""
+    """``[spark]``: where the SQL runs; ``deploy_mode``/``archives`` are for ``trib etl submit``; ``remote``: a
+    Spark Connect server (``sc://HOST:PORT``) instead of a driver of this process (tributary_read/etl/remote.py)."""
 
     master: str | None = None
     conf: Mapping[str, str] = field(default_factory=dict, hash=False)
     deploy_mode: str | None = None
     archives: str | None = None  # a packed Python environment (conda-pack / venv-pack)
+    remote: str | None = None
 
     def to_json(self) -> dict:
         return {"master": self.master, "conf": redacted(self.conf), "deploy_mode": self.deploy_mode,
-                "archives": self.archives}
+                "archives": self.archives, **({"remote": self.remote} if self.remote else {})}
 
 
 class StreamSource(Choice):
@@ -222,7 +224,7 @@ _CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "f
 _WINDOW_ONLY = {"window", "window_form", "lag"}
 _OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time", "schema_change"}
 _HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir", "full_sync_every", "create"}
-_SPARK_KEYS = {"master", "conf", "deploy_mode", "archives"}
+_SPARK_KEYS = {"master", "conf", "deploy_mode", "archives", "remote"}
 
 
 def is_uri(value: str) -> bool:

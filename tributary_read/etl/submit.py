@@ -72,6 +72,9 @@ def build_submit(job: Job, schedule_time, *, master: str | None = None, deploy_m
     from tributary_read.etl.schedule import check_interval, schedule_time_ms
 
     job.needs("submit")
+    if job.spark.remote:  # spark-submit starts a driver: the job's server would be silently ignored
+        raise InvalidInputError(f"job {job.name} runs on the Spark Connect server {job.spark.remote} ([spark] "
+                                "remote): run it with trib etl run, or drop remote to submit it")
     if interval_start is not None:
         check_interval(job, interval_start, schedule_time)
     aligned, _ = schedule_time_ms(schedule_time, job)

@@ -42,3 +42,8 @@ def require_pyspark():
 
         raise missing_extra("pyspark", "spark") from None
     return pyspark
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` (a SparkSession or DataFrame) is a Spark Connect client's: no JVM in this process."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")

@@ -201,10 +201,13 @@ def _as_struct(spark, schema) -> StructType | None:
     if isinstance(schema, StructType):
         return schema
     if isinstance(schema, str):
-        try:
-            parsed = StructType.fromDDL(schema)
+        from tributary_read.spark import is_connect
+
+        try:  # Spark's DDL parser: this process's JVM, or the Spark Connect server's
+            parsed = spark.createDataFrame([], schema).schema if is_connect(spark) else StructType.fromDDL(schema)
         except Exception as e:  # noqa: BLE001 - Spark's parse error, one line
-            raise InvalidInputError(f"bad schema {schema!r}: {str(e).splitlines()[0][:200]}") from None
+            first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+            raise InvalidInputError(f"bad schema {schema!r}: {first[:200]}") from None
         if isinstance(parsed, StructType):
             return parsed
     raise InvalidInputError(f"schema must be a StructType or a DDL string like 'id bigint, msg string', "
@@ -241,6 +244,14 @@ def _capped_lines(spark, fileset: FileSet, files: list[ResolvedFile], storage_op
 
     items = [(f.path, f.valid_length, fileset.hadoop_uri(f), f.offset or 0) for f in files]
     root = fileset.root
+    from tributary_read.spark import is_connect
+
+    if is_connect(spark):  # no RDDs over Spark Connect: the same lines through an Arrow task, one file per task
+        from tributary_read.spark.valid_length import ArrowLines
+
+        paths = spark.createDataFrame(items, "rel string, length long, path string, offset long")
+        return paths.repartition(len(items)).mapInArrow(ArrowLines(root, dict(storage_options), skip, PATH_COLUMN),
+                                                        f"value string, {quote(PATH_COLUMN)} string")
     sc = spark.sparkContext
     rdd = sc.parallelize(items, max(1, min(len(items), sc.defaultParallelism))).mapPartitions(
         lambda part: partition_lines(root, storage_options, skip, part))
@@ -263,7 +274,8 @@ def _parse_lines(fmt: ReadFormat, reader_options: Mapping[str, str], lines, sche
 
     if fmt.spark_format == "text":
         return lines.select(F.col("value").alias(schema.fields[0].name), PATH_COLUMN)
-    opts = {k: v for k, v in reader_options.items() if k != "header"}
+    # None, not {}: Spark Connect sends an empty dict as map() of VOID, which from_json/from_csv refuse
+    opts = {k: v for k, v in reader_options.items() if k != "header"} or None
     rows = _records(fmt, reader_options, lines)
     if fmt.spark_format == "json":
         record = F.from_json("value", schema, opts)
@@ -283,6 +295,11 @@ def _infer(spark, fmt: ReadFormat, reader_options: Mapping[str, str], lines) -> 
     if str(reader_options.get("header", "")).lower() == "true":
         raise InvalidInputError("csv files with a header line and a valid length need schema= "
                                 "(column names cannot be taken from a header that is skipped)")
+    from tributary_read.spark import is_connect
+
+    if is_connect(spark):  # Spark's readers infer from an RDD of lines only, which Spark Connect has not
+        raise InvalidInputError("inferring the columns of files read up to a valid length needs a classic driver "
+                                "(Spark Connect cannot): give the input a schema, or run with a classic driver")
     values = _records(fmt, reader_options, lines).select("value").rdd.map(lambda r: r[0])
     reader = spark.read.options(**reader_options)
     return (reader.json(values) if fmt.spark_format == "json" else reader.csv(values)).schema

@@ -89,6 +89,9 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
     require_pyspark()
     from pyspark.sql import SparkSession
 
+    # pyspark itself would take $SPARK_REMOTE as a Spark Connect URL and refuse the master given here: a
+    # classic session is what the caller chose (a job's master wins over the environment's remote).
+    os.environ.pop("SPARK_REMOTE", None)
     builder = SparkSession.builder.appName(app_name)
     if under_spark_submit():
         extra = {str(k): str(v) for k, v in (conf or {}).items()}
@@ -105,6 +108,62 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
         builder = builder.enableHiveSupport()
     spark = builder.getOrCreate()
     ship_to_executors(spark)  # a cluster's executors import trib from the zip it adds
+    return spark
+
+
+CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+#: Spark Connect session id -> $SPARK_CONNECT_MODE_ENABLED as it was before :func:`connect_session`.
+_MODE_BEFORE: dict[str, str | None] = {}
+
+
+def end_connect_session(spark) -> None:
+    """Release a session of :func:`connect_session` on its server (its views and artifacts go now, not at
+    the server's idle timeout) and give this process back the pyspark mode it had: a classic session
+    built later in the same process gets classic functions again. Best effort."""
+    try:
+        spark.stop()
+    except Exception:  # noqa: BLE001 - the server times the session out
+        pass
+    key = getattr(spark, "session_id", None)
+    if key in _MODE_BEFORE:
+        before = _MODE_BEFORE.pop(key)
+        if before is None:
+            os.environ.pop(CONNECT_MODE, None)
+        else:
+            os.environ[CONNECT_MODE] = before
+
+
+def connect_session(remote: str, conf: Mapping[str, str] | None = None, app_name: str = "trib"):
+    """A Spark Connect session on the server at ``remote`` (``sc://HOST:PORT``), ``conf`` set in it.
+
+    No JVM starts here: the server's is warm. Each ``conf`` key is set in the session, and one the
+    server refuses (a static setting) is one line naming it, not a setting silently ignored.
+    trib's code is added to the session for the server's Python workers (:func:`ship_to_executors`).
+    """
+    require_pyspark()
+    try:
+        import pyspark.sql.connect.session  # noqa: F401
+    except ImportError as e:  # grpcio and friends: pyspark[connect]
+        from tributary_read.errors import missing_extra
+
+        raise missing_extra(getattr(e, "name", None) or "grpcio", "connect") from None
+    from pyspark.sql import SparkSession
+
+    from tributary_read.errors import InvalidInputError
+
+    # pyspark's own builder: it also switches pyspark.sql.functions to their Spark Connect versions (by
+    # setting $SPARK_CONNECT_MODE_ENABLED in this process, which end_connect_session puts back)
+    before = os.environ.get(CONNECT_MODE)
+    spark = SparkSession.builder.remote(remote).config("spark.app.name", app_name).create()
+    _MODE_BEFORE[spark.session_id] = before
+    for k, v in (conf or {}).items():
+        try:
+            spark.conf.set(str(k), str(v))
+        except Exception as e:  # noqa: BLE001 - the server's refusal, as one line
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise InvalidInputError(f"[spark] conf {k}: the Spark Connect server {remote} refuses it "
+                                    f"({first})") from None
+    ship_to_executors(spark)
     return spark
 
 

@@ -101,8 +101,8 @@ def ship_to_executors(spark, *, tasks: bool = True) -> str | None:
     try:
         sc = getattr(spark, "sparkContext", spark)
         master = sc.master
-    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: nothing to add it to
-        return None
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: the session takes the zip
+        return _ship_to_session(spark)
     if is_local(master):
         if tasks:
             check_local_workers(sc)
@@ -116,6 +116,42 @@ def ship_to_executors(spark, *, tasks: bool = True) -> str | None:
         sc.addPyFile(path)
     _SHIPPED[sc] = path
     return path
+
+
+#: The Spark conf in which a server that trib started (``trib spark up``) names the code its workers run: the
+#: name of this zip (trib's version and a hash of its files) when it started.
+CODE_CONF = "spark.trib.code"
+
+
+def _ship_to_session(spark) -> str | None:
+    """A Spark Connect session: trib's zip as a Python artifact of the session (its tasks import it first).
+
+    The server's workers may run another trib, or none (a cluster's server): as on a cluster, the
+    zip is added, once per session, unless the server says its workers run this interpreter with this
+    very code (:data:`CODE_CONF`, set by ``trib spark up``): a session's artifacts keep its tasks
+    from reusing the server's warm Python workers, seconds per run. Not a Connect session: None.
+    """
+    add = getattr(spark, "addArtifacts", None)
+    key = getattr(spark, "session_id", None)
+    if add is None or key is None:
+        return None
+    done = _SESSIONS.get(key)
+    if done is None:
+        done = package_zip()
+        try:
+            same = (spark.conf.get(CODE_CONF, None) == os.path.basename(done)
+                    and spark.conf.get("spark.pyspark.python", None) == sys.executable)
+        except Exception:  # noqa: BLE001 - a server that will not say: ship
+            same = False
+        if not same:
+            _LOG.info("adding %s to the Spark Connect session %s", done, key)
+            add(done, pyfile=True)
+        _SESSIONS[key] = done
+    return done
+
+
+#: Spark Connect session id -> the zip its workers import (added to it, or the server's own).
+_SESSIONS: dict[str, str] = {}
 
 
 def check_active_session() -> None:

@@ -12,6 +12,11 @@ commit: a killed driver, a killed executor or a speculative loser leaves only
 hidden files (under ``direct``, visible ones to directory readers), orphans that
 ``trib clean`` removes.
 
+On a Spark Connect server the same holds when the client dies: the entries come
+back only to the client that ran the tasks (``collect``), and only it commits.
+The server may finish a killed client's tasks later; their files, named by that
+run's own writer id, are handed to no commit, whatever a rerun does meanwhile.
+
 Exactly once per transaction (same app id and offsets): a transaction already in
 the log is found before any Spark job runs, and a concurrent copy that committed
 while this one ran is found by the commit itself (the log refuses a commit of the
