@@ -17,7 +17,7 @@ from conftest import run_trib
 from helpers import put
 from tributary_read import FileEntry, Layout, Table, TableConfig
 from tributary_read.read.consumer import Consumer, list_consumers
-from tributary_read.errors import (ChangedFileError, CommitConflictError, PendingPlanError,
+from tributary_read.errors import (CommitConflictError, PendingPlanError,
                                    StalePlanError, TributaryError)
 from tributary_read.read.resolve import Source
 from tributary_read.io.storage import open_storage
@@ -270,8 +270,9 @@ def test_unchanged_directories_are_skipped_and_full_scan_finds_rewrites(tmp_path
     p = c.plan()
     assert p.files == () and p.conflicts == ()
     c.ack(p.plan_id)
-    with pytest.raises(ChangedFileError):  # a rewrite stops the run unless acknowledged
-        c.plan(full_scan=True)
+    p = c.plan(full_scan=True)  # a rewrite holds its partition back unless acknowledged; the rest goes on
+    assert p.files == () and [(h.path, h.changes[0].split()[0]) for h in p.held] == [(hour_dir(T0 + 5 * H), "f.log")]
+    assert [h.path for h in c.ack(p.plan_id).held] == [hour_dir(T0 + 5 * H)]  # the CLI's ack exits 17 on it
     p = c.plan(full_scan=True, allow_changed=True)
     assert p.files == () and [x.path for x in p.conflicts] == [f"{hour_dir(T0 + 5 * H)}/f.log"]
     assert p.conflicts[0].delivered.size == 2 and p.conflicts[0].now.size == 2
