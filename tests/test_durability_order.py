@@ -97,3 +97,17 @@ def test_compaction_syncs_its_outputs_before_its_replace_commit(tmp_path, calls)
     assert len(outputs) == 2
     staged = [f"{p.rsplit('/', 1)[0]}/.{p.rsplit('/', 1)[1]}.inprogress" for p in outputs]  # hidden until committed
     _assert_durable_before_manifest(root, staged, calls)
+
+
+def test_only_the_local_store_calls_fsync():
+    """One owner of durability: every other module goes through Storage.sync / sync_many."""
+    import re
+    from pathlib import Path
+
+    import tributary_read
+
+    pkg = Path(tributary_read.__file__).parent
+    calls = re.compile(r"\bos\.(fsync|fdatasync|sync|syncfs)\(|\bsyncfs\b")
+    offenders = [str(p.relative_to(pkg)) for p in pkg.rglob("*.py")
+                 if p.name != "local.py" and calls.search(p.read_text())]
+    assert offenders == [], f"fsync outside io/local.py (use Storage.sync_many): {offenders}"

@@ -62,7 +62,7 @@ class TableWriter:
         protocol: ``direct`` or ``rename``; defaults to the table's (:meth:`Table.protocol_for`).
         roll: overrides the table's roll policy.
         writer_id: part of every file name; unique per writer instance.
-        close_threads: files closed concurrently at a commit (encode, fsync, upload).
+        close_threads: files closed concurrently at a commit (encode, upload); flush() syncs them together.
     """
 
     def __init__(self, table: Table, protocol: Protocol | str | None = None, roll: RollPolicy | None = None,
