@@ -53,7 +53,8 @@ def fsynced(monkeypatch):
 def test_the_raw_gzip_file_is_byte_for_byte_tribs_and_not_arrows_level_9(tmp_path):
     import pyarrow as pa
 
-    table = Table.create(str(tmp_path / "t"), TableConfig(layout=Layout("{yyyy}_{MM}_{dd}", "dt={yyyy}{MM}{dd}"), format="jsonl", compression="gzip"))
+    layout = Layout("{yyyy}_{MM}_{dd}", "dt={yyyy}{MM}{dd}")
+    table = Table.create(str(tmp_path / "t"), TableConfig(layout=layout, format="jsonl", compression="gzip"))
     w = TableWriter(table)
     for line in LINES:
         w.write(line, START)
@@ -74,7 +75,8 @@ def test_the_raw_gzip_file_is_byte_for_byte_tribs_and_not_arrows_level_9(tmp_pat
 
 
 @pytest.mark.parametrize("fmt, codec", [("jsonl", "gzip"), ("parquet", "snappy")])
-def test_the_durable_raw_baseline_fsyncs_what_tribs_commit_does_and_the_other_nothing(tmp_path, fsynced, fmt, codec):
+def test_the_durable_raw_baseline_fsyncs_what_tribs_commit_does_and_the_other_nothing(tmp_path, fsynced, fmt,
+                                                                                      codec):
     import pyarrow as pa
 
     def write(files):
@@ -89,8 +91,8 @@ def test_the_durable_raw_baseline_fsyncs_what_tribs_commit_does_and_the_other_no
     raw = {os.path.relpath(p, raw_root) for p in fsynced}
     fsynced.clear()
     root = tmp_path / "t"
-    table = Table.create(str(root), TableConfig(layout=Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}"), format=fmt,
-                                                compression=codec))
+    layout = Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
+    table = Table.create(str(root), TableConfig(layout=layout, format=fmt, compression=codec))
     w = TableWriter(table)
     if fmt == "jsonl":
         for line in LINES:
