@@ -245,3 +245,209 @@ def read_lines(root: Path, rel: str, offset: int | None = None, end: int | None 
         f.seek(offset or 0)
         data = f.read() if end is None else f.read(end - (offset or 0))
     return data.decode().splitlines()
+
+
+# -- the raw side of a fair comparison (bench_writer, bench_kafka, bench_spool, bench_compact) ------
+#: Rows a raw Parquet file buffers before it writes a row group: trib's ParquetSink.ROW_GROUP.
+RAW_ROW_GROUP = 65_536
+#: Bytes of lines a raw text file joins before it compresses them: trib's LineSink.FLUSH_BYTES.
+RAW_FLUSH_BYTES = 1 << 20
+
+
+def trib_gzip_level() -> int:
+    """The zlib level of trib's gzip line files, read from the library (never copied here)."""
+    from tributary_read.io.sinks import GZIP_LEVEL
+
+    return GZIP_LEVEL
+
+
+def trib_commit_every() -> int:
+    """``trib ingest``'s default ``--commit-every``, read from the CLI: a raw baseline of an ingest closes
+    (and fsyncs) its files as often as trib commits, since every commit closes trib's files."""
+    import click
+
+    from tributary_read.cli.main import cli
+
+    cmd = cli.get_command(click.Context(cli), "ingest")
+    assert cmd is not None
+    return next(int(p.default) for p in cmd.params if p.name == "commit_every")  # type: ignore[arg-type]
+
+
+class RawBatches:
+    """The raw side of an ingest: :class:`RawFiles` closed (and fsynced, when ``durable``) every ``every``
+    records and started again under the next sequence number, as trib's files close at each commit."""
+
+    def __init__(self, root: str | os.PathLike, fmt: str, codec: str, durable: bool, every: int):
+        self.root, self.fmt, self.codec, self.durable, self.every = root, fmt, codec, durable, every
+        self.files = RawFiles(root, fmt, codec, durable, 1)
+        self.n = 0
+        self.closed = 0  # files closed so far
+        self.fsyncs = 0
+
+    def counted(self, k: int = 1) -> None:
+        """``k`` more records written; at a batch's end, close its files and start the next batch."""
+        self.n += k
+        if self.every and self.n >= self.every:
+            self._roll()
+
+    def _roll(self) -> None:
+        self.closed += self.files.close()
+        self.fsyncs += self.files.fsyncs
+        self.files = RawFiles(self.root, self.fmt, self.codec, self.durable, self.files.seq + 1)
+        self.n = 0
+
+    def close(self) -> int:
+        self._roll()
+        return self.closed
+
+
+def fsync_path(path: str) -> None:
+    """fsync(2) a file or a directory by its path, as a plain script makes it durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class RawGzip:
+    """A gzip file compressed at trib's level (zlib, as trib's line sink), written in the chunks it is given."""
+
+    def __init__(self, path: str, level: int | None = None):
+        import zlib
+
+        self.f = open(path, "wb")
+        self.level = trib_gzip_level() if level is None else level
+        self._z = zlib.compressobj(self.level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+
+    def write(self, data: bytes) -> None:
+        self.f.write(self._z.compress(data))
+
+    def close(self) -> None:
+        self.f.write(self._z.flush())
+        self.f.close()
+
+
+class RawFiles:
+    """The raw baseline's output: one file per partition directory, as trib writes them, by a plain script.
+
+    ``fmt`` ``jsonl``: :meth:`lines` takes joined chunks of lines, compressed by ``codec`` (gzip at trib's
+    level; zstd or none through Arrow, as trib). ``parquet``: :meth:`table` buffers a partition's rows and
+    writes a row group of :data:`RAW_ROW_GROUP` rows once that many are buffered, the rest at the close, as
+    trib's files are laid out. ``durable``: :meth:`close` fsyncs each file, then each directory from the
+    files' partitions up to ``root`` (what names them), one after the other as a plain loop does; that is
+    where trib fsyncs (before its commit). Without it nothing is fsynced: the no-fsync baseline.
+    """
+
+    def __init__(self, root: str | os.PathLike, fmt: str, codec: str, durable: bool = True, seq: int = 0):
+        self.root, self.fmt, self.codec, self.durable, self.seq = str(root), fmt, codec, durable, seq
+        self.ext = {"gzip": ".jsonl.gz", "zstd": ".jsonl.zst"}.get(codec, ".jsonl") if fmt == "jsonl" else ".parquet"
+        self._out: dict[str, object] = {}  # partition directory -> its open stream or ParquetWriter
+        self._rows: dict[str, list] = {}  # parquet: partition -> buffered tables
+        self._count: dict[str, int] = {}
+        self._buf: dict[str, list] = {}  # jsonl: partition -> [bytes buffered, line, newline, ...]
+        self._docs: dict[str, list[dict]] = {}  # parquet from decoded records: partition -> rows
+        self.fsyncs = 0
+
+    def path(self, part: str) -> str:
+        return os.path.join(self.root, part, f"part-{self.seq:06d}{self.ext}")
+
+    def _open_text(self, part: str):
+        out = self._out.get(part)
+        if out is None:
+            p = self.path(part)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            if self.codec == "gzip":
+                out = RawGzip(p)
+            else:
+                import pyarrow as pa
+
+                f = pa.OSFile(p, "wb")
+                out = pa.CompressedOutputStream(f, self.codec) if self.codec not in ("none", "") else f
+            self._out[part] = out
+        return out
+
+    def lines(self, part: str, data: bytes) -> None:
+        """A chunk of joined lines (each with its newline) into ``part``'s file."""
+        self._open_text(part).write(data)
+
+    def line(self, part: str, line: bytes) -> None:
+        """One line (without its newline), buffered per file into 1 MiB chunks as trib's line sink does."""
+        b = self._buf.get(part)
+        if b is None:
+            b = self._buf[part] = [0]
+        b += (line, b"\n")
+        b[0] += len(line) + 1
+        if b[0] >= RAW_FLUSH_BYTES:
+            self.lines(part, b"".join(b[1:]))
+            self._buf[part] = [0]
+
+    def row(self, part: str, doc: dict) -> None:
+        """One decoded record into ``part``'s Parquet file (``pa.Table.from_pylist`` per row group)."""
+        rows = self._docs.get(part)
+        if rows is None:
+            rows = self._docs[part] = []
+        rows.append(doc)
+        if len(rows) >= RAW_ROW_GROUP:
+            self._table_of_docs(part)
+
+    def _table_of_docs(self, part: str) -> None:
+        import pyarrow as pa
+
+        rows = self._docs.pop(part, None)
+        if rows:
+            w = self._out.get(part)
+            self.table(part, pa.Table.from_pylist(rows, schema=w.schema if w is not None else None))
+
+    def table(self, part: str, t) -> None:
+        rows = self._rows.setdefault(part, [])
+        rows.append(t)
+        self._count[part] = self._count.get(part, 0) + t.num_rows
+        if self._count[part] >= RAW_ROW_GROUP:
+            self._write_group(part)
+
+    def _write_group(self, part: str) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        tables = self._rows.pop(part, [])
+        self._count[part] = 0
+        if not tables:
+            return
+        t = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+        w = self._out.get(part)
+        if w is None:
+            p = self.path(part)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            w = self._out[part] = pq.ParquetWriter(p, t.schema, compression=self.codec)
+        w.write_table(t.cast(w.schema) if not t.schema.equals(w.schema) else t, row_group_size=RAW_ROW_GROUP)
+
+    def close(self) -> int:
+        """Close every file (and fsync them and their directories when ``durable``); the number of files."""
+        for part, b in self._buf.items():
+            if len(b) > 1:
+                self.lines(part, b"".join(b[1:]))
+        self._buf = {}
+        if self.fmt == "parquet":
+            for part in list(self._docs):
+                self._table_of_docs(part)
+            for part in list(self._rows):
+                self._write_group(part)
+        for out in self._out.values():
+            out.close()
+        if self.durable:
+            dirs: dict[str, None] = {}
+            root = os.path.abspath(self.root)
+            for part in self._out:
+                fsync_path(self.path(part))
+                self.fsyncs += 1
+                d = os.path.dirname(os.path.abspath(self.path(part)))
+                while d not in dirs:
+                    dirs[d] = None
+                    if d == root or d == os.path.dirname(d):
+                        break
+                    d = os.path.dirname(d)
+            for d in dirs:
+                fsync_path(d)
+                self.fsyncs += 1
+        return len(self._out)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-from typing import Mapping
+from typing import Iterable, Mapping
 from urllib.parse import ParseResult
 
 from tributary_read.errors import StorageError
@@ -156,22 +156,45 @@ class LocalStorage(Storage):
             return False
         return True
 
-    def sync(self, rel: str) -> None:
+    def sync_many(self, rels: Iterable[str]) -> None:
+        """fsync(2) each file and each directory on the way from the table's root to it, concurrently.
+
+        A new file's name is durable once its directory is fsynced, and a new directory's once
+        its parent is; the directories of a batch are few (an hourly table: a day's and its
+        hours'). The calls run at once on a few threads (fsync releases the GIL): the kernel
+        writes every file's pages back in parallel and one journal commit serves fsyncs that
+        wait together, so a commit of 24 files costs about one fsync's wait, not 24. Not
+        syncfs(2): it would also wait for every other writer's dirty pages on the file system,
+        and before Linux 5.8 it did not report a failed write-back. Any failure raises: the
+        caller must not commit.
+        """
         if not self.fsync:
             return
-        fd = os.open(self.abspath(rel), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        files = list(dict.fromkeys(self.abspath(safe_relpath(r)) for r in rels))
+        if not files:
+            return
+        root = self.root.rstrip("/") or "/"
+        dirs: dict[str, None] = {}
+        for f in files:
+            d = os.path.dirname(f)
+            while d not in dirs:
+                dirs[d] = None
+                if d == root or not d.startswith(root + "/") or d == os.path.dirname(d):
+                    break
+                d = os.path.dirname(d)
+        paths = files + list(dirs)
+        if len(paths) == 1:
+            _fsync_path(paths[0])
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(len(paths), SYNC_THREADS), "trib-fsync") as pool:
+            for _ in pool.map(_fsync_path, paths):  # re-raises the first failure
+                pass
 
     def _sync_dir(self, path: str) -> None:
         if self.fsync:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_path(path)
 
     def create_if_absent(self, rel: str, data: bytes) -> bool:
         target = self.abspath(rel)
@@ -222,6 +245,19 @@ class LocalStorage(Storage):
             f.flush()
             os.fsync(f.fileno())
         return True
+
+
+#: Concurrent fsync(2) calls of one :meth:`LocalStorage.sync_many` (they wait on the disk, not the CPU).
+SYNC_THREADS = 16
+
+
+def _fsync_path(path: str) -> None:
+    """fsync(2) a file or a directory by its path (a directory opens read-only, as fsync allows)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def open_local(u: ParseResult, options: Mapping[str, str]) -> LocalStorage:

@@ -66,14 +66,18 @@ class LineSink:
             self.raw.close()
 
 
+#: The zlib level of every gzip line file trib writes: gzip's own default. Arrow's gzip codec compresses
+#: at level 9 and takes no level in its streams: about twice the CPU for 3% smaller files, which made a
+#: line table's gzip the largest cost of an ingest. The benchmarks' raw baselines read it from here.
+GZIP_LEVEL = 6
+
+
 class _Gzip:
-    """A gzip stream at level 6, gzip's own default. Arrow's gzip codec compresses at level 9 and takes no
-    level in its streams: about twice the CPU for 3% smaller files, which made a line table's gzip the
-    largest cost of an ingest. zlib releases the GIL while it compresses, as Arrow does."""
+    """A gzip stream at :data:`GZIP_LEVEL`. zlib releases the GIL while it compresses, as Arrow does."""
 
     GZIP = 16 + zlib.MAX_WBITS
 
-    def __init__(self, raw, level: int = 6):
+    def __init__(self, raw, level: int = GZIP_LEVEL):
         self.raw = raw
         self._z = zlib.compressobj(level, zlib.DEFLATED, self.GZIP)
 

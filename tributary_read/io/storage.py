@@ -26,7 +26,7 @@ import re
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Mapping, Protocol, Union
+from typing import Callable, ClassVar, Iterable, Mapping, Protocol, Union
 from urllib.parse import ParseResult, urlparse
 
 from tributary_read.errors import InvalidInputError, StorageError
@@ -317,7 +317,16 @@ class Storage(ABC):
             f.write(data)
 
     def sync(self, rel: str) -> None:
-        """Make a closed file durable before a commit references it (no-op where writes are durable)."""
+        """Make a closed file durable before a commit references it (:meth:`sync_many` of one file)."""
+        self.sync_many([rel])
+
+    def sync_many(self, rels: Iterable[str]) -> None:
+        """Make closed files, and the directories that name them, durable before a commit references them.
+
+        The one place trib makes data durable: the writer (ingest, Kafka, the spool, the Spark
+        writer's tasks) hands every file of a commit here in one call, compaction its output. A
+        no-op where a completed write is durable (object stores, HDFS's close).
+        """
 
     @abstractmethod
     def delete(self, rel: str) -> None:

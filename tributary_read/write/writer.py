@@ -62,7 +62,7 @@ class TableWriter:
         protocol: ``direct`` or ``rename``; defaults to the table's (:meth:`Table.protocol_for`).
         roll: overrides the table's roll policy.
         writer_id: part of every file name; unique per writer instance.
-        close_threads: files closed concurrently at a commit (encode, fsync, upload).
+        close_threads: files closed concurrently at a commit (encode, upload); flush() syncs them together.
     """
 
     def __init__(self, table: Table, protocol: Protocol | str | None = None, roll: RollPolicy | None = None,
@@ -84,6 +84,7 @@ class TableWriter:
         # write_table()'s memo: minute m -> partition of m * 60_000 (a pure function of m).
         self._part_of_minute: dict[int, PartitionDir] = {}
         self._closed: list[tuple[FileEntry, str]] = []  # (entry, where it was written)
+        self._synced = 0  # how many of _closed flush() has made durable
         self._closing: list[_OpenFile] = []  # being closed; abort() deletes them if that fails
         self.close_threads = max(1, close_threads)
         self._seq = 0
@@ -350,19 +351,16 @@ class TableWriter:
         if not f.records:  # every record it was opened for was refused (SchemaConflictError)
             self.storage.delete(f.write_path)
             return None
-        try:
-            self.storage.sync(f.write_path)
-        except OSError as e:
-            raise self.storage._wrap("cannot sync", f.write_path, e) from e
         info = self.storage.info(f.write_path)
         staged = f.write_path if f.write_path != f.path else None
         return FileEntry(f.path, info.size if info else 0, f.records, f.partition, staged, f.kind), f.write_path
 
     def _finish_all(self, files: list[_OpenFile]) -> None:
         """Close files concurrently: closing encodes a Parquet file's buffered row
-        group, fsyncs locally and completes the upload on object stores, and
-        pyarrow releases the GIL for all three, so a commit touching 24 hourly
-        files costs about one file's close per thread instead of 24."""
+        group and completes the upload on object stores, and pyarrow releases the
+        GIL for both, so a commit touching 24 hourly files costs about one file's
+        close per thread instead of 24. Closed files are made durable together
+        by :meth:`flush`, before any commit names them."""
         self._closing = files
         if len(files) > 1 and self.close_threads > 1:
             with ThreadPoolExecutor(min(len(files), self.close_threads), "trib-close") as pool:
@@ -391,6 +389,15 @@ class TableWriter:
             files.append(self._dead)
             self._dead = None
         self._finish_all(files)
+        # Every closed file (rolled ones too) and its directories durable in one call, before
+        # the caller may commit them: the storage's one owner of durability (Storage.sync_many).
+        unsynced = [where for _, where in self._closed[self._synced:]]
+        if unsynced:
+            try:
+                self.storage.sync_many(unsynced)
+            except OSError as e:
+                raise self.storage._wrap("cannot sync", unsynced[0], e) from e
+            self._synced = len(self._closed)
         return [e for e, _ in self._closed]
 
     def commit(self, transaction: Transaction | None = None, base_version: int | None = None,
@@ -407,7 +414,7 @@ class TableWriter:
         # the manifest may land (or have landed, reply lost) at any instant, and
         # whatever interrupts us (an error, a signal) must never delete its files.
         # If it never lands they are orphans, which `trib clean` removes later.
-        self._closed = []
+        self._closed, self._synced = [], 0
         crash_point("writer.before_commit")  # every file of the batch written and closed, no commit attempted
         commit = self.table.log.commit(files, transaction, base_version=base_version,
                                        protocol=self.protocol, writer=self.writer_id, claims=claims)
@@ -433,5 +440,6 @@ class TableWriter:
         self._open.clear()
         self._file_of_minute.clear()
         self._closed.clear()
+        self._synced = 0
         self._closing = []
         self._dead = None
