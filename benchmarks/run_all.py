@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stream-args", default="--hive", help="extra arguments for bench_stream.py (quoted)")
     ap.add_argument("--late-data-args", default="", help="extra arguments for bench_late_data.py (quoted)")
     ap.add_argument("--skip", default="",
-                    help="comma list of writer,commit,listing,cli,hive,etl-hive,spark-read,etl,spark-listing,"
+                    help="comma list of writer,commit,listing,cli,hive,etl-hive,spark-read,etl,warm-etl,spark-listing,"
                          "commit-contention,window-query,readers,late-data,ledger,untracked,hourly,kafka,report,compact,metrics,spool,"
                          "stream to skip")
     ap.add_argument("--output", default=str(HERE / "results.md"), help="summary file (default benchmarks/results.md)")
@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs.append(("etl-hive", "bench_etl_hive.py", quick + shlex.split(args.etl_hive_args)))
     for name, script, more in (("spark-read", "bench_spark_read.py", args.spark_read_args),
                                ("etl", "bench_etl.py", args.etl_args),
+                               ("warm-etl", "bench_warm_etl.py", ""),
                                ("spark-listing", "bench_spark_listing.py", args.spark_listing_args),
                                ("window-query", "bench_window_query.py", ""),
                                ("readers", "bench_readers.py", args.readers_args),
