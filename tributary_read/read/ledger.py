@@ -370,8 +370,9 @@ class LedgerPlanner:
                 self._compare(r, d, part, cur, fps, entry, young, in_horizon, mtime, listed, taken)
                 return r
             t = _Dir()
-            gone = young | {_base(s.path) for s in skipped if s.path.rpartition("/")[0] == d}
-            self._compare(t, d, part, cur, fps, entry, gone, in_horizon, mtime, listed)
+            # Still there, only not listed as data now (settling, or skipped by the listing): never "removed".
+            unlisted = young | {_base(s.path) for s in skipped if s.path.rpartition("/")[0] == d}
+            self._compare(t, d, part, cur, fps, entry, unlisted, in_horizon, mtime, listed)
             if not cur and not troubled and not young:  # every file gone: retention emptied it
                 t.removed = []
             self._settle(r, t, d, part, entry["files"], put={**entry, "mtime_ms": None, "listed_ms": None})
@@ -412,7 +413,7 @@ class LedgerPlanner:
         self.held[1] += r.held[1]
 
     def _compare(self, r: _Dir, d: str, part: PartitionDir, cur: list[ListedFile], fps: dict,
-                 entry: Mapping | None, young: set[str], in_horizon: bool, mtime: int | None, listed: int,
+                 entry: Mapping | None, unlisted: set[str], in_horizon: bool, mtime: int | None, listed: int,
                  taken: bool = False) -> None:
         fmap = dict(entry["files"]) if entry else {}
         ranges = dict(entry.get("ranges") or {}) if entry else {}
@@ -448,7 +449,7 @@ class LedgerPlanner:
                 fmap[name] = _enc(fp)
                 changed = True
         for name, v in list(fmap.items()):
-            if name not in fps and name not in young:
+            if name not in fps and name not in unlisted:
                 fp, present = _dec(v)
                 if present:
                     # Kept, marked gone: a file reappearing under this name is then
