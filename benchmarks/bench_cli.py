@@ -5,7 +5,8 @@ All in one run, each case against its baseline, on local disk
 (``benchmarks/out``; generation is not timed, the page cache is warm):
 
 a. start-up: ``trib --version`` (the installed console script and
-   ``python -m tributary_read.cli.main``) against a bare ``python -c pass``;
+   ``python -m tributary_read.cli.main``) against a bare ``python -c pass`` of
+   the same interpreter;
 b. ``trib files ROOT --partitions <one day>`` (path list and ``--json``)
    against ``find`` on that day's directory;
 c. a whole-table one-hour mtime window (``--start/--end``) against
@@ -18,6 +19,15 @@ The table is what a production hourly table holds: ``--days`` (30) x 24
 hourly directories ``{yyyy}_{MM}_{dd}/{HH}`` x ``--per-hour`` (140) files =
 100,800 files, one day = 3,360 files. Process figures are the median (and best)
 of ``--reps`` runs, trib and its baseline alternating so both see the same load.
+
+Which ``trib``: by default the one a user gets, the wheel built from this
+working tree (offline, ``--no-build-isolation``) and installed with
+``pip --python`` into a fresh venv (``--without-pip``) whose dependencies are
+this venv's, added as a plain path. A development checkout's editable install
+puts a finder on ``sys.meta_path`` at site import, in every interpreter of its
+venv, ``python -c pass`` included (it imports pathlib, re, urllib.parse, ...),
+so its ratios are not a user's. ``--editable`` measures this venv's own
+console script instead; start-up shows both either way.
 
     .venv/bin/python benchmarks/bench_cli.py            # full size (~1-3 min)
     .venv/bin/python benchmarks/bench_cli.py --quick    # small smoke run
@@ -33,7 +43,9 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
+import sysconfig
 import sys
 import time
 from pathlib import Path
@@ -45,9 +57,9 @@ H = 3_600_000
 DIRECTORY = "{yyyy}_{MM}_{dd}/{HH}"
 PY = sys.executable
 TRIB_MODULE = [PY, "-m", "tributary_read.cli.main"]
-GOALS = {"startup": 3.0, "day": 5.0, "hour": 1.5}
-#: the issue's figures before it (same harness, bench_listing.py and the issue text)
-BEFORE = {"startup": "12x", "day": "79x", "hour": "1.9-2.9x"}
+GOALS = {"startup": 2.0, "day": 5.0, "hour": 1.5}
+#: the figures before the goals were set (same harness; start-up's: the editable install's, see --editable)
+BEFORE = {"startup": "2.4-2.7x", "day": "79x", "hour": "2.0-2.7x"}
 
 
 def add_hour(root: Path, t: int, per_hour: int, tag: str) -> None:
@@ -70,16 +82,49 @@ def trib_script() -> list[str] | None:
     return [str(p)] if p.exists() else None
 
 
+#: not copied into the wheel's build tree (tests/test_wheel.py builds the same way)
+_SKIP = {".venv", ".git", "build", "__pycache__", ".trib", ".pytest_cache", ".mypy_cache", "out"}
+
+
+def wheel_install(work: Path) -> tuple[str, list[str]]:
+    """(python, [trib]) of a fresh venv holding the wheel built from this tree, as a user installs it.
+
+    The venv sees this venv's dependencies through a ``deps.pth`` path line: a
+    path added that way is searched, but its ``.pth`` files (the editable
+    install's finder among them) are not run.
+    """
+    src, dist, venv = work / "wheel-src", work / "wheel-dist", work / "wheel-venv"
+
+    def ignore(d: str, names: list[str]) -> list[str]:
+        return [n for n in names if n in _SKIP or n.endswith(".egg-info")]
+
+    shutil.copytree(REPO, src, ignore=ignore)
+    subprocess.run([PY, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q", "-w", str(dist)],
+                   check=True, capture_output=True, text=True)
+    (whl,) = dist.glob("tributary_read-*.whl")
+    subprocess.run([PY, "-m", "venv", "--without-pip", str(venv)], check=True)
+    paths = sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})
+    deps = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    Path(paths["purelib"], "deps.pth").write_text("".join(f"{d}\n" for d in deps))
+    python = str(Path(paths["scripts"]) / "python")
+    subprocess.run([PY, "-m", "pip", "--python", python, "install", "--no-deps", "-q", str(whl)],
+                   check=True, capture_output=True, text=True)
+    trib = Path(paths["scripts"]) / "trib"
+    if not trib.exists():
+        raise RuntimeError(f"the wheel installed no console script at {trib}")
+    return python, [str(trib)]
+
+
 def _children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
 
-def run(cmd: list[str], env: dict) -> tuple[float, float, str]:
+def run(cmd: list[str], env: dict, cwd: Path = REPO) -> tuple[float, float, str]:
     """(wall s, CPU s of the process: user + system, all threads, stdout)."""
     c0 = _children_cpu()
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     dt = time.perf_counter() - t0
     cpu = _children_cpu() - c0
     if out.returncode != 0:
@@ -87,14 +132,14 @@ def run(cmd: list[str], env: dict) -> tuple[float, float, str]:
     return dt, cpu, out.stdout
 
 
-def alternate(cmds: dict[str, list[str]], reps: int, env: dict) -> dict[str, dict]:
+def alternate(cmds: dict[str, list[str]], reps: int, env: dict, cwd: Path = REPO) -> dict[str, dict]:
     """Run every command once per round, ``reps`` rounds after one untimed warm-up round."""
     times: dict[str, list[float]] = {k: [] for k in cmds}
     cpus: dict[str, list[float]] = {k: [] for k in cmds}
     outs: dict[str, str] = {}
     for r in range(reps + 1):
         for k, cmd in cmds.items():
-            dt, cpu, outs[k] = run(cmd, env)
+            dt, cpu, outs[k] = run(cmd, env, cwd)
             if r:
                 times[k].append(dt)
                 cpus[k].append(cpu)
@@ -106,7 +151,8 @@ def lines(stdout: str) -> int:
     return len(stdout.splitlines())
 
 
-def consumer_runs(root: Path, end: int, per_hour: int, reps: int, env: dict, trib: list[str]) -> dict:
+def consumer_runs(root: Path, end: int, per_hour: int, reps: int, env: dict, trib: list[str],
+                  cwd: Path = REPO) -> dict:
     """Hourly runs of one listing consumer, alternating two processes and two library calls.
 
     Each run first adds the next hour's directory (``per_hour`` new files), so
@@ -128,10 +174,10 @@ def consumer_runs(root: Path, end: int, per_hour: int, reps: int, env: dict, tri
         add_hour(root, t, per_hour, f"new{k:03d}")
         if k % 2 == 0:
             dt1, cpu1, out = run([*trib, "files", str(root), "--layout", DIRECTORY, "--consumer", name, "--json",
-                            "-q"], env)
+                            "-q"], env, cwd)
             doc = json.loads(out)
             got, plan_id = len(doc["files"]), doc.get("plan_id") or doc["plan"]["plan_id"]
-            dt2, cpu2, _ = run([*trib, "consumer", "ack", str(root), name, plan_id], env)
+            dt2, cpu2, _ = run([*trib, "consumer", "ack", str(root), name, plan_id], env, cwd)
             proc.append(dt1 + dt2)
             proc_cpu.append(cpu1 + cpu2)
             plan_proc.append(dt1)
@@ -163,6 +209,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quick", action="store_true", help="small smoke run")
     ap.add_argument("--trib-module", help="run trib as `python -m MODULE` only (e.g. cli.main with PYTHONPATH "
                                           "set to an older checkout, to measure it in the same harness)")
+    ap.add_argument("--editable", action="store_true",
+                    help="measure this venv's own (editable) trib, not the wheel in a fresh venv")
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--markdown", help="also write the markdown section here")
     args = ap.parse_args(argv)
@@ -174,10 +222,17 @@ def main(argv: list[str] | None = None) -> dict:
     end = (int(time.time() * 1000) // H - 2 * reps - 2) * H
     hours = args.days * 24
     n = hours * args.per_hour
-    trib_module = [PY, "-m", args.trib_module] if args.trib_module else TRIB_MODULE
-    script = None if args.trib_module else trib_script()
-    trib = script or trib_module
     with WorkDir(args.dir, prefix="bench-cli-", keep=args.keep) as work:
+        py = PY
+        trib_module = [PY, "-m", args.trib_module] if args.trib_module else TRIB_MODULE
+        script = None if args.trib_module else trib_script()
+        dev = {"python": PY, "script": script, "module": trib_module}
+        if not (args.trib_module or args.editable):
+            py, script = wheel_install(work)
+            trib_module = [py, "-m", "tributary_read.cli.main"]
+        trib = script or trib_module
+        # `python -m` puts the working directory first on sys.path: the checkout's would shadow the wheel.
+        cwd = REPO if py == PY else work
         # Bytecode caches on, as an installed package has them (pip compiles at install); the
         # warm-up round fills them, in the scratch directory, whatever PYTHONDONTWRITEBYTECODE says.
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "TRIB_CONFIG")}
@@ -189,10 +244,14 @@ def main(argv: list[str] | None = None) -> dict:
         r["generation_s"] = time.perf_counter() - t0
 
         # a. start-up
-        startup = {"python -c pass": [PY, "-c", "pass"], "python -m ... --version": [*trib_module, "--version"]}
+        startup = {"python -c pass": [py, "-c", "pass"], "python -m ... --version": [*trib_module, "--version"]}
         if script:
             startup["trib --version"] = [*script, "--version"]
-        a = alternate(startup, reps, env)
+        if py != PY:  # the development venv's, for comparison
+            startup["dev: python -c pass"] = [PY, "-c", "pass"]
+            if dev["script"]:
+                startup["dev: trib --version"] = [*dev["script"], "--version"]
+        a = alternate(startup, reps, env, cwd)
 
         # b. one day by partition range; c. one hour by mtime over the whole table
         day_t = end - 2 * 24 * H  # a whole day, two days before the end
@@ -211,7 +270,7 @@ def main(argv: list[str] | None = None) -> dict:
             "trib hour": [*trib, "files", str(root), "--layout", DIRECTORY, "--start", str(lo), "--end", str(hi),
                           "-q"],
         }
-        bc = alternate(cases, reps, env)
+        bc = alternate(cases, reps, env, cwd)
         n_day = 24 * args.per_hour
         n_hour = args.per_hour
         for k, want in (("find day", n_day), ("trib day", n_day), ("find hour", n_hour), ("trib hour", n_hour)):
@@ -224,14 +283,15 @@ def main(argv: list[str] | None = None) -> dict:
             raise RuntimeError("trib and find disagree on the one-hour window")
 
         # d. a consumer's hourly run
-        d = consumer_runs(root, end, args.per_hour, reps, env, trib)
+        d = consumer_runs(root, end, args.per_hour, reps, env, trib, cwd)
 
     r["loadavg_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     for group in (a, bc):
         for v in group.values():
             v.pop("stdout")
     r.update({"files": n, "day_files": n_day, "hour_files": n_hour, "startup": a, "listing": bc, "consumer": d,
-              "trib_command": "trib (console script)" if script else f"python -m {trib_module[2]}"})
+              "trib_command": "trib (console script)" if script else f"python -m {trib_module[2]}",
+              "install": "editable (this venv)" if py == PY else "wheel, fresh venv"})
 
     ms = lambda s: f"{s * 1000:,.1f}"  # noqa: E731
 
@@ -250,6 +310,12 @@ def main(argv: list[str] | None = None) -> dict:
         rows.append(row("a", "`trib --version` (console script)", a["trib --version"], "", pc, "startup"))
     rows.append(row("a", f"`python -m {trib_module[2]} --version`", a["python -m ... --version"], "", pc,
                     "startup"))
+    if "dev: python -c pass" in a:
+        dpc = a["dev: python -c pass"]
+        rows.append(row("a", "dev venv (editable install): `python -c pass`", dpc, "", pc))
+        if "dev: trib --version" in a:
+            rows.append(row("a", "dev venv: `trib --version` (ratio to its own `python -c pass`)",
+                            a["dev: trib --version"], "", dpc))
     fd, fh = bc["find day"], bc["find hour"]
     rows += [
         row("b", f"`find DAY -type f` ({day})", fd, f"{n_day:,}", None),
@@ -270,7 +336,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{args.days} days x 24 hourly directories `{DIRECTORY}` x {args.per_hour} files; one day = {n_day:,} "
           f"files, one hour = {n_hour}. Every row is a whole process except the library row; median (best) of "
           f"{reps} runs, trib and its baseline alternating, warm page cache and bytecode caches; trib = "
-          f"{r['trib_command']}. CPU ms = user + system time of the process (all threads), which a loaded "
+          f"{r['trib_command']}, {r['install']}; `python` is the same venv's interpreter. CPU ms = user + system time of the process (all threads), which a loaded "
           f"machine inflates less than wall time. Load average before: {m['loadavg']}; after: "
           f"{r['loadavg_after']}.", "",
           md_table(["", "case", "median ms", "best ms", "CPU ms", "files", "ratio", "CPU ratio", "goal"], rows), ""]
