@@ -244,7 +244,8 @@ def main(argv: list[str] | None = None) -> dict:
         r["generation_s"] = time.perf_counter() - t0
 
         # a. start-up
-        startup = {"python -c pass": [py, "-c", "pass"], "python -m ... --version": [*trib_module, "--version"]}
+        startup = {"python -c pass": [py, "-c", "pass"], "python -m ... --version": [*trib_module, "--version"],
+                   "python -c 'import click'": [py, "-c", "import click"]}
         if script:
             startup["trib --version"] = [*script, "--version"]
         if py != PY:  # the development venv's, for comparison
@@ -310,6 +311,8 @@ def main(argv: list[str] | None = None) -> dict:
         rows.append(row("a", "`trib --version` (console script)", a["trib --version"], "", pc, "startup"))
     rows.append(row("a", f"`python -m {trib_module[2]} --version`", a["python -m ... --version"], "", pc,
                     "startup"))
+    rows.append(row("a", "`python -c 'import click'` (the floor of any click command line)",
+                    a["python -c 'import click'"], "", pc))
     if "dev: python -c pass" in a:
         dpc = a["dev: python -c pass"]
         rows.append(row("a", "dev venv (editable install): `python -c pass`", dpc, "", pc))

@@ -19,6 +19,10 @@ Then the no-op re-sync of everything (in-process and CLI), and for information
 the costs that shaped the design: SHOW PARTITIONS, DESCRIBE per partition, and a
 batched DROP.
 
+Each measured variant also reports CPU per partition: this process's (listing,
+plan, the client's encoding) and each server JVM's (metastore, HiveServer2,
+read from /proc), which a loaded machine inflates far less than wall time.
+
     .venv/bin/python benchmarks/bench_hive_sync.py            # 8,760 partitions (a year), ~10 min
     .venv/bin/python benchmarks/bench_hive_sync.py --quick    # 720 partitions (a month)
 """
@@ -47,8 +51,38 @@ from tributary_read.table.config import Table, TableConfig  # noqa: E402
 
 LAYOUT = Layout("{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}")
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+#: per statement/call: a fresh pair on a loaded machine can take minutes for one batch (the default is 60 s)
+TIMEOUT_S = 600
 
 
+
+
+class Cpu:
+    """CPU seconds of this process and of the pair's two JVMs (/proc/PID/stat; zeros where unreadable)."""
+
+    def __init__(self, work: Path):
+        try:
+            state = json.loads((work / "hive" / "services.json").read_text())
+            self.pids = {"hms": state["hms_pid"], "hs2": state["hs2_pid"]}
+        except (OSError, ValueError, KeyError):
+            self.pids = {}
+
+    @staticmethod
+    def _jvm(pid: int) -> float:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
+    def now(self) -> dict[str, float]:
+        return {"client": time.process_time(), **{k: self._jvm(p) for k, p in self.pids.items()}}
+
+    @staticmethod
+    def per_partition(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
+        """CPU ms per partition spent between two readings, by process."""
+        return {f"{k}_cpu_ms": (after[k] - before[k]) * 1000 / n for k in before}
 
 
 def build_dirs(root: Path, hours: int, key_value: bool) -> None:
@@ -75,7 +109,7 @@ def cli_sync(root: Path, t: TableName, port: int) -> tuple[float, dict]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "tributary_read.cli.main", "partitions", "sync", str(root), "--hive-table", str(t),
-                        "--metastore", f"hs2://127.0.0.1:{port}?user=trib", "--json"],
+                        "--metastore", f"hs2://127.0.0.1:{port}?user=trib&timeout={TIMEOUT_S}", "--json"],
                        capture_output=True, text=True, env=env, cwd=REPO)
     wall = time.perf_counter() - t0
     if p.returncode:
@@ -112,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(work: Path, port: int, hours: int, batch_sizes: list[int], sample: int, skip: set[str],
         hms_port: int | None = None) -> dict:
     out: dict = {"batched": [], "single": None, "msck": None, "thrift": None}
-    ms = Hs2Metastore("127.0.0.1", port, user="trib")
+    cpu = Cpu(work)
+    ms = Hs2Metastore("127.0.0.1", port, user="trib", timeout=TIMEOUT_S)
     # Warm the JVMs (JIT, metastore caches) so that the first variant is not charged for it.
     warm = work / "warm-up"
     build_dirs(warm, 300, key_value=False)
@@ -129,17 +164,20 @@ def run(work: Path, port: int, hours: int, batch_sizes: list[int], sample: int, 
         root = work / f"layout-{bs}-{conf}"
         table = Table.create(str(root), TableConfig(LAYOUT, format="text"))
         build_dirs(root, hours, key_value=False)
-        m = ms if conf else Hs2Metastore("127.0.0.1", port, user="trib")
+        m = ms if conf else Hs2Metastore("127.0.0.1", port, user="trib", timeout=TIMEOUT_S)
         if not conf:
             m.dialect = replace(m.dialect, batch_conf=None)
         t = create(ms, f"bench_sync_{bs}_{int(conf)}", root)
+        c0 = cpu.now()
         t0 = time.perf_counter()
         r = sync(table, m, t, SyncOptions(batch_size=bs))
         wall = time.perf_counter() - t0
+        c1 = cpu.now()
         assert count_partitions(ms, t) == hours
         out["batched"].append({"batch_size": bs, "set_batch_conf": conf, "seconds": wall,
                                "ms_per_partition": wall * 1000 / hours, "statements": r.statements,
-                               "add_s": r.timings.get("add_s"), "plan_s": r.timings.get("plan_s")})
+                               "add_s": r.timings.get("add_s"), "plan_s": r.timings.get("plan_s"),
+                               **Cpu.per_partition(c0, c1, hours)})
         print(f"  batch {bs}{'' if conf else ' (no SET)'}: {wall:.1f}s, {wall * 1000 / hours:.2f} ms/partition",
               file=sys.stderr)
     # -- the same sync straight through the metastore's Thrift API (no SQL engine), batch 1000
@@ -150,17 +188,19 @@ def run(work: Path, port: int, hours: int, batch_sizes: list[int], sample: int, 
         table = Table.create(str(root), TableConfig(LAYOUT, format="text"))
         build_dirs(root, hours, key_value=False)
         t = create(ms, "bench_sync_thrift", root)
-        with ThriftMetastore("127.0.0.1", hms_port) as tm:
+        with ThriftMetastore("127.0.0.1", hms_port, timeout=TIMEOUT_S) as tm:
             warm_t = create(ms, "bench_thrift_warm", warm)
             tm.add_partitions(warm_t, [({"dt": f"{START + timedelta(hours=h):%Y%m%d%H}"},
                                         f"file://{warm}/{START + timedelta(hours=h):%Y_%m_%d/%H}") for h in range(300)])
             ms._run(f"DROP TABLE {warm_t.sql}")
+            c0 = cpu.now()
             t0 = time.perf_counter()
             r = sync(table, tm, t, SyncOptions(batch_size=1000))
             wall = time.perf_counter() - t0
+            c1 = cpu.now()
         assert count_partitions(ms, t) == hours
         out["thrift"] = {"seconds": wall, "ms_per_partition": wall * 1000 / hours, "calls": r.statements,
-                         "add_s": r.timings.get("add_s")}
+                         "add_s": r.timings.get("add_s"), **Cpu.per_partition(c0, c1, hours)}
         print(f"  thrift: {wall:.1f}s, {wall * 1000 / hours:.2f} ms/partition", file=sys.stderr)
     bs = 1000 if 1000 in batch_sizes else batch_sizes[-1]
     default_root, default_table = work / f"layout-{bs}-True", TableName("default", f"bench_sync_{bs}_1")
@@ -244,26 +284,31 @@ def run(work: Path, port: int, hours: int, batch_sizes: list[int], sample: int, 
 def print_report(r: dict) -> None:
     n = r["hours"]
     rows = []
+
+    def cpu_cells(v: dict) -> list[str]:
+        return [f"{v[k]:.2f}" if k in v else "" for k in ("client_cpu_ms", "hms_cpu_ms", "hs2_cpu_ms")]
+
     for b in r["batched"]:
         label = f"trib sync, {b['batch_size']} per statement" + ("" if b["set_batch_conf"] else
                                                                  ", Spark's own 100 per metastore call")
-        rows.append([label, f"{b['seconds']:.1f}", f"{b['ms_per_partition']:.2f}", b["statements"], "measured"])
+        rows.append([label, f"{b['seconds']:.1f}", f"{b['ms_per_partition']:.2f}", *cpu_cells(b), b["statements"],
+                     "measured"])
     if r.get("thrift"):
         th = r["thrift"]
         rows.append(["trib sync through thrift:// (metastore API, 1000 per call)", f"{th['seconds']:.1f}",
-                     f"{th['ms_per_partition']:.2f}", th["calls"], "measured"])
+                     f"{th['ms_per_partition']:.2f}", *cpu_cells(th), th["calls"], "measured"])
     if r.get("cli"):
         c = r["cli"]
         rows.append(["trib partitions sync (CLI, batch 1000)", f"{c['seconds']:.1f}", f"{c['ms_per_partition']:.2f}",
-                     c["statements"], "measured, incl. process start"])
+                     "", "", "", c["statements"], "measured, incl. process start"])
     if r.get("single"):
         s = r["single"]
         rows.append(["one ADD PARTITION per statement", f"{s['extrapolated_seconds']:.0f}",
-                     f"{s['ms_per_partition']:.1f}", n, f"extrapolated from {s['sample']}"])
+                     f"{s['ms_per_partition']:.1f}", "", "", "", n, f"extrapolated from {s['sample']}"])
     if r.get("msck"):
         m = r["msck"]
-        rows.append(["MSCK REPAIR TABLE (key=value copy)", f"{m['seconds']:.1f}", f"{m['ms_per_partition']:.2f}", 1,
-                     "measured"])
+        rows.append(["MSCK REPAIR TABLE (key=value copy)", f"{m['seconds']:.1f}", f"{m['ms_per_partition']:.2f}",
+                     "", "", "", 1, "measured"])
     print(f"\n## Mounting {n:,} hourly partitions: HiveServer2 (Spark Thrift Server 4.3), the metastore's Thrift "
           "API (HMS 2.3, Derby) and MSCK\n")
     if r.get("thrift") and r["batched"]:
@@ -273,7 +318,8 @@ def print_report(r: dict) -> None:
               + (f"; vs MSCK {r['thrift']['seconds'] / r['msck']['seconds']:.2f}x" if r.get("msck") else "") + "\n")
     print(f"machine: {r['machine']['nproc']} cores, {r['machine']['cpu']}; load {r['machine']['loadavg']} before, "
           f"{r['loadavg_after']} after; data on {r['fs']}; {r['machine']['date']}\n")
-    print(md_table(["method", "total s", "ms / partition", "statements", "how"], rows))
+    print(md_table(["method", "total s", "ms / partition", "client CPU ms / p.", "metastore CPU ms / p.",
+                    "HS2 CPU ms / p.", "statements", "how"], rows))
     no = r["noop"]
     print(f"\nNo-op re-sync of {n:,} partitions: {no['seconds']:.2f} s in-process "
           f"(runs {no['runs']}; {json.dumps(no['timings'])})"
