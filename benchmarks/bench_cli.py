@@ -151,6 +151,22 @@ def lines(stdout: str) -> int:
     return len(stdout.splitlines())
 
 
+def window_in_process(root: Path, lo: int, hi: int, reps: int) -> dict:
+    """The whole-table window as one library call in this (warm) process: the listing alone, no start-up."""
+    from tributary_read.read.resolve import Source, mtime_files, plain_layout
+    from tributary_read.read.window import TimeWindow
+
+    layout = plain_layout(DIRECTORY, None, "UTC")
+    walls, cpus, n = [], [], 0
+    for r in range(reps + 1):
+        c0, t0 = time.process_time(), time.perf_counter()
+        n = len(mtime_files(Source.open(str(root), layout=layout), TimeWindow(lo, hi)).files)
+        if r:
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+    return {"median_s": median(walls), "best_s": min(walls), "cpu_median_s": median(cpus), "files": n}
+
+
 def consumer_runs(root: Path, end: int, per_hour: int, reps: int, env: dict, trib: list[str],
                   cwd: Path = REPO) -> dict:
     """Hourly runs of one listing consumer, alternating two processes and two library calls.
@@ -283,6 +299,10 @@ def main(argv: list[str] | None = None) -> dict:
                 os.path.relpath(p, root) for p in bc["find hour"]["stdout"].split()):
             raise RuntimeError("trib and find disagree on the one-hour window")
 
+        lib_hour = window_in_process(root, lo, hi, reps)
+        if lib_hour["files"] != n_hour:
+            raise RuntimeError(f"the library's window returned {lib_hour['files']} files, expected {n_hour}")
+
         # d. a consumer's hourly run
         d = consumer_runs(root, end, args.per_hour, reps, env, trib, cwd)
 
@@ -291,6 +311,7 @@ def main(argv: list[str] | None = None) -> dict:
         for v in group.values():
             v.pop("stdout")
     r.update({"files": n, "day_files": n_day, "hour_files": n_hour, "startup": a, "listing": bc, "consumer": d,
+              "hour_in_process": lib_hour,
               "trib_command": "trib (console script)" if script else f"python -m {trib_module[2]}",
               "install": "editable (this venv)" if py == PY else "wheel, fresh venv"})
 
@@ -326,6 +347,7 @@ def main(argv: list[str] | None = None) -> dict:
         row("b", "same, `--json` (size, mtime, partition per file)", bc["trib day --json"], f"{n_day:,}", fd, "day"),
         row("c", "`find ROOT -type f -newermt A ! -newermt B`", fh, n_hour, None),
         row("c", "`trib files --start A --end B` (whole table)", bc["trib hour"], n_hour, fh, "hour"),
+        row("c", "same window, one library call in a warm process (the listing alone)", lib_hour, n_hour, fh),
         ["d", "consumer plan + ack, library calls in a warm process", ms(d["library_median_s"]),
          ms(d["library_best_s"]), ms(d["library_cpu_median_s"]), n_hour, "1.00x", "1.00x", ""],
         ["d", "consumer plan + ack, two `trib` processes", ms(d["process_median_s"]), ms(d["process_best_s"]),

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     before = machine_info()
 
     with WorkDir(prefix="hive-sync-") as work:
-        with hive_pair(work) as (hms_port, hs2_port):
+        with hive_pair(work, timeout=900) as (hms_port, hs2_port):  # a loaded machine needs more than 300 s
             results = run(work, hs2_port, hours, batch_sizes, sample, skip, hms_port)
         fs = fs_type(work)
     after = machine_info()
