@@ -43,6 +43,14 @@ class LineSink:
         if self._buffered >= self.FLUSH_BYTES:
             self._drain()
 
+    def write_lines(self, lines: list[bytes]) -> None:
+        """:meth:`write_line` each of ``lines``, in one step."""
+        block = b"\n".join(lines)
+        self._buf += (block, b"\n")
+        self._buffered += len(block) + 1
+        if self._buffered >= self.FLUSH_BYTES:
+            self._drain()
+
     def write_row(self, row) -> None:  # a parsed record: not meaningful for text
         raise InvalidInputError("text formats take raw lines")
 

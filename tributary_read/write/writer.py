@@ -304,6 +304,45 @@ class TableWriter:
             self.roll_idle(now)
         return True
 
+    def write_lines(self, lines: list[bytes], ts: list[int]) -> bool:
+        """Append lines (a line table's records) at event times ``ts`` in bulk, as :meth:`write` would one by
+        one (a file rolls by record count at the same line); or write nothing and answer False where that
+        could differ (a file that may roll by size inside the run). TimeOutOfRangeError as :meth:`write`,
+        before anything is written."""
+        if self.table.config.format == "parquet":
+            return False
+        parts = self.partition_rows(ts)
+        roll = self.roll
+        plan = []
+        for part, idx in parts:
+            rows = lines if idx is None else [lines[i] for i in idx]
+            f = self._open.get(part.path)
+            # The uncompressed bytes bound what the file can grow by: a roll by size is left to write().
+            if roll.max_bytes and (f.sink.bytes_written if f else 0) + sum(map(len, rows)) + len(rows) + 1024 \
+                    >= roll.max_bytes:
+                return False
+            plan.append((part, rows))
+        now = self.clock()
+        for part, rows in plan:
+            path, i = part.path, 0
+            while i < len(rows):
+                f = self._open.get(path) or self._open.setdefault(path, self._new_file(part))
+                sink = f.sink
+                assert isinstance(sink, LineSink)
+                n = len(rows) - i if not roll.max_records else min(len(rows) - i, roll.max_records - f.records)
+                try:
+                    sink.write_lines(rows[i:i + n] if i or n < len(rows) else rows)
+                except (OSError, pa.ArrowException) as e:  # a full disk, EFBIG, a lost connection
+                    raise self.storage._wrap("cannot write", f.write_path, e) from e
+                f.records += n
+                f.last_write = now
+                i += n
+                if roll.max_records and f.records >= roll.max_records:
+                    self._close(path)
+        if now - self._last_idle_check >= 1.0:
+            self.roll_idle(now)
+        return True
+
     def write_dead_letter(self, line: bytes, offset: int, reason: str, source: str | None = None,
                           extra: dict | None = None) -> None:
         """Keep an unplaceable record, with why, in a file committed like data.
