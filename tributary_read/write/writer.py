@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from typing import Callable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tributary_read.errors import BadRecordError, InvalidInputError
 from tributary_read.faults import crash_point
@@ -163,6 +162,8 @@ class TableWriter:
         if self.table.config.format != "parquet":  # before any file opens: a line file has no columns
             raise InvalidInputError(f"write_table takes Parquet tables; this table's format is "
                                     f"{self.table.config.format}: write its records with write()")
+        import pyarrow.compute as pc  # here, not at the top: its import is a third of a whole compaction's CPU
+
         if time_column not in table.column_names:
             raise BadRecordError(f"time column {time_column!r} is not in the batch (columns: "
                                  f"{', '.join(table.column_names)})")
