@@ -53,14 +53,16 @@ def compact(state: TribState, root, partitions, min_age, target_size, min_files,
             click.echo(f"trib compact: {i}/{n} {rw.entry.path}: {len(rw.inputs)} files, {rw.records_read} records",
                        err=True)
 
-    from tributary_read.hive.commit import committer_for
-
     spark = None
     if on_spark and plan.groups and not dry_run:
         from tributary_read.spark.session import sql_session
 
         spark = sql_session(master, {"spark.ui.enabled": "false"}, "trib-compact", udfs=False)  # no user SQL
-    committer = None if dry_run else committer_for(t)  # the table's partition commit: Hive's stats refreshed
+    committer = None
+    if not dry_run and t.config.partition_commit:  # the table's partition commit: Hive's stats refreshed
+        from tributary_read.hive.commit import committer_for  # only then: its import is a small run's cost
+
+        committer = committer_for(t)
     try:
         result = run_compact(t, plan, dry_run=dry_run, progress=progress,
                              on_commit=committer.on_commit if committer else None, spark=spark,

@@ -1,4 +1,4 @@
-"""A Parquet table's lines parsed in bulk (write.json_batch) give what record-by-record admission gives.
+"""A Parquet or jsonl table's lines parsed in bulk (write.json_batch) give what record-by-record admission gives.
 
 The bulk parse is a shortcut that must never decide anything: for each seed, the
 same lines go into two tables, one line at a time (``LineRecords.take``) and in
@@ -8,12 +8,14 @@ same order, and the dead letters must be the same. The lines mix what makes the
 two paths differ if anything can: absent and null fields, integers and doubles
 around 2**53 and 2**63, strings Arrow reads as timestamps, objects (empty too)
 and arrays, non-objects, blank and broken lines, two objects on a line,
-duplicate keys, a BOM, lone surrogates, bad and out-of-range times, rows of
-many partitions in one run, and rolls by record count.
+duplicate keys, a BOM, lone surrogates, bad and out-of-range times, a line break
+inside a value, nesting deeper than ``json.loads`` takes, rows of many partitions in
+one run, and rolls by record count.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 
@@ -80,7 +82,7 @@ class Lines:
             doc = {"n": doc.pop("n"), **doc}  # another field order
         if r.random() >= self.odd:
             return json.dumps(doc, separators=(",", ":")).encode()
-        kind = r.randrange(14)
+        kind = r.randrange(16)
         if kind == 0:
             doc[r.choice(["x", "y", "n", "ms", "level", "user", "day"])] = self._value()
             return json.dumps(doc).encode()
@@ -91,15 +93,17 @@ class Lines:
                 json.dumps(doc).encode() + b" " + json.dumps(doc).encode(), b"\xef\xbb\xbf" + json.dumps(doc).encode(),
                 b'{"ts":"%s","s":"\\ud800"}' % _iso(T0).encode(), b'{"ts":"%s","s":"\xff"}' % _iso(T0).encode(),
                 b'{"ts":"%s","s":"\xed\xa0\x80"}' % _iso(T0).encode(),
-                b'{"ts":"%s","n":1e400}' % _iso(T0).encode()][kind - 2]
+                b'{"ts":"%s","n":1e400}' % _iso(T0).encode(), b'{"ts":"%s",\r"n":1}' % _iso(T0).encode(),
+                b'{"ts":"%s","n":%s%s}' % (_iso(T0).encode(), b"[" * 1200, b"]" * 1200)][kind - 2]
 
 
-def _table(root) -> Table:
-    return Table.create(str(root), TableConfig(Layout(LAYOUT, PARTITION), format="parquet", compression="snappy"))
+def _table(root, fmt: str = "parquet") -> Table:
+    return Table.create(str(root), TableConfig(Layout(LAYOUT, PARTITION), format=fmt,
+                                               compression="snappy" if fmt == "parquet" else "gzip"))
 
 
-def _write(root, lines: list[bytes], bulk: bool, seed: int, roll: RollPolicy | None) -> int:
-    table = _table(root)
+def _write(root, lines: list[bytes], bulk: bool, seed: int, roll: RollPolicy | None, fmt: str = "parquet") -> int:
+    table = _table(root, fmt)
     writer = TableWriter(table, roll=roll, writer_id="w")
     spec = TimeSpec(field="ts")
     records = LineRecords(table, writer, spec.extractor(table.layout.tz), True, OnBadRecord.DEAD_LETTER,
@@ -129,22 +133,30 @@ def _contents(root) -> tuple[dict, list]:
         if f.kind == KIND_DEAD_LETTER:
             dead += (root / f.path).read_text().splitlines()
             continue
-        t = pq.read_table(root / f.path)
-        parts.setdefault(f.path.rsplit("/", 1)[0], []).append((t.schema.to_string(show_schema_metadata=False),
-                                                                 t.to_pylist()))
+        if f.path.endswith(".parquet"):
+            t = pq.read_table(root / f.path)
+            got = (t.schema.to_string(show_schema_metadata=False), t.to_pylist())
+        else:
+            text = gzip.decompress((root / f.path).read_bytes())
+            assert text.endswith(b"\n"), f.path
+            got = ("lines", text[:-1].split(b"\n"))
+        parts.setdefault(f.path.rsplit("/", 1)[0], []).append(got)
     return parts, sorted(dead)
 
 
-@pytest.mark.parametrize("seed,odd,hours,roll", [(1, 0.0, 1, None), (2, 0.0, 6, None), (3, 0.002, 2, None),
-                                                 (4, 0.05, 3, None), (5, 0.3, 2, None), (6, 0.02, 2, 700),
-                                                 (7, 0.002, 40, None), (8, 0.001, 1, 5000), (9, 0.01, 2, None)])
-def test_bulk_and_one_by_one_write_the_same_files_rows_and_dead_letters(tmp_path, seed, odd, hours, roll):
+@pytest.mark.parametrize("seed,odd,hours,roll,fmt", [
+    (1, 0.0, 1, None, "parquet"), (2, 0.0, 6, None, "parquet"), (3, 0.002, 2, None, "parquet"),
+    (4, 0.05, 3, None, "parquet"), (5, 0.3, 2, None, "parquet"), (6, 0.02, 2, 700, "parquet"),
+    (7, 0.002, 40, None, "parquet"), (8, 0.001, 1, 5000, "parquet"), (9, 0.01, 2, None, "parquet"),
+    (2, 0.0, 6, None, "jsonl"), (3, 0.002, 40, None, "jsonl"), (6, 0.002, 2, 700, "jsonl"),
+    (10, 0.05, 3, None, "jsonl")])
+def test_bulk_and_one_by_one_write_the_same_files_rows_and_dead_letters(tmp_path, seed, odd, hours, roll, fmt):
     src = Lines(seed, odd, hours)
     lines = [src.line() for _ in range(12_000)]
     policy = RollPolicy(max_records=roll) if roll else None
-    _write(tmp_path / "one", lines, bulk=False, seed=seed, roll=policy)
-    taken = _write(tmp_path / "bulk", lines, bulk=True, seed=seed, roll=policy)
-    if odd <= 0.002:  # more, and the odd values' types make most of the rest conflicts (one by one)
+    _write(tmp_path / "one", lines, bulk=False, seed=seed, roll=policy, fmt=fmt)
+    taken = _write(tmp_path / "bulk", lines, bulk=True, seed=seed, roll=policy, fmt=fmt)
+    if odd <= 0.002:  # more, and most runs are cut near their start, or (Parquet) conflict: one by one
         assert taken > len(lines) / 3, "the bulk path was hardly taken: this compares nothing"
     one, one_dead = _contents(tmp_path / "one")
     bulk, bulk_dead = _contents(tmp_path / "bulk")
@@ -154,6 +166,21 @@ def test_bulk_and_one_by_one_write_the_same_files_rows_and_dead_letters(tmp_path
         assert [s for s, _ in one[part]] == [s for s, _ in bulk[part]], part
         assert [rows for _, rows in one[part]] == [rows for _, rows in bulk[part]], part
     assert sum(len(rows) for files in one.values() for _, rows in files) + len(one_dead) == len(lines)
+
+
+def test_clean_jsonl_lines_are_written_in_bulk(tmp_path):
+    """A jsonl table's run of ordinary lines is written as one block per file, the lines as they are."""
+    table = _table(tmp_path / "t", "jsonl")
+    writer = TableWriter(table, writer_id="w")
+    spec = TimeSpec(field="ts")
+    records = LineRecords(table, writer, spec.extractor(table.layout.tz), True, OnBadRecord.DEAD_LETTER,
+                          BadRecordLimit(None, "src"), field_time=spec.field_time(table.layout.tz))
+    src = Lines(2, 0.0, 3)
+    lines = [src.line() for _ in range(5000)]
+    assert records.batch is not None and records.batch.write(lines, 64) == (len(lines), 0)
+    writer.commit()
+    parts, dead = _contents(tmp_path / "t")
+    assert not dead and sorted(x for files in parts.values() for _, got in files for x in got) == sorted(lines)
 
 
 def test_clean_lines_are_parsed_in_bulk(tmp_path):

@@ -424,3 +424,55 @@ def test_a_latest_first_run_refused_for_bad_records_leaves_the_rerun_exact(kafka
     doc = json.loads(r.stdout)
     assert (doc["records"], doc["dead_letters"]) == (20, 15)
     assert _ids(root) == list(range(10, 15)) and [d["offset"] for d in _dead(root)] == list(range(10, 25))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_values_parsed_in_bulk_keep_every_per_record_rule(kafka_broker, tmp_path, fmt):
+    """Runs of values are parsed in bulk (write.json_batch); the odd ones among them still get the per-record
+    rules at their own offsets: bad JSON, a missing time, JSON nested deeper than json.loads takes are dead
+    letters; a value holding a line break is one record (one line of a jsonl file); a string time among
+    integers is read as a time; the manifest's offsets and event times are the records'."""
+    topic = _topic(kafka_broker, 1)
+    values: list[bytes] = []
+    odd = {40: b"not json {", 90: b'{"id":-1}', 150: b'{"id":-2,"ts":%d,"a":%s%s}' % (T0, b"[" * 1500, b"]" * 1500)}
+    ids = []
+    for off in range(300):
+        if off in odd:
+            values.append(odd[off])
+            continue
+        doc = {"id": off, "ts": T0 + off * 1000, "msg": f"m{off}"}
+        if off == 120:
+            doc["ts"] = "2025-11-24T16:02:00Z"  # = T0 + 120 s, as a string
+        if off == 100:
+            doc["ts"] = T0 + 3_000_000  # the newest event time, in the middle of a run
+        line = json.dumps(doc, separators=(",", ":")).encode()
+        values.append(line.replace(b',"ts"', b',\n"ts"') if off == 200 else line)
+        ids.append(off)
+    kafka_broker.produce(topic, values, partition=0)
+    root = _table(tmp_path, fmt=fmt)
+    r = _ingest(root, kafka_broker, topic, "--json", "--max-bad-fraction", "0.5")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    # In a Parquet file whose ts column holds integers, a string ts is a column conflict (docs/parquet.md).
+    conflict = [120] if fmt == "parquet" else []
+    assert (doc["records"], doc["dead_letters"]) == (300, 3 + len(conflict))
+    assert _ids(root) == [i for i in ids if i not in conflict]
+    dead = [(d["offset"], d["reason"]) for d in _dead(root)]
+    assert [x for x in dead if x[0] not in conflict] == [(40, "not valid JSON"), (90, "no time field 'ts'"),
+                                                         (150, "JSON nested too deeply")]
+    from tributary_read.table.config import Table
+
+    t = Table.load(str(root))
+    state = t.log.state()
+    last = t.log.read_commit(state.apps["feed"].version)
+    assert last.transaction.meta["kafka"] == {topic: {"0": 300}}
+    assert last.transaction.meta["kafka_event_ms"] == {f"kafka:{topic}/0": T0 + 3_000_000}
+    if fmt == "jsonl":  # the record with a line break is one line
+        import gzip
+
+        def text(path: str) -> bytes:
+            data = (root / path).read_bytes()
+            return gzip.decompress(data) if path.endswith(".gz") else data
+
+        lines = [x for f in state.files.values() if f.kind == "data" for x in text(f.path).splitlines()]
+        assert len(lines) == len(ids) and b'"id":200,"ts":' in b"\n".join(lines)

@@ -36,6 +36,7 @@ class LineSink:
         # _drain writes to ``raw``, so its position is re-read there, not per record.
         self._raw_pos = raw.tell()
         self._ratio = 4 if self.out is not raw else 1
+        self._crc = 0  # of the bytes written to ``raw`` (uncompressed files: stored_crc)
 
     def write_line(self, line: bytes) -> None:
         self._buf += (line, b"\n")
@@ -43,12 +44,31 @@ class LineSink:
         if self._buffered >= self.FLUSH_BYTES:
             self._drain()
 
+    def write_lines(self, lines: list[bytes]) -> None:
+        """:meth:`write_line` each of ``lines``, in one step."""
+        block = b"\n".join(lines)
+        self._buf += (block, b"\n")
+        self._buffered += len(block) + 1
+        if self._buffered >= self.FLUSH_BYTES:
+            self._drain()
+
     def write_row(self, row) -> None:  # a parsed record: not meaningful for text
         raise InvalidInputError("text formats take raw lines")
 
+    @property
+    def stored_crc(self) -> int | None:
+        """The CRC-32 of every byte handed to the file so far, when this sink encodes them itself (gzip, or
+        none); None under an Arrow codec. A reader of the closed file that finds the same CRC has its lines."""
+        if isinstance(self.out, _Gzip):
+            return self.out.crc
+        return self._crc if self.out is self.raw else None
+
     def _drain(self) -> None:
         if self._buf:
-            self.out.write(b"".join(self._buf))
+            block = b"".join(self._buf)
+            if self.out is self.raw:
+                self._crc = zlib.crc32(block, self._crc)
+            self.out.write(block)
             self._raw_pos = self.raw.tell()
             self.uncompressed += self._buffered
             self._buf.clear()
@@ -80,12 +100,17 @@ class _Gzip:
     def __init__(self, raw, level: int = GZIP_LEVEL):
         self.raw = raw
         self._z = zlib.compressobj(level, zlib.DEFLATED, self.GZIP)
+        self.crc = 0  # of the compressed bytes written to ``raw``
 
     def write(self, data: bytes) -> None:
-        self.raw.write(self._z.compress(data))
+        out = self._z.compress(data)
+        self.crc = zlib.crc32(out, self.crc)
+        self.raw.write(out)
 
     def close(self) -> None:
-        self.raw.write(self._z.flush())
+        out = self._z.flush()
+        self.crc = zlib.crc32(out, self.crc)
+        self.raw.write(out)
 
 
 class RowGroupEncoder:

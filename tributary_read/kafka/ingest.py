@@ -40,7 +40,8 @@ from tributary_read.table.config import RollPolicy, Table
 from tributary_read.table.renames import roll_forward
 from tributary_read.write.ingest import FROM_TABLE, FromTable, StopRequest, TimeSpec
 from tributary_read.write.pacing import CommitPacer
-from tributary_read.write.lines import BadRecordLimit, OnBadRecord, bad_record_reason
+from tributary_read.write.json_batch import JsonBatch, LineBatch
+from tributary_read.write.lines import BadRecordLimit, LineRecords, OnBadRecord, bad_record_reason, take_in_bulk
 from tributary_read.write.writer import TableWriter
 
 #: How often a follow run looks for partitions added to its topics.
@@ -174,6 +175,7 @@ class _Run:
         self._skipped_total: dict[TopicPartition, int] = {}
         self._probed, self._noted_down = 0.0, False  # broker outages: the last probe, whether it was said
         self.added: list[TopicPartition] = []  # partitions added after the app's first run (started earliest)
+        self.batch: JsonBatch | LineBatch | None = None  # parses a run of values in bulk (JSON values)
 
     def go(self) -> KafkaIngestResult:
         ck = kc.kafka()
@@ -204,6 +206,9 @@ class _Run:
             self.ends = {} if self.follow else {tp: (kc.watermarks(consumer, tp) or (0, 0))[1] for tp in assigned}
             self.done: set[TopicPartition] = set()
             writer = TableWriter(self.table, protocol=self.protocol, roll=self.roll)
+            field_time = self.record.bulk_field_time()
+            self.batch = None if field_time is None else (
+                JsonBatch(writer, field_time) if self.record.rows else LineBatch(writer, field_time))
             if self.on_start is not None:
                 self.on_start(KafkaStart({tp.key: self.pos.next[tp] for tp in assigned}, self.base, writer.writer_id))
             if "latest" in self.pos.started.values():
@@ -336,28 +341,7 @@ class _Run:
                 # error event or records fetched before the broker went away, and the client's next
                 # reconnect error (hence the next chance to notice) can be seconds of backoff away.
                 self._outage(consumer)
-            nxt = self.pos.next
-            for msg in msgs:
-                err = msg.error()
-                where = (msg.topic(), msg.partition())
-                tp = tps.get(where)  # one TopicPartition per partition, not one per record
-                if tp is None:
-                    tp = tps[where] = TopicPartition(*where)
-                if err is not None:
-                    self._error(consumer, ck, err, tp, msg)
-                    continue
-                at = nxt.get(tp)
-                if at is None:
-                    continue  # a stray message after an unassign
-                off = msg.offset()
-                if off < at:
-                    continue  # a resent message from before a seek
-                if tp not in self.first:
-                    self.first[tp] = off
-                self._take(writer, msg, tp, off)
-                if pace.add():
-                    self._commit(writer)
-                    pace.committed()
+            self._take_all(writer, msgs, tps, pace, consumer, ck)
             now = time.monotonic()
             if self.follow:
                 writer.roll_idle()
@@ -375,20 +359,86 @@ class _Run:
         if self.pos.touched or pace.pending:
             self._commit(writer)
 
-    def _take(self, writer: TableWriter, msg, tp: TopicPartition, off: int) -> None:
-        self.read += 1
-        self.counts[tp] = self.counts.get(tp, 0) + 1
-        self.pos.advance(tp, off)
-        value = msg.value()
-        if value is None:  # a tombstone: nothing to store, its offset still advances
-            self.tombstones += 1
+    def _take_all(self, writer: TableWriter, msgs: list, tps: dict, pace: CommitPacer, consumer, ck) -> None:
+        """Take a fetched batch in order: each record's offset and counts as it comes, its value in runs
+        placed together (:meth:`_place`), a commit wherever the pace says (after the record that fills it).
+
+        A run is placed before anything that reads or moves the positions (an error event, a commit), so
+        every commit names exactly the records written before it, as if each were taken alone.
+        """
+        pos = self.pos
+        nxt, touched, counts, sizes, first = pos.next, pos.touched, self.counts, self.sizes, self.first
+        run: list = []  # the messages with a value, since the last placement
+        values: list[bytes] = []
+        run_tps: list[TopicPartition] = []
+        for msg in msgs:
+            err = msg.error()
+            where = (msg.topic(), msg.partition())
+            tp = tps.get(where)  # one TopicPartition per partition, not one per record
+            if tp is None:
+                tp = tps[where] = TopicPartition(*where)
+            if err is not None:
+                if run:
+                    self._place(writer, run, values, run_tps)
+                    run, values, run_tps = [], [], []
+                self._error(consumer, ck, err, tp, msg)
+                continue
+            at = nxt.get(tp)
+            if at is None:
+                continue  # a stray message after an unassign
+            off = msg.offset()
+            if off < at:
+                continue  # a resent message from before a seek
+            if tp not in first:
+                first[tp] = off
+            self.read += 1
+            counts[tp] = counts.get(tp, 0) + 1
+            nxt[tp] = off + 1  # Positions.advance
+            touched.add(tp)
+            value = msg.value()
+            if value is None:  # a tombstone: nothing to store, its offset still advances
+                self.tombstones += 1
+            else:
+                sizes[tp] = sizes.get(tp, 0) + len(value)
+                run.append(msg)
+                values.append(value)
+                run_tps.append(tp)
+            if pace.add():
+                if run:
+                    self._place(writer, run, values, run_tps)
+                    run, values, run_tps = [], [], []
+                self._commit(writer)
+                pace.committed()
+        if run:
+            self._place(writer, run, values, run_tps)
+
+    def _place(self, writer: TableWriter, run: list, values: list[bytes], tps: list[TopicPartition]) -> None:
+        """Write a run of records (their offsets are taken): JSON values with a time field in bulk where
+        :mod:`~tributary_read.write.json_batch` can (the same rows or lines, files and dead letters as one
+        by one: :func:`take_in_bulk`), every other record one by one (:meth:`_place_one`)."""
+        batch = self.batch
+        if batch is not None and len(run) >= LineRecords.MIN_BATCH:
+            em = self.pos.event_ms
+            low = -1 << 62
+
+            def bulk(start: int, times: list[int]) -> None:
+                for tp, ts in zip(tps[start:start + len(times)], times):
+                    if ts > em.get(tp, low):
+                        em[tp] = ts
+
+            take_in_bulk(batch, values, lambda j: self._place_one(writer, run[j], tps[j]), bulk)
             return
-        self.sizes[tp] = self.sizes.get(tp, 0) + len(value)
+        place = self._place_one
+        for msg, tp in zip(run, tps):
+            place(writer, msg, tp)
+
+    def _place_one(self, writer: TableWriter, msg, tp: TopicPartition) -> None:
+        """Write one record (its offset is taken), or keep it as a dead letter; its value is not None."""
         reason = None
         try:
             rec, ts = self.record.convert(msg)
         except TimeUnitError as e:
-            raise TimeUnitError(f"{tp} offset {off}: {e}") from None
+            raise TimeUnitError(f"{tp} offset {msg.offset()}: {e}") from None
         except (ValueError, TypeError, OverflowError, RecursionError) as e:
             reason = bad_record_reason(e)
         else:
@@ -400,6 +450,7 @@ class _Run:
                 if ts > self.pos.event_ms.get(tp, -1 << 62):
                     self.pos.event_ms[tp] = ts
         if reason is not None:
+            off = msg.offset()
             if self.on_bad_record is OnBadRecord.FAIL:
                 raise BadRecordError(f"{tp} offset {off}: {reason}") from None
             writer.write_dead_letter(msg.value(), off, reason, str(tp),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.table.config import Table
@@ -32,6 +32,12 @@ class Record:
                                     "with a time regex or from the Kafka timestamp", time_field="time field",
                                     time_regex="a time regex", time_source="the Kafka timestamp")
         self.extract = time_spec.extractor(table.layout.tz) if time_spec is not None else None
+        self._field_time = time_spec.field_time(table.layout.tz) if time_spec is not None else None
+
+    def bulk_field_time(self) -> tuple[tuple[str, ...], Callable[[object], int]] | None:
+        """The time field's rule when values may be parsed in bulk (a JSON table whose records are the
+        values as they are: no Kafka columns; the time from a field), else None: one by one."""
+        return self._field_time if not self.text and not self.columns else None
 
     def convert(self, msg) -> tuple[bytes | dict, int]:
         value: bytes = msg.value()

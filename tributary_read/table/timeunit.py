@@ -93,7 +93,8 @@ class IntegerTimes:
 
     def to_ms(self, v: int | float, subject: str, latest_ms: int | None = None) -> int:
         """``v`` as epoch ms; an implausible time raises (see :meth:`refusal`)."""
-        ms = self.effective.to_ms(v)
+        # An int of ms (declared or not) is its own value: the per-record path of every ingest.
+        ms = v if type(v) is int and (self.unit is None or self.unit is TimeUnit.MS) else self.effective.to_ms(v)
         if not self.allow_any:
             latest = self.latest_ms() if latest_ms is None else latest_ms
             if not EARLIEST_MS <= ms <= latest:

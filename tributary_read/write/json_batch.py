@@ -62,6 +62,7 @@ class JsonBatch:
         self.keys, self.value_ms = field_time
         self._strings: dict[str, None] = {}  # top-level fields Arrow would take for timestamps, in first-seen order
         self._options = pj.ParseOptions()
+        self.times: list[int] = []  # the event times of the lines the last write() wrote in bulk
 
     def write(self, lines: list[bytes], min_run: int) -> tuple[int, int | None]:
         """Write a leading run of ``lines`` in bulk: (how many, then how many to take one by one before
@@ -84,7 +85,12 @@ class JsonBatch:
             return got
         rows, types = got
         ts = self._times(rows)
-        return self._write(lines, rows, types, ts) if isinstance(ts, list) else ts
+        if not isinstance(ts, list):
+            return ts
+        done = self._write(lines, rows, types, ts)
+        if done:
+            self.times = ts
+        return done
 
     def parse(self, lines: list[bytes]) -> tuple[pa.StructArray, dict] | int | Cut | None:
         """One row per line and each column's type (:func:`parsed_type`); else the index of the first line
@@ -118,21 +124,7 @@ class JsonBatch:
         return arr, types
 
     def _read(self, lines: list[bytes]) -> pa.StructArray | int | None:
-        blob = _OPEN + _SEP.join(lines) + _CLOSE
-        try:  # Arrow stores a string's bytes unchecked, where json.loads refuses them
-            blob.decode("utf-8")
-        except UnicodeDecodeError:
-            return next((i for i, line in enumerate(lines) if not _utf8(line)), None)
-        try:  # one block, so that the row an error names is the line's index
-            table = pj.read_json(pa.BufferReader(blob), read_options=pj.ReadOptions(block_size=len(blob) + 1),
-                                 parse_options=self._options)
-        except (pa.ArrowException, ValueError) as e:  # a line the per-record path must judge
-            m = _ROW.search(str(e))
-            return int(m.group(1)) if m and int(m.group(1)) < len(lines) else None
-        if table.num_rows != len(lines) or table.num_columns != 1 or not pa.types.is_struct(table.schema[0].type):
-            return None  # a line of two objects (no row named)
-        arr = table.column(0).combine_chunks()
-        return _first_null(arr) if arr.null_count else arr  # a line ``null``
+        return read_values(lines, self._options)
 
     def _first_seen(self, arr: pa.StructArray, lines: list[bytes]) -> pa.StructArray | Cut | None:
         """``arr`` with its fields in first-seen order, when declared (string) fields put them out of it.
@@ -198,6 +190,110 @@ class JsonBatch:
                 return False
             groups.append((part, *sub))
         return self.writer.write_parsed(groups)
+
+
+def read_values(lines: list[bytes], options: pj.ParseOptions) -> pa.StructArray | int | None:
+    """Each line parsed as the value ``v`` of one row (``options`` declare what Arrow keeps of it); else the
+    index of the first line the per-record path must judge, or None when Arrow names none."""
+    blob = _OPEN + _SEP.join(lines) + _CLOSE
+    odd = _odd_line(lines, blob)
+    if odd is not None:
+        return odd
+    try:  # Arrow stores a string's bytes unchecked, where json.loads refuses them
+        blob.decode("utf-8")
+    except UnicodeDecodeError:
+        return next((i for i, line in enumerate(lines) if not _utf8(line)), None)
+    try:  # one block, so that the row an error names is the line's index
+        table = pj.read_json(pa.BufferReader(blob), read_options=pj.ReadOptions(block_size=len(blob) + 1),
+                             parse_options=options)
+    except (pa.ArrowException, ValueError) as e:  # a line the per-record path must judge
+        m = _ROW.search(str(e))
+        return int(m.group(1)) if m and int(m.group(1)) < len(lines) else None
+    if table.num_rows != len(lines) or table.num_columns != 1 or not pa.types.is_struct(table.schema[0].type):
+        return None  # a line of two objects (no row named)
+    arr = table.column(0).combine_chunks()
+    return _first_null(arr) if arr.null_count else arr  # a line ``null``
+
+
+#: A line this long may nest deeper than ``json.loads`` takes (it refuses about 1,000 levels; Arrow takes
+#: any): one with :data:`DEEP_OPENERS` brackets or more is judged one by one.
+DEEP_BYTES, DEEP_OPENERS = 800, 400
+
+
+def _odd_line(lines: list[bytes], blob: bytes) -> int | None:
+    """The first line the bulk parse could read otherwise than ``json.loads``: one holding a line break
+    (the blob's rows are lines; a Kafka value may hold one) or nested possibly too deep for it."""
+    odd = None
+    if max(map(len, lines), default=0) >= DEEP_BYTES:
+        odd = next((i for i, line in enumerate(lines)
+                    if len(line) >= DEEP_BYTES and line.count(b"[") + line.count(b"{") >= DEEP_OPENERS), None)
+    if blob.count(b"\n") != len(lines) or b"\r" in blob:  # the blob's own: one after each line
+        brk = next(i for i, line in enumerate(lines) if b"\n" in line or b"\r" in line)
+        odd = brk if odd is None else min(odd, brk)
+    return odd
+
+
+class LineBatch:
+    """JSON lines of a ``jsonl`` table written in bulk, as they are: Arrow checks that each line is one JSON
+    value and reads its time field (the other fields are parsed, not kept). Like :class:`JsonBatch` a
+    shortcut that declines: a line without a time Arrow can read, or one Arrow may read otherwise
+    than ``json.loads`` (:func:`read_values`), is the per-record path's to judge.
+
+    The time field is declared a string or an integer, as the run's first line has it: a run whose
+    lines differ is cut at the first that does.
+    """
+
+    def __init__(self, writer: TableWriter, field_time: tuple[tuple[str, ...], Callable[[object], int]]):
+        self.writer = writer
+        self.keys, self.value_ms = field_time
+        self.times: list[int] = []  # the event times of the lines the last write() wrote in bulk
+        self._options = {kind: self._declared(kind) for kind in (pa.int64(), pa.string())}
+
+    def _declared(self, kind: pa.DataType) -> pj.ParseOptions:
+        t = kind
+        for k in reversed(self.keys):
+            t = pa.struct([(k, t)])
+        return pj.ParseOptions(explicit_schema=pa.schema([("v", t)]), unexpected_field_behavior="ignore")
+
+    def write(self, lines: list[bytes], min_run: int) -> tuple[int, int | None]:
+        """As :meth:`JsonBatch.write`: (lines written in bulk, then how many to take one by one)."""
+        got = self._whole(lines)
+        if got is True:
+            return len(lines), 0
+        if got is None or got is False:
+            return 0, None
+        if got < min_run:
+            return 0, got + 1
+        return (got, 1) if self._whole(lines[:got]) is True else (0, None)
+
+    def _whole(self, lines: list[bytes]) -> bool | int | None:
+        try:
+            first = json.loads(lines[0])
+            for k in self.keys:
+                first = first[k]
+        except Exception:  # noqa: BLE001 - whatever it is, the per-record path says it
+            return 0
+        arr = read_values(lines, self._options[pa.string() if isinstance(first, str) else pa.int64()])
+        if not isinstance(arr, pa.StructArray):
+            return arr
+        col: pa.Array = arr
+        for k in self.keys:
+            col = col.field(k)
+        if col.null_count:
+            return _first_null(col)
+        value_ms, ts = self.value_ms, []
+        for i, v in enumerate(col.to_pylist()):
+            try:
+                ts.append(value_ms(v))
+            except Exception:  # noqa: BLE001 - the record-by-record path says it, with the offset
+                return i
+        try:
+            done = self.writer.write_lines(lines, ts)
+        except (ValueError, OverflowError, OSError, TributaryError):  # a time no partition holds: one by one
+            return False
+        if done:
+            self.times = ts
+        return done
 
 
 def _first_null(arr: pa.Array) -> int:

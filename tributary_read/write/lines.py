@@ -15,7 +15,7 @@ from typing import Callable
 
 from tributary_read.choice import Choice
 from tributary_read.errors import BadRecordError, SchemaConflictError, TimeOutOfRangeError, TimeUnitError
-from tributary_read.write.json_batch import JsonBatch
+from tributary_read.write.json_batch import JsonBatch, LineBatch
 from tributary_read.write.writer import TableWriter
 
 
@@ -171,7 +171,7 @@ class LineRecords:
                  unwrap: Callable[[bytes], bytes] | None = None,
                  field_time: tuple[tuple[str, ...], Callable[[object], int]] | None = None):
         """``field_time``: the time field's path and value rule (TimeSpec.field_time); with it, a
-        Parquet table's lines are parsed in bulk (:meth:`take_many`)."""
+        Parquet or jsonl table's lines are parsed in bulk (:meth:`take_many`)."""
         self.writer, self.extract, self.unwrap = writer, extract, unwrap
         self.needs_json = needs_json or table.config.format == "parquet"
         self.as_rows = table.config.format == "parquet"
@@ -179,35 +179,18 @@ class LineRecords:
         self.limit = limit
         self.dead = 0
         self.bulk = 0  # lines taken in bulk (the rest one by one)
-        self.batch: JsonBatch | None = None
-        if self.as_rows and field_time is not None and unwrap is None:
-            self.batch = JsonBatch(writer, field_time)
+        self.batch: JsonBatch | LineBatch | None = None
+        if field_time is not None and unwrap is None:
+            if self.as_rows:
+                self.batch = JsonBatch(writer, field_time)
+            elif table.config.format == "jsonl":
+                self.batch = LineBatch(writer, field_time)
 
     def take_many(self, lines: list[bytes], offset: int, source: str) -> None:
         """:meth:`take` each of ``lines`` (offsets from ``offset`` on); the same records, files and dead
-        letters, written in bulk where :class:`JsonBatch` can. An odd line is found by the row Arrow names,
-        or by halving the run; a window of lines spends at most TRIES bulk parses, then goes one by one."""
-        take, batch = self.take, self.batch
-        for w in range(0, len(lines), self.WINDOW):
-            window = lines[w:w + self.WINDOW]
-            i, size, budget = 0, len(window), self.TRIES if batch is not None else 0
-            while i < len(window):
-                n = min(size, len(window) - i)
-                if batch is not None and n >= self.MIN_BATCH and budget > 0:
-                    budget -= 1
-                    took, alone = batch.write(window[i:i + n], self.MIN_BATCH)
-                    self.bulk += took
-                    i += took
-                    if alone is None:  # it cannot tell which line: a shorter run
-                        size = n // 2
-                        continue
-                    end = min(len(window), i + alone)
-                else:
-                    end = len(window) if budget <= 0 else i + n
-                size = len(window)
-                for j in range(i, end):
-                    take(window[j], offset + w + j, source)
-                i = end
+        letters, written in bulk where :class:`JsonBatch` can (:func:`take_in_bulk`)."""
+        take = self.take
+        self.bulk += take_in_bulk(self.batch, lines, lambda j: take(lines[j], offset + j, source))
 
     def take(self, line: bytes, offset: int, source: str) -> None:
         """Write ``line`` (without its newline), ``offset`` of ``source``: a record, or a dead letter."""
@@ -234,3 +217,37 @@ class LineRecords:
         self.writer.write_dead_letter(line, offset, reason, source)
         self.limit.add(offset, reason)
         self.dead += 1
+
+
+def take_in_bulk(batch: JsonBatch | LineBatch | None, lines: list[bytes], take_at: Callable[[int], None],
+                 on_bulk: Callable[[int, list[int]], None] | None = None) -> int:
+    """Write ``lines`` in bulk where ``batch`` can, and ``take_at(j)`` each other line ``j`` one by one (its
+    record or dead letter); returns how many went in bulk. The one rule of every line source (a file, a
+    spool, Kafka values). An odd line is found by the row Arrow names, or by halving the run; a window of
+    lines spends at most TRIES bulk parses, then goes one by one. ``on_bulk(start, times)``: lines
+    ``start``.. were written in bulk, with these event times (ms)."""
+    window_n, tries, min_batch = LineRecords.WINDOW, LineRecords.TRIES, LineRecords.MIN_BATCH
+    bulk = 0
+    for w in range(0, len(lines), window_n):
+        window = lines[w:w + window_n]
+        i, size, budget = 0, len(window), tries if batch is not None else 0
+        while i < len(window):
+            n = min(size, len(window) - i)
+            if batch is not None and n >= min_batch and budget > 0:
+                budget -= 1
+                took, alone = batch.write(window[i:i + n], min_batch)
+                if took and on_bulk is not None:
+                    on_bulk(w + i, batch.times)
+                bulk += took
+                i += took
+                if alone is None:  # it cannot tell which line: a shorter run
+                    size = n // 2
+                    continue
+                end = min(len(window), i + alone)
+            else:
+                end = len(window) if budget <= 0 else i + n
+            size = len(window)
+            for j in range(i, end):
+                take_at(w + j)
+            i = end
+    return bulk

@@ -20,8 +20,10 @@ doubled. Why each rule below exists:
 * **Records are counted three times**: each input against its commit's
   ``records`` (a commit is the truth; a file that disagrees is refused), what
   is written against what was read, and the closed output read back from
-  storage against what was written. An output that fails any count is deleted,
-  never returned.
+  storage against what was written (a Parquet footer's row count; a line file's
+  bytes against the CRC-32 of those written, or, under a codec trib does not
+  run itself, its lines decoded and counted). An output that fails any check is
+  deleted, never returned.
 * **Line formats** (text, jsonl, csv) are copied as decoded bytes, recompressed
   with the table's codec; a record is a line, as the writer counts them (one
   ``write_line`` per record). An input whose last line has no newline gets one,
@@ -47,6 +49,7 @@ doubled. Why each rule below exists:
 from __future__ import annotations
 
 import posixpath
+import zlib
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -202,7 +205,8 @@ def rewrite(table: Table, group: Sequence[FileEntry], *, writer_id: str, seq: in
                                     f"but wrote {written}: nothing to commit")
         size = out.finish()
         if verify:
-            _check_output(st, staged, path, size, written, schema)
+            _check_output(st, staged, path, size, written, schema,
+                          out.sink.stored_crc if isinstance(out.sink, LineSink) else None)
     except BaseException:
         out.discard()
         raise
@@ -463,9 +467,13 @@ def _copy_parquet(st: Storage, inputs: Sequence[FileEntry], where: Sequence[str]
 
 # -- reading the output back ----------------------------------------------------------------------------
 def _check_output(st: Storage, staged: str, path: str, size: int, records: int,
-                  schema: pa.Schema | None) -> None:
+                  schema: pa.Schema | None, crc: int | None = None) -> None:
     """Count the records of the closed output as a reader will find them; a store that lost or changed bytes
-    fails here instead of in the commit's readers."""
+    fails here instead of in the commit's readers.
+
+    ``crc``: the CRC-32 of the bytes the line sink handed to the store. The bytes read back with that CRC
+    are the ones written, which hold exactly the lines counted on their way in: the same fact as decoding
+    the output again and counting its lines, for a read of the compressed bytes only."""
     if schema is not None:
         f = st.open_input(staged)
         try:
@@ -483,6 +491,11 @@ def _check_output(st: Storage, staged: str, path: str, size: int, records: int,
         data = _read_committed(st, staged, size)
     except VerificationError as e:
         raise StorageError(str(e)) from None
+    if crc is not None:
+        if zlib.crc32(data) != crc:
+            raise StorageError(f"{st.uri}/{staged} reads back with other bytes than were written (CRC-32 "
+                               f"{zlib.crc32(data):08x}, written {crc:08x}): nothing to commit")
+        return
     got, last = 0, b"\n"
     try:
         for chunk in _decoded(st, staged, data, path):

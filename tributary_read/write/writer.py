@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from typing import Callable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tributary_read.errors import BadRecordError, InvalidInputError
 from tributary_read.faults import crash_point
@@ -163,6 +162,8 @@ class TableWriter:
         if self.table.config.format != "parquet":  # before any file opens: a line file has no columns
             raise InvalidInputError(f"write_table takes Parquet tables; this table's format is "
                                     f"{self.table.config.format}: write its records with write()")
+        import pyarrow.compute as pc  # here, not at the top: its import is a third of a whole compaction's CPU
+
         if time_column not in table.column_names:
             raise BadRecordError(f"time column {time_column!r} is not in the batch (columns: "
                                  f"{', '.join(table.column_names)})")
@@ -300,6 +301,45 @@ class TableWriter:
                 self.roll.max_bytes and f.sink.bytes_written >= self.roll.max_bytes
             ):
                 self._close(path)
+        if now - self._last_idle_check >= 1.0:
+            self.roll_idle(now)
+        return True
+
+    def write_lines(self, lines: list[bytes], ts: list[int]) -> bool:
+        """Append lines (a line table's records) at event times ``ts`` in bulk, as :meth:`write` would one by
+        one (a file rolls by record count at the same line); or write nothing and answer False where that
+        could differ (a file that may roll by size inside the run). TimeOutOfRangeError as :meth:`write`,
+        before anything is written."""
+        if self.table.config.format == "parquet":
+            return False
+        parts = self.partition_rows(ts)
+        roll = self.roll
+        plan = []
+        for part, idx in parts:
+            rows = lines if idx is None else [lines[i] for i in idx]
+            f = self._open.get(part.path)
+            # The uncompressed bytes bound what the file can grow by: a roll by size is left to write().
+            if roll.max_bytes and (f.sink.bytes_written if f else 0) + sum(map(len, rows)) + len(rows) + 1024 \
+                    >= roll.max_bytes:
+                return False
+            plan.append((part, rows))
+        now = self.clock()
+        for part, rows in plan:
+            path, i = part.path, 0
+            while i < len(rows):
+                f = self._open.get(path) or self._open.setdefault(path, self._new_file(part))
+                sink = f.sink
+                assert isinstance(sink, LineSink)
+                n = len(rows) - i if not roll.max_records else min(len(rows) - i, roll.max_records - f.records)
+                try:
+                    sink.write_lines(rows[i:i + n] if i or n < len(rows) else rows)
+                except (OSError, pa.ArrowException) as e:  # a full disk, EFBIG, a lost connection
+                    raise self.storage._wrap("cannot write", f.write_path, e) from e
+                f.records += n
+                f.last_write = now
+                i += n
+                if roll.max_records and f.records >= roll.max_records:
+                    self._close(path)
         if now - self._last_idle_check >= 1.0:
             self.roll_idle(now)
         return True
