@@ -299,10 +299,19 @@ SQL = "SELECT id, ts, msg FROM raw\n"
 SCHEMA = "id BIGINT, ts BIGINT, msg STRING"
 
 
+#: ``write_job(spark_master=CLASSIC)``: the job runs its own classic driver whatever the environment says.
+CLASSIC = "local[2]"
+
+
 def write_job(directory: Path, *, name: str, raw: Path | str, out: Path | str, hive_table: str | None = None,
-              metastore: str | None = None, consumer: str | None = None, spark_master: str = "local[2]",
+              metastore: str | None = None, consumer: str | None = None, spark_master: str | None = None,
               sql: str = SQL, schema: str | None = SCHEMA) -> Path:
-    """A job file (and its SQL file) reading ``raw`` as a consumer and writing ``out``; returns its path."""
+    """A job file (and its SQL file) reading ``raw`` as a consumer and writing ``out``; returns its path.
+
+    Without ``spark_master`` the job names no driver when the test runs on the suite's warm server (the
+    ``warm_spark`` fixture sets ``$TRIB_SPARK_REMOTE``), so its runs are thin clients of that server; else
+    it runs a classic ``local[2]`` driver, as every job did before the server existed.
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.sql").write_text(sql)
@@ -324,8 +333,11 @@ def write_job(directory: Path, *, name: str, raw: Path | str, out: Path | str, h
     lines += ["", "[output]", f'table = "{out}"', 'time_column = "ts"']
     if hive_table:
         lines += ["", "[hive]", f'table = "{hive_table}"', f'metastore = "{metastore}"']
-    lines += ["", "[spark]", f'master = "{spark_master}"',
-              'conf = { "spark.sql.shuffle.partitions" = "2", "spark.ui.enabled" = "false" }', ""]
+    if spark_master is None and os.environ.get("TRIB_SPARK_REMOTE"):
+        lines += ["", "[spark]", 'conf = { "spark.sql.shuffle.partitions" = "2" }', ""]  # a server's conf
+    else:
+        lines += ["", "[spark]", f'master = "{spark_master or CLASSIC}"',
+                  'conf = { "spark.sql.shuffle.partitions" = "2", "spark.ui.enabled" = "false" }', ""]
     path = directory / f"{name}.toml"
     path.write_text("\n".join(lines))
     return path
