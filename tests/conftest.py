@@ -36,7 +36,7 @@ KINDS = ("unit", "integration")
 #: Fixtures that start or reach a service: the S3 server, Hive, Spark, the Kafka broker.
 SERVICE_FIXTURES = frozenset({"s3_server", "s3_env", "s3_root", "hive_services", "spark", "hs2_cursor",
                               "metastore", "kafka_broker", "durable_kafka_broker", "spark_cluster",
-                              "secure_hive", "spark_connect"})
+                              "secure_hive", "spark_connect", "warm_spark"})
 
 
 #: ``make test`` runs two pytest-xdist workers. A module's tests stay on one worker (module-scoped
@@ -349,6 +349,17 @@ def spark_connect(tmp_path_factory):
         yield server
     finally:
         sc.stop(root)
+
+
+@pytest.fixture(scope="module")
+def warm_spark(spark_connect):
+    """The module's ``trib etl run`` processes run on the session's Spark Connect server, as a user's do after
+    ``trib spark up``: ``$TRIB_SPARK_REMOTE`` names it, and ``etl_data.write_job`` leaves ``[spark] master``
+    out. A cold driver costs a run 30-40 CPU-seconds; CI's two cores spent most of the suite on them. A test
+    whose subject is the classic driver asks for one (``write_job(spark_master=CLASSIC)``)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRIB_SPARK_REMOTE", spark_connect.remote)
+        yield spark_connect
 
 
 @pytest.fixture(scope="session")

@@ -299,10 +299,28 @@ SQL = "SELECT id, ts, msg FROM raw\n"
 SCHEMA = "id BIGINT, ts BIGINT, msg STRING"
 
 
+#: ``write_job(spark_master=CLASSIC)``: the job runs its own classic driver whatever the environment says.
+CLASSIC = "local[2]"
+
+
+def spark_section(master: str | None = None) -> str:
+    """A job's ``[spark]`` section: none of a driver's settings on the suite's warm server (``$TRIB_SPARK_REMOTE``,
+    set by the ``warm_spark`` fixture) unless ``master`` asks for a classic driver; else ``master`` or ``CLASSIC``."""
+    if master is None and os.environ.get("TRIB_SPARK_REMOTE"):
+        return '[spark]\nconf = { "spark.sql.shuffle.partitions" = "2" }\n'
+    return (f'[spark]\nmaster = "{master or CLASSIC}"\n'
+            'conf = { "spark.sql.shuffle.partitions" = "2", "spark.ui.enabled" = "false" }\n')
+
+
 def write_job(directory: Path, *, name: str, raw: Path | str, out: Path | str, hive_table: str | None = None,
-              metastore: str | None = None, consumer: str | None = None, spark_master: str = "local[2]",
+              metastore: str | None = None, consumer: str | None = None, spark_master: str | None = None,
               sql: str = SQL, schema: str | None = SCHEMA) -> Path:
-    """A job file (and its SQL file) reading ``raw`` as a consumer and writing ``out``; returns its path."""
+    """A job file (and its SQL file) reading ``raw`` as a consumer and writing ``out``; returns its path.
+
+    Without ``spark_master`` the job names no driver when the test runs on the suite's warm server (the
+    ``warm_spark`` fixture sets ``$TRIB_SPARK_REMOTE``), so its runs are thin clients of that server; else
+    it runs a classic ``local[2]`` driver, as every job did before the server existed.
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.sql").write_text(sql)
@@ -324,8 +342,7 @@ def write_job(directory: Path, *, name: str, raw: Path | str, out: Path | str, h
     lines += ["", "[output]", f'table = "{out}"', 'time_column = "ts"']
     if hive_table:
         lines += ["", "[hive]", f'table = "{hive_table}"', f'metastore = "{metastore}"']
-    lines += ["", "[spark]", f'master = "{spark_master}"',
-              'conf = { "spark.sql.shuffle.partitions" = "2", "spark.ui.enabled" = "false" }', ""]
+    lines += ["", spark_section(spark_master)]
     path = directory / f"{name}.toml"
     path.write_text("\n".join(lines))
     return path
@@ -519,10 +536,6 @@ def consumer_job_text(name: str, extra: str = "", *, spark: bool = False) -> str
         time_column = "ts"
         """)
     if spark:
-        text += textwrap.dedent("""
-            [spark]
-            master = "local[2]"
-            conf = { "spark.sql.shuffle.partitions" = "2", "spark.ui.enabled" = "false" }
-            """)
+        text += "\n" + spark_section()
     return text
 

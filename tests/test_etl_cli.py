@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 
 import pytest
 from conftest import REPO, TRIB, invoke_trib, run_trib
+from etl_data import spark_section
 from helpers import one_line_error
 
 from tributary_read.table.config import Table, TableConfig
@@ -67,10 +68,7 @@ def make_tables(base, *, hive: tuple[str, str] | None = None, fmt: str = "parque
         table = "events"
         time_column = "ts"
 
-        [spark]
-        master = "local[2]"
-        conf = { "spark.sql.shuffle.partitions" = "2", "spark.ui.enabled" = "false" }
-        """)
+        """) + spark_section()
     if hive:
         job += f'\n[hive]\ntable = "{hive[0]}"\nmetastore = "{hive[1]}"\n'
     (base / "job.toml").write_text(job)
@@ -243,7 +241,9 @@ def test_a_run_acks_what_a_crashed_committed_run_left_pending_and_an_empty_hour_
 
 
 # -- with Spark and Hive: one full run, a concurrent one, a rerun ------------------------------
-def test_run_commits_syncs_acks_and_a_rerun_changes_nothing(tmp_path, hive_services, hs2_cursor):
+def test_run_commits_syncs_acks_and_a_rerun_changes_nothing(tmp_path, warm_spark, hive_services, hs2_cursor):
+    """The hourly run as a scheduler starts it, on the warm Spark of ``trib spark up`` (the classic driver's
+    run: test_etl_crash, test_hidden_uncommitted)."""
     hive = f"default.etl_cli_{uuid.uuid4().hex[:8]}"
     t = make_tables(tmp_path, hive=(hive, f"hs2://127.0.0.1:{hive_services.hs2_port}?user=trib"))
     create_hive_table(hs2_cursor, hive, t["out"])
@@ -387,10 +387,7 @@ def test_epoch_seconds_need_time_unit_and_then_land_in_their_hours(tmp_path, spa
         table = "events"
         time_column = "ts"
 
-        [spark]
-        master = "local[2]"
-        conf = { "spark.sql.shuffle.partitions" = "2", "spark.ui.enabled" = "false" }
-        """)
+        """) + spark_section()
     job.write_text(text)
     before = snapshot(out)
     # In this process, on the shared session: the refusal is trib's, not a property of a process.

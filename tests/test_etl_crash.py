@@ -1,7 +1,10 @@
 """kill -9 of a real ``trib etl run`` at each of its steps, then a re-run of the same schedule time.
 
-Each run is a real process with its own Spark (``trib etl run JOB.toml
---schedule-time T --json``). ``TRIB_CRASH_AT`` (tributary_read.faults) makes it
+Each run is a real process (``trib etl run JOB.toml --schedule-time T
+--json``), a thin client of the session's warm Spark Connect server, as a user's
+runs are after ``trib spark up``; the SIGKILL at a random moment is sent to a
+run with its own classic Spark driver (the same job, ``[spark] master`` set),
+whose JVM must go with it. ``TRIB_CRASH_AT`` (tributary_read.faults) makes it
 SIGKILL itself at an exact step: before the commit, after the commit and before
 the sync, during the sync, after the sync and before the ack. Then one run is
 stopped by SIGTERM and one by SIGKILL sent by this test at a random moment of a
@@ -9,8 +12,7 @@ run. After every re-run the output holds the expected rows exactly once, each in
 the partition of its event time, Hive (through HS2) counts the same rows, and the
 consumer is acked.
 
-A run that reads starts a JVM (~10 s; a re-run that finds its commit and an
-empty hour start none), so the tests share one output table and move on one
+A classic run that reads starts a JVM (~10 s), so the tests share one output table and move on one
 schedule time each (the module's tests run in order; each checks the
 cumulative output up to its schedule time).
 """
@@ -31,7 +33,8 @@ import pytest
 
 from conftest import REPO, TRIB, invoke_trib
 from etl_data import (
-    LAY, Hs2, RawSource, assert_exactly_once, create_hive_table, create_output_table, dt_of, output_rows, write_job,
+    CLASSIC, LAY, Hs2, RawSource, assert_exactly_once, create_hive_table, create_output_table, dt_of, output_rows,
+    write_job,
 )
 from helpers import group_pids as _group
 from tributary_read.processes import reap_group
@@ -157,8 +160,11 @@ class Etl:
         self.hs2 = Hs2(hive_services)
         self.hive = f"default.etl_crash_{uuid.uuid4().hex[:8]}"
         create_hive_table(self.hs2, self.hive, self.out)
-        self.job = write_job(base / "job", name=JOB, raw=self.src.root, out=self.out, hive_table=self.hive,
-                             metastore=f"hs2://127.0.0.1:{hive_services.hs2_port}?user=trib")
+        hive = {"hive_table": self.hive, "metastore": f"hs2://127.0.0.1:{hive_services.hs2_port}?user=trib"}
+        self.job = write_job(base / "job", name=JOB, raw=self.src.root, out=self.out, **hive)
+        #: The same job run by its own classic driver: one name, one consumer, one lock.
+        self.classic_job = write_job(base / "classic", name=JOB, raw=self.src.root, out=self.out,
+                                     spark_master=CLASSIC, **hive)
         self.k = -1
         self.durations: list[float] = []
 
@@ -168,8 +174,8 @@ class Etl:
         self.src.advance(self.k)
         return self.k
 
-    def run(self, k: int, env: dict | None = None) -> Run:
-        return Run(self.job, self.src.schedule_iso(k), env=env, cwd=self.base)
+    def run(self, k: int, env: dict | None = None, *, classic: bool = False) -> Run:
+        return Run(self.classic_job if classic else self.job, self.src.schedule_iso(k), env=env, cwd=self.base)
 
     def run_ok(self, k: int) -> dict:
         r = self.run(k)
@@ -204,7 +210,7 @@ class Etl:
 
 
 @pytest.fixture(scope="module")
-def etl(hive_services, tmp_path_factory):
+def etl(warm_spark, hive_services, tmp_path_factory):
     e = Etl(tmp_path_factory.mktemp("etl-crash"), hive_services)
     yield e
     e.hs2.execute(f"DROP TABLE IF EXISTS {e.hive}")
@@ -257,7 +263,7 @@ def test_signal_at_a_random_moment_then_rerun_is_exactly_once(etl, sig):
     # (reading and counting, the SQL and its commit, the Hive sync), a random instant into it.
     step = rng.choice(["read", "commit", "sync"])
     delay = rng.uniform(0, {"read": 3.0, "commit": 2.0, "sync": 0.2}[step])
-    r = etl.run(k)
+    r = etl.run(k, classic=sig == signal.SIGKILL)  # a driver's JVM must go with its killed run
     r.wait_for(step)
     time.sleep(delay)
     r._poll()

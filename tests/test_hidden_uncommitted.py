@@ -9,8 +9,8 @@ through the real ``beeline`` client:
 * ``trib ingest``, a real process, killed while it writes and commits;
 * ``trib etl run``'s executor side: a Python worker of the write stage, found by
   the staged file it holds open, killed mid-task (Spark retries the task);
-* ``trib etl run``'s driver, a real process with its own Spark, killed while it
-  runs the SQL, writes and commits.
+* ``trib etl run``, a real process on the warm Spark Connect server, killed
+  while the server runs the SQL and writes, and while it commits.
 
 Tables are created with every option left at its default: the default protocol
 is what is under test. A control with ``--protocol direct`` proves that the same
@@ -198,9 +198,11 @@ PER_FILE = 50_000  # records per raw file, two files an hour: long enough a writ
 
 
 @pytest.fixture(scope="module")
-def etl_job(hive_services, tmp_path_factory):
+def etl_job(warm_spark, hive_services, tmp_path_factory):
     """A consumer job over a raw hourly source, its jsonl output (created with the defaults) and
-    its Hive table, which the job's own sync step mounts."""
+    its Hive table, which the job's own sync step mounts. The executor trials run it in this process on
+    the session's classic Spark; the driver trials' runs are processes on the warm Spark Connect server,
+    killed while the server writes (a classic driver killed: test_etl_crash)."""
     from tributary_read.table.config import RollPolicy, Table, TableConfig
 
     base = tmp_path_factory.mktemp("hidden-etl")

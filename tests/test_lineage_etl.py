@@ -37,7 +37,7 @@ def _events(path):
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_a_run_sends_start_and_complete_and_a_killed_run_is_completed_by_its_rerun(tmp_path):
+def test_a_run_sends_start_and_complete_and_a_killed_run_is_completed_by_its_rerun(tmp_path, warm_spark):
     src = RawSource(tmp_path / "raw", 2)
     create_output_table(tmp_path / "out")
     job = write_job(tmp_path / "jobs", name="hourly", raw=tmp_path / "raw", out=tmp_path / "out")
@@ -100,7 +100,7 @@ def test_a_run_sends_start_and_complete_and_a_killed_run_is_completed_by_its_rer
     assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))
 
 
-def test_a_run_that_fails_before_its_commit_sends_fail_with_the_error(tmp_path):
+def test_a_run_that_fails_before_its_commit_sends_fail_with_the_error(tmp_path, warm_spark):
     src = RawSource(tmp_path / "raw", 2)
     create_output_table(tmp_path / "out")
     job = write_job(tmp_path / "jobs", name="bad", raw=tmp_path / "raw", out=tmp_path / "out",

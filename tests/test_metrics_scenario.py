@@ -29,7 +29,7 @@ import time
 import pytest
 
 from conftest import REPO, TRIB, run_trib
-from etl_data import iso, table_job_text
+from etl_data import iso, spark_section, table_job_text
 from helpers import LAYOUT, PARTITION
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -76,7 +76,7 @@ def _commit(root, version: int):
     return Table.load(str(root)).log.read_commit(version)
 
 
-def test_every_gauge_against_late_files_a_stalled_consumer_and_a_failed_hour(tmp_path):
+def test_every_gauge_against_late_files_a_stalled_consumer_and_a_failed_hour(tmp_path, warm_spark):
     raw, events = tmp_path / "raw", tmp_path / "events"
     run_trib("table", "create", str(raw), "--layout", LAYOUT, "--partition", PARTITION, "--tracking", "manifest",
              check=True)
@@ -84,11 +84,7 @@ def test_every_gauge_against_late_files_a_stalled_consumer_and_a_failed_hour(tmp
              check=True)
     (tmp_path / "q.sql").write_text("SELECT id, ts, msg FROM raw\n")
     job = tmp_path / "hourly.toml"
-    job.write_text(table_job_text("hourly", tail="""
-        [spark]
-        master = "local[2]"
-        conf = { "spark.sql.shuffle.partitions" = "2", "spark.ui.enabled" = "false" }
-        """))
+    job.write_text(table_job_text("hourly", tail="\n" + spark_section()))
     now = int(time.time() * 1000)
     hour = now - now % H
     S = [hour - (5 - k) * H for k in range(3)]  # the job's schedule times, all past

@@ -2,8 +2,9 @@
 
 One Airflow home and one set of tables for the module; the tests run in order:
 
-1. three consecutive data intervals of an hourly DAG over a raw source with late files of every kind,
-   the second interval's task SIGTERMed mid-run (as a worker restart does) and retried by Airflow,
+1. three consecutive data intervals of an hourly DAG over a raw source with late files of every kind, on
+   the session's warm Spark Connect server but the second, whose task runs a classic driver and is
+   SIGTERMed mid-run (as a worker restart does) and retried by Airflow,
    then the last interval run again: every record lands once, the rerun succeeds as already
    committed, and no trib or Spark process outlives the kill;
 2. a downstream DAG on ``PartitionedAssetTimetable`` is scheduled (by a real scheduler) for each hour
@@ -98,7 +99,9 @@ UPSTREAM, DOWNSTREAM = "hourly_events", "events_downstream"
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(warm_spark, tmp_path_factory):
+    # The task's trib etl run is a thin client of the session's warm Spark ($TRIB_SPARK_REMOTE reaches the
+    # worker's environment), but the killed interval's, which runs a classic driver of its own.
     w = World(tmp_path_factory.mktemp("airflow"))
     # The outcome and sensor scenarios need no Spark and mostly wait: they run meanwhile, in a second
     # Airflow home (one SQLite database per dags test process), and their tests read what they left.
@@ -134,7 +137,8 @@ def test_three_intervals_a_kill_and_a_rerun_are_exactly_once(world):
     # Interval 1: SIGTERM to the task's process mid-run (a worker restart); Airflow retries it.
     w.src.advance(1)
     log = w.base / "kill.log"
-    p = af.start("dags", "test", UPSTREAM, w.date(1), log=log)
+    # On a classic driver (no server named: the job's own Spark), which must not outlive the kill either.
+    p = af.start("dags", "test", UPSTREAM, w.date(1), log=log, env={"TRIB_SPARK_REMOTE": ""})
     try:
         af.wait_for(lambda: "running the SQL and committing" in log.read_text(), 240, "commit step in the log")
         os.kill(p.pid, signal.SIGTERM)  # the task runner calls on_kill, as Airflow's supervisor makes it
