@@ -101,15 +101,15 @@ def register(spark) -> list[str]:
     JAR`` would name a path on it); its functions, like any session's temporary ones, are its own.
     """
     from tributary_read.hive.sql import add_jar, create_function
-    from tributary_read.spark import is_connect
 
     if injected(spark):
         return list(FUNCTIONS)
     jar = jar_path()
-    if is_connect(spark):
-        if spark.session_id not in _JAR_ADDED:
+    session_id = getattr(spark, "session_id", None)  # only a Spark Connect session has one (as in spark/ship.py)
+    if session_id is not None:
+        if session_id not in _JAR_ADDED:
             spark.addArtifacts(str(jar))
-            _JAR_ADDED.add(spark.session_id)
+            _JAR_ADDED.add(session_id)
     elif str(jar) not in (spark.conf.get("spark.jars", "") or "").split(","):
         spark.sql(add_jar(str(jar)))
     for name, cls in FUNCTIONS.items():

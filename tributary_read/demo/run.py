@@ -135,12 +135,11 @@ class Demo:
     def start_spark(self, spark=None, mode: str = "classic"):
         from tributary_read.hive_udfs import registry as udfs
 
-        if mode != "classic":
+        if mode != "classic":  # a Spark Connect session: the jar as its artifact, a temporary function each
             if self.spark is None:  # --spark connect: a server of the demo's own, on the pair just started
                 self.connect(self._start_server())
-            udfs.register(self.spark)  # the jar as the session's artifact, a temporary function each
-            return self.spark
-        if spark is None:
+            spark = self.spark
+        elif spark is None:
             from pyspark.sql import SparkSession
 
             spark = SparkSession.getActiveSession()  # a host's session (tests, a notebook): used as it is
