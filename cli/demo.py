@@ -15,9 +15,13 @@ from .context import TribState, emit, json_option, pass_state
 @click.option("--hive-dir", type=click.Path(file_okay=False),
               help="Use the Hive pair of this `trib hive up --dir` (default: DIR/hive, started and stopped here).")
 @click.option("--seed", type=int, default=2002, show_default=True, help="The arrival mix's random seed.")
+@click.option("--spark", "spark_mode", default="classic", show_default=True, metavar="classic|connect|sc://HOST:PORT",
+              help="Where the jobs run: a Spark driver in this process; a local Spark Connect server started "
+                   "on the demo's Hive pair and stopped at the end; or a running server whose catalog is that "
+                   "pair (trib spark up --hive-dir DIR, with --hive-dir DIR).")
 @json_option
 @pass_state
-def demo(state: TribState, hours, dir_, hive_dir, seed, as_json) -> None:
+def demo(state: TribState, hours, dir_, hive_dir, seed, spark_mode, as_json) -> None:
     """Replay a day of late-arriving logs; run the hourly job naive and trib's way; compare; report lateness."""
     from tributary_read.demo.run import run_demo
 
@@ -25,7 +29,7 @@ def demo(state: TribState, hours, dir_, hive_dir, seed, as_json) -> None:
         if not state.quiet:
             click.echo(f"trib demo: {msg}", err=True)
 
-    result = run_demo(dir_, hours, hive_dir=hive_dir, say=say, seed=seed)
+    result = run_demo(dir_, hours, hive_dir=hive_dir, say=say, seed=seed, spark_mode=spark_mode)
     emit(as_json, result, lambda: _print(result))
 
 

@@ -76,6 +76,10 @@ def register_sql(database: str | None = None, jar: str | os.PathLike | None = No
     return [create_function(name, cls, database=database, jar_uri=uri) for name, cls in FUNCTIONS.items()]
 
 
+#: Spark Connect sessions (ids) the jar was added to: an artifact is added once per session.
+_JAR_ADDED: set[str] = set()
+
+
 def injected(spark) -> bool:
     """True if ``spark``'s session already knows every function: the extension injected them.
 
@@ -92,14 +96,21 @@ def register(spark) -> list[str]:
     """Make every function known to ``spark``'s session; returns the names.
 
     A session the extension was loaded into has them already (:func:`injected`): nothing is
-    registered twice. Any other gets the jar and a temporary function each.
+    registered twice. Any other gets the jar and a temporary function each. A Spark Connect session
+    gets the jar as an artifact of that session (the server may be another machine's, and ``ADD
+    JAR`` would name a path on it); its functions, like any session's temporary ones, are its own.
     """
     from tributary_read.hive.sql import add_jar, create_function
 
     if injected(spark):
         return list(FUNCTIONS)
     jar = jar_path()
-    if str(jar) not in (spark.conf.get("spark.jars", "") or "").split(","):
+    session_id = getattr(spark, "session_id", None)  # only a Spark Connect session has one (as in spark/ship.py)
+    if session_id is not None:
+        if session_id not in _JAR_ADDED:
+            spark.addArtifacts(str(jar))
+            _JAR_ADDED.add(session_id)
+    elif str(jar) not in (spark.conf.get("spark.jars", "") or "").split(","):
         spark.sql(add_jar(str(jar)))
     for name, cls in FUNCTIONS.items():
         spark.sql(create_function(name, cls, temporary=True, replace=True))

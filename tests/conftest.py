@@ -332,16 +332,16 @@ def hive_services(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def spark_connect(tmp_path_factory):
+def spark_connect(hive_services, tmp_path_factory):
     """One Spark Connect server (what ``trib spark up`` starts) for the session: the warm Spark of ``trib etl
-    run``. Started only by the tests that ask for it (~15 s, one JVM); no Hive catalog (a job's Hive sync opens
-    its own client)."""
+    run``. Started only by the tests that ask for it (~15 s, one JVM); its catalog is ``hive_services``'s
+    metastore, with its warehouse (``trib spark up --hive-dir``), as the classic ``spark``'s is."""
     from tributary_read.errors import TributaryError
     from tributary_read.services import spark_connect as sc
 
     root = str(tmp_path_factory.mktemp("spark-connect"))
     try:
-        server, _ = sc.start(root, 0, hive_dir=None, timeout=300)
+        server, _ = sc.start(root, 0, hive_dir=hive_services.dir, timeout=300)
     except TributaryError as e:
         pytest.fail(f"the Spark Connect server did not start (needs a JDK 17 and the [connect] extra): {e}",
                     pytrace=False)

@@ -1,7 +1,9 @@
 """`trib demo` end to end: a real raw table, the local Hive pair, real Spark, both hourly jobs.
 
-The demo runs in this process (the session's SparkSession and Hive pair: starting another pair
-costs two JVMs); `make demo` runs it standalone, starting and stopping its own pair.
+The demo runs in this process on the session's Hive pair (starting another pair costs two JVMs):
+the main run on the session's Spark Connect server (``--spark sc://…``, the warm server cataloged
+by that pair), the rerun on the classic driver (the session's SparkSession). `make demo` runs it
+standalone, starting and stopping its own pair (and, with ``--spark connect``, its own server).
 """
 
 from __future__ import annotations
@@ -14,18 +16,20 @@ import pytest
 from conftest import invoke_trib
 from tributary_read.demo.mix import NAIVE_LAG_MS, build
 
-pytestmark = pytest.mark.integration
 HOURS = 3
 LATE = ("late_fresh", "late_ingest", "preserved_mtime", "hidden_renamed")
 
 
 @pytest.fixture(scope="module")
-def demo_run(spark, hive_services, tmp_path_factory):
+def demo_run(spark_connect, hive_services, tmp_path_factory):
+    """The demo over the session's Spark Connect server: DDL, the naive SQL and its UDFs, trib's job, tallies."""
     work = tmp_path_factory.mktemp("demo")
-    r = invoke_trib("demo", "--hours", str(HOURS), "--dir", str(work), "--hive-dir", hive_services.dir, "--json")
+    r = invoke_trib("demo", "--hours", str(HOURS), "--dir", str(work), "--hive-dir", hive_services.dir,
+                    "--spark", spark_connect.remote, "--json")
     assert r.returncode == 0, r.stderr[-3000:]
-    yield work, json.loads(r.stdout)
-    spark.sparkContext.setLogLevel("WARN")
+    out = json.loads(r.stdout)
+    assert out["spark"] == spark_connect.remote
+    yield work, out
 
 
 def test_trib_captures_everything_once_and_naive_loses_the_late_patterns(demo_run):
@@ -48,24 +52,52 @@ def test_trib_captures_everything_once_and_naive_loses_the_late_patterns(demo_ru
     assert all(v["lost"] == 0 for v in trib["by_pattern"].values())
 
 
-def test_the_demo_leaves_a_report_and_the_hive_tables(demo_run, spark):
+def test_the_demo_leaves_a_report_and_the_hive_tables(demo_run, hs2_cursor):
     work, out = demo_run
     page = Path(out["report"])
     assert page.parent == work and page.exists() and "trib-missed-chart" in page.read_text()
     lat = out["lateness"]
     assert lat["files"] == out["files"] and lat["arrival_from"]["commit"] > 0
     assert "only an incremental consumer catches 100%" in lat["consumer"]
-    # what Hive users see: the trib DW through the metastore, every event once
-    n = spark.sql("SELECT COUNT(1) AS n, COUNT(DISTINCT payload) AS d FROM trib_demo.dw_trib").collect()[0]
-    assert n["n"] == n["d"] == out["expected"]
-    parts = {r[0] for r in spark.sql("SHOW PARTITIONS trib_demo.ods_raw_log").collect()}
-    assert len(parts) == HOURS
+    # what Hive users see (HiveServer2 on the same metastore): the trib DW, every event once
+    hs2_cursor.execute("SELECT COUNT(1), COUNT(DISTINCT payload) FROM trib_demo.dw_trib")
+    n, d = hs2_cursor.fetchall()[0]
+    assert n == d == out["expected"]
+    hs2_cursor.execute("SHOW PARTITIONS trib_demo.ods_raw_log")
+    assert len(hs2_cursor.fetchall()) == HOURS
 
 
-def test_a_rerun_starts_afresh_with_the_same_mix(demo_run, hive_services):
+def test_a_rerun_on_the_classic_driver_starts_afresh_with_the_same_mix(demo_run, spark, hive_services):
+    """The default --spark classic, on this process's SparkSession (the one the demo finds active)."""
     work, first = demo_run
     r = invoke_trib("-q", "demo", "--hours", "1", "--dir", str(work), "--hive-dir", hive_services.dir, "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     again = json.loads(r.stdout)
-    assert again["trib"]["lost"] == again["trib"]["duplicates"] == 0
-    assert again["expected"] == len(build(1, 0, 2002).events())
+    assert again["spark"] == "classic"
+    mix = build(1, 0, 2002)
+    assert again["expected"] == len(mix.events())
+    trib, naive = again["trib"], again["naive"]
+    assert (trib["captured"], trib["duplicates"], trib["lost"], trib["unexpected"]) == (again["expected"], 0, 0, 0)
+    # the naive SQL ran, its UDFs with it: one hour's only late file is a straggler within its lag
+    assert (naive["captured"], naive["duplicates"], naive["lost"]) == (again["expected"], 0, 0)
+    n = spark.sql("SELECT COUNT(1) AS n, COUNT(DISTINCT payload) AS d FROM trib_demo.dw_trib").collect()[0]
+    assert n["n"] == n["d"] == again["expected"]  # the rerun's tables replaced the first run's
+
+
+def test_a_server_on_another_catalog_is_refused_before_anything_is_built(spark_connect, tmp_path):
+    """The server's catalog is the session's pair; a demo whose pair (DIR/hive) does not run cannot use it."""
+    r = invoke_trib("demo", "--hours", "1", "--dir", tmp_path / "demo", "--spark", spark_connect.remote)
+    assert r.returncode == 3, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "not the demo's Hive pair" in r.stderr and "trib spark up --hive-dir" in r.stderr
+    assert not (tmp_path / "demo" / "raw").exists() and not (tmp_path / "demo" / "hive").exists()
+
+
+@pytest.mark.unit
+def test_a_bad_spark_or_a_server_not_answering_is_one_line(tmp_path):
+    r = invoke_trib("demo", "--dir", tmp_path / "demo", "--spark", "yarn")
+    assert r.returncode == 3 and "classic, connect, or" in r.stderr, r.stderr
+    r = invoke_trib("demo", "--dir", tmp_path / "demo", "--spark", "sc://127.0.0.1:1")
+    assert r.returncode == 8 and "nothing answers" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "demo" / "raw").exists()

@@ -9,9 +9,15 @@ mounts the new partitions (``trib partitions sync``), then runs:
 * **trib**: ``trib etl run`` with a consumer input: every file not yet
   delivered, committed exactly once, synced to Hive, acked.
 
-Both run on one local SparkSession against the local Hive pair (``trib hive
-up``, started and stopped here). The tallies read both DW tables back through
-Hive, so they count what a Hive user would see.
+Both run on one Spark session against the local Hive pair (``trib hive up``,
+started and stopped here). The session is a classic driver in this process by
+default; ``--spark connect`` makes it a Spark Connect session on a local server
+started on the pair (``trib spark up``) and stopped at the end, and ``--spark
+sc://HOST:PORT`` one on a running server whose catalog is the demo's pair.
+Over Spark Connect everything goes through the server: the DDL, the naive SQL
+with trib's UDFs (the jar added to the session), trib's job and the tallies.
+The tallies read both DW tables back through Hive, so they count what a Hive
+user would see.
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ class Demo:
         self.raw, self.dw = work / "raw", work / "dw"
         self.staging = work / "staging"
         self.applied = 0
+        self.spark = None
+        self.started_server: str | None = None  # DIR/spark, when the demo started a Connect server there
 
     # -- the raw table -------------------------------------------------------------------
     def create_tables(self) -> None:
@@ -124,10 +132,14 @@ class Demo:
             self.say("stopping the local Hive pair (trib hive down)")
             services.stop(str(self.hive_dir))
 
-    def start_spark(self, spark=None):
+    def start_spark(self, spark=None, mode: str = "classic"):
         from tributary_read.hive_udfs import registry as udfs
 
-        if spark is None:
+        if mode != "classic":  # a Spark Connect session: the jar as its artifact, a temporary function each
+            if self.spark is None:  # --spark connect: a server of the demo's own, on the pair just started
+                self.connect(self._start_server())
+            spark = self.spark
+        elif spark is None:
             from pyspark.sql import SparkSession
 
             spark = SparkSession.getActiveSession()  # a host's session (tests, a notebook): used as it is
@@ -148,6 +160,74 @@ class Demo:
             udfs.register(spark)
         self.spark = spark
         return spark
+
+    # -- Spark Connect -----------------------------------------------------------------------
+    def connect(self, url: str) -> None:
+        """A Spark Connect session on ``url`` for the whole demo; its server's catalog must be the demo's pair.
+
+        Checked before the demo builds anything: the DDL, the naive job and the tallies go through the
+        server's catalog, and trib's job syncs the pair's metastore, so another catalog would put the
+        tables in one place and count them in another.
+        """
+        from tributary_read.errors import InvalidInputError, MetastoreError, TributaryError
+        from tributary_read.etl.remote import check_url
+        from tributary_read.services import hive as services
+        from tributary_read.spark.script import quiet_statement_logs
+        from tributary_read.spark.session import connect_session
+
+        check_url(url, "--spark")
+        _answers(url)
+        try:
+            self.spark = connect_session(url, {"spark.sql.shuffle.partitions": "2"}, "trib-demo")
+            catalog = self.spark.conf.get("spark.sql.catalogImplementation", "in-memory")
+            uris = self.spark.conf.get("spark.hadoop.hive.metastore.uris", None) if catalog == "hive" else None
+        except TributaryError:
+            raise
+        except Exception as e:  # noqa: BLE001 - gRPC's errors: one line naming the server
+            details = getattr(e, "details", None)  # a gRPC error's own line
+            first = details() if callable(details) else (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise MetastoreError(f"cannot use the Spark Connect server {url}: {str(first)[:300]}") from None
+        quiet_statement_logs()  # the DDL step probes for tables that do not exist yet
+        st = services.status(str(self.hive_dir))
+        pair = f"thrift://{services.HOST}:{st['hms']['port']}" if all(s["alive"] for s in st.values()) else None
+        if uris is None or uris != pair:
+            has = f"the catalog {uris}" if uris else "no Hive catalog"
+            want = f"the demo's Hive pair ({pair}, in {self.hive_dir})" if pair else \
+                f"the demo's Hive pair, which is not running in {self.hive_dir}"
+            raise InvalidInputError(
+                f"the Spark Connect server {url} has {has}, not {want}: start the server on that pair "
+                f"(trib hive up --dir DIR, then trib spark up --hive-dir DIR) and give --hive-dir DIR, "
+                "or use --spark connect")
+
+    def _start_server(self) -> str:
+        """``trib spark up`` in ``DIR/spark`` on the demo's pair; a server left there on another catalog is replaced."""
+        from tributary_read.services import spark_connect as sc
+
+        where = str(self.work / "spark")
+        running = sc.load(where)
+        if sc.alive(running) and running is not None and running.metastore_uri != self.services.metastore_uri:
+            sc.stop(where)
+        self.say(f"starting a local Spark Connect server on the Hive pair in {where} (trib spark up; a warm "
+                 "driver every hour's jobs use)")
+        server, already = sc.start(where, 0, hive_dir=str(self.hive_dir), timeout=300)
+        self.started_server = None if already else where
+        return server.remote
+
+    def stop_spark(self) -> None:
+        """End a Spark Connect session, and the server if the demo started it; a classic session is left as is."""
+        from tributary_read.spark import is_connect
+
+        if self.spark is not None and is_connect(self.spark):
+            from tributary_read.spark.session import end_connect_session
+
+            end_connect_session(self.spark)
+            self.spark = None
+        if self.started_server:
+            from tributary_read.services import spark_connect as sc
+
+            self.say("stopping the local Spark Connect server (trib spark down)")
+            sc.stop(self.started_server)
+            self.started_server = None
 
     def _script(self, name: str, variables: dict[str, str]) -> None:
         from tributary_read.hive.sql import WAREHOUSE_DIR
@@ -238,6 +318,21 @@ metastore = "{self.services.metastore_uri}"
         return out
 
 
+def _answers(url: str) -> None:
+    """One line at once when nothing listens at ``url`` (pyspark's client retries for minutes first)."""
+    import socket
+
+    from tributary_read.errors import MetastoreError
+
+    hostport = url[len("sc://"):].split("/", 1)[0]
+    host, _, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "15002")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except (OSError, ValueError) as e:
+        raise MetastoreError(f"nothing answers at the Spark Connect server {url} ({e}): start one with "
+                             "trib spark up, or use --spark connect") from None
+
+
 def _window(moment_ms: int) -> dict[str, str]:
     """The naive job's variables: the hour that ended ``NAIVE_LAG_MS`` before it runs."""
     from tributary_read.spark.script import window_variables
@@ -245,9 +340,19 @@ def _window(moment_ms: int) -> dict[str, str]:
     return window_variables(moment_ms, HOUR_MS, NAIVE_LAG_MS)
 
 
+#: ``--spark``: a classic driver in this process, or a local Spark Connect server the demo starts on its pair.
+SPARK_MODES = ("classic", "connect")
+
+
 def run_demo(work: str | Path, hours: int = 24, *, hive_dir: str | Path | None = None, spark=None,
-             say: Say = lambda _m: None, seed: int = 2002) -> dict[str, Any]:
-    """Build the raw table, run ``hours`` cycles both ways, tally, write the lateness report."""
+             say: Say = lambda _m: None, seed: int = 2002, spark_mode: str = "classic") -> dict[str, Any]:
+    """Build the raw table, run ``hours`` cycles both ways, tally, write the lateness report.
+
+    ``spark_mode``: ``classic`` (``spark``, else this process's active session, else a new driver),
+    ``connect`` (a local Spark Connect server started on the demo's Hive pair, stopped at the end),
+    or ``sc://HOST:PORT`` (a running server whose catalog is the pair in ``hive_dir``; refused
+    before anything is built otherwise).
+    """
     from tributary_read.etl.job import Job
     from tributary_read.report.html import render
     from tributary_read.report.lateness import lateness
@@ -256,12 +361,19 @@ def run_demo(work: str | Path, hours: int = 24, *, hive_dir: str | Path | None =
     work = Path(work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     demo = Demo(work, hours, Path(hive_dir).resolve() if hive_dir else work / "hive", say, seed)
-    say(f"raw log: {len(demo.mix.drops)} files, {len(demo.mix.events())} events over {hours} hours "
-        f"(seed {seed}), in {demo.raw}")
-    demo.create_tables()
-    demo.start_services()
+    if spark_mode not in SPARK_MODES and not spark_mode.startswith("sc://"):
+        from tributary_read.errors import InvalidInputError
+
+        raise InvalidInputError(f"--spark {spark_mode}: give classic, connect, or a Spark Connect server's "
+                                "sc://HOST:PORT")
     try:
-        demo.start_spark(spark)
+        if spark_mode not in SPARK_MODES:
+            demo.connect(spark_mode)  # a running server: checked before anything is built
+        say(f"raw log: {len(demo.mix.drops)} files, {len(demo.mix.events())} events over {hours} hours "
+            f"(seed {seed}), in {demo.raw}")
+        demo.create_tables()
+        demo.start_services()
+        demo.start_spark(spark, spark_mode)
         demo.create_hive_tables()
         job = Job.load(demo.write_job())
         cycles = []
@@ -272,7 +384,10 @@ def run_demo(work: str | Path, hours: int = 24, *, hive_dir: str | Path | None =
                 f"trib {c['trib_s']:.1f}s ({c['trib_records']} records)")
         result = demo.tally()
     finally:
-        demo.stop_services()
+        try:
+            demo.stop_spark()
+        finally:
+            demo.stop_services()
     report_path = work / "lateness.html"
     rep = lateness(str(demo.raw), lags_ms=[NAIVE_LAG_MS])
     tmp = report_path.with_name(report_path.name + ".tmp")
@@ -282,5 +397,6 @@ def run_demo(work: str | Path, hours: int = 24, *, hive_dir: str | Path | None =
         "hours": hours, "seed": seed, "raw_table": str(demo.raw), "dw_table": str(demo.dw),
         "report": str(report_path), "lateness": {k: v for k, v in rep.to_json().items() if k != "partitions"},
         "files": len(demo.mix.drops), "cycles": cycles, "seconds": round(time.monotonic() - t_start, 1),
+        "spark": spark_mode,
     })
     return result
