@@ -141,6 +141,14 @@ def _rows(times: dict, what: str, goal_s: float | None) -> tuple[list[list[str]]
              f"{median(times['trib_cpu']):.1f}", f"{ratio:.2f}x", goal]], ratio
 
 
+def _sizes(args) -> str:
+    """The command's size options where they are not the defaults (``--quick`` says its own)."""
+    if args.quick:
+        return ""
+    given = (("--files", args.files, 10), ("--records", args.records, 1_000), ("--reps", args.reps, 5))
+    return "".join(f" {flag} {value}" for flag, value, default in given if value != default)
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=10, help="files in the hour (10)")
@@ -210,7 +218,7 @@ def main(argv: list[str] | None = None) -> dict:
         "",
         *sections,
         f"Command: `.venv/bin/python benchmarks/bench_warm_etl.py{' --quick' if args.quick else ''}"
-        f"{' --only ' + args.only if args.only else ''}`.",
+        f"{' --only ' + args.only if args.only else ''}{_sizes(args)}`.",
     ])
     result["loadavg_end"] = load_after
     return emit(text, result, args)
