@@ -188,3 +188,38 @@ def test_the_hive_step_mounts_the_commit_and_refreshes_late_partitions_without_l
     full = _run(hourly, spark, h0 + 3 * H, full_sync=True)
     assert full.hive.mode == "full" and calls["scan"] == 1 and calls["list_partitions"] == 1, calls
     assert full.hive.added == ()
+
+
+# -- the input counts ride on the write's Spark job ------------------------------------------
+@pytest.mark.integration
+def test_inputs_are_counted_by_the_writes_own_spark_job(tmp_path, spark, monkeypatch):
+    """``count_inputs`` (on by default) costs no Spark action of its own: each input is counted in full
+    by the write's job, so a run on a warm server pays one job and one round trip, not two. The count
+    is the input's (a filtering SQL writes fewer rows), and a run that keeps lineage events, which name
+    the counts before the commit, still counts first."""
+    from tributary_read.etl.job import Job
+    from tributary_read.etl.run import run_job
+
+    counted: list[int] = []
+    frame = type(spark.range(1))  # the session's own DataFrame class (pyspark's classic one)
+    real = frame.count
+    monkeypatch.setattr(frame, "count", lambda self: counted.append(1) or real(self))
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    raw.mkdir()
+    create_output_table(out)
+    job = write_job(tmp_path / "job", name="counted", raw=raw, out=out,
+                    sql="SELECT id, ts, msg FROM raw WHERE id % 3 <> 0\n")
+    h0 = int(time.time() * 1000) // H * H - 3 * H
+    _hour_file(raw, h0, "a.jsonl", range(0, 7))
+    _hour_file(raw, h0 + H, "b.jsonl", range(7, 12))
+    report = run_job(Job.load(job), h0 + 2 * H, spark=spark)
+    assert [i.records for i in report.inputs] == [12] and report.output.records == 8
+    assert counted == []  # no count() of its own
+
+    for k, v in {"TYPE": "file", "LOG_FILE_PATH": str(tmp_path / "events.jsonl"), "APPEND": "true"}.items():
+        monkeypatch.setenv(f"OPENLINEAGE__TRANSPORT__{k}", v)  # lineage on: its kept COMPLETE names the count
+    _hour_file(raw, h0 + 2 * H, "c.jsonl", range(12, 15))
+    second = run_job(Job.load(job), h0 + 3 * H, spark=spark)
+    assert [i.records for i in second.inputs] == [3] and counted == [1]
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE"]

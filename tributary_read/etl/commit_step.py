@@ -47,9 +47,10 @@ def session(run: _Run):
     return run.spark
 
 
-def read(run: _Run, filesets, count: bool = True) -> list[int | None]:
+def read(run: _Run, filesets, count: bool | str = True) -> list[int | None]:
     """Register each input as its view; returns the records per input (None: not counted; ``count``
-    False: none is, the views are for the query's columns only).
+    False: none is, the views are for the query's columns only; ``"with-write"``: an input to count
+    is counted by the write's own Spark job (:func:`commit`, ``run.count_frames``), not by one of its own).
 
     A planned file that is gone or unreadable is :class:`UnreadableInputError` (exit 7), naming it
     and the ways forward (:func:`unreadable`), here and in :func:`commit`, where Spark reads lazily.
@@ -63,7 +64,8 @@ def read(run: _Run, filesets, count: bool = True) -> list[int | None]:
         raise unreadable(run, filesets, e) or e
 
 
-def _read(run: _Run, spark, filesets, count: bool = True) -> list[int | None]:
+def _read(run: _Run, spark, filesets, count: bool | str = True) -> list[int | None]:
+    from tributary_read.etl import lineage_step
     from tributary_read.spark.read import read_files
     from tributary_read.spark.write import spark_columns
 
@@ -89,9 +91,12 @@ def _read(run: _Run, spark, filesets, count: bool = True) -> list[int | None]:
             hint = f" (give inputs[{i}].schema in the job file)" if not fs.files and spec.schema is None else ""
             raise InvalidInputError(f"input {spec.view}: {e}{hint}") from None
         df.createOrReplaceTempView(spec.view)
-        run.input_columns[spec.view] = spark_columns(df)
+        if lineage_step.enabled(run):  # only lineage's events name them (a schema round trip on Spark Connect)
+            run.input_columns[spec.view] = spark_columns(df)
         n = rep.records
-        if n is None and run.job.count_inputs and count:
+        if n is None and run.job.count_inputs and count == "with-write":
+            run.count_frames.append((len(counts), df))
+        elif n is None and run.job.count_inputs and count:
             n = df.count()
         counts.append(n)
     return counts
@@ -111,7 +116,8 @@ def commit(run: _Run, txn: Transaction, base_version: int, empty: bool, filesets
         try:
             result = write(df, run.output, time_column=run.job.output.time_column, transaction=txn,
                            time_unit=run.job.output.times, base_version=base_version,
-                           schema_change=run.job.output.schema_change)
+                           schema_change=run.job.output.schema_change,
+                           count=[frame for _, frame in run.count_frames])
         except Exception as e:  # noqa: BLE001 - Spark's own errors: only a planned file's becomes exit 7
             if isinstance(e, TributaryError) and not isinstance(e, StorageError):
                 raise

@@ -80,6 +80,11 @@ def failing(run: _Run) -> Iterator[None]:
         raise
 
 
+def enabled(run: _Run) -> bool:
+    """Whether this run sends lineage events (a transport is configured)."""
+    return _emitter(run) is not None
+
+
 def started(run: _Run) -> None:
     """START, once the inputs are resolved."""
     em = _emitter(run)

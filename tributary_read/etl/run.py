@@ -176,6 +176,7 @@ class _Run:
         self.hive = None
         self.hive_table = None  # the Hive table's check (dry run) or before the commit
         self.query_df = None  # the SQL, analysed over this run's views (commit_step.query)
+        self.count_frames: list = []  # (input index, its DataFrame): inputs the write's job counts (commit_step)
         self.verbose = False
 
     def window(self, spec: InputSpec) -> TimeWindow:
@@ -227,13 +228,18 @@ class _Run:
                 self._skip("read", "no input files")
                 self.inputs = [replace(r, records=0) for r in self.inputs]
             else:
-                records = self._step("read", lambda: commit_step.read(self, filesets))
+                # inputs are counted by the write's own Spark job, unless a kept lineage event needs
+                # their counts before the commit (lineage_step.keep)
+                how = "with-write" if not lineage_step.enabled(self) else True
+                records = self._step("read", lambda: commit_step.read(self, filesets, how))
                 self.inputs = [replace(r, records=n) for r, n in zip(self.inputs, records)]
             if job.hive is not None:  # nothing committed yet: the table is there and matches, or is to be made
                 self.hive_table = hive_step.before_commit(self, filesets, empty)
             lineage_step.keep(self)
             result = self._step("commit", lambda: commit_step.commit(self, txn, base, empty, filesets))
             committed, already = result.commit, result.already_committed
+            for (i, _), n in zip(self.count_frames, result.counts):  # counted with the write
+                self.inputs[i] = replace(self.inputs[i], records=n)
             if already:  # a concurrent duplicate committed first: go on with its commit and its record
                 record = RunRecord.of(committed.transaction)
                 self._committed(committed, record)

@@ -193,6 +193,13 @@ def _header_lines(fmt: ReadFormat, reader_options: dict, has_plain: bool) -> int
     return header
 
 
+def _connect_ddl(spark, schema: str):
+    """A DDL string parsed by a Spark Connect server: its parser alone (an empty DataFrame's schema would
+    take a second round trip)."""
+    parse = getattr(spark, "_parse_ddl", None)
+    return parse(schema) if parse is not None else spark.createDataFrame([], schema).schema
+
+
 def _as_struct(spark, schema) -> StructType | None:
     if schema is None:
         return None
@@ -203,8 +210,8 @@ def _as_struct(spark, schema) -> StructType | None:
     if isinstance(schema, str):
         from tributary_read.spark import is_connect
 
-        try:  # Spark's DDL parser: this process's JVM, or the Spark Connect server's
-            parsed = spark.createDataFrame([], schema).schema if is_connect(spark) else StructType.fromDDL(schema)
+        try:  # Spark's DDL parser: this process's JVM, or the Spark Connect server's (one round trip)
+            parsed = _connect_ddl(spark, schema) if is_connect(spark) else StructType.fromDDL(schema)
         except Exception as e:  # noqa: BLE001 - Spark's parse error, one line
             first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
             raise InvalidInputError(f"bad schema {schema!r}: {first[:200]}") from None

@@ -138,9 +138,9 @@ def _ship_to_session(spark) -> str | None:
     done = _SESSIONS.get(key)
     if done is None:
         done = package_zip()
-        try:
-            same = (spark.conf.get(CODE_CONF, None) == os.path.basename(done)
-                    and spark.conf.get("spark.pyspark.python", None) == sys.executable)
+        try:  # one round trip for both keys (a key the server does not have fails it: ship)
+            code, python = spark.client.get_configs(CODE_CONF, "spark.pyspark.python")
+            same = code == os.path.basename(done) and python == sys.executable
         except Exception:  # noqa: BLE001 - a server that will not say: ship
             same = False
         if not same:

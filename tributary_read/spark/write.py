@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import posixpath
 from dataclasses import dataclass, replace
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 from tributary_read.errors import AlreadyCommittedError, BadRecordError, InvalidInputError, TimeOutOfRangeError
 from tributary_read.table.config import Table, load_config, resolve_table
@@ -68,6 +68,8 @@ class WriteResult:
     records: int
     partitions: tuple[str, ...]
     already_committed: bool = False
+    #: the row count of each DataFrame :func:`write` was asked to ``count``, in order (empty: none asked)
+    counts: tuple[int, ...] = ()
 
     @classmethod
     def of_commit(cls, commit: Commit, already_committed: bool = False) -> WriteResult:
@@ -159,7 +161,7 @@ def commit_files(log: ManifestLog, files, transaction: Transaction | None, *, ba
 def write(df, table: Table | str, *, time_column: str, transaction: Transaction | None = None,
           options: Mapping[str, str] | None = None, time_unit: TimeUnit | str | IntegerTimes | None = None,
           allow_any_time: bool = False, base_version: int | None = None,
-          schema_change: str = "refuse") -> WriteResult:
+          schema_change: str = "refuse", count: Sequence = ()) -> WriteResult:
     """Write ``df`` into ``table`` (a Table, or a root URI / trib.toml alias with
     storage ``options``), routing each row by ``time_column``, and commit once.
 
@@ -198,6 +200,12 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     ones (a changed type, a dropped column, a new column that is not nullable) is
     refused before any task runs (SchemaChangeError, exit 3), unless
     ``schema_change="allow"`` (:func:`tributary_read.io.parquet_schema.evolve_columns`).
+
+    ``count``: DataFrames (an ETL's inputs) whose rows are counted in the same Spark job as the write
+    (``WriteResult.counts``, in order): each is counted in full, as ``df.count()`` would, but a run
+    pays one Spark job and one round trip for the write and its counts, not one more per input.
+    They are asked only of a write that runs its tasks: a transaction found already committed
+    returns with no counts.
     """
     from tributary_read.spark import require_pyspark
 
@@ -242,7 +250,7 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     task = _WriteTask(tbl.uri, opts, run_id, time_col, tbl.config.format != "parquet", protocol.value, times,
                       latest)
     try:
-        rows = projected.mapInArrow(task, _TASK_SCHEMA).collect()
+        rows = _with_counts(projected.mapInArrow(task, _task_schema()), count).collect()
     except Exception as e:  # noqa: BLE001 - py4j wraps the executor's exception in a Java one
         # Nothing was handed to a commit: failed attempts removed their own files, and
         # finished tasks' files are unreferenced orphans for `trib clean`.
@@ -250,6 +258,8 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
         if mapped is None:
             raise
         raise mapped from None
+    tallies = sorted((r for r in rows if r["entries"] is None), key=lambda r: int(r["first"]))
+    counts, rows = tuple(r["records"] for r in tallies), [r for r in rows if r["entries"] is not None]
     files = sorted((FileEntry.from_json(e) for r in rows for e in json.loads(r["entries"])), key=lambda f: f.path)
     implausible = sum(r["implausible"] for r in rows)
     if implausible:
@@ -265,14 +275,39 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
             f"{bad} row(s) have a null time, or one no partition of the table holds, in column "
             f"{time_column!r} (e.g. {', '.join(samples)}); nothing was committed: filter or fix them")
     if not files and transaction is None:
-        return WriteResult(None, None, (), 0, ())
+        return WriteResult(None, None, (), 0, (), counts=counts)
     # A concurrent copy of this very transaction that committed while the tasks ran
     # comes back as already_committed; our files stay (a commit was attempted).
     result = commit_files(log, files, transaction, base_version=base, protocol=protocol.value, writer=run_id)
     # After the commit point: ours, or a concurrent copy's (whose writer may have died before
     # its renames). A crash before this is finished by the rerun, `trib recover` or a reader.
     roll_forward(tbl, result.commit.files)
-    return result
+    return replace(result, counts=counts)
+
+
+def _task_schema():
+    """:data:`_TASK_SCHEMA` as a StructType: built here, where a DDL string costs Spark Connect a round trip."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    kinds = {"string": StringType(), "long": LongType()}
+    return StructType([StructField(name, kinds[kind]) for name, kind in
+                       (col.split() for col in _TASK_SCHEMA.split(", "))])
+
+
+def _with_counts(tasks, frames: Sequence):
+    """The write tasks' rows, then one row per DataFrame of ``frames``: its row count (``records``), its
+    index in ``first`` and a null ``entries`` (a task's row always has entries). One job for all."""
+    if not frames:
+        return tasks
+    from pyspark.sql import functions as F
+
+    out = tasks
+    for i, df in enumerate(frames):
+        out = out.unionByName(df.agg(F.count(F.lit(1)).alias("records")).select(
+            F.lit(None).cast("string").alias("entries"), F.col("records").cast("long").alias("records"),
+            F.lit(0).cast("long").alias("bad"), F.lit("[]").alias("samples"),
+            F.lit(0).cast("long").alias("implausible"), F.lit(str(i)).alias("first")))
+    return out
 
 
 def _storage_options(storage) -> dict[str, str]:
