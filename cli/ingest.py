@@ -8,7 +8,6 @@ import sys
 
 import click
 
-from tributary_read.hive.commit import committer_for
 from tributary_read.write.ingest import FROM_TABLE, Interrupted, OnBadRecord, TimeSpec, stop_on_signals
 from tributary_read.write.ingest import ingest as run_ingest
 from tributary_read.write.ingest_lineage import IngestLineage
@@ -182,7 +181,11 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
     t = state.table(root)
     roll = roll_policy(t, roll_size, roll_records, roll_inactivity)
     size = os.path.getsize(source) if os.path.isfile(source) else 0
-    committer = committer_for(t)  # the table's partition-commit policy, if any
+    committer = None
+    if t.config.partition_commit:  # the table's partition-commit policy: only then its import
+        from tributary_read.hive.commit import committer_for
+
+        committer = committer_for(t)
     lineage = _lineage(t, app_id, source, committer)
     kwargs = dict(time_spec=spec, commit_every=commit_every, protocol=protocol, roll=roll,
                   on_bad_record=on_bad_record, max_bad_fraction=max_bad_fraction, source_name=source_name,

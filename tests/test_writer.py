@@ -110,3 +110,20 @@ def test_files_uri_json_adds_full_uris(tmp_path):
     [f] = json.loads(p.stdout)["files"]
     assert f["path"] == "2020_06_24/00/a.log"
     assert f["uri"] == f"file://{root}/2020_06_24/00/a.log"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("compression", ["gzip", "none"])
+def test_a_line_sinks_append_reports_the_roll_size_exactly_as_bytes_written(compression):
+    """The writer's per-record path asks LineSink.append whether the file is full instead of bytes_written:
+    both must agree at every record, across the sink's 1 MiB drains, so size rolling stays exact."""
+    import random
+
+    from tributary_read.io.sinks import LineSink
+
+    rng = random.Random(7)
+    for max_bytes in (1, 300_000, 700_000):
+        sink = LineSink(io.BytesIO(), compression).limit(max_bytes)
+        for _ in range(20_000):
+            line = b"x" * rng.randrange(0, 200) + bytes(rng.randrange(256) for _ in range(rng.randrange(20)))
+            assert sink.append(line) == (sink.bytes_written >= max_bytes)

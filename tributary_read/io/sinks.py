@@ -37,12 +37,32 @@ class LineSink:
         self._raw_pos = raw.tell()
         self._ratio = 4 if self.out is not raw else 1
         self._crc = 0  # of the bytes written to ``raw`` (uncompressed files: stored_crc)
+        self.max_bytes = 0  # the size that rolls this file (0: none): what :meth:`append` reports
+        self._full_at = 1 << 62  # bytes_written >= max_bytes exactly when _buffered >= this (set by _drain)
+
+    def limit(self, max_bytes: int) -> LineSink:
+        """Have :meth:`append` say when :attr:`bytes_written` reaches ``max_bytes`` (0: never)."""
+        self.max_bytes = max_bytes
+        self._set_full_at()
+        return self
+
+    def _set_full_at(self) -> None:
+        # raw_pos + buffered // ratio >= max  <=>  buffered >= (max - raw_pos) * ratio (integers, ratio > 0):
+        # the writer's size test, per record, as one comparison; raw_pos changes only in _drain.
+        self._full_at = (self.max_bytes - self._raw_pos) * self._ratio if self.max_bytes else 1 << 62
+
+    def append(self, line: bytes) -> bool:
+        """:meth:`write_line`, and whether :attr:`bytes_written` reached :attr:`max_bytes` with it (the
+        writer's per-record path: one call instead of a write and a size query)."""
+        self._buf += (line, b"\n")
+        buffered = self._buffered = self._buffered + len(line) + 1
+        if buffered >= self.FLUSH_BYTES:
+            self._drain()
+            buffered = 0
+        return buffered >= self._full_at
 
     def write_line(self, line: bytes) -> None:
-        self._buf += (line, b"\n")
-        self._buffered += len(line) + 1
-        if self._buffered >= self.FLUSH_BYTES:
-            self._drain()
+        self.append(line)
 
     def write_lines(self, lines: list[bytes]) -> None:
         """:meth:`write_line` each of ``lines``, in one step."""
@@ -73,6 +93,7 @@ class LineSink:
             self.uncompressed += self._buffered
             self._buf.clear()
             self._buffered = 0
+            self._set_full_at()
 
     @property
     def bytes_written(self) -> int:

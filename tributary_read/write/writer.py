@@ -51,6 +51,8 @@ class _OpenFile:
     records: int = 0
     last_write: float = field(default_factory=time.monotonic)
     key: str = ""  # the partition directory: this file's key in TableWriter._open
+    #: A line file's LineSink.append (limited to the roll size): write()'s per-record call; None for Parquet.
+    append: Callable[[bytes], bool] | None = None
 
 
 class TableWriter:
@@ -106,21 +108,25 @@ class TableWriter:
         f = self._file_of_minute.get(ts_ms // 60_000)
         if f is None:
             f = self._file_for(ts_ms)
+        roll = self.roll
         try:
-            if (f.sink.write_row(record) if isinstance(record, dict) else f.sink.write_line(record)) is False:
-                f = self._roll_schema(f, ts_ms)
-                if isinstance(record, dict):
-                    f.sink.write_row(record)
-                else:
-                    f.sink.write_line(record)
+            if f.append is not None and record.__class__ is bytes:
+                # A line file never refuses a line and tells in the same call whether it reached
+                # roll.max_bytes (the same test as bytes_written below, done without the query).
+                full = f.append(record)
+            else:
+                if (f.sink.write_row(record) if isinstance(record, dict) else f.sink.write_line(record)) is False:
+                    f = self._roll_schema(f, ts_ms)
+                    if isinstance(record, dict):
+                        f.sink.write_row(record)
+                    else:
+                        f.sink.write_line(record)
+                full = bool(roll.max_bytes) and f.sink.bytes_written >= roll.max_bytes
         except (OSError, pa.ArrowException) as e:  # a full disk, EFBIG, a lost connection
             raise self.storage._wrap("cannot write", f.write_path, e) from e
         f.records += 1
         f.last_write = now = self.clock()
-        roll = self.roll
-        if (roll.max_records and f.records >= roll.max_records) or (
-            roll.max_bytes and f.sink.bytes_written >= roll.max_bytes
-        ):
+        if full or (roll.max_records and f.records >= roll.max_records):
             self._close(f.key)
         if now - self._last_idle_check >= 1.0:
             self.roll_idle(now)
@@ -381,7 +387,8 @@ class TableWriter:
         raw = self.storage.open_output(write_path)
         fmt = self.table.config.format
         sink = open_sink(raw, fmt, self.table.config.compression, shared_encoder() if fmt == "parquet" else None)
-        return _OpenFile(path, write_path, sink, dict(part.values), key=part.path)
+        append = sink.limit(self.roll.max_bytes).append if isinstance(sink, LineSink) else None
+        return _OpenFile(path, write_path, sink, dict(part.values), key=part.path, append=append)
 
     def _finish(self, f: _OpenFile) -> tuple[FileEntry, str] | None:
         try:
