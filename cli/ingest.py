@@ -17,7 +17,7 @@ from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 from .context import Duration, TribState, emit, json_option, pass_state
 from .lineage_hooks import chain, enabled, warn
 from .kafka_ingest import file_only_kafka_flags, follow_options, kafka_only_file_flags, kafka_options, run_kafka
-from .ingest_common import dead_letters_warning, given
+from .ingest_common import committer as table_committer, dead_letters_warning, given
 from .spool_ingest import run_spool, spool_given, spool_options
 
 #: How an integer-time refusal names the settings here (see IntegerTimes.spelling).
@@ -181,11 +181,7 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
     t = state.table(root)
     roll = roll_policy(t, roll_size, roll_records, roll_inactivity)
     size = os.path.getsize(source) if os.path.isfile(source) else 0
-    committer = None
-    if t.config.partition_commit:  # the table's partition-commit policy: only then its import
-        from tributary_read.hive.commit import committer_for
-
-        committer = committer_for(t)
+    committer = table_committer(t)
     lineage = _lineage(t, app_id, source, committer)
     kwargs = dict(time_spec=spec, commit_every=commit_every, protocol=protocol, roll=roll,
                   on_bad_record=on_bad_record, max_bad_fraction=max_bad_fraction, source_name=source_name,

@@ -18,6 +18,16 @@ def given(names) -> list[str]:
     return sorted(flags[k] for k in names if ctx.get_parameter_source(k) not in (None, ParameterSource.DEFAULT))
 
 
+def committer(t):
+    """The table's partition committer, or None; its module (the Hive client's) is loaded only when the table has
+    a partition-commit policy, so that every other ingest run does not pay for it."""
+    if not t.config.partition_commit:
+        return None
+    from tributary_read.hive.commit import committer_for
+
+    return committer_for(t)
+
+
 def dead_letters_warning(t, root, as_json: bool, result) -> None:
     """A run that kept dead letters says so on stderr: how many, the first, and whether only the allowance of
     the bad-record limit let them through (that line also with --json: the JSON holds ``bad_records``)."""

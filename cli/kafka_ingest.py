@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .context import Duration, TribState
-from .ingest_common import finish, given
+from .ingest_common import committer as table_committer, finish, given
 from .lineage_hooks import chain, enabled, warn
 
 START_HELP = ("Where a partition the table has never seen starts: earliest (default), latest, or an ISO-8601 "
@@ -67,7 +67,6 @@ def file_only_kafka_flags(kafka: dict) -> None:
 
 def run_kafka(state: TribState, stop, root, app_id, kafka: dict, follow: bool, commit_interval_ms: int, spec,
               commit_every, protocol, on_bad_record, max_bad_fraction, roll_for, as_json) -> None:
-    from tributary_read.hive.commit import committer_for
     from tributary_read.kafka.client import parse_options
     from tributary_read.kafka.ingest import KafkaSource, ingest_kafka
     from tributary_read.kafka.records import parse_columns
@@ -85,7 +84,7 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, follow: bool, c
         kafka["broker_timeout"] / 1000)
     columns = parse_columns(kafka["kafka_columns"])
     t = state.table(root)
-    committer = committer_for(t)
+    committer = table_committer(t)
     lineage = enabled(KafkaLineage(t, app_id, source.bootstrap, source.topics, warn, follow=follow),
                       committer)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from .context import Duration, TribState
-from .ingest_common import finish, given
+from .ingest_common import committer as table_committer, finish, given
 
 
 def spool_options(f):
@@ -40,13 +40,12 @@ def spool_given(spool: dict) -> list[str]:
 
 def run_spool(state: TribState, stop, root, app_id, spool: dict, follow: bool, commit_interval_ms: int, spec,
               commit_every, protocol, on_bad_record, max_bad_fraction, roll_for, source_name, as_json) -> None:
-    from tributary_read.hive.commit import committer_for
     from tributary_read.spool.ingest import SpoolSource, ingest_dir
 
     source = SpoolSource(spool["source_dir"], spool["pattern"], tuple(spool["exclude"]),
                          spool["close_inactive"] / 1000, spool["on_complete"])
     t = state.table(root)
-    committer = committer_for(t)
+    committer = table_committer(t)
 
     def note(line: str) -> None:
         if not state.quiet or line.startswith("warning:"):
