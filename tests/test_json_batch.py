@@ -102,12 +102,17 @@ def _table(root, fmt: str = "parquet") -> Table:
                                                compression="snappy" if fmt == "parquet" else "gzip"))
 
 
-def _write(root, lines: list[bytes], bulk: bool, seed: int, roll: RollPolicy | None, fmt: str = "parquet") -> int:
-    table = _table(root, fmt)
+def _records(table: Table, roll: RollPolicy | None = None) -> tuple[TableWriter, LineRecords]:
+    """A writer on ``table`` and the line records of ingest feeding it (time field ``ts``, bad lines dead-lettered)."""
     writer = TableWriter(table, roll=roll, writer_id="w")
     spec = TimeSpec(field="ts")
-    records = LineRecords(table, writer, spec.extractor(table.layout.tz), True, OnBadRecord.DEAD_LETTER,
-                          BadRecordLimit(None, "src"), field_time=spec.field_time(table.layout.tz))
+    return writer, LineRecords(table, writer, spec.extractor(table.layout.tz), True, OnBadRecord.DEAD_LETTER,
+                               BadRecordLimit(None, "src"), field_time=spec.field_time(table.layout.tz))
+
+
+def _write(root, lines: list[bytes], bulk: bool, seed: int, roll: RollPolicy | None, fmt: str = "parquet") -> int:
+    table = _table(root, fmt)
+    writer, records = _records(table, roll)
     r = random.Random(seed)
     i = 0
     while i < len(lines):
@@ -171,10 +176,7 @@ def test_bulk_and_one_by_one_write_the_same_files_rows_and_dead_letters(tmp_path
 def test_clean_jsonl_lines_are_written_in_bulk(tmp_path):
     """A jsonl table's run of ordinary lines is written as one block per file, the lines as they are."""
     table = _table(tmp_path / "t", "jsonl")
-    writer = TableWriter(table, writer_id="w")
-    spec = TimeSpec(field="ts")
-    records = LineRecords(table, writer, spec.extractor(table.layout.tz), True, OnBadRecord.DEAD_LETTER,
-                          BadRecordLimit(None, "src"), field_time=spec.field_time(table.layout.tz))
+    writer, records = _records(table)
     src = Lines(2, 0.0, 3)
     lines = [src.line() for _ in range(5000)]
     assert records.batch is not None and records.batch.write(lines, 64) == (len(lines), 0)
@@ -186,10 +188,7 @@ def test_clean_jsonl_lines_are_written_in_bulk(tmp_path):
 def test_clean_lines_are_parsed_in_bulk(tmp_path):
     """The shortcut is taken at all: a run of ordinary lines writes no dict row."""
     table = _table(tmp_path / "t")
-    writer = TableWriter(table, writer_id="w")
-    spec = TimeSpec(field="ts")
-    records = LineRecords(table, writer, spec.extractor(table.layout.tz), True, OnBadRecord.DEAD_LETTER,
-                          BadRecordLimit(None, "src"), field_time=spec.field_time(table.layout.tz))
+    writer, records = _records(table)
     src = Lines(9, 0.0, 3)
     lines = [src.line() for _ in range(5000)]
     assert records.batch is not None and records.batch.write(lines, 64) == (len(lines), 0)
