@@ -100,4 +100,7 @@ def test_a_bad_spark_or_a_server_not_answering_is_one_line(tmp_path):
     r = invoke_trib("demo", "--dir", tmp_path / "demo", "--spark", "sc://127.0.0.1:1")
     assert r.returncode == 8 and "nothing answers" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = invoke_trib("demo", "--dir", tmp_path / "demo", "--spark", "sc://127.0.0.1:1/;token=s3cr3t")
+    assert r.returncode == 3 and "carries a secret" in r.stderr and "s3cr3t" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "demo" / "raw").exists()

@@ -366,6 +366,15 @@ def run_demo(work: str | Path, hours: int = 24, *, hive_dir: str | Path | None =
 
         raise InvalidInputError(f"--spark {spark_mode}: give classic, connect, or a Spark Connect server's "
                                 "sc://HOST:PORT")
+    if spark_mode.startswith("sc://"):
+        from tributary_read.secret import is_secret
+
+        params = [p.split("=", 1)[0] for p in spark_mode.split(";")[1:]]
+        if any(is_secret(p) for p in params):  # never echoed: the URL is the secret's carrier
+            from tributary_read.errors import InvalidInputError
+
+            raise InvalidInputError("--spark: the Spark Connect URL carries a secret (a token), which never goes "
+                                    "on a command line; the demo uses a local server without one")
     try:
         if spark_mode not in SPARK_MODES:
             demo.connect(spark_mode)  # a running server: checked before anything is built
