@@ -48,6 +48,10 @@ def check(state: TribState, job_file, as_json) -> None:
 
     job = _load(state, job_file)
     url = where(job) if job.stream is None else None  # trib etl stream runs its driver here
+    if url:
+        from tributary_read.secret import redacted_url
+
+        url = redacted_url(url)  # printed: a token in it stays in the job file or the environment
     master = job.spark.master or "from the environment"
     runs_on = f"the Spark Connect server {url}" if url else f"a classic driver ({master})"
     emit(as_json, {"job": job.name, "ok": True, "remote": url, "master": None if url else job.spark.master},

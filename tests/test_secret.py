@@ -58,3 +58,42 @@ def test_the_same_name_is_refused_by_every_front_end(tmp_path):
     for args in runs:
         line = one_line_error(invoke_trib(*args), 3, name)
         assert "hunter2" not in line, args
+
+
+def test_a_spark_connect_token_is_never_printed(tmp_path, monkeypatch):
+    """A Spark Connect URL may carry a token (``sc://HOST:PORT/;token=...``): it belongs in the job file or
+    the environment, and every line trib prints of the URL (a refusal, ``trib etl check``, a job's JSON,
+    ``trib etl submit``) shows it redacted, from the one rule ``redacted_url``."""
+    from etl_data import create_output_table, write_job
+
+    from tributary_read.etl.job import Job
+
+    monkeypatch.delenv("TRIB_SPARK_REMOTE", raising=False)
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    url = "sc://127.0.0.1:1/;user_id=ann;token=hunter2"
+    (tmp_path / "raw").mkdir()
+    create_output_table(tmp_path / "out")
+
+    def job(name: str, spark: str) -> str:
+        path = write_job(tmp_path / name, name=name, raw=tmp_path / "raw", out=tmp_path / "out")
+        path.write_text(path.read_text().split("[spark]")[0] + spark)
+        return str(path)
+
+    ok = job("ok", f'[spark]\nremote = "{url}"\n')
+    shown = "sc://127.0.0.1:1/;user_id=ann;token=<redacted>"
+    r = invoke_trib("etl", "check", ok)
+    assert r.returncode == 0 and shown in r.stdout and "hunter2" not in r.stdout + r.stderr, r.stdout + r.stderr
+    r = invoke_trib("etl", "check", ok, "--json")
+    assert r.returncode == 0 and '"remote": "' + shown in r.stdout and "hunter2" not in r.stdout, r.stdout
+    assert Job.load(ok).to_json()["spark"]["remote"] == shown
+    assert Job.load(ok).spark.remote == url  # the run itself still gets it
+    refused = job("refused", f'[spark]\nremote = "{url}"\nconf = {{ "spark.driver.memory" = "1g" }}\n')
+    assert "hunter2" not in one_line_error(invoke_trib("etl", "check", refused), 3, shown, "spark.driver.memory")
+    assert "hunter2" not in one_line_error(invoke_trib("etl", "submit", ok, "--schedule-time", "2024-01-01T05:00:00Z"),
+                                           3, shown)
+    bad = job("bad", '[spark]\nremote = "grpc://127.0.0.1:1/;token=hunter2"\n')
+    assert "hunter2" not in one_line_error(invoke_trib("etl", "check", bad), 3, "token=<redacted>")
+    plain = job("plain", "")
+    line = one_line_error(invoke_trib("etl", "check", plain, env={"TRIB_SPARK_REMOTE": "grpc://h:1/;token=hunter2"}),
+                          3, "$TRIB_SPARK_REMOTE", "token=<redacted>")
+    assert "hunter2" not in line

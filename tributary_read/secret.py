@@ -35,3 +35,12 @@ def redacted(settings: Mapping[str, str]) -> dict[str, str]:
     """``settings`` with every secret's value replaced: job files may hold secrets (a file, not argv),
     but what trib prints or records of them (a job's JSON, a report) must not."""
     return {k: REDACTED if is_secret(k) else v for k, v in settings.items()}
+
+
+def redacted_url(url: str) -> str:
+    """A Spark Connect URL (``sc://HOST:PORT/;name=value;...``) as trib may print it: the value of every
+    parameter whose name holds a secret (``token``) replaced. The URL may come from a job file or the
+    environment, where a token belongs; a message, a report or a job's JSON goes to logs, where it does not."""
+    head, *params = url.split(";")
+    return ";".join([head, *(f"{p.split('=', 1)[0]}={REDACTED}" if is_secret(p.split("=", 1)[0]) else p
+                             for p in params)])

@@ -367,10 +367,9 @@ def run_demo(work: str | Path, hours: int = 24, *, hive_dir: str | Path | None =
         raise InvalidInputError(f"--spark {spark_mode}: give classic, connect, or a Spark Connect server's "
                                 "sc://HOST:PORT")
     if spark_mode.startswith("sc://"):
-        from tributary_read.secret import is_secret
+        from tributary_read.secret import redacted_url
 
-        params = [p.split("=", 1)[0] for p in spark_mode.split(";")[1:]]
-        if any(is_secret(p) for p in params):  # never echoed: the URL is the secret's carrier
+        if redacted_url(spark_mode) != spark_mode:  # never echoed: the URL is the secret's carrier
             from tributary_read.errors import InvalidInputError
 
             raise InvalidInputError("--spark: the Spark Connect URL carries a secret (a token), which never goes "

@@ -19,10 +19,12 @@ from typing import Any, Mapping
 from tributary_read.errors import InvalidInputError
 from tributary_read.etl.job_inputs import _InputParser
 from tributary_read.etl.job_stream import parse_stream
+from tributary_read.etl.remote import is_connect_url
 from tributary_read.etl.spec import (  # noqa: F401 - the values and each section's keys; is_uri as before
     _HIVE_KEYS, _JOB_KEYS, _OUTPUT_KEYS, _SECTIONS, _SPARK_KEYS, HOUR_MS, HiveSpec, InputMode, InputSpec, OutputSpec,
     SparkSpec, StreamSpec, is_uri)
 from tributary_read.read.window import Schedule
+from tributary_read.secret import redacted_url
 from tributary_read.table.layout import parse_timezone
 from tributary_read.table.timeunit import JOB_FILE, IntegerTimes
 from tributary_read.timespec import parse_duration_ms
@@ -332,8 +334,8 @@ class _Parser(_InputParser):
         archives = self.string(d, "archives", "spark")
         remote = self.string(d, "remote", "spark")
         if remote is not None:
-            if not remote.startswith("sc://") or remote == "sc://":
-                raise self.fail(f"spark.remote = {remote!r}: a Spark Connect server is sc://HOST:PORT")
+            if not is_connect_url(remote):
+                raise self.fail(f"spark.remote = {redacted_url(remote)!r}: a Spark Connect server is sc://HOST:PORT")
             other = next((k for k in ("master", "deploy_mode", "archives") if d.get(k) is not None), None)
             if other:
                 raise self.fail(f"spark.remote runs the job on a Spark Connect server; spark.{other} is for a "

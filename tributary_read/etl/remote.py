@@ -16,6 +16,7 @@ import os
 from typing import TYPE_CHECKING
 
 from tributary_read.errors import InvalidInputError
+from tributary_read.secret import redacted_url
 
 if TYPE_CHECKING:  # pragma: no cover
     from tributary_read.etl.job import Job
@@ -39,17 +40,22 @@ def remote_for(job: Job) -> str | None:
     return next((os.environ[v] for v in ENV_VARS if os.environ.get(v)), None)
 
 
+def is_connect_url(url: str) -> bool:
+    """Whether ``url`` names a Spark Connect server (``sc://HOST:PORT``): the job file's and the environment's rule."""
+    return url.startswith("sc://") and len(url) > len("sc://")
+
+
 def check_url(url: str, where: str) -> str:
-    """``url`` if it is a Spark Connect URL (``sc://HOST:PORT``), else one line naming ``where`` it came from."""
-    if not url.startswith("sc://") or len(url) <= len("sc://"):
-        raise InvalidInputError(f"{where} = {url!r}: a Spark Connect server is sc://HOST:PORT")
+    """``url`` if it is a Spark Connect URL, else one line naming ``where`` it came from (its secrets redacted)."""
+    if not is_connect_url(url):
+        raise InvalidInputError(f"{where} = {redacted_url(url)!r}: a Spark Connect server is sc://HOST:PORT")
     return url
 
 
 def refusal(job: Job, url: str) -> InvalidInputError | None:
     """What in ``job`` needs a classic driver's JVM, as the one line that refuses it over ``url``; None: it runs."""
     where = "[spark] remote" if job.spark.remote else next((f"${v}" for v in ENV_VARS if os.environ.get(v)), "remote")
-    how = f"job {job.name} runs on the Spark Connect server {url} ({where})"
+    how = f"job {job.name} runs on the Spark Connect server {redacted_url(url)} ({where})"
     fix = "run it with a classic driver ([spark] master, and no remote)"
     if job.catalog is not None:
         return InvalidInputError(f"{how}, but [hive] metastore = {job.hive.metastore if job.hive else 'spark'} is "

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from tributary_read.choice import Choice
 from tributary_read.read.window import WindowForm
-from tributary_read.secret import redacted
+from tributary_read.secret import redacted, redacted_url
 from tributary_read.table.layout import Layout
 from tributary_read.table.timeunit import JOB_FILE, IntegerTimes
 
@@ -167,7 +167,7 @@ class SparkSpec:
 
     def to_json(self) -> dict:
         return {"master": self.master, "conf": redacted(self.conf), "deploy_mode": self.deploy_mode,
-                "archives": self.archives, **({"remote": self.remote} if self.remote else {})}
+                "archives": self.archives, **({"remote": redacted_url(self.remote)} if self.remote else {})}
 
 
 class StreamSource(Choice):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.etl.job import Job, is_uri
+from tributary_read.secret import redacted_url
 from tributary_read.spark.session import is_local, resolve_master, session_conf
 from tributary_read.spark.ship import package_zip
 
@@ -73,8 +74,8 @@ def build_submit(job: Job, schedule_time, *, master: str | None = None, deploy_m
 
     job.needs("submit")
     if job.spark.remote:  # spark-submit starts a driver: the job's server would be silently ignored
-        raise InvalidInputError(f"job {job.name} runs on the Spark Connect server {job.spark.remote} ([spark] "
-                                "remote): run it with trib etl run, or drop remote to submit it")
+        raise InvalidInputError(f"job {job.name} runs on the Spark Connect server {redacted_url(job.spark.remote)} "
+                                "([spark] remote): run it with trib etl run, or drop remote to submit it")
     if interval_start is not None:
         check_interval(job, interval_start, schedule_time)
     aligned, _ = schedule_time_ms(schedule_time, job)
