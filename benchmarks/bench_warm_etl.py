@@ -14,9 +14,10 @@ warm before the first timed run:
 process): the script with ``SparkSession.builder.master("local[2]")``, trib's job with ``[spark] master =
 "local[2]"`` and no remote.
 
-Each timed run has its own landing zone (one hour, ``--files`` x ``--records``), output and consumer,
-so trib does the first run of its job every time (exactly once per schedule time), and the two sides
-read the same files. Goals (issue text): warm, trib <= 1.05x the hand-written script and <= 3 s whole
+Each run is the next hour of one hourly job, as a scheduler runs it: the hour's files land (``--files`` x
+``--records``), then the script reads them and appends to its output, and ``trib etl run`` reads them
+through the job's consumer and commits them to the job's table. The two sides read the same files; the
+job's consumer, table and (warm) Spark Connect session carry over from hour to hour. Goals (issue text): warm, trib <= 1.05x the hand-written script and <= 3 s whole
 process on an idle 2-core machine; cold, trib <= 1.05x. Runs alternate, after one warm-up run of each
 side. The CPU seconds are the client Python process's (user + system; a classic driver's JVM is not
 counted: the process never waits for it, so its time is not the process's children's). Python's bytecode cache is on for every process (``PYTHONDONTWRITEBYTECODE`` is dropped),
@@ -83,10 +84,10 @@ CLASSIC = '\n[spark]\nmaster = "local[2]"\n'
 
 
 
-def _land(base: Path, end_ms: int, files: int, records: int, seed: int) -> tuple[Path, list[str]]:
-    raw = base / "raw"
+def _land(raw: Path, end_ms: int, files: int, records: int, seed: int) -> list[str]:
+    """The hour ending at ``end_ms``: ``files`` x ``records`` in its directory of ``raw``; its files."""
     make_source(raw, end_ms, 1, files, records, seed)
-    return raw, sorted(str(p) for p in raw.rglob("*.jsonl"))
+    return sorted(str(p) for p in (raw / time.strftime("%Y_%m_%d/%H", time.gmtime(end_ms / 1000 - 3600))).glob("*.jsonl"))
 
 
 def _timed(argv: list[str], env: dict) -> tuple[float, float]:
@@ -103,24 +104,26 @@ def _timed(argv: list[str], env: dict) -> tuple[float, float]:
 
 def _side_by_side(work: Path, name: str, remote: str, args, env: dict, end: int) -> dict:
     """Alternating whole-process runs of the hand-written script and ``trib etl run`` against ``remote``
-    (``sc://``: a server; ``local[2]``: each its own classic driver); returns their times."""
+    (``sc://``: a server; ``local[2]``: each its own classic driver), each run the next hour of one hourly
+    job: its files land, then each side processes them. Returns their times."""
     hand = work / "hand.py"
     hand.write_text(HAND)
     out: dict[str, list[float]] = {"hand": [], "trib": [], "hand_cpu": [], "trib_cpu": []}
     classic = not remote.startswith("sc://")
+    raw, table = work / f"{name}-raw", work / f"{name}-out"
+    subprocess.run([*TRIB, "table", "create", str(table), "--layout", LAYOUT, "--partition", PARTITION,
+                    "--format", "parquet"], check=True, capture_output=True, env=env)
+    (work / "q.sql").write_text(SQL + "\n")
+    job = work / f"{name}.toml"
+    job.write_text(JOB.format(name=name, raw=raw, layout=LAYOUT, schema=SCHEMA, out=table,
+                              spark=CLASSIC if classic else ""))
     for i in range(args.reps + 1):  # run 0 warms both sides up, untimed
-        base = work / f"{name}{i}"
-        raw, files = _land(base, end, args.files, args.records, seed=i)
-        h, hc = _timed([sys.executable, str(hand), remote, str(base / "hand-out"), SQL, SCHEMA, *files], env)
-        table = base / "out"
-        subprocess.run([*TRIB, "table", "create", str(table), "--layout", LAYOUT, "--partition", PARTITION,
-                        "--format", "parquet"], check=True, capture_output=True, env=env)
-        (base / "q.sql").write_text(SQL + "\n")
-        job = base / "job.toml"
-        job.write_text(JOB.format(name=f"{name}{i}", raw=raw, layout=LAYOUT, schema=SCHEMA, out=table,
-                                  spark=CLASSIC if classic else ""))
+        hour_end = end - (args.reps - i) * H
+        files = _land(raw, hour_end, args.files, args.records, seed=i)
+        h, hc = _timed([sys.executable, str(hand), remote, str(work / f"{name}-hand-out"), SQL, SCHEMA, *files],
+                       env)
         t, tc = _timed([*TRIB, "etl", "run", str(job), "--schedule-time",
-                        time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(end / 1000)), "-q"], env)
+                        time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(hour_end / 1000)), "-q"], env)
         if i:
             for k, v in (("hand", h), ("trib", t), ("hand_cpu", hc), ("trib_cpu", tc)):
                 out[k].append(v)
@@ -212,8 +215,8 @@ def main(argv: list[str] | None = None) -> dict:
     text = "\n".join([
         "## A warm hourly run on Spark Connect, and the cold path (`benchmarks/bench_warm_etl.py`)",
         "",
-        f"One hour of {records:,} records in {args.files} jsonl files; each side a whole process, {args.reps} "
-        f"alternating runs after one warm-up each. {info['date']}, {info['nproc']} CPUs ({info['cpu']}), load "
+        f"Hours of {records:,} records in {args.files} jsonl files, one hourly job; each side a whole process, "
+        f"{args.reps} alternating hours after one warm-up hour. {info['date']}, {info['nproc']} CPUs ({info['cpu']}), load "
         f"average {info['loadavg']} at the start, {load_after} at the end, git {info['git']}.",
         "",
         *sections,

@@ -264,7 +264,7 @@ def _full_run_then_concurrent_and_rerun(tmp_path, t, hive, cur):
     lock = t["out"] / "_tributary" / "etl" / "hourly_events.lock"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and first.poll() is None:
-        if lock.exists() and lock.read_text().strip() == str(first.pid):
+        if lock.exists() and lock.read_text().split("\n")[0] == str(first.pid):  # then notes (a kept session)
             break
         time.sleep(0.05)
     second = run_trib("etl", "run", job, "--schedule-time", T, "--json", env=_env())

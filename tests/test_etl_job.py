@@ -337,8 +337,14 @@ def test_a_second_holder_of_the_job_lock_is_refused_and_the_lock_frees_on_exit(t
         with pytest.raises(ConcurrentRunError, match=rf"another run of job 'j' is in progress \(pid {os.getpid()}\)"):
             with JobLock(path, "j"):
                 pass
-    with JobLock(path, "j"):  # released: a later run takes it
-        pass
+    with JobLock(path, "j") as lock:  # released: a later run takes it
+        assert lock.note("session") is None
+        lock.set_note("session", "s1")
+    with JobLock(path, "j") as lock:  # a note is the next holder's; the holder's pid still names it
+        assert lock.note("session") == "s1"
+        with pytest.raises(ConcurrentRunError, match=rf"\(pid {os.getpid()}\)"):
+            with JobLock(path, "j"):
+                pass
     assert ConcurrentRunError.exit_code == 5
     assert lock_path("j", table, str(tmp_path / "locks")) == str(tmp_path / "locks" / "j.lock")
 

@@ -34,8 +34,13 @@ def session(run: _Run):
         why = " to analyse the SQL's output columns for the Hive table check" if run.dry_run else ""
         url = check(run.job)
         if url is not None:
-            run.say(f"{run.job.name}: connecting to the Spark Connect server {url}{why}")
-            run.spark = connect_session(url, run.job.spark.conf, f"trib-etl-{run.job.name}")
+            from tributary_read.secret import redacted_url
+
+            run.say(f"{run.job.name}: connecting to the Spark Connect server {redacted_url(url)}{why}")
+            run.spark = connect_session(url, run.job.spark.conf, f"trib-etl-{run.job.name}",
+                                        session_id=_kept_session_id(run, url))
+            if run.lock is not None:
+                run.lock.set_note(SESSION_NOTE, f"{_server_key(url)} {run.spark.session_id}")
             return run.spark  # the server's log, not this console, has its tasks' traces
         run.say(f"{run.job.name}: starting Spark ({run.job.spark.master or 'from the environment'}){why}")
         run.spark = sql_session(run.job.spark.master, run.job.spark.conf, f"trib-etl-{run.job.name}",
@@ -45,6 +50,31 @@ def session(run: _Run):
 
             quiet_task_failures(run.spark)
     return run.spark
+
+
+#: The job lock's note of the job's kept Spark Connect session: "SERVER_KEY SESSION_ID".
+SESSION_NOTE = "spark_connect_session"
+
+
+def _server_key(url: str) -> str:
+    """The server URL as the note keeps it: a digest, since the URL may carry a token."""
+    import hashlib
+
+    return hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def _kept_session_id(run: _Run, url: str) -> str | None:
+    """The session a run of this job keeps on the server at ``url``: the last run's, else a new one.
+
+    Only a run that holds the job's lock keeps one (no two clients ever share it); a dry run, which may
+    watch a run in progress, and a URL that names its own session take a session of their own.
+    """
+    import uuid
+
+    if run.lock is None or "session_id=" in url:
+        return None
+    server, _, last = (run.lock.note(SESSION_NOTE) or "").partition(" ")
+    return last if server == _server_key(url) and last else str(uuid.uuid4())
 
 
 def read(run: _Run, filesets, count: bool | str = True) -> list[int | None]:

@@ -44,12 +44,18 @@ def lock_path(job_name: str, output: Table, lock_dir: str | None = None) -> str:
 
 
 class JobLock:
-    """``with JobLock(path, job):`` holds the lock or raises :class:`ConcurrentRunError` at once."""
+    """``with JobLock(path, job):`` holds the lock or raises :class:`ConcurrentRunError` at once.
+
+    The lock file also keeps what a run leaves to the job's next run and to no other process (the job's
+    kept Spark Connect session): the holder's pid on its first line, then ``key=value`` notes
+    (:meth:`note`, :meth:`set_note`), read and written only by the lock's holder.
+    """
 
     def __init__(self, path: str, job: str):
         self.path = path
         self.job = job
         self._fd: int | None = None
+        self._notes: dict[str, str] = {}
 
     def __enter__(self) -> JobLock:
         import fcntl
@@ -71,13 +77,27 @@ class JobLock:
                     f"another run of job {self.job!r} is in progress{who}: it holds {self.path}; "
                     "wait for it to end, then rerun") from None
             raise StorageError(f"cannot lock {self.path}: {e.strerror or e}") from None
-        try:  # who holds it, for the message a second run prints
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        self._notes = _read_notes(fd)
+        self._write()  # who holds it, for the message a second run prints
+        return self
+
+    def note(self, key: str) -> str | None:
+        """The value an earlier holder left under ``key`` (None: none)."""
+        return self._notes.get(key)
+
+    def set_note(self, key: str, value: str) -> None:
+        """Leave ``value`` under ``key`` for the job's next run (best effort: a note is a hint, never truth)."""
+        self._notes[key] = value
+        self._write()
+
+    def _write(self) -> None:
+        text = "".join([f"{os.getpid()}\n", *(f"{k}={v}\n" for k, v in sorted(self._notes.items()))])
+        try:
+            os.ftruncate(self._fd, 0)  # type: ignore[arg-type]
+            os.pwrite(self._fd, text.encode(), 0)  # type: ignore[arg-type]
         except OSError:
             pass
-        self._fd = fd
-        return self
 
     def __exit__(self, *exc) -> None:
         if self._fd is not None:
@@ -87,7 +107,15 @@ class JobLock:
 
 def _read_holder(fd: int) -> str | None:
     try:
-        text = os.pread(fd, 32, 0).decode().strip()
+        text = os.pread(fd, 32, 0).decode().split("\n", 1)[0].strip()  # the pid's line; notes follow
     except (OSError, UnicodeDecodeError):
         return None
     return text if text.isdigit() else None
+
+
+def _read_notes(fd: int) -> dict[str, str]:
+    try:
+        lines = os.pread(fd, 4096, 0).decode().splitlines()[1:]
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return dict(line.split("=", 1) for line in lines if "=" in line)

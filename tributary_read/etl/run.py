@@ -116,7 +116,7 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
     try:
         if dry_run:  # reads only: it may watch a run in progress
             return run.execute()
-        lock = JobLock(lock_path(job.name, output, job.lock_dir), job.name)
+        lock = run.lock = JobLock(lock_path(job.name, output, job.lock_dir), job.name)
         with lock, recorded(output, job.name, aligned) as e, lineage_step.failing(run):
             report = e.done(run.execute())
     finally:
@@ -178,6 +178,7 @@ class _Run:
         self.query_df = None  # the SQL, analysed over this run's views (commit_step.query)
         self.count_frames: list = []  # (input index, its DataFrame): inputs the write's job counts (commit_step)
         self.verbose = False
+        self.lock: JobLock | None = None  # held while the run runs (not by a dry run)
 
     def window(self, spec: InputSpec) -> TimeWindow:
         """A window input's window for this run (:func:`window_for`)."""

@@ -131,6 +131,9 @@ def command(spark_home: Path, port: int, tmp: Path, warehouse: str, metastore_ur
         # a client killed mid-write leaves its execution detached: interrupt it after a minute, not Spark's
         # five, so a dead run's tasks stop taking the cores its rerun needs (their files commit nowhere anyway)
         "spark.connect.execute.manager.detachedTimeout": "60s",
+        # a job's runs keep one session (its Python workers stay warm, tributary_read/etl/commit_step.py):
+        # Spark's 60-minute idle timeout would end an hourly job's session just before its next run
+        "spark.connect.session.manager.defaultSessionTimeout": "3h",
         # the code its workers import: a client with the same code ships none (tributary_read/spark/ship.py)
         ship.CODE_CONF: os.path.basename(ship.package_zip()),
         "spark.driver.extraJavaOptions": f'-Djava.io.tmpdir="{tmp}" -Dderby.stream.error.file="{tmp / "derby.log"}"',

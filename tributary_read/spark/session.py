@@ -121,7 +121,7 @@ def end_connect_session(spark) -> None:
     the server's idle timeout) and give this process back the pyspark mode it had: a classic session
     built later in the same process gets classic functions again. Best effort."""
     try:
-        spark.stop()
+        spark.stop()  # releases the session, unless it is kept (connect_session's session_id)
     except Exception:  # noqa: BLE001 - the server times the session out
         pass
     key = getattr(spark, "session_id", None)
@@ -133,12 +133,21 @@ def end_connect_session(spark) -> None:
             os.environ[CONNECT_MODE] = before
 
 
-def connect_session(remote: str, conf: Mapping[str, str] | None = None, app_name: str = "trib"):
+def connect_session(remote: str, conf: Mapping[str, str] | None = None, app_name: str = "trib", *,
+                    session_id: str | None = None):
     """A Spark Connect session on the server at ``remote`` (``sc://HOST:PORT``), ``conf`` set in it.
 
     No JVM starts here: the server's is warm. Each ``conf`` key is set in the session, and one the
     server refuses (a static setting) is one line naming it, not a setting silently ignored.
     trib's code is added to the session for the server's Python workers (:func:`ship_to_executors`).
+
+    ``session_id``: the server's session of that id, kept across runs (:func:`end_connect_session`
+    does not release it). A server gives each session its own Python daemon and workers, which a new
+    session waits for at its first Python task (seconds on a small machine); a kept session's are
+    warm. The caller guarantees that no other client uses the session (a job's lock). What an earlier
+    client left in it is cleared before anything runs (:func:`_clear`), so a run sees it as a new
+    session. A session the server has closed (released, or idle past its timeout) cannot be reused:
+    a new id is taken, and ``spark.session_id`` says which.
     """
     require_pyspark()
     try:
@@ -154,7 +163,10 @@ def connect_session(remote: str, conf: Mapping[str, str] | None = None, app_name
     # pyspark's own builder: it also switches pyspark.sql.functions to their Spark Connect versions (by
     # setting $SPARK_CONNECT_MODE_ENABLED in this process, which end_connect_session puts back)
     before = os.environ.get(CONNECT_MODE)
-    spark = SparkSession.builder.remote(remote).config("spark.app.name", app_name).create()
+    if session_id is None:
+        spark = SparkSession.builder.remote(remote).config("spark.app.name", app_name).create()
+    else:
+        spark = _kept_session(remote, session_id, app_name)
     _MODE_BEFORE[spark.session_id] = before
     for k, v in (conf or {}).items():
         try:
@@ -165,6 +177,40 @@ def connect_session(remote: str, conf: Mapping[str, str] | None = None, app_name
                                     f"({first})") from None
     ship_to_executors(spark)
     return spark
+
+
+def _kept_session(remote: str, session_id: str, app_name: str):
+    """The server's session ``session_id`` (a new id if the server has closed that one), cleared."""
+    import uuid
+
+    from pyspark.sql import SparkSession
+
+    base = remote if ";" in remote else f"{remote.rstrip('/')}/"
+    for attempt in (session_id, str(uuid.uuid4())):
+        spark = SparkSession.builder.remote(f"{base};session_id={attempt}").create()
+        spark.release_session_on_close = False  # kept: end_connect_session only closes the channel
+        try:
+            _clear(spark)
+        except Exception as e:  # noqa: BLE001 - only a closed session is retried, once
+            if "SESSION_CLOSED" not in str(e) or attempt != session_id:
+                raise
+            spark.stop()
+            continue
+        spark.conf.set("spark.app.name", app_name)
+        return spark
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _clear(spark) -> None:
+    """Make a kept session what a new one is to a run: no operation of an earlier client still running
+    (a killed run's write, interrupted), no temporary view (an input the job no longer has must not be
+    found under its old name), the runtime conf back at the server's defaults (a key the job no longer
+    sets must not stay set). A run's SQL is one query, so it can change nothing else of the session."""
+    spark.interruptAll()
+    for row in spark.sql("SHOW VIEWS").collect():
+        if row["isTemporary"]:
+            spark.catalog.dropTempView(row["viewName"])
+    spark.sql("RESET").collect()
 
 
 PYTHON, DRIVER_PYTHON = "spark.pyspark.python", "spark.pyspark.driver.python"

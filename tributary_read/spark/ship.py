@@ -145,7 +145,11 @@ def _ship_to_session(spark) -> str | None:
             same = False
         if not same:
             _LOG.info("adding %s to the Spark Connect session %s", done, key)
-            add(done, pyfile=True)
+            try:
+                add(done, pyfile=True)
+            except Exception as e:  # noqa: BLE001 - a kept session (an earlier run of the job) has it already
+                if "ARTIFACT_ALREADY_EXISTS" not in str(e):  # the zip's name is its code's hash: the same code
+                    raise
         _SESSIONS[key] = done
     return done
 
