@@ -16,9 +16,11 @@ listing and ``trib doctor`` run in one driver script. A setting fixed when a
 SparkContext starts (which Python the executors run) needs an application per
 case.
 
-The ETL tests share one raw source, output table and consumer and move on one
-schedule time each, in order (as tests/test_etl_crash.py's do). Small data: a
-run costs a driver JVM and an executor JVM (~15-25 s here).
+The ETL tests share one raw source, output table and consumer and move through
+the schedule times in order (as tests/test_etl_crash.py's do): a test may pick
+up the schedule time the one before left (bad runs then the good one at 1; a
+killed run then its re-run through ``trib etl submit`` at 2). Small data: a run
+costs a driver JVM and an executor JVM (~15-25 s idle, ~55-80 s under CI load).
 """
 
 from __future__ import annotations
