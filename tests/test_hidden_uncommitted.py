@@ -71,7 +71,8 @@ def _spark_stats(spark, reads: dict[str, list[Path]]) -> dict[str, tuple[int, ..
     frames = [spark.read.option("recursiveFileLookup", "true").text([str(p) for p in paths])
               .withColumn("read", F.lit(name)) for name, paths in reads.items()]
     df = reduce(lambda x, y: x.unionByName(y), frames)
-    i, ts = (F.get_json_object("value", f"$.{c}") for c in ("id", "ts"))
+    df = df.select("read", F.json_tuple("value", "id", "ts").alias("id", "ts"))  # one parse a line
+    i, ts = F.col("id"), F.col("ts")
     rows = df.groupBy("read").agg(F.count("*"), F.countDistinct(i), F.min(i.cast("long")), F.max(i.cast("long")),
                                   F.min(ts.cast("long")), F.max(ts.cast("long"))).collect()
     return {r[0]: tuple(r[1:]) for r in rows}
