@@ -128,10 +128,12 @@ class RawSource:
         late_each: how many files of each late pattern.
         start_hours_ago: T0 this many whole hours before the real clock's hour.
         per_file: records per file.
+        early: every third hour's first file also carries a record of two hours earlier (False: each
+            hour's records stay in that hour, so each run writes only its own hour's partition).
     """
 
     def __init__(self, root: Path, cycles: int, *, seed: int = 10, late_each: int = 4,
-                 start_hours_ago: int | None = None, per_file: int = 2):
+                 start_hours_ago: int | None = None, per_file: int = 2, early: bool = True):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.cycles = cycles
@@ -142,7 +144,7 @@ class RawSource:
         self._next_id = 0
         self._applied = -1  # the last schedule index applied
         rng = random.Random(seed)
-        self._build(rng, late_each, per_file)
+        self._build(rng, late_each, per_file, early)
         self._events.sort()
 
     # -- schedule ---------------------------------------------------------------------
@@ -173,14 +175,14 @@ class RawSource:
         else:
             self._events.append(_Event(f.arrival_ms, len(self._events), "create", f))
 
-    def _build(self, rng: random.Random, late_each: int, per_file: int) -> None:
+    def _build(self, rng: random.Random, late_each: int, per_file: int, early: bool) -> None:
         t0, n = self.t0, self.cycles
         for h in range(n):
             for j in range(2):
                 # Within its hour, clear of the 5 minutes the run waits past it.
                 t = t0 + h * H + rng.randrange(6 * MIN, H - 6 * MIN)
                 recs = self._records(rng, per_file, t0 + h * H, t)
-                if j == 0 and h >= 3 and h % 3 == 0:
+                if early and j == 0 and h >= 3 and h % 3 == 0:
                     # An event from two hours earlier, delivered with this hour's file.
                     e = self._records(rng, 1, t0 + (h - 2) * H, t0 + (h - 1) * H)[0]
                     recs.append(Record(e.id, e.ts, early=True))
