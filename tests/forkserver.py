@@ -32,6 +32,7 @@ for name in sys.argv[1:]:  # the modules the runs import: the start-up each woul
     importlib.import_module(name)
 defaults = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 out = os.fdopen(os.dup(1), "w", buffering=1)
+children = set()
 for line in sys.stdin:
     req = json.loads(line)
     if req["op"] == "spawn":
@@ -54,11 +55,20 @@ for line in sys.stdin:
             sys.argv = [sys.argv[0], *req["args"]]
             main(req["args"])  # what ``python -m tributary_read.cli.main`` runs; it exits through sys.exit
             sys.exit(0)
+        children.add(pid)
         out.write(f"{pid}\n")
     elif req["op"] == "poll":
         pid, status = os.waitpid(req["pid"], os.WNOHANG)
         code = None if pid == 0 else os.waitstatus_to_exitcode(status)
+        if code is not None:
+            children.discard(pid)
         out.write(json.dumps(code) + "\n")
+for pid in children:  # the test ended (or failed) with runs still going: none outlives it
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
 """
 
 
