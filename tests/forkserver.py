@@ -139,9 +139,18 @@ class Forked:
         self.stdout = _LazyFile(out) if out else None
 
     def poll(self) -> int | None:
-        if self.returncode is None:
+        # A live child is seen in /proc (as fast as Popen's waitpid: a second signal follows the first
+        # within milliseconds); one that has ended is reaped by the server, which reports its status.
+        if self.returncode is None and not self._running():
             self.returncode = self.server.poll(self.pid)
         return self.returncode
+
+    def _running(self) -> bool:
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
