@@ -114,14 +114,16 @@ def kill9(p) -> bool:
     return True
 
 
-def signal_loop(cmd, hits_wanted: int, rng, window=(0.1, 0.5), env=None, send=kill9, started=None) -> int:
+def signal_loop(cmd, hits_wanted: int, rng, window=(0.1, 0.5), env=None, send=kill9, started=None,
+                spawn=None) -> int:
     """Start ``cmd``, call ``send(process)`` after a random delay, repeat; return the hits.
 
     ``send`` signals the live process, waits for it, checks how it ended and
     returns whether the signal counted (landed while the work was under way).
     A run that ends before the signal is due must succeed; then the loop stops.
     ``started(process)``: the delay counts from when it says the work began, not
-    from the process start, whose length varies with the machine's load.
+    from the process start, whose length varies with the machine's load. ``spawn(cmd)``: starts
+    the process instead of ``Popen`` (a :class:`forkserver.ForkServer`'s, whose environment is its own).
     """
     import subprocess
     import time
@@ -131,7 +133,8 @@ def signal_loop(cmd, hits_wanted: int, rng, window=(0.1, 0.5), env=None, send=ki
     env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO)}
     hits = 0
     for _ in range(hits_wanted * 3):
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        p = spawn(cmd) if spawn else subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                                      env=env)
         while started is not None and p.poll() is None and not started(p):
             time.sleep(0.005)
         time.sleep(rng.uniform(*window))

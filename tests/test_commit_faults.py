@@ -25,12 +25,13 @@ from tributary_read.io.storage import open_storage
 from tributary_read.table.config import Table, TableConfig
 from tributary_read.write.writer import TableWriter
 
-from conftest import TRIB, run_trib
+from conftest import TRIB, invoke_trib, run_trib
 from faultproxy import FaultProxy
+from forkserver import ForkServer
 from helpers import (
-    LAYOUT, PARTITION, assert_exactly_once, committed_records, make_source, signal_growing_source, snapshot,
+    LAYOUT, PARTITION, assert_exactly_once, committed_records, make_source, opened, signal_growing_source, snapshot,
 )
-from test_concurrency import _check_log, _run_concurrently
+from test_concurrency import _check_log
 
 pytestmark = pytest.mark.integration
 
@@ -159,7 +160,7 @@ def test_lost_commit_replies_lose_nothing(tmp_path, s3_server, s3_root):
     with FaultProxy(s3_server["endpoint_url"], drop_commit_replies=7) as proxy:
         env = {"TRIB_S3_ENDPOINT_URL": proxy.url, "AWS_ACCESS_KEY_ID": "testing",
                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
-        run_trib("table", "create", s3_root, "--layout", LAYOUT, "--partition", PARTITION, check=True, env=env)
+        invoke_trib("table", "create", s3_root, "--layout", LAYOUT, "--partition", PARTITION, check=True, env=env)
         codes = []
         for _ in range(10):
             r = run_trib("ingest", s3_root, "--source", str(src), "--app-id", "etl", "--time-field", "ts",
@@ -170,9 +171,9 @@ def test_lost_commit_replies_lose_nothing(tmp_path, s3_server, s3_root):
             assert r.returncode == 12, r.stderr  # outcome unknown: rerun; never a false conflict
         assert codes[-1] == 0, codes
         assert len(proxy.dropped) == 7 and 200 in proxy.dropped
-        files = json.loads(run_trib("files", s3_root, "--all", "--json", check=True, env=env).stdout)["files"]
+        files = json.loads(invoke_trib("files", s3_root, "--all", "--json", check=True, env=env).stdout)["files"]
         assert_exactly_once(committed_records(open_storage(s3_root, {**s3_server}), files), n)
-        v = run_trib("verify", s3_root, env=env)
+        v = invoke_trib("verify", s3_root, env=env)
         assert v.returncode == 0, v.stdout + v.stderr
 
 
@@ -216,25 +217,34 @@ def _signal_run(tmp_path, sig, hits, seed, checkpoint_interval=100, second_after
     n = 20_000
     src = make_source(tmp_path / "src.jsonl", n, hours=6)
     root = tmp_path / "table"
-    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION,
-             "--checkpoint-interval", str(checkpoint_interval), check=True)
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION,
+                "--checkpoint-interval", str(checkpoint_interval), check=True)
     cmd = [*TRIB, "ingest", str(root), "--source", str(src), "--app-id", "etl", "--time-field", "ts",
            "--commit-every", "100"]
     rng = random.Random(seed)
     # fsync off: a signal stops the process, not the machine, so the page cache
     # survives, and the runs spend their time ingesting rather than waiting on disk.
+    # The moment is random from when the run opens its source (its handlers are set by then): the
+    # interpreter's start-up before it takes 0.3 s idle and seconds on a loaded machine, and a window
+    # counted from the process start spent most of CI's trials signalling start-ups, which are no hits.
+    # Each run is a child of a fork server that has imported trib (tests/forkserver.py): a real process,
+    # without the cold interpreter's start-up per trial.
     seen: list[str] = []
-    landed, n = signal_growing_source(cmd, src, n, hits, rng, hours=6, window=(0.8, 1.8),
-                                      send=_signaller(sig, rng, second_after, seen),
-                                      env={"TRIB_FSYNC": str(fsync).lower(), "PYTHONFAULTHANDLER": "1"})
+    with ForkServer({"TRIB_FSYNC": str(fsync).lower(), "PYTHONFAULTHANDLER": "1"}) as fs:
+        landed, n = signal_growing_source(cmd, src, n, hits, rng, hours=6, window=(0.0, 0.6), started=opened(src),
+                                          send=_signaller(sig, rng, second_after, seen), spawn=fs.spawn)
     assert landed >= hits, f"only {landed} signals landed"
-    done = run_trib(*cmd[len(TRIB):])
+    # The run to completion is not signalled: without fsync either (it fsynced each of up to ~200 commits
+    # and checkpoints, most of the test on a loaded machine).
+    done = run_trib(*cmd[len(TRIB):], env={"TRIB_FSYNC": "false"})
     assert done.returncode == 0, done.stderr
-    files = json.loads(run_trib("files", str(root), "--all", "--mode", "manifest", "--json", check=True).stdout)["files"]
+    # The checks read the table: in this process (no interpreter start per command).
+    files = json.loads(invoke_trib("files", str(root), "--all", "--mode", "manifest", "--json",
+                                   check=True).stdout)["files"]
     assert_exactly_once(committed_records(open_storage(str(root)), files), n)
-    v = run_trib("verify", str(root))
+    v = invoke_trib("verify", str(root))
     assert v.returncode == 0, v.stdout + v.stderr
-    rec = json.loads(run_trib("recover", str(root), "--app-id", "etl", "--json", check=True).stdout)
+    rec = json.loads(invoke_trib("recover", str(root), "--app-id", "etl", "--json", check=True).stdout)
     assert rec["offsets"] == {"src.jsonl": n - 1}
     return seen
 
@@ -289,12 +299,25 @@ def test_a_loser_jumps_to_the_newest_version_and_checks_what_it_jumps_over(tmp_p
         assert storage.tried == [commit_path(1), commit_path(6)]  # one lost race, not five
 
 
+def _run_concurrently(root, sources, env=None, preload=ForkServer.PRELOAD):
+    """tests/test_concurrency.py's runs (one ``trib ingest --commit-every 1`` per source, all at once), each a
+    child of one fork server: they start within milliseconds of each other, and 8 cold interpreters'
+    imports no longer take the cores from the committers they are meant to contend with."""
+    with ForkServer(env, preload=preload) as fs:
+        procs = [fs.spawn([*TRIB, "ingest", str(root), "--source", str(src), "--app-id", f"app{i}", "--time-field",
+                           "ts", "--commit-every", "1", "--json"], stdout=True) for i, src in enumerate(sources)]
+        for p in procs:
+            assert p.wait(900) == 0, p.stderr.read().decode()
+        return [json.loads(p.stdout.read()) for p in procs]
+
+
 def _contend(root, tmp_path, writers, per_writer, env=None):
-    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION,
-             "--checkpoint-interval", "50", check=True, env=env)
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION,
+                "--checkpoint-interval", "50", check=True, env=env)
     sources = [make_source(tmp_path / f"src{i}.jsonl", per_writer, seed=i) for i in range(writers)]
     started = time.monotonic()
-    results = _run_concurrently(root, sources, env=env)  # every process exits 0: no give-up
+    preload = (*ForkServer.PRELOAD, "tributary_read.io.s3", "boto3") if env else ForkServer.PRELOAD
+    results = _run_concurrently(root, sources, env=env, preload=preload)  # every process exits 0: no give-up
     elapsed = time.monotonic() - started
     assert [r["commits"] for r in results] == [per_writer] * writers
     _check_log(root, writers, per_writer, env=env)

@@ -199,8 +199,8 @@ class Etl:
         """The output, Hive and the consumer after a successful run of schedule time ``k``."""
         want = self.src.expected_rows(k)
         assert_exactly_once(output_rows(self.out), want)
+        # Every (id, partition) Hive reads, so its count per partition too (one Thrift Server query, not two).
         assert sorted(self.hs2.rows(self.hive)) == sorted(want)
-        assert self.hs2.counts(self.hive) == self.src.expected_counts(k)
         show = self.consumer().show()
         assert show["pending"] is None, show  # acked: no plan left open
         assert show["delivered_files"] == len(self.src.visible_by(k)), show

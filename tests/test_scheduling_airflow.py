@@ -137,8 +137,9 @@ def test_three_intervals_a_kill_and_a_rerun_are_exactly_once(world):
     # Interval 1: SIGTERM to the task's process mid-run (a worker restart); Airflow retries it.
     w.src.advance(1)
     log = w.base / "kill.log"
-    # On a classic driver (no server named: the job's own Spark), which must not outlive the kill either.
-    p = af.start("dags", "test", UPSTREAM, w.date(1), log=log, env={"TRIB_SPARK_REMOTE": ""})
+    # On a classic driver (no server named: the job's own Spark), which must not outlive the kill either;
+    # Airflow's retry runs on the warm server (a second cold driver cost 30-40 CPU-seconds).
+    p = af.start("dags", "test", UPSTREAM, w.date(1), log=log, env=_classic_once(w.base / "classic-once", af))
     try:
         af.wait_for(lambda: "running the SQL and committing" in log.read_text(), 240, "commit step in the log")
         os.kill(p.pid, signal.SIGTERM)  # the task runner calls on_kill, as Airflow's supervisor makes it
@@ -151,6 +152,10 @@ def test_three_intervals_a_kill_and_a_rerun_are_exactly_once(world):
     assert groups, text[-6000:]
     for g in groups:
         assert group_pids(g) == [], f"trib or its Spark driver outlived the kill (group {g})"
+    # Try 1 started a driver of its own, the retry ran on the server.
+    try1, _, try2 = text.partition("new_state=up_for_retry")
+    assert "starting Spark (" in try1 and "connecting to the Spark Connect server" not in try1, try1[-6000:]
+    assert "connecting to the Spark Connect server" in try2 and "starting Spark (" not in try2, try2[-6000:]
     # Try 1 ended up_for_retry (its history row keeps the try's own end, failed); try 2 succeeded.
     assert "new_state=up_for_retry" in text and af.history(UPSTREAM, "etl") == [(1, "failed")]
     assert af.tasks(UPSTREAM)["etl"] == ("success", 2)
@@ -174,6 +179,18 @@ def test_three_intervals_a_kill_and_a_rerun_are_exactly_once(world):
     events = af.query("SELECT partition_key, extra FROM asset_event")
     assert {k for k, _ in events} == {dt for _, dt in w.src.expected_rows(2)}
     assert {json.loads(x)["version"] for _, x in events} == {1, 2, 3}  # the commit each event stands for
+
+
+def _classic_once(d: Path, af: Airflow) -> dict:
+    """The environment of a ``dags test`` whose first ``trib`` (the try to be killed) runs a classic driver
+    and whose later ones (the retry) the session's warm server: the operator runs the ``trib`` on PATH,
+    here a wrapper that clears ``$TRIB_SPARK_REMOTE`` the first time only."""
+    d.mkdir()
+    wrapper = d / "trib"
+    wrapper.write_text(f"#!/bin/sh\nif mkdir {d / 'first-done'} 2>/dev/null; then TRIB_SPARK_REMOTE=; "
+                       f"export TRIB_SPARK_REMOTE; fi\nexec {TRIB_BIN} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return {"PATH": f"{d}{os.pathsep}{af.env()['PATH']}"}
 
 
 def test_a_downstream_dag_is_scheduled_per_committed_hour(world):
