@@ -38,7 +38,8 @@ def session(run: _Run):
 
             run.say(f"{run.job.name}: connecting to the Spark Connect server {redacted_url(url)}{why}")
             run.spark = connect_session(url, run.job.spark.conf, f"trib-etl-{run.job.name}",
-                                        session_id=_kept_session_id(run, url))
+                                        session_id=_kept_session_id(run, url),
+                                        views=[spec.view for spec in run.job.inputs])  # read() defines them
             if run.lock is not None:
                 run.lock.set_note(SESSION_NOTE, f"{_server_key(url)} {run.spark.session_id}")
             return run.spark  # the server's log, not this console, has its tasks' traces

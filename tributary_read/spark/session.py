@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Mapping
+from typing import Collection, Mapping
 
 from tributary_read.spark import require_pyspark
 from tributary_read.spark.ship import is_local, ship_to_executors
@@ -134,7 +134,7 @@ def end_connect_session(spark) -> None:
 
 
 def connect_session(remote: str, conf: Mapping[str, str] | None = None, app_name: str = "trib", *,
-                    session_id: str | None = None):
+                    session_id: str | None = None, views: Collection[str] = ()):
     """A Spark Connect session on the server at ``remote`` (``sc://HOST:PORT``), ``conf`` set in it.
 
     No JVM starts here: the server's is warm. Each ``conf`` key is set in the session, and one the
@@ -146,8 +146,9 @@ def connect_session(remote: str, conf: Mapping[str, str] | None = None, app_name
     session waits for at its first Python task (seconds on a small machine); a kept session's are
     warm. The caller guarantees that no other client uses the session (a job's lock). What an earlier
     client left in it is cleared before anything runs (:func:`_clear`), so a run sees it as a new
-    session. A session the server has closed (released, or idle past its timeout) cannot be reused:
-    a new id is taken, and ``spark.session_id`` says which.
+    session (``views``: temporary views the caller defines again first, left to be replaced). A session
+    the server has closed (released, or idle past its timeout) cannot be reused: a new id is taken, and
+    ``spark.session_id`` says which.
     """
     require_pyspark()
     try:
@@ -166,7 +167,7 @@ def connect_session(remote: str, conf: Mapping[str, str] | None = None, app_name
     if session_id is None:
         spark = SparkSession.builder.remote(remote).config("spark.app.name", app_name).create()
     else:
-        spark = _kept_session(remote, session_id, app_name)
+        spark = _kept_session(remote, session_id, app_name, views)
     _MODE_BEFORE[spark.session_id] = before
     for k, v in (conf or {}).items():
         try:
@@ -179,7 +180,7 @@ def connect_session(remote: str, conf: Mapping[str, str] | None = None, app_name
     return spark
 
 
-def _kept_session(remote: str, session_id: str, app_name: str):
+def _kept_session(remote: str, session_id: str, app_name: str, replaced: Collection[str]):
     """The server's session ``session_id`` (a new id if the server has closed that one), cleared."""
     import uuid
 
@@ -190,7 +191,7 @@ def _kept_session(remote: str, session_id: str, app_name: str):
         spark = SparkSession.builder.remote(f"{base};session_id={attempt}").create()
         spark.release_session_on_close = False  # kept: end_connect_session only closes the channel
         try:
-            _clear(spark)
+            _clear(spark, replaced)
         except Exception as e:  # noqa: BLE001 - only a closed session is retried, once
             if "SESSION_CLOSED" not in str(e) or attempt != session_id:
                 raise
@@ -201,16 +202,17 @@ def _kept_session(remote: str, session_id: str, app_name: str):
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _clear(spark) -> None:
+def _clear(spark, replaced: Collection[str] = ()) -> None:
     """Make a kept session what a new one is to a run: no operation of an earlier client still running
     (a killed run's write, interrupted), no temporary view (an input the job no longer has must not be
-    found under its old name), the runtime conf back at the server's defaults (a key the job no longer
-    sets must not stay set). A run's SQL is one query, so it can change nothing else of the session."""
+    found under its old name) but those in ``replaced``, which the caller defines again before anything
+    reads them, the runtime conf back at the server's defaults (a key the job no longer sets must not
+    stay set). A run's SQL is one query, so it can change nothing else of the session."""
     spark.interruptAll()
     for row in spark.sql("SHOW VIEWS").collect():
-        if row["isTemporary"]:
+        if row["isTemporary"] and row["viewName"] not in replaced:
             spark.catalog.dropTempView(row["viewName"])
-    spark.sql("RESET").collect()
+    spark.sql("RESET")  # a command: Spark Connect runs it as it is sent
 
 
 PYTHON, DRIVER_PYTHON = "spark.pyspark.python", "spark.pyspark.driver.python"
