@@ -460,9 +460,15 @@ def test_etl_executor_killed_at_random_moments_hive_and_spark_count_the_committe
         def killer():
             if _wait_for_staged(dirs, before, n, lambda: not stop.is_set()):
                 time.sleep(delay)
-                for pid in _writing_workers(out)[:1]:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
+                # The first task found holding a file open from then on: a moment between one file's close
+                # and the next one's open (a one-time look missed a third of the kills) waits for the next.
+                while not stop.is_set():
+                    for pid in _writing_workers(out)[:1]:
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+                    if killed:
+                        return
+                    time.sleep(0.005)
 
         t = threading.Thread(target=killer, daemon=True)
         t0 = time.monotonic()
@@ -481,7 +487,8 @@ def test_etl_executor_killed_at_random_moments_hive_and_spark_count_the_committe
         print(f"executor trial {k}: kill after staged file {n} ({'hit' if killed else 'missed'}); committed "
               f"{trials[-1].committed} in {trials[-1].dt}; run {t1 - t0:.1f} s, rerun {t2 - t1:.1f} s, "
               f"fingerprint {time.monotonic() - t2:.1f} s")
-    assert hits >= EXECUTOR_TRIALS * 3 // 4, f"only {hits} of {EXECUTOR_TRIALS} kills found a writing task"
+    # A kill misses only if the write stage ends within the delay after its n-th file (of ~25): one at most.
+    assert hits >= EXECUTOR_TRIALS - 1, f"only {hits} of {EXECUTOR_TRIALS} kills found a writing task"
     assert _hidden(out) > 0  # the killed attempts' files: hidden, never counted
     _count_trials(spark, src, out, hs2, hive, mounts, trials)
 
