@@ -349,6 +349,28 @@ def test_a_second_holder_of_the_job_lock_is_refused_and_the_lock_frees_on_exit(t
     assert lock_path("j", table, str(tmp_path / "locks")) == str(tmp_path / "locks" / "j.lock")
 
 
+def test_a_run_keeps_the_last_runs_connect_session_only_on_the_same_server_and_its_own_url(tmp_path):
+    """The kept Spark Connect session's rule (tests/test_connect_session.py runs it on a server): the last
+    run's session on the same server; a new one on another server; none of trib's choosing for a URL that
+    names its own session, or a run without the lock (a dry run)."""
+    from types import SimpleNamespace
+
+    from tributary_read.etl.commit_step import SESSION_NOTE, _kept_session_id, _server_key
+    from tributary_read.etl.remote import url_params
+
+    url = "sc://127.0.0.1:15002/;token=s3cr3t;user_id=etl"
+    assert url_params(url) == {"token": "s3cr3t", "user_id": "etl"} and url_params("sc://h:1") == {}
+    with JobLock(str(tmp_path / "j.lock"), "j") as lock:
+        run = SimpleNamespace(lock=lock)
+        first = _kept_session_id(run, url)  # type: ignore[arg-type]
+        assert first and "s3cr3t" not in _server_key(url)
+        lock.set_note(SESSION_NOTE, f"{_server_key(url)} {first}")
+        assert _kept_session_id(run, url) == first  # type: ignore[arg-type]
+        assert _kept_session_id(run, "sc://other:15002") not in (None, first)  # type: ignore[arg-type]
+        assert _kept_session_id(run, url + ";session_id=mine") is None  # type: ignore[arg-type]
+        assert _kept_session_id(SimpleNamespace(lock=None), url) is None  # type: ignore[arg-type]
+
+
 def test_a_remote_output_locks_in_a_local_state_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 

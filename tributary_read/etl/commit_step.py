@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tributary_read.errors import InvalidInputError, StorageError, TributaryError, UnreadableInputError
 from tributary_read.etl.report import iso_z
+from tributary_read.etl.remote import url_params
 from tributary_read.faults import crash_point
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,7 +73,7 @@ def _kept_session_id(run: _Run, url: str) -> str | None:
     """
     import uuid
 
-    if run.lock is None or "session_id=" in url:
+    if run.lock is None or "session_id" in url_params(url):
         return None
     server, _, last = (run.lock.note(SESSION_NOTE) or "").partition(" ")
     return last if server == _server_key(url) and last else str(uuid.uuid4())

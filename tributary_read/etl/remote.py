@@ -45,6 +45,11 @@ def is_connect_url(url: str) -> bool:
     return url.startswith("sc://") and len(url) > len("sc://")
 
 
+def url_params(url: str) -> dict[str, str]:
+    """The parameters of a Spark Connect URL (``sc://HOST:PORT/;name=value;...``), by name."""
+    return dict(p.partition("=")[::2] for p in url.split(";")[1:] if p)
+
+
 def check_url(url: str, where: str) -> str:
     """``url`` if it is a Spark Connect URL, else one line naming ``where`` it came from (its secrets redacted)."""
     if not is_connect_url(url):

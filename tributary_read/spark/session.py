@@ -117,9 +117,10 @@ _MODE_BEFORE: dict[str, str | None] = {}
 
 
 def end_connect_session(spark) -> None:
-    """Release a session of :func:`connect_session` on its server (its views and artifacts go now, not at
-    the server's idle timeout) and give this process back the pyspark mode it had: a classic session
-    built later in the same process gets classic functions again. Best effort."""
+    """End this process's use of a session of :func:`connect_session` and give it back the pyspark mode it
+    had: a classic session built later in the same process gets classic functions again. A session made for
+    this process alone is released on its server (its views and artifacts go now, not at the server's idle
+    timeout); a kept one stays for the job's next run. Best effort."""
     try:
         spark.stop()  # releases the session, unless it is kept (connect_session's session_id)
     except Exception:  # noqa: BLE001 - the server times the session out
