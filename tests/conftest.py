@@ -9,6 +9,7 @@ where the process is not the point. Every test is marked ``unit`` or
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -264,11 +265,29 @@ def any_storage(any_storage_root):
     return open_storage(any_storage_root)
 
 
-def run_trib(*args: str, env: dict | None = None, check: bool = False, cwd=None) -> subprocess.CompletedProcess:
-    """Run the real CLI in a subprocess."""
+_FORKS = None  # this test process's fork server for run_trib (tests/forkserver.py), started on first use
+
+
+def run_trib(*args: str, env: dict | None = None, check: bool = False, cwd=None,
+             cold: bool = False) -> subprocess.CompletedProcess:
+    """Run the real CLI in a process of its own: forked from a warm interpreter that has imported trib
+    (tests/forkserver.py), with the environment and directory a cold start would get. A cold start
+    cost 0.5-1.5 CPU-seconds of imports a call, hundreds of calls a suite. ``cold`` (or
+    ``TRIB_TEST_COLD=1`` for the whole run) starts a new interpreter: where the start-up is the point."""
+    global _FORKS
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
-    proc = subprocess.run([*TRIB, *args], capture_output=True, text=True, env=full_env, cwd=cwd)
+    if cold or os.environ.get("TRIB_TEST_COLD") == "1":
+        proc = subprocess.run([*TRIB, *args], capture_output=True, text=True, env=full_env, cwd=cwd)
+    else:
+        from forkserver import ForkServer
+
+        if _FORKS is None or not _FORKS.alive():
+            # Every command's module and the Parquet library: what most runs import (never pyspark).
+            cli = [f"tributary_read.cli.{p.stem}" for p in (REPO / "cli").glob("*.py") if p.stem != "__init__"]
+            _FORKS = ForkServer(preload=(*ForkServer.PRELOAD, *cli, "pyarrow.parquet"))
+            atexit.register(_FORKS.close)
+        proc = _FORKS.run([str(a) for a in args], env=full_env, cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(f"trib {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc

@@ -21,15 +21,18 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 # Runs in the server process (python -c); the modules a run imports, then the request loop.
 _SERVER = r"""
-import importlib, json, os, signal, sys
+import importlib, json, os, signal, sys, time
 from tributary_read.cli.main import main
 for name in sys.argv[1:]:  # the modules the runs import: the start-up each would pay
     importlib.import_module(name)
+import gc
+gc.freeze()  # what the imports built is never collected in a child: its exit skips walking it (0.1 s a run)
 defaults = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 out = os.fdopen(os.dup(1), "w", buffering=1)
 children = set()
@@ -40,6 +43,12 @@ for line in sys.stdin:
         if pid == 0:
             sys.stdin.close()
             out.close()
+            if req.get("env") is not None:  # the whole environment a cold start would have been given
+                os.environ.clear()
+                os.environ.update(req["env"])
+                time.tzset()
+            if req.get("cwd"):
+                os.chdir(req["cwd"])
             null = os.open(os.devnull, os.O_RDWR)
             err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             std = os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600) if req["stdout"] else null
@@ -85,6 +94,7 @@ class ForkServer:
         env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO)}
         self._tmp = tempfile.TemporaryDirectory(prefix="trib-forks-")
         self._count = 0
+        self._lock = threading.Lock()
         self._proc = subprocess.Popen([sys.executable, "-c", _SERVER, *preload], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True, env=env, bufsize=1)
 
@@ -97,21 +107,41 @@ class ForkServer:
             raise AssertionError(f"the fork server exited ({self._proc.poll()})")
         return line
 
-    def spawn(self, cmd, stdout: bool = False) -> Forked:
-        """Run ``cmd`` (``[*conftest.TRIB, ARGS...]``) in a forked child; its stdout is kept with ``stdout``."""
+    def spawn(self, cmd, stdout: bool = False, env: dict | None = None, cwd=None) -> Forked:
+        """Run ``cmd`` (``[*conftest.TRIB, ARGS...]``) in a forked child; its stdout is kept with ``stdout``.
+        ``env``: the child's whole environment (the server's own without it); ``cwd``: its directory."""
         from conftest import TRIB
 
         assert list(cmd[:len(TRIB)]) == TRIB, cmd
         args = cmd[len(TRIB):]
-        self._count += 1
-        err = Path(self._tmp.name) / f"{self._count}.err"
-        out = Path(self._tmp.name) / f"{self._count}.out" if stdout else None
-        pid = int(self._ask({"op": "spawn", "args": [str(a) for a in args], "stderr": str(err),
-                             "stdout": str(out) if out else None}))
+        with self._lock:  # one request at a time on the pipe: tests run trib from several threads
+            self._count += 1
+            err = Path(self._tmp.name) / f"{self._count}.err"
+            out = Path(self._tmp.name) / f"{self._count}.out" if stdout else None
+            pid = int(self._ask({"op": "spawn", "args": [str(a) for a in args], "stderr": str(err),
+                                 "stdout": str(out) if out else None, "env": env,
+                                 "cwd": str(cwd) if cwd is not None else None}))
         return Forked(self, pid, err, out)
 
+    def run(self, args, env: dict, cwd=None) -> subprocess.CompletedProcess:
+        """``subprocess.run([*TRIB, *args], capture_output=True, text=True, env=env, cwd=cwd)``, forked."""
+        from conftest import TRIB
+
+        p = self.spawn([*TRIB, *args], stdout=True, env=env, cwd=cwd if cwd is not None else os.getcwd())
+        code = p.wait()
+        try:
+            out, err = p.stdout.read().decode(), p.stderr.read().decode()  # type: ignore[union-attr]
+        finally:
+            for f in (p.stdout, p.stderr):
+                f.path.unlink(missing_ok=True)  # type: ignore[union-attr]
+        return subprocess.CompletedProcess([*TRIB, *args], code, out, err)
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
     def poll(self, pid: int) -> int | None:
-        return json.loads(self._ask({"op": "poll", "pid": pid}))
+        with self._lock:
+            return json.loads(self._ask({"op": "poll", "pid": pid}))
 
     def close(self) -> None:
         if self._proc.poll() is None:
