@@ -46,7 +46,10 @@ $(VENV)/.installed-kerberos: pyproject.toml | $(VENV)/.installed-dev
 # Two pytest-xdist workers (CI has two cores): a module stays on one, the long modules first (tests/conftest.py).
 # PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
+# Bytecode first: where PYTHONDONTWRITEBYTECODE is set (as on our CI machine) no process writes it, and each of the
+# suite's hundreds of Python processes (trib runs, Spark's Python workers) compiled trib's sources again.
 test: $(VENV)/.installed-dev $(VENV)/.installed-kerberos
+	$(BIN)/python -m compileall -q -j 0 tributary_read cli tests
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 ## make test-unit: the tests marked unit (no JVM, no services, no long processes): seconds
