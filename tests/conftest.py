@@ -62,12 +62,19 @@ JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Set the tests' Spark JVM options once, in the process that starts the others (xdist workers inherit them)."""
-    if "SPARK_SUBMIT_OPTS" in os.environ or hasattr(config, "workerinput"):
+    """Once, in the process that starts the others (xdist workers inherit what it sets): bytecode in the venv's
+    pyspark.zip (tests/pyspark_bytecode.py) and the tests' Spark JVM options."""
+    if hasattr(config, "workerinput"):
+        return
+    wants_spark = not config.option.collectonly and (config.option.markexpr or "").strip() != "unit"
+    if wants_spark:  # before any Spark starts: its Python workers import pyspark from that zip
+        import pyspark_bytecode
+
+        pyspark_bytecode.add_bytecode()
+    if "SPARK_SUBMIT_OPTS" in os.environ:
         return
     import jvm_archive
 
-    wants_spark = not config.option.collectonly and (config.option.markexpr or "").strip() != "unit"
     archive = jvm_archive.jvm_options(make=wants_spark) if os.environ.get("TRIB_TEST_CDS", "1") != "0" else ""
     os.environ["SPARK_SUBMIT_OPTS"] = f"{JVM_OPTS} {archive}".strip()
 
