@@ -44,6 +44,7 @@ import pytest
 
 from conftest import REPO, TRIB, invoke_trib, run_trib
 from etl_data import LAY, Hs2, RawSource, create_hive_table, write_job
+from forkserver import ForkServer
 from helpers import LAYOUT, PARTITION, grow_source, make_source, staged_files
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -140,12 +141,13 @@ def _ingest(root: Path, src: Path, *extra: str) -> list[str]:
             "--commit-every", "3000", *extra]
 
 
-def _kill_ingest_at(cmd: list[str], delay: float, root: Path, pattern: str = ".part-*.inprogress") -> bool:
-    """Start ``cmd``; SIGKILL it ``delay`` s after it starts writing (a new ``pattern`` file appears
-    under ``root``). True if it was still running (a hit)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def _kill_ingest_at(spawn, cmd: list[str], delay: float, root: Path, pattern: str = ".part-*.inprogress") -> bool:
+    """Start ``cmd`` (``spawn``: a :class:`forkserver.ForkServer`'s, a real process forked from a warm
+    interpreter, not a cold ``python -m`` whose imports took 1-3 s of each trial on CI's loaded cores);
+    SIGKILL it ``delay`` s after it starts writing (a new ``pattern`` file appears under ``root``). True if
+    it was still running (a hit)."""
     before = set(root.rglob(pattern))
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    p = spawn(cmd)
     # The interpreter's start-up is no moment to test, and its length varies with the machine's load.
     while p.poll() is None and not set(root.rglob(pattern)) - before:
         time.sleep(0.01)
@@ -155,7 +157,6 @@ def _kill_ingest_at(cmd: list[str], delay: float, root: Path, pattern: str = ".p
         p.send_signal(signal.SIGKILL)
     p.wait()
     err = p.stderr.read().decode()
-    p.stderr.close()
     assert hit or p.returncode == 0, f"ingest failed before the kill: {err}"
     return hit
 
@@ -172,6 +173,7 @@ def test_ingest_killed_at_random_moments_hive_and_spark_count_the_committed_reco
     conn = hs2_connect(hive_services)
     ddl = conn.cursor()  # one session for the tables' DDL (a count opens its own: Hs2's docstring)
     mounts = _Mounts(hive_services)
+    forks = ForkServer()  # the killed runs: each a child of one warm interpreter
     made: list[str] = []
     #: per trial: its Hive table -> (its root, committed records, its files and its mounts when it ended)
     trials: dict[str, tuple[Path, int, frozenset, frozenset]] = {}
@@ -194,7 +196,7 @@ def test_ingest_killed_at_random_moments_hive_and_spark_count_the_committed_reco
             src = make_source(tmp_path / f"src{trial}.jsonl", per, seed=trial, hours=HOURS)
             delay = rng.uniform(0.0, 0.4)  # into the writing: 40,000 records take 0.5-2 s here, with the load
             t1 = time.monotonic()
-            hit = _kill_ingest_at(_ingest(root, src), delay, root)
+            hit = _kill_ingest_at(forks.spawn, _ingest(root, src), delay, root)
             hits += hit
             killed_hidden = _hidden(root)  # before the rerun (committed-but-unrenamed ones too)
             t2 = time.monotonic()
@@ -230,6 +232,7 @@ def test_ingest_killed_at_random_moments_hive_and_spark_count_the_committed_reco
             assert spark_rows[hive] == want, f"trial {trial}: Spark counted {spark_rows[hive]} for {committed} committed"
         assert len(hive_rows) == len(spark_rows) == len(trials)
     finally:
+        forks.close()
         mounts.close()
         for name in made:
             ddl.execute(f"DROP TABLE IF EXISTS {name}")
