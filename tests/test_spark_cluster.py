@@ -161,10 +161,15 @@ def assert_shipped(cluster, doc: dict) -> None:
 
 
 # -- trib etl run / submit ---------------------------------------------------------------------
-def _job_with_python(etl, tmp: Path, python: Path | str) -> Path:
-    """The same job (name, consumer, tables) with ``spark.pyspark.python`` in its ``[spark] conf``."""
+def _job_with_python(etl, tmp: Path, python: Path | str, *, attempts: int | None = None) -> Path:
+    """The same job (name, consumer, tables) with ``spark.pyspark.python`` in its ``[spark] conf``.
+
+    ``attempts``: ``spark.task.maxFailures`` in the same conf, for a job whose tasks fail the same way
+    on every attempt (a cluster's default is 4 attempts of each task: a Python worker started and
+    failing each time, ~10 s idle, ~25 s under CI's load, for one more copy of the same error)."""
     job = write_job(tmp, name=JOB, raw=etl.src.root, out=etl.out, spark_master=etl.cluster.master)
-    text = job.read_text().replace('conf = { ', f'conf = {{ "spark.pyspark.python" = "{python}", ')
+    extra = f'"spark.task.maxFailures" = "{attempts}", ' if attempts is not None else ""
+    text = job.read_text().replace('conf = { ', f'conf = {{ "spark.pyspark.python" = "{python}", {extra}')
     job.write_text(text)
     return job
 
@@ -177,11 +182,12 @@ def test_a_bad_spark_pyspark_python_in_the_job_is_one_line_and_commits_nothing(e
     ``spark.pyspark.python`` (winning over a bad ``$PYSPARK_PYTHON``): exactly once.
 
     Each case is an application of its own: which Python the executors run is fixed when the driver's
-    SparkContext starts."""
+    SparkContext starts. Each job makes one attempt per task (``spark.task.maxFailures = 1`` in its conf):
+    the error, the exit code and the log are those of the first failure, not of Spark's fourth copy of it."""
     k = 1
     etl.src.advance(k)
     before = etl.log_version()
-    bad = Run(_job_with_python(etl, tmp_path / "bad", bare), etl.src.schedule_iso(k), cwd=etl.base,
+    bad = Run(_job_with_python(etl, tmp_path / "bad", bare, attempts=1), etl.src.schedule_iso(k), cwd=etl.base,
               env={"PYSPARK_PYTHON": str(etl.cluster.python)})  # the conf wins over the environment
     rc = bad.wait()
     last = bad.err.strip().splitlines()[-1]
@@ -195,7 +201,7 @@ def test_a_bad_spark_pyspark_python_in_the_job_is_one_line_and_commits_nothing(e
     other = next((p for p in (Path(f"/root/.pyenv/versions/{v}/bin/python") for v in ("3.12.1", "3.13.0", "3.10.13"))
                   if p.exists()), None)
     if other is not None and sys.version_info[:2] == (3, 11):
-        r = Run(_job_with_python(etl, tmp_path / "version", other), etl.src.schedule_iso(k), cwd=etl.base)
+        r = Run(_job_with_python(etl, tmp_path / "version", other, attempts=1), etl.src.schedule_iso(k), cwd=etl.base)
         rc = r.wait()
         last = r.err.strip().splitlines()[-1]
         assert rc == 10 and "the driver's 3.11" in last and str(other) in last, f"exit {rc}: {r.err[-4000:]}"
@@ -261,7 +267,7 @@ def test_etl_submit_reruns_the_killed_schedule_time_exactly_once_and_ships_trib_
     One application serves both: the re-run needs a fresh driver, not a ``trib etl run`` one. If the kill
     landed after the commit, the re-run writes nothing, so the next schedule time is submitted too, for the
     write tasks on the executors."""
-    from conftest import run_trib
+    from conftest import invoke_trib, run_trib
     from spark_cluster import spark_home
 
     k, before, committed = etl.killed
@@ -270,7 +276,8 @@ def test_etl_submit_reruns_the_killed_schedule_time_exactly_once_and_ships_trib_
     def submit(k: int) -> dict:
         args = ["etl", "submit", str(etl.job), "--schedule-time", etl.src.schedule_iso(k),
                 "--spark-submit", str(spark_home() / "bin" / "spark-submit")]
-        line = json.loads(run_trib(*args, "--json", env=env, check=True, cwd=etl.base).stdout)
+        # the line alone starts no Spark: in this process (the run below is the process that matters)
+        line = json.loads(invoke_trib(*args, "--json", env=env, check=True, cwd=etl.base).stdout)
         argv = line["argv"]
         shipped = argv[argv.index("--py-files") + 1]
         assert os.path.basename(shipped).startswith("tributary_read-") and shipped.endswith(".zip"), argv
@@ -401,11 +408,12 @@ def test_doctor_reports_the_executors_python_pyarrow_and_the_shipped_trib(spark_
 
 def test_doctor_with_a_python_without_pyarrow_is_one_line_exit_10(spark_cluster, bare, tmp_path):
     """``trib doctor --master … --conf spark.pyspark.python=…`` in a process of its own (the executors' Python
-    is fixed when its SparkContext starts): a Python without pyarrow is one line, exit 10."""
+    is fixed when its SparkContext starts): a Python without pyarrow is one line, exit 10. One attempt per
+    task (``spark.task.maxFailures=1``): the cluster's default makes four, each failing the same way."""
     from conftest import run_trib
 
     p = run_trib("doctor", "--master", spark_cluster.master, "--conf", f"spark.pyspark.python={bare}",
-                 env=spark_cluster.driver_env(), cwd=tmp_path)
+                 "--conf", "spark.task.maxFailures=1", env=spark_cluster.driver_env(), cwd=tmp_path)
     last = p.stderr.strip().splitlines()[-1]
     assert p.returncode == 10 and "cannot import pyarrow" in last and str(bare) in last, p.stderr[-4000:]
     assert "Traceback" not in p.stderr and "\tat org.apache" not in p.stderr, p.stderr[-4000:]
