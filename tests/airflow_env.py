@@ -82,28 +82,34 @@ def _ensure_base() -> Path:
         return BASE
 
 
-def _install_project(site: Path) -> None:
-    """This checkout's project in the layer, as the test venv has it installed (editable by ``make dev``):
-    the files of its RECORD under site-packages (the dist-info, whose entry point registers the provider,
-    and the editable finder that maps the packages to this tree). No pip, no build: a copy of an install."""
+def _project():
+    """The test venv's installed tributary-read (editable by ``make dev``)."""
     from importlib.metadata import distributions
 
     here = [d for d in distributions(path=[sysconfig.get_paths()["purelib"]])
             if (d.metadata["Name"] or "").lower().replace("_", "-") == "tributary-read"]
     if len(here) != 1 or not here[0].files:
         raise AssertionError("the test venv has no installed tributary-read to put in Airflow's venv: run make dev")
-    dist = here[0]
-    for f in dist.files:
-        rel = str(f)
-        if rel.startswith("..") or "__pycache__" in f.parts:  # scripts (bin/trib) and compiled files
+    return here[0]
+
+
+def _install_project(site: Path) -> None:
+    """This checkout's project in the layer, as the test venv has it installed: the files of its RECORD
+    under site-packages (the dist-info, whose entry point registers the provider, and the editable finder
+    that maps the packages to this tree). No pip, no build: a copy of an install."""
+    dist = _project()
+    for f in dist.files or ():
+        if str(f).startswith("..") or "__pycache__" in f.parts:  # scripts (bin/trib) and compiled files
             continue
-        dest = site / rel
+        dest = site / str(f)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(dist.locate_file(f), dest)
 
 
 def _want() -> str:
-    return f"{BASE}\n{REPO}\n{sys.executable}\n"
+    """The layer's stamp: a new base, another tree or test venv, or a reinstalled project makes it again."""
+    record = hashlib.sha256((_project().read_text("RECORD") or "").encode()).hexdigest()[:16]
+    return f"{BASE}\n{REPO}\n{sys.executable}\n{record}\n"
 
 
 def ensure_venv() -> Path:
