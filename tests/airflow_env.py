@@ -1,7 +1,9 @@
-"""A real Airflow for the provider's tests: its own venv (cached in .airflow-venv), SQLite, ``dags test``.
+"""A real Airflow for the provider's tests: its own venv, SQLite, ``dags test``.
 
-Airflow's dependency pins differ from the project's, so it lives in a venv of its own with the project
-installed editable (the provider's entry point registers, and its code is this checkout's). The
+Airflow's dependency pins differ from the project's, so it lives in a venv of its own: Airflow itself in
+one made once per machine (under ``~/.cache``, as pip's cache is; a fresh clone finds it), under
+``.airflow-venv``, this clone's layer with the project installed editable (the provider's entry point
+registers, and its code is this checkout's). The
 operator runs the project's ``trib`` (the test venv's, with pyspark), as a worker with its own venv
 would. ``airflow dags test`` runs a DAG run in one process, triggers inline, retries after
 ``retry_delay``; its outcome is read from the metadata database (sqlite3).
@@ -10,12 +12,14 @@ would. ``airflow dags test`` runs a DAG run in one process, triggers inline, ret
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import threading
 import time
@@ -23,11 +27,26 @@ from pathlib import Path
 
 from conftest import REPO
 
+#: The per-clone venv the tests run ``airflow`` from: a thin layer over :data:`BASE` with this checkout's project in it.
 VENV = REPO / ".airflow-venv"
 REQUIREMENT = "apache-airflow>=3.2,<4"
 AIRFLOW = VENV / "bin" / "airflow"
 #: the project's trib: the test venv's (pyspark and the extras the jobs use)
 TRIB_BIN = str(Path(sys.executable).parent / "trib")
+_PY = getattr(sys, "_base_executable", sys.executable)
+
+
+def _base_dir() -> Path:
+    """Airflow itself, shared by every clone on the machine (as pip's cache is): a fresh clone, CI's
+    included, finds it made. Keyed by the requirement and the interpreter; ``TRIB_TEST_AIRFLOW_CACHE``
+    moves it (default ``$XDG_CACHE_HOME`` or ``~/.cache``, under ``tributary-read/``)."""
+    root = os.environ.get("TRIB_TEST_AIRFLOW_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tributary-read")
+    key = hashlib.sha256(f"{REQUIREMENT}\n{_PY}\n{sys.version}".encode()).hexdigest()[:12]
+    return Path(root) / f"airflow-venv-{key}"
+
+
+BASE = _base_dir()
 
 
 _lock = threading.Lock()
@@ -37,12 +56,66 @@ _migrated: dict = {}
 _migrate_lock = threading.Lock()
 
 
+def _site(venv: Path) -> Path:
+    return venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+
+
+def _sh(*argv: str) -> None:
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stderr[-4000:]}")
+
+
+def _ensure_base() -> Path:
+    """Airflow in a venv of its own, made once per machine (a minute of CPU: pip unpacking and compiling
+    wheels). Compiled: the suite runs with PYTHONDONTWRITEBYTECODE as CI does, so an uncompiled Airflow
+    compiled every module it imports again in each of its ~15 processes (5-6 CPU-seconds each)."""
+    BASE.parent.mkdir(parents=True, exist_ok=True)
+    with open(BASE.parent / f"{BASE.name}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # other clones, pytest-xdist workers and suites on this machine
+        stamp = BASE / ".installed"
+        if stamp.exists() and stamp.read_text() == REQUIREMENT:
+            return BASE
+        _sh(_PY, "-m", "venv", "--clear", str(BASE))
+        _sh(str(BASE / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", REQUIREMENT)
+        stamp.write_text(REQUIREMENT)
+        return BASE
+
+
+def _project():
+    """The test venv's installed tributary-read (editable by ``make dev``)."""
+    from importlib.metadata import distributions
+
+    here = [d for d in distributions(path=[sysconfig.get_paths()["purelib"]])
+            if (d.metadata["Name"] or "").lower().replace("_", "-") == "tributary-read"]
+    if len(here) != 1 or not here[0].files:
+        raise AssertionError("the test venv has no installed tributary-read to put in Airflow's venv: run make dev")
+    return here[0]
+
+
+def _install_project(site: Path) -> None:
+    """This checkout's project in the layer, as the test venv has it installed: the files of its RECORD
+    under site-packages (the dist-info, whose entry point registers the provider, and the editable finder
+    that maps the packages to this tree). No pip, no build: a copy of an install."""
+    dist = _project()
+    for f in dist.files or ():
+        if str(f).startswith("..") or "__pycache__" in f.parts:  # scripts (bin/trib) and compiled files
+            continue
+        dest = site / str(f)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(dist.locate_file(f), dest)
+
+
 def _want() -> str:
-    return f"{REQUIREMENT}\n{REPO}\n"
+    """The layer's stamp: a new base, another tree or test venv, or a reinstalled project makes it again."""
+    record = hashlib.sha256((_project().read_text("RECORD") or "").encode()).hexdigest()[:16]
+    return f"{BASE}\n{REPO}\n{sys.executable}\n{record}\n"
 
 
 def ensure_venv() -> Path:
-    """The cached Airflow venv, made on first use (~35 s, CPU-bound: pip unpacking wheels)."""
+    """The Airflow venv of this checkout: the machine's shared Airflow (:func:`_ensure_base`) under a thin
+    venv of this clone's, which holds the project (its provider entry point, this tree's code) and the
+    ``airflow`` command. Made in well under a second once the base exists."""
     early = _early.get("thread")
     if early is not None and early is not threading.current_thread():
         early.join()
@@ -51,14 +124,15 @@ def ensure_venv() -> Path:
         stamp = VENV / ".installed"
         if stamp.exists() and stamp.read_text() == _want():
             return VENV
-        base = getattr(sys, "_base_executable", sys.executable)
-        # --no-compile: Airflow imports a fraction of its modules; compiling them all took a quarter of the install.
-        pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check"]
-        for argv in ([base, "-m", "venv", "--clear", str(VENV)], [*pip, REQUIREMENT],
-                     [*pip, "-e", str(REPO)]):  # the provider's entry point; the code stays this tree's
-            p = subprocess.run(argv, capture_output=True, text=True)
-            if p.returncode != 0:
-                raise AssertionError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stderr[-4000:]}")
+        base = _ensure_base()
+        _sh(_PY, "-m", "venv", "--clear", "--without-pip", str(VENV))
+        site = _site(VENV)
+        # A .pth line that imports runs at start-up: the base's site-packages, its own .pth files included.
+        (site / "_trib_airflow_base.pth").write_text(f"import site; site.addsitedir({str(_site(base))!r})\n")
+        _install_project(site)
+        AIRFLOW.write_text(f"#!{VENV / 'bin' / 'python'}\nimport sys\nfrom airflow.__main__ import main\n"
+                           "sys.exit(main())\n")
+        AIRFLOW.chmod(0o755)
         stamp.write_text(_want())
         return VENV
 
