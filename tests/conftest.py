@@ -71,6 +71,9 @@ def pytest_configure(config: pytest.Config) -> None:
         import pyspark_bytecode
 
         pyspark_bytecode.add_bytecode()
+    # The metastore JVM (`trib hive up`'s, not spark-submit's): C2 and G1 on CI's two cores cost it 158 CPU-s
+    # against 92 over the partition and metastore modules.
+    os.environ.setdefault("TRIB_HIVE_JAVA_OPTS", JVM_OPTS)
     if "SPARK_SUBMIT_OPTS" in os.environ:
         return
     import jvm_archive

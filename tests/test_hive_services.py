@@ -40,6 +40,18 @@ def test_status_reports_both_alive(hive_services):
     assert data["hs2"] == {"pid": hive_services.hs2_pid, "port": hive_services.hs2_port, "alive": True}
 
 
+def test_the_metastore_jvm_runs_with_trib_hive_java_opts(hive_services):
+    """The metastore is a JVM of trib's own launch (not spark-submit's): $TRIB_HIVE_JAVA_OPTS reaches it.
+    The suite sets the tests' JVM options there (conftest.py); C2 and G1 cost CI's metastores ~40% more CPU."""
+    import shlex
+
+    want = shlex.split(os.environ["TRIB_HIVE_JAVA_OPTS"])
+    assert want, "conftest sets TRIB_HIVE_JAVA_OPTS"
+    argv = Path(f"/proc/{hive_services.hms_pid}/cmdline").read_bytes().decode().split("\0")
+    main = next(i for i, a in enumerate(argv) if a == "-cp")
+    assert all(o in argv[:main] for o in want), argv[:main]
+
+
 def test_trib_hive_beeline_works_from_a_shell_without_the_venv(hive_services, tmp_path):
     """The wheel's bin/beeline needs the venv's python3 on PATH; `trib hive beeline` does not."""
     bare = {"PATH": "/usr/bin:/bin", "SPARK_HOME": "", "VIRTUAL_ENV": ""}

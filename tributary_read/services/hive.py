@@ -191,8 +191,13 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
 
 def _hms_command(java: str, spark_home: Path, classes: Path, conf: Path, tmp: Path, derby_log: Path, port: int,
                  java_opts: tuple[str, ...] = ()) -> list[str]:
-    """java argv of the loopback metastore launcher (the secured one adds its Kerberos flags)."""
-    return [java, "-Xmx512m", *_JAVA17_OPTS, *java_opts, f"-Djava.io.tmpdir={tmp}",
+    """java argv of the loopback metastore launcher (the secured one adds its Kerberos flags).
+    ``$TRIB_HIVE_JAVA_OPTS``: the metastore JVM's own options (HiveServer2's JVM is spark-submit's, which
+    takes ``$SPARK_SUBMIT_OPTS``); the tests give it the same C1-only, one-GC-thread options as their Spark."""
+    import shlex
+
+    extra = shlex.split(os.environ.get("TRIB_HIVE_JAVA_OPTS", ""))
+    return [java, "-Xmx512m", *_JAVA17_OPTS, *extra, *java_opts, f"-Djava.io.tmpdir={tmp}",
             f"-Dderby.stream.error.file={derby_log}",
             # conf first, so our hive-site.xml / hive-log4j2.properties beat the jars' defaults
             "-cp", os.pathsep.join([str(conf), str(classes), f"{spark_home / 'jars'}/*"]),
