@@ -43,12 +43,13 @@ while not stop:
             st = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
             cpu = (int(st[11]) + int(st[12])) / HZ
             pid = int(d)
+            # read at every sample: a launcher script exec's its JVM under the same pid
+            k = kind([x for x in open(f"/proc/{d}/cmdline").read().split("\0") if x])
             if pid not in seen or seen[pid][2] != st[19]:
-                cmd = open(f"/proc/{d}/cmdline").read().split("\0")
-                seen[pid] = [kind([x for x in cmd if x]), cpu, st[19]]
+                seen[pid] = [k, cpu, st[19]]
                 if first: base[pid] = cpu
             else:
-                seen[pid][1] = cpu
+                seen[pid][:2] = [k, cpu]
         except (OSError, IndexError, ValueError):
             pass
     first = False
