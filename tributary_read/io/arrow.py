@@ -109,6 +109,17 @@ class ArrowStorage(Storage):
         except (OSError, pa.ArrowException) as e:
             raise self._wrap("cannot write", rel, e) from e
 
+    def write(self, rel: str, data: bytes) -> None:
+        """A whole small file; a failed upload is a :class:`StorageError` whether the open, the write or the
+        close reports it (S3 delays its open to the close: ``allow_delayed_open``, one PUT a small file)."""
+        try:
+            with self.open_output(rel) as f:
+                f.write(data)
+        except StorageError:
+            raise
+        except (OSError, pa.ArrowException) as e:
+            raise self._wrap("cannot write", rel, e) from e
+
     def delete(self, rel: str) -> None:
         try:
             self.fs.delete_file(self.abspath(rel))

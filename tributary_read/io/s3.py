@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Mapping
 from urllib.parse import ParseResult, urlparse
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 
-from tributary_read.errors import InvalidInputError, StorageError, missing_extra
+from tributary_read.errors import InvalidInputError, missing_extra
 from tributary_read.io.arrow import ArrowStorage
 from tributary_read.io.storage import Capabilities
 
@@ -48,7 +47,8 @@ class S3Storage(ArrowStorage):
         # A file is created when its first part is due, or at close: one PUT for a file under a part's
         # size (a staged commit file, a log document), where an eager open took three requests
         # (create, upload and complete a multipart upload). What an open would have reported (a missing
-        # bucket, a denied write) comes from the write or the close instead, which the writers wrap alike.
+        # bucket, a denied write) comes from the write or the close instead, which the writers and
+        # ArrowStorage.write wrap alike.
         kw["allow_delayed_open"] = True
         fs = pafs.S3FileSystem(**kw)
         root = f"{bucket}/{self.prefix}" if self.prefix else bucket
@@ -75,17 +75,6 @@ class S3Storage(ArrowStorage):
 
     def _key(self, rel: str) -> str:
         return self.abspath(rel)[len(self.bucket) + 1 :]
-
-    def write(self, rel: str, data: bytes) -> None:
-        """One PUT for a small document; a failed upload is a :class:`StorageError` whether the open, the
-        write or the close reports it (the open is delayed to the close: ``allow_delayed_open``)."""
-        try:
-            with self.open_output(rel) as f:
-                f.write(data)
-        except StorageError:
-            raise
-        except (OSError, pa.ArrowException) as e:
-            raise self._wrap("cannot write", rel, e) from e
 
     def replace(self, rel: str, data: bytes) -> None:
         """One PUT: S3 replaces an object whole, so no temp object and no rename (a copy there).
