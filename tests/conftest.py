@@ -297,7 +297,7 @@ def run_trib(*args: str, env: dict | None = None, check: bool = False, cwd=None,
             cli = [f"tributary_read.cli.{p.stem}" for p in (REPO / "cli").glob("*.py") if p.stem != "__init__"]
             _FORKS = ForkServer(preload=(*ForkServer.PRELOAD, *cli, "pyarrow.parquet"))
             atexit.register(_FORKS.close)
-        proc = _FORKS.run([str(a) for a in args], env=full_env, cwd=cwd)
+        proc = _FORKS.run(args, env=full_env, cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(f"trib {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc

@@ -57,7 +57,8 @@ if os.path.getsize(tmp) > 0:
 """
 
 
-def _spark_home() -> Path | None:
+def spark_home() -> Path | None:
+    """The pyspark wheel's Spark home (``jars/``, ``python/lib/``), or None without pyspark."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
         return None
@@ -73,7 +74,7 @@ def _java() -> Path | None:
 
 def archive_path() -> Path | None:
     """Where this venv's archive lives, named for the JVM and jars it fits; None without Spark or Java."""
-    home, java = _spark_home(), _java()
+    home, java = spark_home(), _java()
     if home is None or java is None:
         return None
     h = hashlib.sha256(f"{java}:{java.stat().st_size}:{java.stat().st_mtime_ns}:{home}".encode())

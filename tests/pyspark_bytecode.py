@@ -28,11 +28,11 @@ from pathlib import Path
 
 
 def _zip() -> Path | None:
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        return None
-    path = Path(spec.origin).parent / "python" / "lib" / "pyspark.zip"
-    return path if path.is_file() else None
+    from jvm_archive import spark_home
+
+    home = spark_home()
+    path = home / "python" / "lib" / "pyspark.zip" if home is not None else None
+    return path if path is not None and path.is_file() else None
 
 
 def _has_bytecode(path: Path) -> bool:
