@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 from xml.sax.saxutils import escape as xml_escape
 
-from tributary_read.errors import MetastoreError, MissingDependencyError, missing_extra
+from tributary_read.errors import InvalidInputError, MetastoreError, MissingDependencyError, missing_extra
 from tributary_read.hive_udfs import build, registry
 from tributary_read.processes import pid_alive
 
@@ -151,6 +151,7 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
     except ImportError as e:
         raise missing_extra("pyhive", "hive") from e
     spark_home, java = _spark_home(), _java()
+    _env_java_opts()  # a bad value fails here, before anything is compiled or launched
     _check_port_free(HOST, hms_port, "metastore")
     _check_port_free(HOST, hs2_port, "HiveServer2")
     classes = build.launcher_classes(root / "classes", java, spark_home / "jars", deadline - time.monotonic(),
@@ -189,15 +190,22 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
         raise
 
 
+def _env_java_opts() -> list[str]:
+    """``$TRIB_HIVE_JAVA_OPTS`` split as a shell would; a value no shell could split is one line, exit 3."""
+    import shlex
+
+    try:
+        return shlex.split(os.environ.get("TRIB_HIVE_JAVA_OPTS", ""))
+    except ValueError as e:
+        raise InvalidInputError(f"$TRIB_HIVE_JAVA_OPTS cannot be split into JVM options: {e}") from None
+
+
 def _hms_command(java: str, spark_home: Path, classes: Path, conf: Path, tmp: Path, derby_log: Path, port: int,
                  java_opts: tuple[str, ...] = ()) -> list[str]:
     """java argv of the loopback metastore launcher (the secured one adds its Kerberos flags).
     ``$TRIB_HIVE_JAVA_OPTS``: the metastore JVM's own options (HiveServer2's JVM is spark-submit's, which
     takes ``$SPARK_SUBMIT_OPTS``); the tests give it the same C1-only, one-GC-thread options as their Spark."""
-    import shlex
-
-    extra = shlex.split(os.environ.get("TRIB_HIVE_JAVA_OPTS", ""))
-    return [java, "-Xmx512m", *_JAVA17_OPTS, *extra, *java_opts, f"-Djava.io.tmpdir={tmp}",
+    return [java, "-Xmx512m", *_JAVA17_OPTS, *_env_java_opts(), *java_opts, f"-Djava.io.tmpdir={tmp}",
             f"-Dderby.stream.error.file={derby_log}",
             # conf first, so our hive-site.xml / hive-log4j2.properties beat the jars' defaults
             "-cp", os.pathsep.join([str(conf), str(classes), f"{spark_home / 'jars'}/*"]),
