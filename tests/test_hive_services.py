@@ -126,16 +126,20 @@ def test_up_on_busy_ports_fails_fast_with_one_line(hive_services, tmp_path, busy
     assert all(s["alive"] for s in services.status(hive_services.dir).values())
 
 
-def test_up_with_a_trib_hive_java_opts_no_shell_could_split_is_one_line_and_starts_nothing(tmp_path):
+@pytest.mark.parametrize("opts, error", [
+    ('-Xmx1g "-Dunclosed', "$TRIB_HIVE_JAVA_OPTS cannot be split into JVM options: No closing quotation"),
+    ("-Xmx1g -Djavax.net.ssl.keyStorePassword=s3cr3t", "$TRIB_HIVE_JAVA_OPTS: -Djavax.net.ssl.keyStorePassword "
+                                                         "holds a secret"),
+])
+def test_up_with_a_bad_trib_hive_java_opts_is_one_line_and_starts_nothing(tmp_path, opts, error):
     other = tmp_path / "other"
     hms_port, hs2_port = _free_ports(2)
     proc = run_trib("hive", "up", "--dir", str(other), "--hms-port", str(hms_port), "--hs2-port", str(hs2_port),
-                    env={"TRIB_HIVE_JAVA_OPTS": '-Xmx1g "-Dunclosed'})
+                    env={"TRIB_HIVE_JAVA_OPTS": opts})
     assert proc.returncode == 3, (proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr
+    assert "Traceback" not in proc.stderr and "s3cr3t" not in proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("trib: error:")]
-    assert errors == ["trib: error: $TRIB_HIVE_JAVA_OPTS cannot be split into JVM options: No closing quotation"], \
-        proc.stderr
+    assert len(errors) == 1 and errors[0].startswith(f"trib: error: {error}"), proc.stderr
     assert proc.stdout == "" and not (other / "services.json").exists()
 
 

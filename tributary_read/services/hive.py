@@ -191,13 +191,23 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
 
 
 def _env_java_opts() -> list[str]:
-    """``$TRIB_HIVE_JAVA_OPTS`` split as a shell would; a value no shell could split is one line, exit 3."""
+    """``$TRIB_HIVE_JAVA_OPTS`` split as a shell would; a value no shell could split is one line, exit 3.
+    The options become the JVM's argv, which any user of the machine can read: a system property that
+    names a secret (``-Dx.password=...``) is refused, as trib refuses secrets in argv everywhere."""
     import shlex
 
+    from tributary_read.secret import is_secret
+
     try:
-        return shlex.split(os.environ.get("TRIB_HIVE_JAVA_OPTS", ""))
+        opts = shlex.split(os.environ.get("TRIB_HIVE_JAVA_OPTS", ""))
     except ValueError as e:
         raise InvalidInputError(f"$TRIB_HIVE_JAVA_OPTS cannot be split into JVM options: {e}") from None
+    for o in opts:
+        if o.startswith("-D") and is_secret(o[2:].partition("=")[0]):
+            raise InvalidInputError(f"$TRIB_HIVE_JAVA_OPTS: {o.partition('=')[0]} holds a secret, which a JVM's "
+                                    "command line would show to every user of the machine; set it in the "
+                                    "metastore's hive-site.xml instead")
+    return opts
 
 
 def _hms_command(java: str, spark_home: Path, classes: Path, conf: Path, tmp: Path, derby_log: Path, port: int,
