@@ -146,20 +146,27 @@ def jar_path(cache_dir: str | os.PathLike | None = None, timeout: float = 300.0)
     return jar
 
 
-def launcher_classes(cache: Path, java_exe: str, jars: Path, timeout: float,
+def launcher_classes(java_exe: str, jars: Path, timeout: float,
                      error: Callable[[str], TributaryError] = MissingDependencyError) -> Path:
-    """The dev pair's classes dir under ``cache`` (the metastore launcher and the JSON SerDe, on both
-    services' classpaths), compiled once per source and jar set.
+    """The dev pair's classes dir (the metastore launcher and the JSON SerDe, on both services'
+    classpaths), compiled once per source and jar set for every pair of the machine's user.
 
-    Older builds in ``cache`` (other sources or jar sets) are removed: a Hive pair's dir keeps one.
+    They live in trib's cache (:func:`cache_root`), beside the UDF jar, which a pair needs too: javac
+    costs 5-7 CPU-seconds, which each new pair dir (a second project, a test's own pair) used to pay
+    again. A build is complete or absent (:func:`compile_into`'s rename), so pairs starting at once
+    share it; none is removed, since a running pair may be using it.
     """
     sources = [LAUNCHER_SOURCE, JSON_SERDE_SOURCE]
     for src in sources:
         if not src.is_file():
             raise error(f"{src} is missing: reinstall tributary-read")
-    out = cache / source_key(sources, jars)
+    out = cache_root() / "launcher" / source_key(sources, jars)
     if (out / "classes" / Path(*LAUNCHER_CLASS.split("."))).with_suffix(".class").is_file():
         return out / "classes"
+    exe = javac(java_exe, "the loopback metastore launcher", error)
+    compile_into(sources, jars, out, what=f"{LAUNCHER_SOURCE.parent}/", javac_exe=exe, timeout=timeout,
+                 error=error)
+    return out / "classes"
     if cache.is_dir():
         for old in cache.iterdir():
             shutil.rmtree(old, ignore_errors=True)

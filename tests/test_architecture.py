@@ -657,7 +657,7 @@ key = source_key(srcs, jars)
     fine = """
 \"\"\"Compiled at first use, which needs a JDK's javac; see Foo.java.\"\"\"
 opts = ["--add-opens=java.base/java.lang=ALL-UNNAMED", f"-Djava.io.tmpdir={tmp}"]
-classes = build.launcher_classes(root / "classes", java, jars, 10.0)
+classes = build.launcher_classes(java, jars, 10.0)
 java = build.java(MetastoreError)
 """
     assert len(_jvm_building(ast.parse(flagged))) == 6

@@ -52,6 +52,20 @@ def test_the_metastore_jvm_runs_with_trib_hive_java_opts(hive_services):
     assert all(o in argv[:main] for o in want), argv[:main]
 
 
+def test_the_launcher_classes_are_built_once_per_machine_not_per_pair_dir(hive_services):
+    """A pair in a new dir reuses the launcher classes trib's cache holds (javac: 5-7 CPU-s a build)."""
+    from tributary_read.hive_udfs import build
+
+    argv = Path(f"/proc/{hive_services.hms_pid}/cmdline").read_bytes().decode().split("\0")
+    classpath = argv[argv.index("-cp") + 1].split(os.pathsep)
+    cached = build.cache_root() / "launcher"
+    assert any(Path(c).parent.parent == cached for c in classpath), classpath
+    assert not (Path(hive_services.dir) / "classes").exists()
+    t0 = os.stat(next(c for c in classpath if Path(c).parent.parent == cached)).st_mtime_ns
+    again = build.launcher_classes(build.java(), build.spark_home() / "jars", 5.0)  # no javac: already built
+    assert again.parent.parent == cached and os.stat(again).st_mtime_ns == t0
+
+
 def test_trib_hive_beeline_works_from_a_shell_without_the_venv(hive_services, tmp_path):
     """The wheel's bin/beeline needs the venv's python3 on PATH; `trib hive beeline` does not."""
     bare = {"PATH": "/usr/bin:/bin", "SPARK_HOME": "", "VIRTUAL_ENV": ""}

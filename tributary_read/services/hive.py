@@ -6,7 +6,8 @@ Everything runs from the jars inside the pyspark wheel, so a dev box needs only
 * The metastore is Hive 2.3's metastore handler over embedded Derby in ``DIR/metastore_db``,
   served by ``hive_udfs/java/trib/hive/LoopbackMetaStore.java`` on 127.0.0.1: stock
   ``HiveMetaStore`` opens its socket with a null host (all interfaces) and 2.3 has no setting for
-  it. ``hive_udfs/build.py`` compiles the launcher at first start and caches it in ``DIR/classes``.
+  it. ``hive_udfs/build.py`` compiles the launcher at the first start of any pair and caches it in
+  trib's cache directory (beside the UDF jar), so a pair in a new ``DIR`` starts without javac.
 * HiveServer2 is the Spark Thrift Server (``HiveThriftServer2``) in ``local[2]``
   mode, bound to 127.0.0.1 like its driver ports, with that metastore as its catalog.
 
@@ -154,7 +155,7 @@ def _start_locked(root: Path, hms_port: int, hs2_port: int, timeout: float) -> H
     _env_java_opts()  # a bad value fails here, before anything is compiled or launched
     _check_port_free(HOST, hms_port, "metastore")
     _check_port_free(HOST, hs2_port, "HiveServer2")
-    classes = build.launcher_classes(root / "classes", java, spark_home / "jars", deadline - time.monotonic(),
+    classes = build.launcher_classes(java, spark_home / "jars", deadline - time.monotonic(),
                                      MetastoreError)
     registry.jar_path(timeout=max(10.0, deadline - time.monotonic()))  # the UDF jar too, at first start
     conf, logs, tmp, warehouse = (root / d for d in ("conf", "logs", "tmp", "warehouse"))

@@ -159,7 +159,7 @@ def start(dir: str | os.PathLike, *, auth: tuple[str, ...] = AUTH_MODES, hms_por
             ldap = ldap_mod.start(root / "ldap", timeout=max(5.0, deadline - time.monotonic()))
             procs["ldap"] = ldap.pid
             keystore = tls.make_keystore(root / "tls", java)
-        classes = build.launcher_classes(root / "classes", java, spark_home / "jars",
+        classes = build.launcher_classes(java, spark_home / "jars",
                                          deadline - time.monotonic(), MetastoreError)
         registry.jar_path(timeout=max(10.0, deadline - time.monotonic()))
 
