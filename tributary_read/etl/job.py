@@ -249,12 +249,15 @@ class _Parser(_InputParser):
         Only the warehouse examples are job SQL; the metastore templates are trib's own DDL.
         """
         local = self.path_of(value)
-        candidates = [local]
-        if not is_uri(value) and os.sep not in value and "/" not in value:
-            from tributary_read.hive.sql import WAREHOUSE_DIR
 
-            candidates.append(str(WAREHOUSE_DIR / value))
-        for c in candidates:
+        def candidates():
+            yield local
+            if not is_uri(value) and os.sep not in value and "/" not in value:
+                from tributary_read.hive.sql import WAREHOUSE_DIR  # imports the hive package: only if needed
+
+                yield str(WAREHOUSE_DIR / value)
+
+        for c in candidates():
             if os.path.isfile(c):
                 try:
                     with open(c, encoding="utf-8") as f:
