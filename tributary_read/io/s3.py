@@ -20,6 +20,32 @@ from tributary_read.io.storage import Capabilities
 #: A copy of a larger source goes in parts of this size (CopyObject takes at most 5 GiB in one request).
 COPY_PART = 5 * 1024**3
 
+#: How long a request may take and how often it is tried, unless the storage options say otherwise:
+#: pyarrow's own defaults, stated here so that an upgrade cannot change them. Three tries ride out a
+#: transient 5xx or a dropped connection; a refused request (403, a missing bucket) fails at its first
+#: answer; a store that stops answering fails a request within a few tries of ``request_timeout``
+#: (about 30 s), never hangs. The commit's boto3 client takes the same options where given.
+RETRY_DEFAULTS = {"connect_timeout": 1.0, "request_timeout": 3.0, "max_attempts": 3}
+
+
+def _retry_options(options: Mapping[str, str]) -> dict[str, float]:
+    """``connect_timeout`` and ``request_timeout`` (seconds) and ``max_attempts``, checked: one line each."""
+    out: dict[str, float] = {}
+    for key, default in RETRY_DEFAULTS.items():
+        raw = options.get(key)
+        if raw is None or raw == "":
+            out[key] = default
+            continue
+        try:
+            value = int(raw) if key == "max_attempts" else float(raw)
+        except (TypeError, ValueError):
+            value = 0
+        if not value > 0:
+            what = "a whole number of tries, at least 1" if key == "max_attempts" else "a number of seconds above 0"
+            raise InvalidInputError(f"storage option {key} must be {what}, not {raw!r}")
+        out[key] = value
+    return out
+
 
 class S3Storage(ArrowStorage):
     """S3 and S3-protocol stores: commits are ``PUT`` with ``If-None-Match: *``."""
@@ -44,6 +70,10 @@ class S3Storage(ArrowStorage):
             kw["endpoint_override"] = u.netloc or u.path
             kw["scheme"] = u.scheme or "https"
         kw = {k: v for k, v in kw.items() if v is not None}
+        self.retry = _retry_options(self.options)
+        kw["connect_timeout"] = self.retry["connect_timeout"]
+        kw["request_timeout"] = self.retry["request_timeout"]
+        kw["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=int(self.retry["max_attempts"]))
         # A file is created when its first part is due, or at close: one PUT for a file under a part's
         # size (a staged commit file, a log document), where an eager open took three requests
         # (create, upload and complete a multipart upload). What an open would have reported (a missing
@@ -69,9 +99,21 @@ class S3Storage(ArrowStorage):
                 aws_secret_access_key=self.options.get("secret_access_key"),
                 aws_session_token=self.options.get("session_token"),
                 region_name=self.options.get("region") or "us-east-1",
-                config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+                config=Config(**{"retries": {"max_attempts": 5, "mode": "standard"}, **self._boto_timeouts()}),
             )
         return self._client
+
+    def _boto_timeouts(self) -> dict:
+        """The timeouts and tries the user set, for boto3 too; boto3's own defaults otherwise (a commit
+        whose reply is late is an unknown outcome, resolved by reading the log, so it waits longer)."""
+        kw: dict = {}
+        if self.options.get("connect_timeout"):
+            kw["connect_timeout"] = self.retry["connect_timeout"]
+        if self.options.get("request_timeout"):
+            kw["read_timeout"] = self.retry["request_timeout"]
+        if self.options.get("max_attempts"):
+            kw["retries"] = {"max_attempts": int(self.retry["max_attempts"]), "mode": "standard"}
+        return kw
 
     def _key(self, rel: str) -> str:
         return self.abspath(rel)[len(self.bucket) + 1 :]

@@ -386,7 +386,11 @@ class TableWriter:
         write_path = staged_name(path) if self.protocol is Protocol.RENAME else path
         raw = self.storage.open_output(write_path)
         fmt = self.table.config.format
-        sink = open_sink(raw, fmt, self.table.config.compression, shared_encoder() if fmt == "parquet" else None)
+        try:
+            sink = open_sink(raw, fmt, self.table.config.compression, shared_encoder() if fmt == "parquet" else None)
+        except BaseException:
+            raw.close()  # never left to its destructor (see abort)
+            raise
         append = sink.limit(self.roll.max_bytes).append if isinstance(sink, LineSink) else None
         return _OpenFile(path, write_path, sink, dict(part.values), key=part.path, append=append)
 
@@ -476,14 +480,20 @@ class TableWriter:
         if that commit failed: it may have landed with its reply lost. Those that
         are really unreferenced are orphans for ``clean`` after its grace period.
         """
-        for f in list(self._open.values()) + ([self._dead] if self._dead else []) + self._closing:
+        files = list(self._open.values()) + ([self._dead] if self._dead else []) + self._closing
+        # Every stream is closed before anything is deleted, and a failed delete stops nothing: an
+        # error escaping here would replace the one being handled (and its exit code), and a stream
+        # left to its destructor uploads under the GIL, the whole process waiting on the store.
+        for f in files:
             try:
                 f.sink.close()
             except Exception:  # noqa: BLE001 - we are discarding this file anyway
                 pass
-            self.storage.delete(f.write_path)
-        for _, where in self._closed:
-            self.storage.delete(where)
+        for where in [f.write_path for f in files] + [where for _, where in self._closed]:
+            try:
+                self.storage.delete(where)
+            except Exception:  # noqa: BLE001 - never committed: an orphan that `trib clean` removes
+                pass
         self._open.clear()
         self._file_of_minute.clear()
         self._closed.clear()
