@@ -236,6 +236,24 @@ def test_a_transient_5xx_at_the_close_is_ridden_out(tmp_path, s3_server, s3_root
     assert_exactly_once(committed_records(open_storage(s3_root, {**s3_server}), files), n)
 
 
+@pytest.mark.s3
+def test_an_s3_rename_is_one_copy_and_a_refused_one_goes_through_the_managed_copy(s3_server, s3_root):
+    """The rename after a commit: one CopyObject, no HEAD first; where the store refuses it (S3 does
+    for a source over 5 GiB), boto3's managed copy, which copies in parts."""
+    direct = open_storage(s3_root, {**s3_server})
+    for name in ("a", "b"):
+        direct.write(f"d/.{name}.inprogress", name.encode() * 3)
+    with FaultProxy(s3_server["endpoint_url"], refuse_data_puts=(400, "InvalidRequest", 1)) as proxy:
+        st = open_storage(s3_root, {**s3_server, "endpoint_url": proxy.url})
+        st.rename("d/.a.inprogress", "d/a")  # refused once, then copied
+        assert len(proxy.refused) == 1
+        del proxy.requests[:]
+        st.rename("d/.b.inprogress", "d/b")
+        assert [m for m, _ in proxy.requests] == ["PUT", "DELETE"], proxy.requests
+    assert (direct.read("d/a"), direct.read("d/b")) == (b"aaa", b"bbb")
+    assert direct.stat_many(["d/.a.inprogress", "d/.b.inprogress"]) == [None, None]
+
+
 def _objects(st) -> dict[str, bytes]:
     """Every object under a table root and its bytes."""
     return {f.path: st.read(f.path) for f in st.list()}

@@ -1,8 +1,8 @@
 """S3 and S3-protocol stores: data through pyarrow, commits through boto3.
 
 The commit point is a ``PUT`` with ``If-None-Match: *``, which pyarrow cannot
-send; boto3 (the ``s3`` extra) is imported only when a commit or a directory
-marker needs it.
+send; boto3 (the ``s3`` extra) is imported only when a commit, a rename, a
+delete or a directory marker's removal needs it.
 """
 
 from __future__ import annotations
@@ -118,6 +118,29 @@ class S3Storage(ArrowStorage):
     def _key(self, rel: str) -> str:
         return self.abspath(rel)[len(self.bucket) + 1 :]
 
+    def makedirs(self, rel: str) -> None:
+        """Nothing: S3 has no directories. A key is written under any prefix, and a listing finds it
+        by its prefix, so a marker object (``dir/``) a level, which pyarrow's ``create_dir`` PUTs
+        after a HEAD of the bucket, cost four requests a new file and served no reader."""
+
+    def delete(self, rel: str) -> None:
+        """One ``DeleteObject``, which succeeds where the key is absent (recovery re-runs deletes).
+
+        pyarrow's ``delete_file`` first HEADs the key and afterwards PUTs a marker for the parent
+        "directory", lest it vanish with its last file: three requests where S3 needs one, and
+        directories on S3 are prefixes, which come and go with their files.
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client().delete_object(Bucket=self.bucket, Key=self._key(rel))
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code", "") in ("NoSuchKey", "NoSuchBucket"):
+                return  # nothing there to delete
+            raise self._wrap("cannot delete", rel, e) from e
+        except BotoCoreError as e:
+            raise self._wrap("cannot delete", rel, e) from e
+
     def replace(self, rel: str, data: bytes) -> None:
         """One PUT: S3 replaces an object whole, so no temp object and no rename (a copy there).
 
@@ -143,18 +166,25 @@ class S3Storage(ArrowStorage):
     def rename(self, src: str, dst: str) -> None:
         """A server-side copy, then the source's delete: the ``rename`` protocol's step after a commit.
 
-        Through boto3's managed copy, which copies a source larger than
-        :data:`COPY_PART` in parts: one CopyObject refuses a source over 5 GiB,
-        and a staged file a commit names must always reach its final name (a
-        roll size of 0 puts no bound on a file).
+        One CopyObject; where the store refuses it, boto3's managed copy, which
+        copies a source larger than :data:`COPY_PART` in parts: one CopyObject
+        refuses a source over 5 GiB, and a staged file a commit names must
+        always reach its final name (a roll size of 0 puts no bound on a file).
         """
         from boto3.s3.transfer import TransferConfig
         from botocore.exceptions import BotoCoreError, ClientError
 
-        part = TransferConfig(multipart_threshold=COPY_PART, multipart_chunksize=COPY_PART)
+        source = {"Bucket": self.bucket, "Key": self._key(src)}
         try:
-            self.client().copy({"Bucket": self.bucket, "Key": self._key(src)}, self.bucket, self._key(dst),
-                               Config=part)
+            try:
+                # One CopyObject: what the managed copy sends too for a source under COPY_PART, after a
+                # HEAD to learn its size. Only a refusal (a source over 5 GiB, an odd store) pays for it.
+                self.client().copy_object(CopySource=source, Bucket=self.bucket, Key=self._key(dst))
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code", "") in ("NoSuchKey", "NoSuchBucket", "404"):
+                    raise
+                part = TransferConfig(multipart_threshold=COPY_PART, multipart_chunksize=COPY_PART)
+                self.client().copy(source, self.bucket, self._key(dst), Config=part)
         except (ClientError, BotoCoreError) as e:  # a missing source too, as every store says it
             raise self._wrap("cannot rename", src, e) from e
         self.delete(src)

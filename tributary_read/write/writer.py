@@ -402,9 +402,12 @@ class TableWriter:
         if not f.records:  # every record it was opened for was refused (SchemaConflictError)
             self.storage.delete(f.write_path)
             return None
-        info = self.storage.info(f.write_path)
+        size = f.sink.size  # what the completed upload or closed file holds; the store is asked only
+        if size is None:  # where the sink cannot tell (an Arrow codec's stream)
+            info = self.storage.info(f.write_path)
+            size = info.size if info else 0
         staged = f.write_path if f.write_path != f.path else None
-        return FileEntry(f.path, info.size if info else 0, f.records, f.partition, staged, f.kind), f.write_path
+        return FileEntry(f.path, size, f.records, f.partition, staged, f.kind), f.write_path
 
     def _finish_all(self, files: list[_OpenFile]) -> None:
         """Close files concurrently: closing encodes a Parquet file's buffered row
