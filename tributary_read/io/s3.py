@@ -7,6 +7,7 @@ delete or a directory marker's removal needs it.
 
 from __future__ import annotations
 
+import threading
 from typing import Mapping
 from urllib.parse import ParseResult, urlparse
 
@@ -45,6 +46,9 @@ def _retry_options(options: Mapping[str, str]) -> dict[str, float]:
             raise InvalidInputError(f"storage option {key} must be {what}, not {raw!r}")
         out[key] = value
     return out
+
+#: boto3 makes clients from a default session shared by the process, and not safely from two threads.
+_CLIENT_LOCK = threading.Lock()
 
 
 class S3Storage(ArrowStorage):
@@ -86,22 +90,27 @@ class S3Storage(ArrowStorage):
         self._client = None
 
     def client(self):
-        if self._client is None:
-            try:
-                import boto3
-                from botocore.config import Config
-            except ImportError:
-                raise missing_extra("boto3", "s3") from None
-            self._client = boto3.client(
-                "s3",
-                endpoint_url=self.options.get("endpoint_url"),
-                aws_access_key_id=self.options.get("access_key_id"),
-                aws_secret_access_key=self.options.get("secret_access_key"),
-                aws_session_token=self.options.get("session_token"),
-                region_name=self.options.get("region") or "us-east-1",
-                config=Config(**{"retries": {"max_attempts": 5, "mode": "standard"}, **self._boto_timeouts()}),
-            )
-        return self._client
+        """The boto3 client, made once: the renames after a commit and the deletes of a failed run
+        reach for it from several threads, and boto3 makes clients from its one default session unsafely."""
+        if self._client is not None:
+            return self._client
+        with _CLIENT_LOCK:
+            if self._client is None:
+                try:
+                    import boto3
+                    from botocore.config import Config
+                except ImportError:
+                    raise missing_extra("boto3", "s3") from None
+                self._client = boto3.client(
+                    "s3",
+                    endpoint_url=self.options.get("endpoint_url"),
+                    aws_access_key_id=self.options.get("access_key_id"),
+                    aws_secret_access_key=self.options.get("secret_access_key"),
+                    aws_session_token=self.options.get("session_token"),
+                    region_name=self.options.get("region") or "us-east-1",
+                    config=Config(**{"retries": {"max_attempts": 5, "mode": "standard"}, **self._boto_timeouts()}),
+                )
+            return self._client
 
     def _boto_timeouts(self) -> dict:
         """The timeouts and tries the user set, for boto3 too; boto3's own defaults otherwise (a commit
