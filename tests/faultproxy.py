@@ -7,6 +7,12 @@ relayed, the server's response is read in full (so the PUT has been applied),
 and then the client's connection is closed without a byte of that response.
 That is a network blip at the worst moment, as the client sees it: botocore
 gets no reply, retries, and the store answers 412 to its own landed commit.
+
+It can also refuse the upload of data files (a PUT of a key outside
+``_tributary/``), as a store does whose bucket was deleted (404
+``NoSuchBucket``), whose policy denies the write (403) or that fails (5xx):
+``refuse_data_puts=(status, code, times)``, ``times`` None for every one. It
+counts every request it relays or refuses (``requests``: method and path).
 """
 
 from __future__ import annotations
@@ -24,11 +30,15 @@ _HOP = {"connection", "keep-alive", "transfer-encoding", "expect", "content-leng
 class FaultProxy:
     """``with FaultProxy(upstream_url, drop_commit_replies=7) as proxy: … proxy.url``."""
 
-    def __init__(self, upstream: str, drop_commit_replies: int = 0):
+    def __init__(self, upstream: str, drop_commit_replies: int = 0,
+                 refuse_data_puts: tuple[int, str, int | None] | None = None):
         u = urlparse(upstream)
         self.upstream = (u.hostname, u.port or 80)
         self.remaining = drop_commit_replies
         self.dropped: list[int] = []  # the HTTP status of every reply we swallowed
+        self.refuse = refuse_data_puts
+        self.refused: list[str] = []  # the path of every PUT we refused
+        self.requests: list[tuple[str, str]] = []  # (method, path) of every request, in order
         self._lock = threading.Lock()
         proxy = self
 
@@ -57,6 +67,17 @@ class FaultProxy:
             self.remaining -= 1
             return True
 
+    def _take_refusal(self, method: str, path: str) -> tuple[int, str] | None:
+        key = path.split("?", 1)[0]
+        if self.refuse is None or method != "PUT" or "/_tributary/" in key or key.endswith("/"):
+            return None
+        status, code, times = self.refuse
+        with self._lock:
+            if times is not None and len(self.refused) >= times:
+                return None
+            self.refused.append(key)
+        return status, code
+
 
 class _Relay(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, and 100-continue answered for us
@@ -81,6 +102,18 @@ class _Relay(BaseHTTPRequestHandler):
 
     def _relay(self) -> None:
         body = self._body()
+        self.owner.requests.append((self.command, self.path))
+        refusal = self.owner._take_refusal(self.command, self.path)
+        if refusal is not None:
+            status, code = refusal
+            data = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code><Message>refused by the " \
+                   f"test proxy</Message></Error>".encode()
+            self.send_response_only(status)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         drop = self.owner._take_drop(self.command, self.path, self.headers)
         up = http.client.HTTPConnection(*self.owner.upstream, timeout=120)
         try:

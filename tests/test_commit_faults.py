@@ -177,6 +177,93 @@ def test_lost_commit_replies_lose_nothing(tmp_path, s3_server, s3_root):
         assert v.returncode == 0, v.stdout + v.stderr
 
 
+# -- an upload refused at the close ------------------------------------------------------
+def _proxy_env(proxy) -> dict:
+    return {"TRIB_S3_ENDPOINT_URL": proxy.url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1"}
+
+
+@pytest.mark.s3
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("status,code,options,tries", [
+    (404, "NoSuchBucket", (), 1),  # the bucket was deleted between the open and the close
+    (500, "InternalError", (), 3),  # a store that keeps failing: pyarrow's three tries, stated by trib
+    (500, "InternalError", ("-o", "max_attempts=1", "-o", "request_timeout=2"), 1),
+])
+def test_an_upload_refused_at_the_close_fails_at_once_and_commits_nothing(tmp_path, s3_server, s3_root, status,
+                                                                         code, options, tries):
+    """A small file is one PUT at its close (the open is delayed): a bucket deleted meanwhile, or a
+    store that keeps failing, is one line and exit 7 after a bounded number of tries, never a hang."""
+    src = make_source(tmp_path / "src.jsonl", 200, hours=3)
+    with FaultProxy(s3_server["endpoint_url"], refuse_data_puts=(status, code, None)) as proxy:
+        env = _proxy_env(proxy)
+        invoke_trib("table", "create", s3_root, "--layout", LAYOUT, "--partition", PARTITION, check=True, env=env)
+        before = _objects(open_storage(s3_root, {**s3_server}))
+        start = time.monotonic()
+        r = invoke_trib(*options, "ingest", s3_root, "--source", str(src), "--app-id", "etl", "--time-field", "ts",
+                        env=env)
+        took = time.monotonic() - start
+        assert r.returncode == 7, r.stdout + r.stderr
+        assert r.stderr.startswith("trib: error: cannot write ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert took < 45, took
+        per_file = {key: proxy.refused.count(key) for key in proxy.refused}
+        assert len(per_file) == 3 and set(per_file.values()) == {tries}, per_file  # one file an hour
+    assert _objects(open_storage(s3_root, {**s3_server})) == before  # nothing committed, nothing left
+    assert json.loads(invoke_trib("files", s3_root, "--all", "--json", check=True, env=_s3(s3_server)).stdout)[
+        "files"] == []
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("option", ["max_attempts=0", "request_timeout=soon"])
+def test_a_bad_retry_option_is_one_line(s3_root, s3_env, option):
+    r = invoke_trib("-o", option, "files", s3_root, "--all")
+    assert r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert option.split("=")[0] in r.stderr
+
+
+@pytest.mark.s3
+def test_a_transient_5xx_at_the_close_is_ridden_out(tmp_path, s3_server, s3_root):
+    """One 503 (SlowDown) is retried by the store's client: the run commits every record once."""
+    n = 100
+    src = make_source(tmp_path / "src.jsonl", n, hours=1)
+    with FaultProxy(s3_server["endpoint_url"], refuse_data_puts=(503, "SlowDown", 1)) as proxy:
+        env = _proxy_env(proxy)
+        invoke_trib("table", "create", s3_root, "--layout", LAYOUT, "--partition", PARTITION, check=True, env=env)
+        invoke_trib("ingest", s3_root, "--source", str(src), "--app-id", "etl", "--time-field", "ts", check=True,
+                    env=env)
+        assert len(proxy.refused) == 1
+    files = json.loads(invoke_trib("files", s3_root, "--all", "--json", check=True, env=_s3(s3_server)).stdout)["files"]
+    assert_exactly_once(committed_records(open_storage(s3_root, {**s3_server}), files), n)
+
+
+@pytest.mark.s3
+def test_an_s3_rename_is_one_copy_and_a_refused_one_goes_through_the_managed_copy(s3_server, s3_root):
+    """The rename after a commit: one CopyObject, no HEAD first; where the store refuses it (S3 does
+    for a source over 5 GiB), boto3's managed copy, which copies in parts."""
+    direct = open_storage(s3_root, {**s3_server})
+    for name in ("a", "b"):
+        direct.write(f"d/.{name}.inprogress", name.encode() * 3)
+    with FaultProxy(s3_server["endpoint_url"], refuse_data_puts=(400, "InvalidRequest", 1)) as proxy:
+        st = open_storage(s3_root, {**s3_server, "endpoint_url": proxy.url})
+        st.rename("d/.a.inprogress", "d/a")  # refused once, then copied
+        assert len(proxy.refused) == 1
+        del proxy.requests[:]
+        st.rename("d/.b.inprogress", "d/b")
+        assert [m for m, _ in proxy.requests] == ["PUT", "DELETE"], proxy.requests
+    assert (direct.read("d/a"), direct.read("d/b")) == (b"aaa", b"bbb")
+    assert direct.stat_many(["d/.a.inprogress", "d/.b.inprogress"]) == [None, None]
+
+
+def _objects(st) -> dict[str, bytes]:
+    """Every object under a table root and its bytes."""
+    return {f.path: st.read(f.path) for f in st.list()}
+
+
+def _s3(s3_server) -> dict:
+    return {"TRIB_S3_ENDPOINT_URL": s3_server["endpoint_url"], "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+
+
 # -- signals ----------------------------------------------------------------------------
 def _signaller(sig: int, rng: random.Random, second_after: tuple[float, float] | None = None, seen=None):
     """A ``send`` for signal_loop: one signal (or two), then check how trib ended.

@@ -127,3 +127,25 @@ def test_a_line_sinks_append_reports_the_roll_size_exactly_as_bytes_written(comp
         for _ in range(20_000):
             line = b"x" * rng.randrange(0, 200) + bytes(rng.randrange(256) for _ in range(rng.randrange(20)))
             assert sink.append(line) == (sink.bytes_written >= max_bytes)
+
+
+def test_abort_closes_every_file_and_never_raises_when_a_delete_fails(tmp_path):
+    """abort() runs while another error is handled: a delete it cannot do leaves an orphan for
+    `trib clean`, never replaces that error (and its exit code), and never stops it closing the other
+    files (a stream left to its destructor uploads there, holding the GIL)."""
+    from tributary_read import StorageError
+
+    table = _table(str(tmp_path))
+    w = TableWriter(table)
+    start = 1_592_956_800_000
+    w.write_table(pa.table({"ts": [start + h * H for h in range(3)]}), "ts")
+    sinks = [f.sink for f in w._open.values()]
+    assert len(sinks) == 3
+
+    def refuse(rel):
+        raise StorageError(f"cannot delete {rel}: denied")
+
+    table.storage.delete = refuse  # type: ignore[method-assign]
+    w.abort()
+    assert all(s.raw.closed for s in sinks)
+    assert not w._open and not w._closed

@@ -1,12 +1,13 @@
 """S3 and S3-protocol stores: data through pyarrow, commits through boto3.
 
 The commit point is a ``PUT`` with ``If-None-Match: *``, which pyarrow cannot
-send; boto3 (the ``s3`` extra) is imported only when a commit or a directory
-marker needs it.
+send; boto3 (the ``s3`` extra) is imported only when a commit, a rename, a
+delete or a directory marker's removal needs it.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Mapping
 from urllib.parse import ParseResult, urlparse
 
@@ -19,6 +20,35 @@ from tributary_read.io.storage import Capabilities
 
 #: A copy of a larger source goes in parts of this size (CopyObject takes at most 5 GiB in one request).
 COPY_PART = 5 * 1024**3
+
+#: How long a request may take and how often it is tried, unless the storage options say otherwise:
+#: pyarrow's own defaults, stated here so that an upgrade cannot change them. Three tries ride out a
+#: transient 5xx or a dropped connection; a refused request (403, a missing bucket) fails at its first
+#: answer; a store that stops answering fails a request within a few tries of ``request_timeout``
+#: (about 30 s), never hangs. The commit's boto3 client takes the same options where given.
+RETRY_DEFAULTS = {"connect_timeout": 1.0, "request_timeout": 3.0, "max_attempts": 3}
+
+
+def _retry_options(options: Mapping[str, str]) -> dict[str, float]:
+    """``connect_timeout`` and ``request_timeout`` (seconds) and ``max_attempts``, checked: one line each."""
+    out: dict[str, float] = {}
+    for key, default in RETRY_DEFAULTS.items():
+        raw = options.get(key)
+        if raw is None or raw == "":
+            out[key] = default
+            continue
+        try:
+            value = int(raw) if key == "max_attempts" else float(raw)
+        except (TypeError, ValueError):
+            value = 0
+        if not value > 0:
+            what = "a whole number of tries, at least 1" if key == "max_attempts" else "a number of seconds above 0"
+            raise InvalidInputError(f"storage option {key} must be {what}, not {raw!r}")
+        out[key] = value
+    return out
+
+#: boto3 makes clients from a default session shared by the process, and not safely from two threads.
+_CLIENT_LOCK = threading.Lock()
 
 
 class S3Storage(ArrowStorage):
@@ -44,6 +74,10 @@ class S3Storage(ArrowStorage):
             kw["endpoint_override"] = u.netloc or u.path
             kw["scheme"] = u.scheme or "https"
         kw = {k: v for k, v in kw.items() if v is not None}
+        self.retry = _retry_options(self.options)
+        kw["connect_timeout"] = self.retry["connect_timeout"]
+        kw["request_timeout"] = self.retry["request_timeout"]
+        kw["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=int(self.retry["max_attempts"]))
         # A file is created when its first part is due, or at close: one PUT for a file under a part's
         # size (a staged commit file, a log document), where an eager open took three requests
         # (create, upload and complete a multipart upload). What an open would have reported (a missing
@@ -56,25 +90,65 @@ class S3Storage(ArrowStorage):
         self._client = None
 
     def client(self):
-        if self._client is None:
-            try:
-                import boto3
-                from botocore.config import Config
-            except ImportError:
-                raise missing_extra("boto3", "s3") from None
-            self._client = boto3.client(
-                "s3",
-                endpoint_url=self.options.get("endpoint_url"),
-                aws_access_key_id=self.options.get("access_key_id"),
-                aws_secret_access_key=self.options.get("secret_access_key"),
-                aws_session_token=self.options.get("session_token"),
-                region_name=self.options.get("region") or "us-east-1",
-                config=Config(retries={"max_attempts": 5, "mode": "standard"}),
-            )
-        return self._client
+        """The boto3 client, made once: the renames after a commit and the deletes of a failed run
+        reach for it from several threads, and boto3 makes clients from its one default session unsafely."""
+        if self._client is not None:
+            return self._client
+        with _CLIENT_LOCK:
+            if self._client is None:
+                try:
+                    import boto3
+                    from botocore.config import Config
+                except ImportError:
+                    raise missing_extra("boto3", "s3") from None
+                self._client = boto3.client(
+                    "s3",
+                    endpoint_url=self.options.get("endpoint_url"),
+                    aws_access_key_id=self.options.get("access_key_id"),
+                    aws_secret_access_key=self.options.get("secret_access_key"),
+                    aws_session_token=self.options.get("session_token"),
+                    region_name=self.options.get("region") or "us-east-1",
+                    config=Config(**{"retries": {"max_attempts": 5, "mode": "standard"}, **self._boto_timeouts()}),
+                )
+            return self._client
+
+    def _boto_timeouts(self) -> dict:
+        """The timeouts and tries the user set, for boto3 too; boto3's own defaults otherwise (a commit
+        whose reply is late is an unknown outcome, resolved by reading the log, so it waits longer)."""
+        kw: dict = {}
+        if self.options.get("connect_timeout"):
+            kw["connect_timeout"] = self.retry["connect_timeout"]
+        if self.options.get("request_timeout"):
+            kw["read_timeout"] = self.retry["request_timeout"]
+        if self.options.get("max_attempts"):
+            kw["retries"] = {"max_attempts": int(self.retry["max_attempts"]), "mode": "standard"}
+        return kw
 
     def _key(self, rel: str) -> str:
         return self.abspath(rel)[len(self.bucket) + 1 :]
+
+    def makedirs(self, rel: str) -> None:
+        """Nothing: S3 has no directories. A key is written under any prefix, and a listing finds it
+        by its prefix, so a marker object (``dir/``) a level, which pyarrow's ``create_dir`` PUTs
+        after a HEAD of the bucket, cost four requests a new file and served no reader."""
+
+    def delete(self, rel: str) -> None:
+        """One ``DeleteObject``, which succeeds where the key is absent (recovery re-runs deletes).
+
+        pyarrow's ``delete_file`` first HEADs the key and afterwards PUTs a marker for the parent
+        "directory", lest it vanish with its last file: three requests where S3 needs one, and
+        directories on S3 are prefixes, which come and go with their files.
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client().delete_object(Bucket=self.bucket, Key=self._key(rel))
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code", "") in ("NoSuchKey", "NoSuchBucket"):
+                return  # nothing there to delete
+            raise self._wrap("cannot delete", rel, e) from e
+        except BotoCoreError as e:
+            raise self._wrap("cannot delete", rel, e) from e
 
     def replace(self, rel: str, data: bytes) -> None:
         """One PUT: S3 replaces an object whole, so no temp object and no rename (a copy there).
@@ -101,18 +175,25 @@ class S3Storage(ArrowStorage):
     def rename(self, src: str, dst: str) -> None:
         """A server-side copy, then the source's delete: the ``rename`` protocol's step after a commit.
 
-        Through boto3's managed copy, which copies a source larger than
-        :data:`COPY_PART` in parts: one CopyObject refuses a source over 5 GiB,
-        and a staged file a commit names must always reach its final name (a
-        roll size of 0 puts no bound on a file).
+        One CopyObject; where the store refuses it, boto3's managed copy, which
+        copies a source larger than :data:`COPY_PART` in parts: one CopyObject
+        refuses a source over 5 GiB, and a staged file a commit names must
+        always reach its final name (a roll size of 0 puts no bound on a file).
         """
         from boto3.s3.transfer import TransferConfig
         from botocore.exceptions import BotoCoreError, ClientError
 
-        part = TransferConfig(multipart_threshold=COPY_PART, multipart_chunksize=COPY_PART)
+        source = {"Bucket": self.bucket, "Key": self._key(src)}
         try:
-            self.client().copy({"Bucket": self.bucket, "Key": self._key(src)}, self.bucket, self._key(dst),
-                               Config=part)
+            try:
+                # One CopyObject: what the managed copy sends too for a source under COPY_PART, after a
+                # HEAD to learn its size. Only a refusal (a source over 5 GiB, an odd store) pays for it.
+                self.client().copy_object(CopySource=source, Bucket=self.bucket, Key=self._key(dst))
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code", "") in ("NoSuchKey", "NoSuchBucket", "404"):
+                    raise
+                part = TransferConfig(multipart_threshold=COPY_PART, multipart_chunksize=COPY_PART)
+                self.client().copy(source, self.bucket, self._key(dst), Config=part)
         except (ClientError, BotoCoreError) as e:  # a missing source too, as every store says it
             raise self._wrap("cannot rename", src, e) from e
         self.delete(src)

@@ -39,6 +39,9 @@ class LineSink:
         self._crc = 0  # of the bytes written to ``raw`` (uncompressed files: stored_crc)
         self.max_bytes = 0  # the size that rolls this file (0: none): what :meth:`append` reports
         self._full_at = 1 << 62  # bytes_written >= max_bytes exactly when _buffered >= this (set by _drain)
+        #: Once closed, the bytes handed to the store (None where unknown): a completed upload or a
+        #: closed local file holds exactly these, so the commit need not ask the store (a HEAD on S3).
+        self.size: int | None = None
 
     def limit(self, max_bytes: int) -> LineSink:
         """Have :meth:`append` say when :attr:`bytes_written` reaches ``max_bytes`` (0: never)."""
@@ -102,8 +105,10 @@ class LineSink:
 
     def close(self) -> None:
         self._drain()
-        self.out.close()
+        if self.out is not self.raw:
+            self.out.close()  # gzip's last block; an Arrow codec's stream closes ``raw`` too (size stays None)
         if not self.raw.closed:
+            self.size = self.raw.tell()
             self.raw.close()
 
 
@@ -226,6 +231,7 @@ class ParquetSink:
         self.encoder = encoder
         self.writer: pq.ParquetWriter | None = None  # set once the first row group is handed to encoding
         self.schema: pa.Schema | None = None  # the file's schema so far (fixed once ``writer`` is set)
+        self.size: int | None = None  # once closed: see LineSink.size
         self.columns = RowColumns()
         self._rows: list[dict] = []
         #: (table, None) whole; (table, indices) rows to take; (None, GatheredSlice)
@@ -385,6 +391,8 @@ class ParquetSink:
                 self._wait()  # never close the stream under a row group still encoding
             if self.writer is not None:
                 self.writer.close()
+            if not self.raw.closed:
+                self.size = self.raw.tell()  # the footer included: see LineSink.size
         finally:
             if not self.raw.closed:
                 self.raw.close()

@@ -386,7 +386,11 @@ class TableWriter:
         write_path = staged_name(path) if self.protocol is Protocol.RENAME else path
         raw = self.storage.open_output(write_path)
         fmt = self.table.config.format
-        sink = open_sink(raw, fmt, self.table.config.compression, shared_encoder() if fmt == "parquet" else None)
+        try:
+            sink = open_sink(raw, fmt, self.table.config.compression, shared_encoder() if fmt == "parquet" else None)
+        except BaseException:
+            raw.close()  # never left to its destructor (see abort)
+            raise
         append = sink.limit(self.roll.max_bytes).append if isinstance(sink, LineSink) else None
         return _OpenFile(path, write_path, sink, dict(part.values), key=part.path, append=append)
 
@@ -398,9 +402,12 @@ class TableWriter:
         if not f.records:  # every record it was opened for was refused (SchemaConflictError)
             self.storage.delete(f.write_path)
             return None
-        info = self.storage.info(f.write_path)
+        size = f.sink.size  # what the completed upload or closed file holds; the store is asked only
+        if size is None:  # where the sink cannot tell (an Arrow codec's stream)
+            info = self.storage.info(f.write_path)
+            size = info.size if info else 0
         staged = f.write_path if f.write_path != f.path else None
-        return FileEntry(f.path, info.size if info else 0, f.records, f.partition, staged, f.kind), f.write_path
+        return FileEntry(f.path, size, f.records, f.partition, staged, f.kind), f.write_path
 
     def _finish_all(self, files: list[_OpenFile]) -> None:
         """Close files concurrently: closing encodes a Parquet file's buffered row
@@ -476,14 +483,20 @@ class TableWriter:
         if that commit failed: it may have landed with its reply lost. Those that
         are really unreferenced are orphans for ``clean`` after its grace period.
         """
-        for f in list(self._open.values()) + ([self._dead] if self._dead else []) + self._closing:
+        files = list(self._open.values()) + ([self._dead] if self._dead else []) + self._closing
+        # Every stream is closed before anything is deleted, and a failed delete stops nothing: an
+        # error escaping here would replace the one being handled (and its exit code), and a stream
+        # left to its destructor uploads under the GIL, the whole process waiting on the store.
+        for f in files:
             try:
                 f.sink.close()
             except Exception:  # noqa: BLE001 - we are discarding this file anyway
                 pass
-            self.storage.delete(f.write_path)
-        for _, where in self._closed:
-            self.storage.delete(where)
+        for where in [f.write_path for f in files] + [where for _, where in self._closed]:
+            try:
+                self.storage.delete(where)
+            except Exception:  # noqa: BLE001 - never committed: an orphan that `trib clean` removes
+                pass
         self._open.clear()
         self._file_of_minute.clear()
         self._closed.clear()
