@@ -7,9 +7,10 @@ PIP    := $(BIN)/python -m pip
 
 .PHONY: demo demo-writer test test-unit bench venv dev clean
 
+# The venv's own pip (ensurepip's): any pip since 21.3 installs trib editable; an upgrade cost every fresh
+# set-up a download and a second install of pip.
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -q -e .

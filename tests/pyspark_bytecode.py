@@ -60,9 +60,11 @@ def add_bytecode() -> Path | None:
                     out.writestr(info, data)
                     if not info.filename.endswith(".py") or f"{info.filename}c" in names:
                         continue
+                    if "/tests/" in info.filename or "/testing/" in info.filename:
+                        continue  # pyspark's own tests, which no worker imports: half the zip's compile
                     try:
                         with warnings.catch_warnings():
-                            warnings.simplefilter("ignore")  # pyspark's own tests' SyntaxWarnings
+                            warnings.simplefilter("ignore")  # a SyntaxWarning is the source's, as without bytecode
                             code = compile(data, f"{path}/{info.filename}", "exec", dont_inherit=True)
                     except (SyntaxError, ValueError):  # left to the source, as without bytecode
                         continue
