@@ -6,9 +6,9 @@ from a ``kinit`` cache, a keytab, ``password_file=`` or ``$TRIB_HS2_PASSWORD``; 
 with beeline as the user who logged in. Every output of every run is kept, and the last test sweeps
 them, the tables trib wrote and a ``-v`` run's log lines for the test password.
 
-The renewal test runs a follow-mode ingest for longer than three lives of shorty's short tickets
-(``secure_stack.SHORT_LIFE_S``). It starts with the module's first test and is checked by its last,
-so its minutes overlap the other tests'.
+The renewal test runs a follow-mode ingest for longer than three lives of a one-minute ticket. It
+starts with the module's first test and is checked by its last, so the module costs about four
+minutes, not seven.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import pytest
 
 from conftest import REPO, TRIB, run_trib
 from helpers import LAYOUT, PARTITION, make_source, one_line_error
-from secure_stack import SHORT_LIFE_S
 
 pytestmark = pytest.mark.integration
 
@@ -118,15 +117,14 @@ def hive_name(prefix: str) -> str:
 
 # -- the renewal test's ingest starts first, so that its minutes overlap the other tests -----------------
 class RenewingIngest:
-    """A follow-mode Kafka ingest logged in from shorty's keytab (tickets of ``SHORT_LIFE_S``), committing
-    a new hour's partition to the Kerberized metastore every 35 s for ``RUN_S`` seconds: three ticket lives
-    and a margin.
+    """A follow-mode Kafka ingest logged in from shorty's keytab (one-minute tickets), committing a
+    new hour's partition to the Kerberized metastore every 35 s for ``RUN_S`` seconds.
 
     35 s: longer than the committer keeps an idle connection (30 s), so each mount opens a new one and
     authenticates with whatever ticket the cache holds then, as hourly mounts do in production.
     """
 
-    RUN_S = 3 * SHORT_LIFE_S + 5
+    RUN_S = 185
     EVERY_S = 35
     KDC_LOG = "kdc/kdc.log"
 
@@ -162,7 +160,7 @@ class RenewingIngest:
         from tributary_read.table.layout import Layout
 
         lay = Layout(LAYOUT, PARTITION)
-        for i in range(self.RUN_S // self.EVERY_S + 1):  # hours at 0, 35, 70, ... s
+        for i in range(self.RUN_S // self.EVERY_S + 1):  # hours at 0, 35, ... 175 s
             if self._stop.wait(max(0.0, self.started + i * self.EVERY_S - time.monotonic())):
                 return
             ts = H0 + i * HOUR_MS
@@ -352,7 +350,7 @@ def test_a_keytab_follow_ingest_commits_every_partition_past_several_ticket_live
     code, out, err = renewing.finish()
     elapsed = time.monotonic() - renewing.started
     assert code == 0, err[-3000:]
-    assert elapsed >= 3 * SHORT_LIFE_S + 5, elapsed  # more than three lives of shorty's tickets
+    assert elapsed >= 3 * 60 + 5, elapsed  # more than three lives of shorty's one-minute tickets
     # A fresh ticket from the keytab at least once per ticket life: renewed, never left to expire.
     assert renewing.logins() >= 4, renewing.logins()
     assert "error" not in err.lower(), err[-3000:]
@@ -368,8 +366,7 @@ def test_a_keytab_follow_ingest_commits_every_partition_past_several_ticket_live
     finally:
         for k in alice:
             os.environ.pop(k, None)
-    assert mounted == set(renewing.hours) and len(mounted) == RenewingIngest.RUN_S // RenewingIngest.EVERY_S + 1, (
-        sorted(mounted), renewing.hours)
+    assert mounted == set(renewing.hours) and len(mounted) >= 6, (sorted(mounted), renewing.hours)
     # Without a keytab, the same principal's kinit ticket from the start is long expired: one line says so.
     r = trib("partitions", "sync", str(renewing.root), "--hive-table", renewing.hive, "--metastore",
              stack.metastore_uri, env=renewing.stale_env)
