@@ -167,10 +167,3 @@ def launcher_classes(java_exe: str, jars: Path, timeout: float,
     compile_into(sources, jars, out, what=f"{LAUNCHER_SOURCE.parent}/", javac_exe=exe, timeout=timeout,
                  error=error)
     return out / "classes"
-    if cache.is_dir():
-        for old in cache.iterdir():
-            shutil.rmtree(old, ignore_errors=True)
-    exe = javac(java_exe, "the loopback metastore launcher", error)
-    compile_into(sources, jars, out, what=f"{LAUNCHER_SOURCE.parent}/", javac_exe=exe, timeout=timeout,
-                 error=error)
-    return out / "classes"
