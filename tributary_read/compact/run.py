@@ -31,7 +31,7 @@ from tributary_read.table.manifest import Commit, FileEntry
 from tributary_read.table.log import COMPACTED_MARKER
 from tributary_read.table.renames import finish_compactions, finish_replace
 from tributary_read.write.rewrite import Rewritten, output_names, rewrite
-from tributary_read.write.writer import new_writer_id
+from tributary_read.write.names import new_writer_id
 
 #: A compaction's commit may wait this long for lost races before giving up (ingest keeps committing).
 COMMIT_TIMEOUT_S = 120.0

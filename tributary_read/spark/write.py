@@ -219,7 +219,7 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     from tributary_read.io.storage import resolve_options
     from tributary_read.spark.ship import ship_to_executors
     from tributary_read.table.renames import roll_forward
-    from tributary_read.write.writer import new_writer_id
+    from tributary_read.write.names import new_writer_id
 
     ship_to_executors(df.sparkSession)  # the write tasks are trib's code
 

@@ -65,7 +65,7 @@ from tributary_read.table.config import Table
 from tributary_read.table.manifest import KIND_DATA, FileEntry
 from tributary_read.table.names import WRITTEN_NAME, compacted_name
 from tributary_read.table.renames import finish_renames
-from tributary_read.write.writer import staged_name
+from tributary_read.write.names import staged_name
 
 #: Bytes read or decoded at a time.
 CHUNK = 1 << 20

@@ -10,12 +10,9 @@ from __future__ import annotations
 import base64
 import bisect
 import json
-import posixpath
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Callable
 
 import pyarrow as pa
@@ -29,16 +26,7 @@ from tributary_read.table.manifest import DEAD_LETTER_DIR, KIND_DEAD_LETTER, Com
 from tributary_read.table.config import Protocol, RollPolicy, Table
 from tributary_read.table.renames import roll_forward
 from tributary_read.table.timeunit import TimeUnit, epoch_ms
-
-
-
-def new_writer_id() -> str:
-    return f"{datetime.now(timezone.utc):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:8]}"
-
-
-def staged_name(path: str) -> str:
-    d, name = posixpath.split(path)
-    return posixpath.join(d, f".{name}.inprogress")
+from tributary_read.write.names import new_writer_id, staged_name
 
 
 @dataclass
