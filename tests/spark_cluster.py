@@ -195,12 +195,14 @@ class Cluster:
                    SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
         if worker:  # the nodes' Python: what a bare "python3" names on an executor
             env["PATH"] = f"{self.python.parent}{os.pathsep}{env.get('PATH', '')}"
-            # The executor JVMs the worker starts inherit its environment: the tests' JVM options
-            # (tests/conftest.py's SPARK_SUBMIT_OPTS: C1 only, one GC thread), as the tests' drivers have them.
-            # An executor lives for one short application, and C2 compiling in it starved CI's two cores.
-            opts = os.environ.get("SPARK_SUBMIT_OPTS", "").strip()
-            if opts:
-                env["JAVA_TOOL_OPTIONS"] = opts
+        # The tests' JVM options (tests/conftest.py's SPARK_SUBMIT_OPTS: C1 only, serial GC, the class-data
+        # archive of the wheel's jars), as the tests' drivers have them: for the master and the worker, and the
+        # executor JVMs the worker starts (they inherit its environment). An executor lives for one short
+        # application, and C2 compiling in it starved CI's two cores; the master started without them cost
+        # 15 CPU-seconds to become ready, against 4.5-5 with them (2026-11-29, same machine, same minutes).
+        opts = os.environ.get("SPARK_SUBMIT_OPTS", "").strip()
+        if opts:
+            env["JAVA_TOOL_OPTIONS"] = opts
         return env
 
     def driver_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
