@@ -6,8 +6,8 @@ is to reuse); this file adds the test principals and users and gathers everythin
 one frozen :class:`SecureStack`. Why one per session: the three JVMs cost ~40 s together (they start
 in parallel) and tests only read from them or use their own tables.
 
-Principals: ``alice`` (normal tickets) and ``shorty`` (``-maxlife "1 minute"``: its tickets expire
-while a test waits), each with a keytab; ``hive/localhost`` is the servers' service principal.
+Principals: ``alice`` (normal tickets) and ``shorty`` (``-maxlife`` :data:`SHORT_LIFE_S` seconds: its
+tickets expire while a test waits), each with a keytab; ``hive/localhost`` is the servers' service principal.
 LDAP: ``bob`` under ``ou=people,dc=trib,dc=test``, his password in a 0600 file for beeline's ``-w``
 (beeline splits a password on spaces, so it has none) and in :attr:`SecureStack.bob_password` for
 tests that sweep output for it.
@@ -29,6 +29,11 @@ HOST = "localhost"
 
 class StackUnavailable(RuntimeError):
     """This machine lacks a piece of the stack (the fixture skips, naming it)."""
+
+
+#: The life of shorty's tickets: short, so that a follow-mode ingest outlives three of them in under two
+#: minutes; tests/test_secured_hive.py's renewal test mounts a partition once a ticket has expired.
+SHORT_LIFE_S = 30
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class SecureStack:
     kerberos_hs2_port: int
     kerberos_jdbc_url: str
     shorty_ccache: str  # shorty's ticket, got as the stack came up: it expires at shorty_expires
-    shorty_expires: float  # epoch seconds (an upper bound: kinit's request time + 60 s)
+    shorty_expires: float  # epoch seconds (an upper bound: kinit's request time + SHORT_LIFE_S)
     started_in: float  # seconds, for the report
     pids: dict
 
@@ -105,7 +110,7 @@ def start(root: str | os.PathLike, timeout: float = 300.0) -> SecureStack:
         clients = Path(s.dir) / "clients"
         clients.mkdir(mode=0o700, exist_ok=True)
         alice = kdc.add_principal("alice", clients / "alice.keytab")
-        shorty = kdc.add_principal("shorty", clients / "shorty.keytab", maxlife="1 minute")
+        shorty = kdc.add_principal("shorty", clients / "shorty.keytab", maxlife=f"{SHORT_LIFE_S} seconds")
         password = "Bob-" + secrets.token_urlsafe(12)  # no spaces: beeline splits !connect on them
         s.ldap().add_user("bob", password)
         pw_file = tls.write_secret(clients / "bob.pw", password)
@@ -125,7 +130,7 @@ def start(root: str | os.PathLike, timeout: float = 300.0) -> SecureStack:
             ldap_hs2_port=s.ldap_hs2_port, ldap_jdbc_url=s.ldap_jdbc_url(), ca_pem=s.ca_pem,
             truststore=s.truststore, kerberos_hs2_port=s.kerberos_hs2_port,
             kerberos_jdbc_url=s.kerberos_jdbc_url(), shorty_ccache=str(shorty_cc),
-            shorty_expires=t_kinit + 61.0, started_in=round(time.monotonic() - t0, 1),
+            shorty_expires=t_kinit + SHORT_LIFE_S + 1.0, started_in=round(time.monotonic() - t0, 1),
             pids=dict(s.pids))
     except BaseException:
         secure_hive.stop(s)

@@ -6,9 +6,10 @@ from a ``kinit`` cache, a keytab, ``password_file=`` or ``$TRIB_HS2_PASSWORD``; 
 with beeline as the user who logged in. Every output of every run is kept, and the last test sweeps
 them, the tables trib wrote and a ``-v`` run's log lines for the test password.
 
-The renewal test runs a follow-mode ingest for longer than three lives of a one-minute ticket. It
-starts with the module's first test and is checked by its last, so the module costs about four
-minutes, not seven.
+The renewal test runs a follow-mode ingest for longer than three lives of shorty's 30-second tickets
+(``secure_stack.SHORT_LIFE_S``),
+mounting a partition on a new connection (each a keytab login) every ~35 s. It starts with the
+module's first test and is checked by its last, so its two minutes overlap the other tests'.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 
 from conftest import REPO, TRIB, run_trib
 from helpers import LAYOUT, PARTITION, make_source, one_line_error
+from secure_stack import SHORT_LIFE_S
 
 pytestmark = pytest.mark.integration
 
@@ -117,18 +119,28 @@ def hive_name(prefix: str) -> str:
 
 # -- the renewal test's ingest starts first, so that its minutes overlap the other tests -----------------
 class RenewingIngest:
-    """A follow-mode Kafka ingest logged in from shorty's keytab (one-minute tickets), committing a
-    new hour's partition to the Kerberized metastore every 35 s for ``RUN_S`` seconds.
+    """A follow-mode Kafka ingest logged in from shorty's keytab (tickets of ``TICKET_LIFE_S``), committing
+    one new hour's partition to the Kerberized metastore for each of ``HOURS``, each on a connection of
+    its own, until more than three ticket lives have passed.
 
-    35 s: longer than the committer keeps an idle connection (30 s), so each mount opens a new one and
-    authenticates with whatever ticket the cache holds then, as hourly mounts do in production.
+    Each hour is produced ``QUIET_S`` after the ingest's last commit (seen in the table's log, where it
+    lands just before the committer mounts its partition): longer than the committer keeps an idle
+    connection (``hive.commit.IDLE_RECONNECT_S``), so each mount opens a new one and authenticates with
+    whatever ticket the cache holds then, as hourly mounts do in production. A schedule of fixed times
+    could not promise that: the ingest's start-up delays the first mount, and one mount reusing the
+    connection of the one before left a login fewer than the mounts (seen in CI). The ticket of the mount
+    before has expired by then (``QUIET_S`` > ``TICKET_LIFE_S``): every mount is a login from the keytab.
     """
 
-    RUN_S = 185
-    EVERY_S = 35
+    TICKET_LIFE_S = SHORT_LIFE_S
+    HOURS = 4  # mounts at ~0, 35, 70, 105 s: past three ticket lives
+    QUIET_S = 32.0
     KDC_LOG = "kdc/kdc.log"
 
     def __init__(self, stack, broker, alice_env, tmp: Path):
+        from tributary_read.hive.commit import IDLE_RECONNECT_S
+
+        assert self.TICKET_LIFE_S < self.QUIET_S and IDLE_RECONNECT_S + 1 < self.QUIET_S
         self.stack, self.broker, self.tmp = stack, broker, tmp
         self.root = tmp / "follow"
         self.topic = f"renew-{uuid.uuid4().hex[:8]}"
@@ -147,6 +159,9 @@ class RenewingIngest:
                     "KRB5CCNAME": f"FILE:{tmp / 'never-used'}", "PYTHONPATH": str(REPO)}
         self.kdc_log = Path(stack.dir) / self.KDC_LOG
         self.kdc_log_start = self.kdc_log.stat().st_size
+        self.log_dir = self.root / "_tributary" / "log"
+        self.produced_all = threading.Event()
+        self.failure: BaseException | None = None
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             [*TRIB, "ingest", str(self.root), "--kafka", broker.bootstrap, "--topic", self.topic, "--app-id", "feed",
@@ -156,24 +171,56 @@ class RenewingIngest:
         self.producer = threading.Thread(target=self._produce, daemon=True)
         self.producer.start()
 
+    def commits(self) -> int:
+        """How many commits the ingest has made (its table's log, read without a process)."""
+        try:
+            return sum(1 for n in os.listdir(self.log_dir) if n.endswith(".json") and n[:-5].isdigit())
+        except FileNotFoundError:
+            return 0
+
+    def _quiet(self, before: int) -> bool:
+        """Wait until the ingest has committed past ``before`` and then made no commit for ``QUIET_S``; False
+        if the ingest ended or the test stopped meanwhile."""
+        seen, last = self.commits(), time.monotonic()
+        while seen <= before or time.monotonic() - last < self.QUIET_S:
+            if self._stop.wait(0.25) or self.proc.poll() is not None:
+                return False
+            now = self.commits()
+            if now != seen:
+                seen, last = now, time.monotonic()
+        return True
+
     def _produce(self) -> None:
         from tributary_read.table.layout import Layout
 
         lay = Layout(LAYOUT, PARTITION)
-        for i in range(self.RUN_S // self.EVERY_S + 1):  # hours at 0, 35, ... 175 s
-            if self._stop.wait(max(0.0, self.started + i * self.EVERY_S - time.monotonic())):
-                return
-            ts = H0 + i * HOUR_MS
-            self.broker.produce(self.topic, [{"id": i * 10 + k, "ts": ts + k * 1000} for k in range(10)])
-            self.hours.append(lay.for_time(ts).values["dt"])
+        before = 0
+        try:
+            for i in range(self.HOURS):
+                if i and not self._quiet(before):
+                    return
+                before = self.commits()
+                ts = H0 + i * HOUR_MS
+                self.broker.produce(self.topic, [{"id": i * 10 + k, "ts": ts + k * 1000} for k in range(10)])
+                self.hours.append(lay.for_time(ts).values["dt"])
+            # The last hour committed (and so mounted), too.
+            while self.commits() <= before:
+                if self._stop.wait(0.25) or self.proc.poll() is not None:
+                    return
+            self.produced_all.set()
+        except BaseException as e:  # said by finish(), in the test's thread
+            self.failure = e
 
     def finish(self) -> tuple[int, str, str]:
-        self.producer.join(self.RUN_S + 60)
-        # SIGTERM once RUN_S has passed: the run commits what it read and mounts what is due, then exits 0.
-        time.sleep(max(0.0, self.started + self.RUN_S - time.monotonic()))
+        """SIGTERM once every hour is committed and more than three ticket lives have passed: the run
+        commits what it read and mounts what is due, then exits 0."""
+        done = self.produced_all.wait(self.HOURS * (self.QUIET_S + 30) + 60)
+        time.sleep(max(0.0, self.started + 3 * self.TICKET_LIFE_S + 5 - time.monotonic()))
         self.proc.send_signal(signal.SIGTERM)
         out, err = self.proc.communicate(timeout=120)
         OUTPUTS.append(("ingest --follow (keytab)", out, err))
+        assert self.failure is None, self.failure
+        assert done, (self.hours, self.commits(), err[-3000:])
         return self.proc.returncode, out, err
 
     def logins(self) -> int:
@@ -350,9 +397,10 @@ def test_a_keytab_follow_ingest_commits_every_partition_past_several_ticket_live
     code, out, err = renewing.finish()
     elapsed = time.monotonic() - renewing.started
     assert code == 0, err[-3000:]
-    assert elapsed >= 3 * 60 + 5, elapsed  # more than three lives of shorty's one-minute tickets
-    # A fresh ticket from the keytab at least once per ticket life: renewed, never left to expire.
-    assert renewing.logins() >= 4, renewing.logins()
+    assert elapsed >= 3 * RenewingIngest.TICKET_LIFE_S + 5, elapsed  # more than three lives of shorty's tickets
+    # Every mount opened a connection of its own after the ticket of the one before had expired: each is a
+    # fresh login from the keytab (the first, into an empty cache, too), never a stale ticket.
+    assert renewing.logins() >= len(renewing.hours) == RenewingIngest.HOURS, (renewing.logins(), renewing.hours)
     assert "error" not in err.lower(), err[-3000:]
     doc = json.loads(out)
     assert doc["records"] == 10 * len(renewing.hours), doc
@@ -366,7 +414,7 @@ def test_a_keytab_follow_ingest_commits_every_partition_past_several_ticket_live
     finally:
         for k in alice:
             os.environ.pop(k, None)
-    assert mounted == set(renewing.hours) and len(mounted) >= 6, (sorted(mounted), renewing.hours)
+    assert mounted == set(renewing.hours) and len(mounted) == RenewingIngest.HOURS, (sorted(mounted), renewing.hours)
     # Without a keytab, the same principal's kinit ticket from the start is long expired: one line says so.
     r = trib("partitions", "sync", str(renewing.root), "--hive-table", renewing.hive, "--metastore",
              stack.metastore_uri, env=renewing.stale_env)

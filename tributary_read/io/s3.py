@@ -11,6 +11,7 @@ import threading
 from typing import Mapping
 from urllib.parse import ParseResult, urlparse
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from tributary_read.errors import InvalidInputError, missing_extra
@@ -131,6 +132,18 @@ class S3Storage(ArrowStorage):
         """Nothing: S3 has no directories. A key is written under any prefix, and a listing finds it
         by its prefix, so a marker object (``dir/``) a level, which pyarrow's ``create_dir`` PUTs
         after a HEAD of the bucket, cost four requests a new file and served no reader."""
+
+    def file_exists(self, rel: str) -> bool:
+        """One HEAD of the key. pyarrow's file info follows a HEAD that finds nothing with a LIST (is it a
+        "directory"?): two requests, one of them a LIST, for each version the log probes past its end,
+        and contending committers probe at every lost race."""
+        try:
+            self.fs.open_input_file(self.abspath(rel)).close()  # a HEAD; the GET comes only with a read
+        except FileNotFoundError:
+            return False
+        except (OSError, pa.ArrowException) as e:
+            raise self._wrap("cannot stat", rel, e) from e
+        return True
 
     def delete(self, rel: str) -> None:
         """One ``DeleteObject``, which succeeds where the key is absent (recovery re-runs deletes).

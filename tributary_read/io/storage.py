@@ -290,6 +290,12 @@ class Storage(ABC):
     def exists(self, rel: str) -> bool:
         return self.info(rel) is not None
 
+    def file_exists(self, rel: str) -> bool:
+        """Whether a file is at ``rel`` (a directory there is no file). The manifest log probes its
+        versions this way; a backend that can answer in fewer requests than :meth:`info` overrides it."""
+        info = self.info(rel)
+        return info is not None and not info.is_dir
+
     @abstractmethod
     def read(self, rel: str) -> bytes:
         """Whole-file read; raises FileNotFoundError when absent.

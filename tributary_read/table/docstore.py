@@ -124,7 +124,7 @@ class DocumentStore:
 
     def exists(self, number: int) -> bool:
         """One existence check, no listing (the manifest log probes versions this way)."""
-        return self.series.valid(number) and self.storage.exists(self.path(number))
+        return self.series.valid(number) and self.storage.file_exists(self.path(number))
 
     # -- reading -------------------------------------------------------------
     def read_bytes(self, number: int) -> bytes | None:

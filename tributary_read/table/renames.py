@@ -140,14 +140,16 @@ def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
     st = table.storage
 
     def one(f: FileEntry) -> str | None:
-        if not (f.staged and st.exists(f.staged)):
+        # file_exists: each commit's files are looked at under both names; on S3 a look that finds
+        # nothing is one HEAD that way, not a HEAD and a LIST.
+        if not (f.staged and st.file_exists(f.staged)):
             return None
-        if not st.exists(f.path):
+        if not st.file_exists(f.path):
             crash_point("roll_forward.before_rename")  # looked at both names, renames next
             try:
                 st.rename(f.staged, f.path)
             except StorageError:
-                if st.exists(f.staged):
+                if st.file_exists(f.staged):
                     raise
                 return None  # moved on first: by a concurrent roll-forward, or set aside by a compaction
         else:  # renamed before a crash, staged copy left behind by a copying store
