@@ -137,6 +137,15 @@ def test_info_and_exists(store):
     assert not store.exists("missing/dir/file")
 
 
+def test_file_exists_is_a_file_only(store):
+    """The log's version probes and roll-forward ask this (one HEAD on S3): a file, not a directory, not absent."""
+    store.write("p/q.bin", b"12345")
+    assert store.file_exists("p/q.bin")
+    assert not store.file_exists("p/missing")
+    assert not store.file_exists("missing/dir/file")
+    assert not store.file_exists("p")  # a directory (on S3: a prefix) is no file
+
+
 def test_delete(store):
     store.write("d/gone", b"1")
     store.write("d/kept", b"2")
