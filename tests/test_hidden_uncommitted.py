@@ -293,7 +293,8 @@ def etl_job(warm_spark, hive_services, tmp_path_factory):
     job = write_job(base / "job", name="hidden", raw=src.root, out=out, hive_table=hive,
                     metastore=hive_services.metastore_uri)
     mounts = _Mounts(hive_services)
-    yield base, src, out, hs2, hive, job, mounts
+    counted: list[_EtlTrial] = []  # the trials a test has counted: the next test checks them unchanged
+    yield base, src, out, hs2, hive, job, mounts, counted
     mounts.close()
     hs2.execute(f"DROP TABLE IF EXISTS {hive}")
 
@@ -338,37 +339,48 @@ def _end_trial(src: RawSource, out: Path, hive: str, mounts: _Mounts, k: int) ->
 
 
 def _count_trials(spark, src: RawSource, out: Path, hs2: Hs2, hive: str, mounts: _Mounts,
-                  trials: list[_EtlTrial]) -> None:
+                  trials: list[_EtlTrial], earlier: list[_EtlTrial] | None = None) -> None:
     """After the last trial: each trial's partition unchanged since its trial ended, then counted, each
     on its own, by one beeline query (GROUP BY dt) and one Spark job, against what the log committed there;
-    and the files the log commits there, every record once in its partition."""
+    and the files the log commits there, every record once in its partition.
+
+    What a directory reader lists in a trial's hour is exactly the files the log commits there (path and
+    size, checked here), so one Spark read of the directories is also the read of the log's files: the same
+    bytes read twice cost the executor test half its Spark time. ``earlier``: trials an earlier test counted
+    the same way (the executor's, before the driver's): each is checked unchanged (files, mount, the log's
+    files), so Hive counts only this test's partitions and the whole table's count is still checked."""
+    earlier = earlier or []
     t0 = time.monotonic()
     now_files = _log_files(out)
     now_mounted = mounts(hive)
-    for t in trials:
+    for t in [*earlier, *trials]:
         assert _tree(*t.dirs) == t.tree, f"trial {t.k}: {t.dt}'s files changed after the trial"
         assert t.mounted <= now_mounted, f"trial {t.k}: {t.dt}'s mount changed after the trial"
         assert now_files.get(t.dt) == t.files, f"trial {t.k}: the log's files in {t.dt} changed after the trial"
+        visible = {(p, size) for p, size, _ in t.tree}
+        assert visible == {(str(out / p), size) for p, size, _ in t.files}, \
+            f"trial {t.k}: a directory reader lists other files in {t.dt} than the log commits"
     last = max(t.k for t in trials)
     want = src.expected_rows(last)
-    # The log holds every partition the oracle has, and the oracle's count of records (its metadata).
+    # The log holds every partition the oracle has, and the oracle's count of records (its metadata); the
+    # metastore mounts exactly those partitions, no other.
     assert set(now_files) == {dt for _, dt in want}
+    assert {spec for spec, _ in now_mounted} == {f"dt={dt}" for _, dt in want}, now_mounted
     assert sum(r for fs in now_files.values() for _, _, r in fs) == len(want)
+    assert {t.dt for t in [*earlier, *trials]} == set(now_files)
     t1 = time.monotonic()
+    only = f" WHERE dt IN ({', '.join(repr(t.dt) for t in trials)})" if earlier else ""
     hive_rows = _beeline_counts(hs2, f"SELECT dt, count(*), count(DISTINCT get_json_object(line, '$.id')) "
-                                     f"FROM {hive} GROUP BY dt")
+                                     f"FROM {hive}{only} GROUP BY dt")
     t2 = time.monotonic()
-    # One Spark job: each trial's directory as a directory reader reads it, and the files the log commits
-    # there as trib's readers name them (their bytes read by Spark, not by Python: 100,000 json.loads a trial
-    # were most of the old per-trial log check).
-    stats = _spark_stats(spark, {**{f"{t.dt} dirs": list(t.dirs) for t in trials},
-                                 **{f"{t.dt} log": [out / p for p, _, _ in t.files] for t in trials}})
+    # One Spark job: each trial's directories as a directory reader reads them (the log's files, above).
+    stats = _spark_stats(spark, {t.dt: list(t.dirs) for t in trials})
     print(f"{len(trials)} trials counted: log metadata {t1 - t0:.0f} s, beeline {t2 - t1:.0f} s, "
           f"Spark {time.monotonic() - t2:.0f} s; {_hidden(out)} hidden orphans")
     for t in trials:
         n = (t.committed, t.committed)
         assert hive_rows.get(t.dt) == n, f"trial {t.k}: Hive counted {hive_rows.get(t.dt)} for {t.committed} committed"
-        spark_rows = tuple(stats[f"{t.dt} dirs"][:2])
+        spark_rows = tuple(stats[t.dt][:2])
         assert spark_rows == n, f"trial {t.k}: Spark counted {spark_rows} for {t.committed} committed"
         # The log's files: every record of the hour once, in the hour of its event time. The hour's ids are
         # one run of numbers (the source numbers records in order): a count, a distinct count and the ends
@@ -378,13 +390,15 @@ def _count_trials(spark, src: RawSource, out: Path, hs2: Hs2, hive: str, mounts:
         for p, size, _ in t.files:
             assert (out / p).stat().st_size == size, f"trial {t.k}: {p} is not the size the log committed"
         start = LAY.parse(f"{t.dirs[0].parent.name}/{t.dirs[0].name}").start_ms
-        rows, distinct, lo, hi, ts_lo, ts_hi = stats[f"{t.dt} log"]
+        rows, distinct, lo, hi, ts_lo, ts_hi = stats[t.dt]
         assert (rows, distinct, lo, hi) == (t.committed, t.committed, ids[0], ids[-1]), \
-            f"trial {t.k}: the log's files hold {stats[f'{t.dt} log']}, the oracle {len(ids)} ids {ids[0]}-{ids[-1]}"
+            f"trial {t.k}: the log's files hold {stats[t.dt]}, the oracle {len(ids)} ids {ids[0]}-{ids[-1]}"
         assert start <= ts_lo and ts_hi < start + 3_600_000, f"trial {t.k}: a record outside {t.dt}"
-        assert tuple(stats[f"{t.dt} dirs"][2:4]) == (lo, hi)
-    # and Hive sees nothing but the committed records: the whole table, every record once
-    assert sum(r for r, _ in hive_rows.values()) == sum(i for _, i in hive_rows.values()) == len(want)
+    # and Hive sees nothing but the committed records: the whole table, every record once (the earlier
+    # trials' partitions as the earlier test counted them, their files and mounts unchanged since)
+    assert set(hive_rows) == {t.dt for t in trials}, hive_rows
+    before = sum(t.committed for t in earlier)
+    assert before + sum(r for r, _ in hive_rows.values()) == before + sum(i for _, i in hive_rows.values()) == len(want)
 
 
 def _descendants(pid: int) -> list[int]:
@@ -447,7 +461,7 @@ def test_etl_executor_killed_at_random_moments_hive_and_spark_count_the_committe
     from tributary_read.etl.job import Job
     from tributary_read.etl.run import run_job
 
-    base, src, out, hs2, hive, job_path, mounts = etl_job
+    base, src, out, hs2, hive, job_path, mounts, counted = etl_job
     rng = _rng("etl-executor")
     job = Job.load(str(job_path))
     hits, trials = 0, []
@@ -494,6 +508,7 @@ def test_etl_executor_killed_at_random_moments_hive_and_spark_count_the_committe
     assert hits >= EXECUTOR_TRIALS - 1, f"only {hits} of {EXECUTOR_TRIALS} kills found a writing task"
     assert _hidden(out) > 0  # the killed attempts' files: hidden, never counted
     _count_trials(spark, src, out, hs2, hive, mounts, trials)
+    counted.extend(trials)
 
 
 def test_etl_driver_killed_at_random_moments_hive_and_spark_count_the_committed_records(etl_job, spark):
@@ -501,7 +516,7 @@ def test_etl_driver_killed_at_random_moments_hive_and_spark_count_the_committed_
     from tributary_read.etl.job import Job
     from tributary_read.etl.run import run_job
 
-    base, src, out, hs2, hive, job_path, mounts = etl_job
+    base, src, out, hs2, hive, job_path, mounts, counted = etl_job
     rng = _rng("etl-driver")
     job = Job.load(str(job_path))
     hits, trials = 0, []
@@ -534,4 +549,5 @@ def test_etl_driver_killed_at_random_moments_hive_and_spark_count_the_committed_
               f"{trials[-1].committed} in {trials[-1].dt}; run {t1 - t0:.1f} s, rerun {t2 - t1:.1f} s, "
               f"fingerprint {time.monotonic() - t2:.1f} s")
     assert hits >= DRIVER_TRIALS * 3 // 4, f"only {hits} of {DRIVER_TRIALS} kills landed while the driver ran"
-    _count_trials(spark, src, out, hs2, hive, mounts, trials)
+    _count_trials(spark, src, out, hs2, hive, mounts, trials, earlier=counted)
+    counted.extend(trials)
