@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo demo-writer test test-unit bench venv dev clean
+.PHONY: demo demo-writer test test-unit bench venv dev clean jvm-archive
 
 # The venv's own pip (ensurepip's): any pip since 21.3 installs trib editable; an upgrade cost every fresh
 # set-up a download and a second install of pip.
@@ -49,9 +49,15 @@ $(VENV)/.installed-kerberos: pyproject.toml | $(VENV)/.installed-dev
 PYTEST_WORKERS ?= 2
 # Bytecode first: where PYTHONDONTWRITEBYTECODE is set (as on our CI machine) no process writes it, and each of the
 # suite's hundreds of Python processes (trib runs, Spark's Python workers) compiled trib's sources again.
-test: $(VENV)/.installed-dev $(VENV)/.installed-kerberos
+# The Spark JVMs' class-data archive (tests/jvm_archive.py) starts in the background before the kerberos build
+# and the bytecode, not with the first test: made with the first tests, it came 2-4 minutes into the suite, and
+# the JVMs started before it (the session's services, the Spark cluster's master and worker) ran without it.
+test: $(VENV)/.installed-dev jvm-archive $(VENV)/.installed-kerberos
 	$(BIN)/python -m compileall -q -j 0 tributary_read cli tests
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+jvm-archive: $(VENV)/.installed-dev
+	@cd tests && ../$(BIN)/python -c "import jvm_archive; jvm_archive.jvm_options(make=True)"
 
 ## make test-unit: the tests marked unit (no JVM, no services, no long processes): seconds
 test-unit: $(VENV)/.installed-dev
