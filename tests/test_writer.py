@@ -149,3 +149,15 @@ def test_abort_closes_every_file_and_never_raises_when_a_delete_fails(tmp_path):
     w.abort()
     assert all(s.raw.closed for s in sinks)
     assert not w._open and not w._closed
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_sink_that_fails_to_open_closes_its_stream(fmt):
+    """open_sink closes the stream it was given when the sink cannot be made, for every caller (the writer's
+    data and dead-letter files, compaction's output): never left to its destructor, which uploads there."""
+    from tributary_read.io.sinks import open_sink
+
+    raw = pa.BufferOutputStream()
+    with pytest.raises(KeyError):
+        open_sink(raw, fmt, "no-such-codec")
+    assert raw.closed

@@ -426,4 +426,10 @@ def conform(table: pa.Table, schema: pa.Schema, where: str | None = None) -> pa.
 
 
 def open_sink(raw, fmt: str, compression: str, encoder: RowGroupEncoder | None = None):
-    return ParquetSink(raw, compression, encoder) if fmt == "parquet" else LineSink(raw, compression)
+    """The sink of ``fmt`` over ``raw``. A sink that fails to open closes ``raw`` here, for every caller: a
+    stream left to its destructor uploads (S3) holding the GIL, the whole process waiting on the store."""
+    try:
+        return ParquetSink(raw, compression, encoder) if fmt == "parquet" else LineSink(raw, compression)
+    except BaseException:
+        raw.close()
+        raise

@@ -243,12 +243,8 @@ class _Output:
     def __init__(self, storage: Storage, staged: str, fmt: str, compression: str):
         self.storage, self.staged = storage, staged
         raw = storage.open_output(staged)
-        try:
-            self.sink: LineSink | ParquetSink = open_sink(raw, fmt, compression,
-                                                          shared_encoder() if fmt == "parquet" else None)
-        except BaseException:
-            raw.close()  # never left to its destructor, which would upload it holding the GIL
-            raise
+        self.sink: LineSink | ParquetSink = open_sink(raw, fmt, compression,
+                                                      shared_encoder() if fmt == "parquet" else None)
         self.closed = False
 
     def error(self, e: Exception) -> StorageError:

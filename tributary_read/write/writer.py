@@ -374,11 +374,7 @@ class TableWriter:
         write_path = staged_name(path) if self.protocol is Protocol.RENAME else path
         raw = self.storage.open_output(write_path)
         fmt = self.table.config.format
-        try:
-            sink = open_sink(raw, fmt, self.table.config.compression, shared_encoder() if fmt == "parquet" else None)
-        except BaseException:
-            raw.close()  # never left to its destructor (see abort)
-            raise
+        sink = open_sink(raw, fmt, self.table.config.compression, shared_encoder() if fmt == "parquet" else None)
         append = sink.limit(self.roll.max_bytes).append if isinstance(sink, LineSink) else None
         return _OpenFile(path, write_path, sink, dict(part.values), key=part.path, append=append)
 
