@@ -202,6 +202,7 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
         committed = committer.close() if committer else None
     if lineage:
         lineage.finished(result)
+    stop.finished = True  # the run is over: a second signal now must not add a second, contradicting line
     msg = (f"{result.records} records from {result.source} (offsets {result.start_offset}..{result.last_offset}) "
            f"in {result.commits} commits" + (f", {result.dead_letters} dead letters" if result.dead_letters else ""))
     dead_letters_warning(t, root, as_json, result)

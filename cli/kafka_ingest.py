@@ -107,6 +107,7 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, follow: bool, c
         committed = committer.close() if committer else None
     if lineage:
         lineage.finished(result)
+    stop.finished = True  # the run is over: a second signal now must not add a second, contradicting line
     extra = [f"{result.tombstones} tombstones skipped"] if result.tombstones else []
     if result.dead_letters:
         extra.append(f"{result.dead_letters} dead letters")

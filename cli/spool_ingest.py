@@ -59,6 +59,7 @@ def run_spool(state: TribState, stop, root, app_id, spool: dict, follow: bool, c
             allow_lost=spool["allow_lost"], on_commit=committer and committer.on_commit, stop=stop, progress=note)
     finally:
         committed = committer.close() if committer else None
+    stop.finished = True  # the run is over: a second signal now must not add a second, contradicting line
     extra = [f"{result.dead_letters} dead letters"] if result.dead_letters else []
     if result.completed:
         extra.append(f"{len(result.completed)} files {spool['on_complete']}d")
