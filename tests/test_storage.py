@@ -191,7 +191,7 @@ def test_capabilities_and_hadoop_uri(store):
     with pytest.raises(dataclasses.FrozenInstanceError):
         caps.remote = not caps.remote
     expected = {  # what each store promises; the readers branch on these, never on a scheme
-        LocalStorage: Capabilities(True, False, True, "file", True),
+        LocalStorage: Capabilities(True, False, True, "file", True, exchange_directories=True),
         S3Storage: Capabilities(False, True, True, "s3a"),
         MemoryStorage: Capabilities(False, False, True, None),
     }[type(store)]

@@ -196,6 +196,14 @@ class CompactedAwayError(LogRetentionError):
     """
 
 
+class RestatedInputError(InvalidInputError):
+    """A read of new data reached a restate commit: partitions recomputed whole, whose records may have
+    changed. Taking its files as new data would read every record of those partitions twice; skipping it
+    would miss the correction. Read the table from a job in restate mode, which recomputes what the
+    partitions feed. Exit 3.
+    """
+
+
 class ManifestCorruptError(TributaryError):
     """A committed log file cannot be read: repair by hand, never overwrite."""
 

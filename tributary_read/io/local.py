@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
+import sys
 from typing import Iterable, Mapping
 from urllib.parse import ParseResult
 
@@ -20,11 +21,54 @@ from tributary_read.errors import StorageError
 from tributary_read.io.storage import Capabilities, Entry, FileInfo, Storage, Unlisted, publish_exclusive, staged_name, safe_relpath
 
 
+# -- renameat2(2): Linux 3.15+, glibc 2.28+ (os has no wrapper) ------------------------------------------
+_AT_FDCWD = -100
+_RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
+
+
+def _libc_renameat2():
+    import ctypes
+    import ctypes.util
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_RENAMEAT2: list = []  # the libc function once looked up (ctypes is imported at the first swap, not at start-up)
+#: Linux has had renameat2 since 3.15 and glibc since 2.28; a system without it fails the swap with ENOSYS.
+_HAS_EXCHANGE = sys.platform.startswith("linux")
+
+
+def _renameat2(src: str, dst: str, flags: int, check: bool = False) -> bool:
+    """One renameat2 call; False when ``RENAME_NOREPLACE`` found ``dst`` there (EEXIST) and ``check`` is off."""
+    import ctypes
+
+    if not _RENAMEAT2:
+        _RENAMEAT2.append(_libc_renameat2())
+    fn = _RENAMEAT2[0]
+    if fn is None:
+        raise OSError(38, "renameat2 is not available on this system")  # ENOSYS
+    if fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == 17 and flags == _RENAME_NOREPLACE and not check:  # EEXIST
+        return False
+    raise OSError(err, os.strerror(err), src)
+
+
 class LocalStorage(Storage):
     """Local disk: commits are a fsynced temp file hard-linked into place."""
 
     capabilities = Capabilities(real_directories=True, remote=False, atomic_replace=True,
-                                hadoop_scheme="file", symbolic_links=True)
+                                hadoop_scheme="file", symbolic_links=True, exchange_directories=_HAS_EXCHANGE)
 
     def __init__(self, root: str, fsync: bool = True):
         root = os.path.abspath(os.path.expanduser(root))
@@ -149,6 +193,33 @@ class LocalStorage(Storage):
         except OSError as e:
             raise self._wrap("cannot rename", src, e) from e
 
+    def exchange_dirs(self, a: str, b: str, unless: str | None = None) -> bool:
+        """``renameat2(RENAME_EXCHANGE)``, or ``RENAME_NOREPLACE`` when ``b`` does not exist (a ``b`` made
+        meanwhile is then swapped, never replaced), under ``flock`` on ``b``'s parent directory (which
+        no swap moves), then the parent is fsynced."""
+        import fcntl
+
+        src, dst = self.abspath(a), self.abspath(b)
+        parent = os.path.dirname(dst)
+        try:
+            fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as e:
+            raise self._wrap("cannot swap directories", b, e) from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if unless is not None and os.path.lexists(self.abspath(unless)):
+                return False
+            if not _renameat2(src, dst, _RENAME_NOREPLACE if not os.path.lexists(dst) else _RENAME_EXCHANGE):
+                _renameat2(src, dst, _RENAME_EXCHANGE, check=True)  # b appeared between the look and the rename
+            self._sync_dir(parent)
+            if os.path.dirname(src) != parent:
+                self._sync_dir(os.path.dirname(src))
+            return True
+        except OSError as e:
+            raise self._wrap("cannot swap directories", a, e) from e
+        finally:
+            os.close(fd)  # releases the lock
+
     def remove_empty_dir(self, rel: str) -> bool:
         try:
             os.rmdir(self.abspath(rel))  # rmdir(2) refuses a directory that is not empty
@@ -264,3 +335,4 @@ def open_local(u: ParseResult, options: Mapping[str, str]) -> LocalStorage:
     """The registry's factory for plain paths and ``file://`` URIs."""
     fsync = str(options.get("fsync", "true")).lower() not in ("0", "false", "no")
     return LocalStorage(u.path, fsync=fsync)
+

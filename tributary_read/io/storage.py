@@ -51,6 +51,10 @@ class Capabilities:
     hadoop_scheme: str | None
     #: The store has symbolic links, which a listing must detect and never follow.
     symbolic_links: bool = False
+    #: :meth:`Storage.exchange_dirs` swaps two directories in one step (Linux ``renameat2``
+    #: with ``RENAME_EXCHANGE``): a reader listing either name sees one whole directory or the
+    #: other. What a restated partition needs to reach directory readers whole.
+    exchange_directories: bool = False
 
 
 class Entry(Protocol):
@@ -346,6 +350,16 @@ class Storage(ABC):
     @abstractmethod
     def rename(self, src: str, dst: str) -> None:
         """Move ``src`` to ``dst``; a missing ``src`` is a StorageError."""
+
+    def exchange_dirs(self, a: str, b: str, unless: str | None = None) -> bool:
+        """Swap directories ``a`` and ``b`` in one step (``b`` absent: rename ``a`` to ``b``); True if it did.
+
+        ``unless``: a path whose presence means the swap was made already; it is looked at and
+        the swap made under one lock, so two processes finishing the same swap never swap it
+        back. Only where :attr:`Capabilities.exchange_directories` says so; elsewhere a
+        StorageError (object stores have no directories to swap, and a copy is no single step).
+        """
+        raise StorageError(f"{self.uri} cannot swap two directories in one step")
 
     @abstractmethod
     def create_if_absent(self, rel: str, data: bytes) -> bool:

@@ -15,6 +15,13 @@ records out of the table: they are delivered by no later read. ``compact``
   ``trib clean`` may delete them (docs/compaction.md); a range that needs one it
   already deleted is refused (:class:`CompactedAwayError`, exit 3), never
   answered with different records.
+
+``restate`` (``[output] mode = "restate"``) recomputes whole partitions, and their
+records may change. Its files are not new data for a reader of appended records
+(they would double every record of the partition) and not a no-op either (they
+correct it): a range that holds one is refused (:class:`RestatedInputError`). A
+range before it still gets the records it added, from where the restate set the
+old files aside.
 """
 
 from __future__ import annotations
@@ -22,11 +29,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable, Mapping
 
-from tributary_read.errors import CompactedAwayError
+from tributary_read.errors import CompactedAwayError, RestatedInputError
 from tributary_read.read.listing import Skipped
 from tributary_read.read.partition_filter import PartitionFilter
-from tributary_read.table.manifest import KIND_DATA, OP_REPLACE, Commit, FileEntry
+from tributary_read.table.manifest import KIND_DATA, OP_REPLACE, OP_RESTATE, Commit, FileEntry
 from tributary_read.table.renames import locations
+from tributary_read.table.restate_swap import set_aside_path
 
 
 class _Walk:
@@ -38,9 +46,23 @@ class _Walk:
         self.holder: dict[str, str] = {}  # original path -> the newest compacted file holding its records
         self.outputs: dict[str, tuple[FileEntry, int | None]] = {}  # live compacted file -> (entry, version)
         self.dead: dict[str, int | None] = {}  # compacted file -> the expire commit that removed it
+        self.aside: dict[str, str] = {}  # original path -> the staging directory a later restate set it aside in
         self.end = 0
 
     def follow(self, c: Commit, in_range: bool) -> None:
+        if c.operation == OP_RESTATE:
+            if in_range:
+                parts = ", ".join(r.directory for r in c.restated[:3]) + (" …" if len(c.restated) > 3 else "")
+                raise RestatedInputError(
+                    f"version {c.version} restates {len(c.restated)} partition(s) ({parts}): their records were "
+                    "recomputed, so reading its files as new data would read those partitions twice; read this "
+                    "table from a job whose output mode is restate")
+            staging = {r.directory: r.staging for r in c.restated}
+            for e in c.removed:
+                d = e.path.rpartition("/")[0]
+                if e.path in self.added and d in staging:
+                    self.aside[e.path] = set_aside_path(staging[d], e.path)
+            return
         if c.operation == OP_REPLACE:
             for o in c.files:
                 self.outputs[o.path] = (o, c.version)
@@ -61,11 +83,15 @@ class _Walk:
             elif e.path in self.added and e.path not in self.holder:
                 self.expired[e.path] = c.version
 
-    def settle_by_state(self, live: Mapping[str, FileEntry]) -> None:
+    def settle_by_state(self, live: Mapping[str, FileEntry], removed: Mapping | None = None) -> None:
         """After the range, from the latest state instead of the commits (many followed)."""
         index = {s.path: f.path for f in live.values() for s in f.sources}
         for p in self.added:
             if p in self.expired or p in live:
+                continue
+            gone = (removed or {}).get(p)
+            if gone is not None and gone.restated:
+                self.aside[p] = set_aside_path(gone.restated, p)
                 continue
             o = index.get(p)
             if o is None:
@@ -96,13 +122,18 @@ def range_entries(log, commits: Iterable[Commit], complete: bool, pfilter: Parti
             for c in log.commits(w.end, latest):
                 w.follow(c, False)
         else:
-            w.settle_by_state(log.state().files)
+            state = log.state()
+            w.settle_by_state(state.files, state.removed)
     entries: list[tuple[FileEntry, int | None]] = []
     skipped: list[Skipped] = []
     partial: list[tuple[FileEntry, int, str]] = []
     delivered: set[str] = set()
     for p, (e, v) in w.added.items():
         o = w.holder.get(p)
+        if p in w.aside:
+            if pfilter is None or pfilter.matches(e.partition):
+                entries.append((_set_aside(storage, e, w.aside[p]), v))
+            continue
         if p in w.expired or o in w.dead:
             gone = w.expired[p] if p in w.expired else w.dead[o]  # type: ignore[index]
             if e.kind == KIND_DATA and (pfilter is None or pfilter.matches(e.partition)):
@@ -121,6 +152,20 @@ def range_entries(log, commits: Iterable[Commit], complete: bool, pfilter: Parti
         entries.extend(_originals(storage, partial, w.outputs, pfilter))
     skipped.sort(key=lambda s: s.path)
     return entries, tuple(skipped)
+
+
+def _set_aside(storage, e: FileEntry, aside: str) -> FileEntry:
+    """``e``, where a later restate left its bytes: set aside in the staging directory after the swap, in
+    place before it. Gone under both names (``trib clean``): refused, never answered without its records."""
+    if storage is None:
+        return replace(e, path=aside, staged=None)
+    where, there = storage.stat_many([aside, e.path])
+    if where is not None:
+        return replace(e, path=aside, staged=None)
+    if there is not None:
+        return e
+    raise CompactedAwayError(f"{e.path} was set aside by a later restatement and trib clean has deleted it: "
+                             "read a range that includes the restatement, from a job whose output mode is restate")
 
 
 def _covers(added: Mapping[str, tuple[FileEntry, int]], out: FileEntry) -> bool:

@@ -31,6 +31,7 @@ from tributary_read.table.manifest import KIND_DATA, Commit
 from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Table, Tracking
 from tributary_read.table.log import COMPACTED_MARKER
+from tributary_read.table.restate_swap import logical_path
 from tributary_read.table.renames import REPLACED_DIR, finish_renames
 from tributary_read.read.tracking import check_untracked, foreign, refuse_unmatched, refuse_untracked, written
 from tributary_read.read.window import TimeWindow
@@ -200,7 +201,8 @@ def _entry_files(commits_or_entries, pfilter: PartitionFilter | None, table: Tab
     out = []
     picked = []
     for e, v in commits_or_entries:
-        if e.kind != KIND_DATA or not is_visible(e.path.removeprefix(REPLACED_DIR + "/")):  # set aside: still data
+        # set aside by a compaction or a restate: still data
+        if e.kind != KIND_DATA or not is_visible(logical_path(e.path.removeprefix(REPLACED_DIR + "/"))):
             continue
         if pfilter is not None and not pfilter.matches(e.partition):
             continue

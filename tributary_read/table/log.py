@@ -9,16 +9,19 @@ transaction of app X" read one checkpoint plus fewer than N commits.
 from __future__ import annotations
 
 import json
+import posixpath
 import random
 import time
 import uuid
+import dataclasses
 from typing import Callable, Iterator, Sequence, Union
 
 from tributary_read.errors import AlreadyCommittedError, CommitConflictError, CommitStateUnknownError, FencedError, LogRetentionError, ManifestCorruptError, SettingsDriftError, StorageError, VerificationError
 from tributary_read.faults import wall_ms
 from tributary_read.table.docstore import DocumentSeries, DocumentStore
 from tributary_read.table.manifest import (
-    MAX_TIMESTAMP_MS, OP_APPEND, OP_EXPIRE, OP_REPLACE, Commit, FileEntry, Placement, Transaction, check_replace,
+    MAX_TIMESTAMP_MS, OP_APPEND, OP_EXPIRE, OP_REPLACE, OP_RESTATE, Commit, FileEntry, Placement, Restatement,
+    KIND_DATA, Transaction, check_replace, check_restate,
 )
 from tributary_read.table.placement import check_placement, pin
 from tributary_read.table.state import AppState, TableState, same_transaction
@@ -31,6 +34,9 @@ LAST_CHECKPOINT = f"{META_DIR}/_last_checkpoint"
 #: mtime readers judge compacted files by the span their names carry (read/visibility.py).
 #: One stat per windowed read spares tables that never compacted the per-name check.
 COMPACTED_MARKER = f"{META_DIR}/compacted"
+#: Created (if absent) by a table's first restate commit, before it is claimed: readers that go by
+#: listings and mtimes (not the log) must then not take a restated partition's new files for new data.
+RESTATED_MARKER = f"{META_DIR}/restated"
 #: ``<version>.json`` and ``<version>.checkpoint.json`` share the log directory.
 COMMITS = DocumentSeries(LOG_DIR)
 CHECKPOINTS = DocumentSeries(LOG_DIR, suffix=".checkpoint.json")
@@ -134,6 +140,31 @@ def _check_replace(added: tuple[FileEntry, ...], files: tuple[FileEntry, ...], s
         at = f" at version {gone.version}" if gone is not None else ""
         raise CommitConflictError(f"cannot replace {f.path}: {how}{at} (as of version {state.version}); "
                                   "nothing was committed, run the compaction again")
+
+
+def restatement(state: TableState, restated: Sequence[Restatement]
+                ) -> tuple[tuple[FileEntry, ...], tuple[Restatement, ...]]:
+    """What a restate of ``restated`` removes from ``state``: every data file in each partition's
+    directory, and each partition's records before, counted from those files.
+
+    Decided on the state the commit lands on, not the one the run read: a compaction of the
+    partition that landed meanwhile holds the same records in other files, and a restate that
+    named the files it read would leave the compacted copy beside the new files.
+    """
+    dirs = {r.directory for r in restated}
+    gone = tuple(f for f in state.files.values() if f.kind == KIND_DATA and posixpath.dirname(f.path) in dirs)
+    records: dict[str, int] = {}
+    for f in gone:
+        d = posixpath.dirname(f.path)
+        records[d] = records.get(d, 0) + f.records
+    return gone, tuple(dataclasses.replace(r, records_before=records.get(r.directory, 0)) for r in restated)
+
+
+def _check_restate(added: tuple[FileEntry, ...], gone: tuple[FileEntry, ...], now: tuple[Restatement, ...]) -> None:
+    try:
+        check_restate(added, gone, now)
+    except ValueError as e:
+        raise VerificationError(f"restatement refused, nothing committed: {e}") from None
 
 
 def _first_line(e: BaseException) -> str:
@@ -373,6 +404,7 @@ class ManifestLog:
         removed: Removals = (),
         claims: frozenset[str] | None = None,
         replace: bool = False,
+        restated: Sequence[Restatement] = (),
     ) -> Commit:
         """Append one commit, retrying on lost races.
 
@@ -403,6 +435,11 @@ class ManifestLog:
         slot tried, every file it removes must still be in the state: one that another
         compaction replaced or ``trib expire`` removed meanwhile makes this a conflict, so
         two compactions never both land and an expired partition is never resurrected.
+
+        ``restated``: a restate (``[output] mode = "restate"``): ``files`` are the complete new file
+        sets of these partitions, and the commit removes every data file each of them holds in the
+        state under the slot it lands on (a compaction of the partition meanwhile included), with
+        the records before counted from those files (:func:`restatement`).
         """
         base = self.latest_version() if base_version is None else base_version
         if self.settings is not None and not self.pinned:  # the table's first commit, or a log from before pins
@@ -410,12 +447,19 @@ class ManifestLog:
             self.pinned = True
         if replace:  # whoever commits a replace, the readers that need to know do
             self.storage.create_if_absent(COMPACTED_MARKER, b"{}\n")
+        if restated:
+            self.storage.create_if_absent(RESTATED_MARKER, b"{}\n")
         commit_id = new_commit_id(writer)
         deadline = time.monotonic() + timeout_s
         v, losses = base + 1, 0
         previous: Commit | None = None  # after a lost race: commit v - 1, the last one the race read
         while True:
-            gone = tuple(removed(self.state(v - 1)) if callable(removed) else removed)
+            now: tuple[Restatement, ...] = ()
+            if restated:
+                gone, now = restatement(self.state(v - 1), restated)
+                _check_restate(tuple(files), gone, now)
+            else:
+                gone = tuple(removed(self.state(v - 1)) if callable(removed) else removed)
             if replace:
                 _check_replace(tuple(files), gone, self.state(v - 1))
             # Against the commit this slot follows (a lost race has just read it; commits never change).
@@ -426,12 +470,14 @@ class ManifestLog:
                 monotonic_since=since,
                 files=tuple(files),
                 transaction=transaction,
-                operation=OP_REPLACE if replace else OP_EXPIRE if gone or callable(removed) else OP_APPEND,
+                operation=OP_RESTATE if restated else OP_REPLACE if replace else
+                OP_EXPIRE if gone or callable(removed) else OP_APPEND,
                 protocol=protocol,
                 writer=writer,
                 commit_id=commit_id,
                 removed=gone,
                 settings=self.settings,
+                restated=now,
             )
             winner = self._claim(commit)
             if winner is None:

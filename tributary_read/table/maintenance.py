@@ -24,6 +24,8 @@ from tributary_read.io.storage import STAGED_NAME, FileInfo, Unlisted
 from tributary_read.table.config import Table
 from tributary_read.table.manifest import DEAD_LETTER_DIR
 from tributary_read.table.names import WRITTEN_NAME
+from tributary_read.table.renames import removal_locations
+from tributary_read.table.restate_swap import is_marker_name
 
 #: ``_tributary/`` is trib's namespace: the table's own files (table.json, its
 #: pinned placement, the log, its checkpoint pointer) and one directory per kind
@@ -33,7 +35,7 @@ from tributary_read.table.names import WRITTEN_NAME
 #: ``_tributary/`` is reported. The dead-letter directory is the exception: its
 #: files are data, committed like any other, so an unreferenced one is an orphan.
 _METADATA = re.compile(
-    rf"^{META_DIR}/(table\.json|placement\.json|_last_checkpoint|compacted|log/[0-9]{{20}}(\.checkpoint)?\.json"
+    rf"^{META_DIR}/(table\.json|placement\.json|_last_checkpoint|compacted|restated|log/[0-9]{{20}}(\.checkpoint)?\.json"
     rf"|(?!{DEAD_LETTER_DIR[len(META_DIR) + 1:]}/|log/)[^/]+/.+)$")
 
 
@@ -124,7 +126,7 @@ def verify(table: Table, marker: str | None = None) -> VerifyReport:
     untracked: list[FileInfo] = []
     removed: list[FileInfo] = []
     markers: list[FileInfo] = []
-    gone = {p for r in state.removed.values() for p in (r.entry.path, r.entry.staged) if p}
+    gone = {p for r in state.removed.values() for p in removal_locations(r)}
     for r in state.removed.values():
         if r.by is not None and r.entry.path in listed and r.entry.path not in referenced:
             # A compaction committed, then stopped before setting it aside: directory readers count it twice.
@@ -136,7 +138,7 @@ def verify(table: Table, marker: str | None = None) -> VerifyReport:
         if path in gone:
             removed.append(f)  # deleted by `trib clean`/`trib expire` once past the grace
             continue
-        if marker is not None and path.rpartition("/")[2] == marker:
+        if marker is not None and path.rpartition("/")[2] == marker or is_marker_name(path.rpartition("/")[2]):
             markers.append(f)
             continue
         (orphans if _is_trib_written(path) else untracked).append(f)

@@ -8,6 +8,7 @@ would silently drop or duplicate data downstream.
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -20,8 +21,11 @@ FORMAT_VERSION = 1
 #: A trib from before compaction reads only version 1, so it refuses such a table
 #: ("upgrade trib") instead of reading the originals and their compacted copy both.
 REPLACE_FORMAT_VERSION = 2
-#: Versions this build can read. Writers write FORMAT_VERSION, or REPLACE_FORMAT_VERSION where it applies.
-READABLE_VERSIONS = frozenset({1, 2})
+#: The version of a restate commit, and of a checkpoint that remembers files a restate removed. A trib
+#: from before restatement would take a restate's files for new data, or miss that records changed.
+RESTATE_FORMAT_VERSION = 3
+#: Versions this build can read. Writers write FORMAT_VERSION, or the version of the operation where it applies.
+READABLE_VERSIONS = frozenset({1, 2, 3})
 
 KIND_DATA = "data"
 #: 9999-12-31T23:59:59.999Z, the last instant Python's datetime can show.
@@ -39,7 +43,12 @@ OP_EXPIRE = "expire"
 #: files they replace, records in = records out per partition. Readers of new data skip it:
 #: its records were delivered when their original files were committed.
 OP_REPLACE = "replace"
-OPERATIONS = (OP_APPEND, OP_EXPIRE, OP_REPLACE)
+#: Recomputes whole partitions (``[output] mode = "restate"``): adds each restated partition's new
+#: complete file set and removes every file it had, as one commit; unlike a replace, the records
+#: may change (late data corrected an aggregate). Readers of new data must not take it for an
+#: append, nor skip it like a compaction (tributary_read/read/changes.py).
+OP_RESTATE = "restate"
+OPERATIONS = (OP_APPEND, OP_EXPIRE, OP_REPLACE, OP_RESTATE)
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,39 @@ class SourceFile:
                 or not (mtime is None or _is_count(mtime)):
             raise ValueError("sources need a version >= 1 and non-negative records and mtime_ms")
         return cls(safe_relpath(d["path"]), version, records, mtime)
+
+
+@dataclass(frozen=True)
+class Restatement:
+    """One partition a restate commit recomputed.
+
+    The new files are written under ``staging``, a hidden sibling of the partition's
+    ``directory`` (``base/2026_11_28/.06.r42`` beside ``base/2026_11_28/06``), and
+    committed as ``directory/NAME`` with ``staged`` = ``staging/NAME``. After the
+    commit the two directories swap in one step (table/restate_swap.py), so a directory
+    reader lists the old partition or the new one, never both, never neither; ``staging``
+    then holds the old files, set aside for readers behind the restate until ``trib clean``.
+    """
+
+    partition: Mapping[str, str] = field(hash=False)
+    directory: str
+    staging: str
+    records_before: int
+    records_after: int
+
+    def to_json(self) -> dict:
+        return {"partition": dict(self.partition), "directory": self.directory, "staging": self.staging,
+                "records_before": self.records_before, "records_after": self.records_after}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> Restatement:
+        part = d["partition"]
+        if not isinstance(part, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in part.items()):
+            raise ValueError("restated.partition must map strings to strings")
+        before, after = d["records_before"], d["records_after"]
+        if not _is_count(before) or not _is_count(after):
+            raise ValueError("restated records must be non-negative integers")
+        return cls(part, safe_relpath(d["directory"]), safe_relpath(d["staging"]), before, after)
 
 
 @dataclass(frozen=True)
@@ -229,6 +271,8 @@ class Commit:
     #: The table's layout and format the files were written with (table/placement.py).
     #: None: a writer from before commits recorded them.
     settings: Placement | None = None
+    #: ``restate`` only: the partitions it recomputed (:class:`Restatement`).
+    restated: tuple[Restatement, ...] = ()
 
     @property
     def records(self) -> int:
@@ -247,7 +291,8 @@ class Commit:
     def to_json(self) -> dict:
         d: dict[str, Any] = {
             "format": FORMAT,
-            "format_version": REPLACE_FORMAT_VERSION if self.operation == OP_REPLACE else FORMAT_VERSION,
+            "format_version": {OP_REPLACE: REPLACE_FORMAT_VERSION,
+                               OP_RESTATE: RESTATE_FORMAT_VERSION}.get(self.operation, FORMAT_VERSION),
             "version": self.version,
             "timestamp_ms": self.timestamp_ms,
             "operation": self.operation,
@@ -260,10 +305,12 @@ class Commit:
             d["writer"] = self.writer
         if self.commit_id:
             d["commit_id"] = self.commit_id
-        if self.operation in (OP_EXPIRE, OP_REPLACE):
+        if self.operation in (OP_EXPIRE, OP_REPLACE, OP_RESTATE):
             d["removed"] = [f.to_json() for f in self.removed]
         if self.operation == OP_REPLACE:
             d["replaces"] = list(self.replaces)
+        if self.operation == OP_RESTATE:
+            d["restated"] = [r.to_json() for r in self.restated]
         if self.monotonic_since is not None:
             d["monotonic_since"] = self.monotonic_since
         if self.settings is not None:
@@ -293,6 +340,7 @@ class Commit:
                 removed=tuple(FileEntry.from_json(f) for f in _objects(d.get("removed", []), "removed")),
                 monotonic_since=d.get("monotonic_since"),
                 settings=Placement.from_json(d["settings"]) if "settings" in d else None,
+                restated=tuple(Restatement.from_json(r) for r in _objects(d.get("restated", []), "restated")),
             )
             if not _is_count(commit.version) or not _is_count(commit.timestamp_ms):
                 raise ValueError("version and timestamp_ms must be non-negative integers")
@@ -315,6 +363,10 @@ class Commit:
                     raise ValueError("a replace commit carries no transaction")
             elif any(f.sources for f in commit.files):
                 raise ValueError("only a replace commit adds compacted files")
+            if commit.operation == OP_RESTATE:
+                check_restate(commit.files, commit.removed, commit.restated)
+            elif commit.restated:
+                raise ValueError("only a restate commit restates partitions")
         except (KeyError, TypeError, ValueError, InvalidInputError) as e:
             raise ManifestCorruptError(f"corrupt commit {where}: {_reason(e)}") from None
         if expect_version is not None and commit.version != expect_version:
@@ -349,6 +401,51 @@ def check_replace(added: tuple[FileEntry, ...], removed: tuple[FileEntry, ...]) 
     held = {s.path for f in removed for s in f.sources} | {f.path for f in removed if not f.sources}
     if held != set(originals):
         raise ValueError("the files a replace commit adds must name exactly the originals of those it removes")
+
+
+def check_restate(added: tuple[FileEntry, ...], removed: tuple[FileEntry, ...],
+                  restated: tuple[Restatement, ...]) -> None:
+    """A restate's files are exactly its partitions' before and after: every file it adds is staged in
+    its partition's staging directory, every file it removes lies in its partition's directory, and
+    each partition's record counts match its files. ValueError otherwise.
+
+    Checked by the committer and by every reader, so a restate can neither leave a stray file of
+    another partition in the table nor misreport what it changed (the run report and the readers
+    downstream say "records before / after" from these counts).
+    """
+    if not restated:
+        raise ValueError("a restate commit restates at least one partition")
+    by_part: dict[tuple, Restatement] = {}
+    for r in restated:
+        key = tuple(sorted(r.partition.items()))
+        if key in by_part:
+            raise ValueError(f"a restate commit names partition {_spec(key)} twice")
+        if posixpath.dirname(r.staging) != posixpath.dirname(r.directory) \
+                or not posixpath.basename(r.staging).startswith("."):
+            raise ValueError(f"restated {_spec(key)}: staging {r.staging} is not a hidden sibling of {r.directory}")
+        by_part[key] = r
+    counts = {key: [0, 0] for key in by_part}
+    for sign, files in ((0, added), (1, removed)):
+        for f in files:
+            key = tuple(sorted(f.partition.items()))
+            if key not in by_part:
+                raise ValueError(f"{f.path} is not in a partition the restate commit restates")
+            r = by_part[key]
+            if f.kind != KIND_DATA or (sign == 0 and f.sources):  # it may remove a compacted file, not add one
+                raise ValueError(f"a restate commit adds and removes only data files, not {f.path}")
+            if posixpath.dirname(f.path) != r.directory:
+                raise ValueError(f"{f.path} is not in {r.directory}, the directory of {_spec(key)}")
+            if sign == 0 and f.staged != posixpath.join(r.staging, posixpath.basename(f.path)):
+                raise ValueError(f"{f.path} must be staged in {r.staging}")
+            counts[key][sign] += f.records
+    for key, r in by_part.items():
+        if counts[key] != [r.records_after, r.records_before]:
+            raise ValueError(f"restated {_spec(key)} says {r.records_before} -> {r.records_after} records, "
+                             f"its files {counts[key][1]} -> {counts[key][0]}")
+
+
+def _spec(key: tuple) -> str:
+    return "/".join(f"{k}={v}" for k, v in key) or "the table"
 
 
 def load_document(data: bytes, where: str) -> dict:

@@ -19,6 +19,7 @@ leaving the original visible beside its compacted copy (docs/compaction.md,
 
 from __future__ import annotations
 
+import posixpath
 from typing import Sequence
 
 from tributary_read.errors import StorageError, VerificationError
@@ -42,6 +43,16 @@ def replaced_path(path: str) -> str:
 def locations(f: FileEntry) -> tuple[str, ...]:
     """Every name a committed file's bytes may have: final, staged, set aside by a compaction."""
     return tuple(p for p in (f.path, f.staged, replaced_path(f.path)) if p)
+
+
+def removal_locations(r) -> tuple[str, ...]:
+    """Every name the bytes of a removed file (a :class:`~tributary_read.table.state.Removal`) may have:
+    :func:`locations`, and where a restate's swap set it aside."""
+    if r.restated is None:
+        return locations(r.entry)
+    from tributary_read.table.restate_swap import set_aside_path
+
+    return (*locations(r.entry), set_aside_path(r.restated, r.entry.path))
 
 
 def finish_compactions(table: Table, state, outputs: Sequence[FileEntry] | None = None, *,
@@ -136,8 +147,10 @@ REMOTE_RENAMES = 16
 
 
 def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
-    """Rename committed-but-still-hidden files to their visible names; idempotent."""
+    """Rename committed-but-still-hidden files to their visible names; idempotent. A restate's files
+    move with their whole partition, in one directory swap (:mod:`~tributary_read.table.restate_swap`)."""
     st = table.storage
+    done_paths: list[str] = []
 
     def one(f: FileEntry) -> str | None:
         # file_exists: each commit's files are looked at under both names; on S3 a look that finds
@@ -157,6 +170,15 @@ def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
         return f.path
 
     staged = [f for f in files if f.staged]
+    if any(posixpath.dirname(f.staged or "") != posixpath.dirname(f.path) for f in staged):
+        from tributary_read.table.restate_swap import restaged, swap
+
+        groups = restaged(staged)
+        for (directory, staging), members in groups.items():  # a restated partition moves in whole, never a file
+            if swap(table, directory, staging):
+                done_paths.extend(f.path for f in members)
+        moved = {f.path for fs in groups.values() for f in fs}
+        staged = [f for f in staged if f.path not in moved]
     if len(staged) > 1 and st.capabilities.remote:
         from concurrent.futures import ThreadPoolExecutor
 
@@ -164,7 +186,7 @@ def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
             done = list(pool.map(one, staged))
     else:
         done = [one(f) for f in staged]
-    return [p for p in done if p is not None]
+    return done_paths + [p for p in done if p is not None]
 
 
 def finish_renames(table: Table, entries) -> dict[str, str]:

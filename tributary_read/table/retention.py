@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError, ManifestCorruptError
 from tributary_read.table.log import CHECKPOINTS, COMMITS, LAST_CHECKPOINT, LOG_DIR, META_DIR, checkpoint_path, commit_path
-from tributary_read.table.renames import REPLACED_DIR, locations, replaced_path
+from tributary_read.table.renames import REPLACED_DIR, removal_locations, replaced_path
+from tributary_read.table.restate_swap import is_staging_name, marker
 from tributary_read.table.state import REMOVAL_MEMORY_MS, TableState
 from tributary_read.table.manifest import KIND_DATA, FileEntry
 from tributary_read.io.storage import FileInfo, Storage
@@ -191,10 +192,12 @@ def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
     for r in sorted(state.removed.values(), key=lambda r: r.entry.path):
         if r.timestamp_ms > now - grace_ms:
             continue
-        if r.by is not None and (pending is None or r.timestamp_ms > now - table.config.compact.retention_ms
-                                 or any(p in pending for p in locations(r.entry))):
+        # replaced or restated: the bytes are data for readers behind the commit, kept like a compaction's
+        if (r.by is not None or r.restated is not None) and (
+                pending is None or r.timestamp_ms > now - table.config.compact.retention_ms
+                or any(p in pending for p in removal_locations(r))):
             continue
-        for p in locations(r.entry):
+        for p in removal_locations(r):
             if p not in live:
                 info = storage.info(p)
                 if info is not None and not info.is_dir and not storage.links([p]):
@@ -205,7 +208,13 @@ def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
     if not dry_run:
         for v in victims:
             storage.delete(v.path)
-        for d in sorted({posixpath.dirname(v.path) for v in victims}, reverse=True):
+        dirs = {posixpath.dirname(v.path) for v in victims}
+        for d in dirs:  # a restate's set-aside directory whose files are all gone: its marker goes too
+            if is_staging_name(posixpath.basename(d)):
+                left = storage.list(d, recursive=False)
+                if [f.path.rpartition("/")[2] for f in left] == [marker(d)]:
+                    storage.delete(posixpath.join(d, marker(d)))
+        for d in sorted(dirs, reverse=True):
             _remove_empty_dirs(storage, d)
     return victims
 

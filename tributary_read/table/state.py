@@ -4,7 +4,8 @@ A checkpoint is this state written down; a reader gets it from the newest
 checkpoint plus the commits after it (:class:`tributary_read.table.log.ManifestLog`).
 Applying commits is the one place that decides what a commit does to the table:
 an append adds files, an expire removes them, a replace swaps files for their
-compacted copy without changing data.
+compacted copy without changing data, a restate swaps whole
+partitions' files for their recomputed ones.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Mapping
 from tributary_read.errors import ManifestCorruptError
 from tributary_read.table.docstore import header
 from tributary_read.table.manifest import (
-    OP_REPLACE, REPLACE_FORMAT_VERSION, Commit, FileEntry, Placement, Transaction, load_document,
+    OP_REPLACE, OP_RESTATE, REPLACE_FORMAT_VERSION, RESTATE_FORMAT_VERSION, Commit, FileEntry, Placement, Transaction,
+    load_document,
 )
 
 #: How long the state (and so every checkpoint) remembers a removed file, counted
@@ -76,17 +78,22 @@ class Removal:
 
     ``by``: replaced, not expired: the compacted file that took its records. Its
     bytes are still data a reader behind the replace may need (docs/compaction.md).
+    ``restated``: removed by a restate, whose swap set it aside in this directory (the
+    partition's staging directory, :class:`~tributary_read.table.manifest.Restatement`).
     """
 
     version: int
     timestamp_ms: int
     entry: FileEntry
     by: str | None = None
+    restated: str | None = None
 
     def to_json(self) -> dict:
         d = {"version": self.version, "timestamp_ms": self.timestamp_ms, "file": self.entry.to_json()}
         if self.by is not None:
             d["by"] = self.by
+        if self.restated is not None:
+            d["restated"] = self.restated
         return d
 
 
@@ -135,6 +142,7 @@ class TableState:
                 added[f.path] = c.version
                 removed.pop(f.path, None)
             holder = {s.path: f.path for f in c.files for s in f.sources} if c.operation == OP_REPLACE else {}
+            aside = {r.directory: r.staging for r in c.restated} if c.operation == OP_RESTATE else {}
             for f in c.removed:
                 gone = files.pop(f.path, None)
                 added.pop(f.path, None)
@@ -142,7 +150,8 @@ class TableState:
                     # A replaced compacted file names the originals; the first one's holder is the file's.
                     by = holder.get(f.path) or (holder.get(f.sources[0].path) if f.sources else None)
                     removed[f.path] = Removal(c.version, c.timestamp_ms, gone,
-                                              by if c.operation == OP_REPLACE else None)
+                                              by if c.operation == OP_REPLACE else None,
+                                              aside.get(f.path.rpartition("/")[0]))
             if c.transaction is not None:
                 prev = apps.get(c.transaction.app_id)
                 apps[c.transaction.app_id] = (prev.after(c.version, c.transaction) if prev is not None else
@@ -156,10 +165,16 @@ class TableState:
         """Whether the state holds compacted files or remembers replaced ones (its checkpoint is version 2)."""
         return any(f.sources for f in self.files.values()) or any(r.by for r in self.removed.values())
 
+    @property
+    def restated(self) -> bool:
+        """Whether the state remembers files a restate removed (its checkpoint is version 3)."""
+        return any(r.restated for r in self.removed.values())
+
     def to_json(self) -> dict:
+        version = RESTATE_FORMAT_VERSION if self.restated else REPLACE_FORMAT_VERSION if self.compacted else None
         return {
             **header("checkpoint"),
-            **({"format_version": REPLACE_FORMAT_VERSION} if self.compacted else {}),
+            **({"format_version": version} if version else {}),
             "version": self.version,
             "files": [f.to_json() for f in self.files.values()],
             "apps": {a: s.to_json() for a, s in self.apps.items()},
@@ -180,10 +195,10 @@ class TableState:
             removed = {}
             for r in d.get("removed", []):
                 e = FileEntry.from_json(r["file"])
-                by = r.get("by")
-                if by is not None and not isinstance(by, str):
-                    raise ValueError("removed.by must be a path")
-                removed[e.path] = Removal(int(r["version"]), int(r["timestamp_ms"]), e, by)
+                by, aside = r.get("by"), r.get("restated")
+                if by is not None and not isinstance(by, str) or aside is not None and not isinstance(aside, str):
+                    raise ValueError("removed.by and removed.restated must be paths")
+                removed[e.path] = Removal(int(r["version"]), int(r["timestamp_ms"]), e, by, aside)
             added = {}
             for pair in d.get("added", []):
                 p, v = pair

@@ -1,0 +1,213 @@
+"""The restate commit: whole partitions recomputed as one commit, swapped into place in one step.
+
+Real local files throughout. What must hold: the commit removes exactly the partition's files in the
+state it lands on (a compaction meanwhile included) and counts its records before and after; every
+reader of the log reads it back the same way (commit, state, checkpoint); a directory reader lists
+the old partition or the new one, never both, whoever finishes the swap and however often; a reader
+of new data never takes a restate's files for appended records, and a reader behind it still gets
+the records its range added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import pytest
+
+from helpers import LAYOUT, PARTITION
+from tributary_read.errors import InvalidInputError, ManifestCorruptError, RestatedInputError, StorageError, \
+    VerificationError
+from tributary_read.io.memory import MemoryStorage
+from tributary_read.read.resolve import manifest_files
+from tributary_read.table.config import Table, TableConfig
+from tributary_read.table.layout import Layout
+from tributary_read.table.log import commit_path
+from tributary_read.table.manifest import OP_RESTATE, Commit, FileEntry, Restatement, Transaction
+from tributary_read.table.renames import roll_forward
+from tributary_read.table.restate_swap import check_storage, durable_paths, finish_restate, prepare, staging_dir
+from tributary_read.table.state import TableState
+
+pytestmark = pytest.mark.unit
+
+P1, P2 = "2026_11_28/06", "2026_11_28/07"
+
+
+def _table(tmp_path, interval: int = 100) -> Table:
+    return Table.create(str(tmp_path / "t"), TableConfig(Layout(LAYOUT, PARTITION), checkpoint_interval=interval))
+
+
+def _part(d: str) -> dict:
+    day, hour = d.split("/")
+    return {"dt": day.replace("_", "") + hour}
+
+
+def _append(t: Table, d: str, name: str, lines: int, app: str = "writer", offset: int = 0) -> FileEntry:
+    path = f"{d}/{name}"
+    t.storage.makedirs(d)
+    t.storage.write(path, b"".join(b'{"n":%d}\n' % i for i in range(lines)))
+    e = FileEntry(path, t.storage.info(path).size, lines, _part(d))
+    t.log.commit([e], Transaction(app, {"src": offset}))
+    return e
+
+
+def _restate(t: Table, parts: dict[str, int], run: str = "r1", app: str = "etl:job", at: int = 1) -> Commit:
+    """Stage a new file of ``lines`` records in each partition's staging directory, commit the restate."""
+    files, restated = [], []
+    for d, lines in parts.items():
+        staging = staging_dir(d, run)
+        prepare(t.storage, staging)
+        name = f"part-{run}.jsonl"
+        t.storage.write(f"{staging}/{name}", b"".join(b'{"new":%d}\n' % i for i in range(lines)))
+        files.append(FileEntry(f"{d}/{name}", t.storage.info(f"{staging}/{name}").size, lines, _part(d),
+                               staged=f"{staging}/{name}"))
+        restated.append(Restatement(_part(d), d, staging, 0, lines))
+    t.storage.sync_many(durable_paths(files))
+    return t.log.commit(files, Transaction(app, {"schedule": at}), restated=restated)
+
+
+def _visible(t: Table, d: str) -> list[str]:
+    """What a directory reader lists in partition ``d``: names not starting with '.' or '_'."""
+    full = t.storage.abspath(d)
+    return sorted(n for n in os.listdir(full) if not n.startswith((".", "_"))) if os.path.isdir(full) else []
+
+
+def test_a_restate_removes_the_partitions_files_counts_both_sides_and_reads_back_alike(tmp_path):
+    t = _table(tmp_path, interval=3)
+    a = _append(t, P1, "a.jsonl", 3)
+    b = _append(t, P1, "b.jsonl", 4, offset=1)
+    other = _append(t, P2, "c.jsonl", 5, offset=2)
+    c = _restate(t, {P1: 9})
+    assert c.operation == OP_RESTATE and {f.path for f in c.removed} == {a.path, b.path}
+    (r,) = c.restated
+    assert (r.records_before, r.records_after) == (7, 9)
+    raw = json.loads(t.storage.read(commit_path(c.version)))
+    assert raw["format_version"] == 3 and raw["restated"][0]["records_before"] == 7
+    assert t.log.read_commit(c.version) == c
+    state = t.log.state()
+    assert set(state.files) == {other.path, f"{P1}/part-r1.jsonl"}
+    assert state.removed[a.path].restated == r.staging
+    # The checkpoint (interval 3: written at version 3; force one at the restate too) says the same.
+    cp = TableState.from_json(json.dumps(state.to_json()).encode(), "checkpoint")
+    assert cp.removed[a.path].restated == r.staging and set(cp.files) == set(state.files)
+    assert state.to_json()["format_version"] == 3
+
+
+def test_the_swap_shows_directory_readers_the_old_or_the_new_partition_once(tmp_path):
+    t = _table(tmp_path)
+    _append(t, P1, "a.jsonl", 3)
+    _append(t, P1, "b.jsonl", 4, offset=1)
+    c = _restate(t, {P1: 9, P2: 2})  # P2 is new: its staging directory is renamed into place
+    assert _visible(t, P1) == ["a.jsonl", "b.jsonl"] and _visible(t, P2) == []  # committed, not swapped yet
+    assert sorted(finish_restate(t, c)) == [P1, P2]
+    assert _visible(t, P1) == ["part-r1.jsonl"] and _visible(t, P2) == ["part-r1.jsonl"]
+    staging = c.restated[0].staging
+    assert sorted(n for n in os.listdir(t.storage.abspath(staging)) if not n.startswith(".")) == ["a.jsonl", "b.jsonl"]
+    assert finish_restate(t, c) == [] and roll_forward(t, c.files) == []  # done once, never swapped back
+    assert _visible(t, P1) == ["part-r1.jsonl"]
+
+
+def test_two_processes_finishing_the_same_swap_make_it_once(tmp_path):
+    t = _table(tmp_path)
+    _append(t, P1, "a.jsonl", 3)
+    c = _restate(t, {P1: 2})
+    results: list = []
+    barrier = threading.Barrier(8)
+
+    def finish():
+        other = Table.load(t.uri)  # each its own table object, as separate readers have
+        barrier.wait()
+        results.append(roll_forward(other, c.files))
+
+    threads = [threading.Thread(target=finish) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(map(len, results)) == [0] * 7 + [1]
+    assert _visible(t, P1) == ["part-r1.jsonl"]
+
+
+def test_the_restate_removes_what_the_state_holds_when_it_lands_a_compaction_meanwhile_included(tmp_path):
+    t = _table(tmp_path)
+    a = _append(t, P1, "a.jsonl", 3)
+    b = _append(t, P1, "b.jsonl", 4, offset=1)
+    # A compaction lands between the restate's read and its commit: the restate removes its output.
+    from tributary_read.table.manifest import SourceFile
+
+    t.storage.write(f"{P1}/m.jsonl", t.storage.read(a.path) + t.storage.read(b.path))
+    merged = FileEntry(f"{P1}/m.jsonl", a.size + b.size, 7, _part(P1),
+                       sources=(SourceFile(a.path, 1, 3), SourceFile(b.path, 2, 4)))
+    t.log.commit([merged], removed=[a, b], replace=True)
+    c = _restate(t, {P1: 5})
+    assert [f.path for f in c.removed] == [merged.path] and c.restated[0].records_before == 7
+
+
+def test_a_restate_that_would_leave_a_stray_file_is_refused_and_commits_nothing(tmp_path):
+    t = _table(tmp_path)
+    _append(t, P1, "a.jsonl", 3)
+    staging = staging_dir(P1, "bad")
+    prepare(t.storage, staging)
+    t.storage.write(f"{staging}/x.jsonl", b"{}\n")
+    stray = FileEntry(f"{P2}/x.jsonl", 3, 1, _part(P2), staged=f"{staging}/x.jsonl")  # P2 is not restated
+    with pytest.raises(VerificationError, match="not in a partition the restate commit restates"):
+        t.log.commit([stray], Transaction("etl:job", {"schedule": 1}),
+                     restated=[Restatement(_part(P1), P1, staging, 0, 1)])
+    assert t.log.latest_version() == 1
+
+
+def test_a_corrupt_restate_commit_is_refused_by_every_reader(tmp_path):
+    t = _table(tmp_path)
+    _append(t, P1, "a.jsonl", 3)
+    c = _restate(t, {P1: 2})
+    raw = json.loads(t.storage.read(commit_path(c.version)))
+    raw["restated"][0]["records_after"] = 3  # its files hold 2
+    with pytest.raises(ManifestCorruptError, match="says 3 -> 3 records, its files 3 -> 2"):
+        Commit.decode(json.dumps(raw).encode(), "x")
+    raw["restated"][0]["records_after"] = 2
+    raw["operation"] = "append"  # a restate's partitions on another operation
+    with pytest.raises(ManifestCorruptError):
+        Commit.decode(json.dumps(raw).encode(), "x")
+
+
+def test_a_reader_of_new_data_is_refused_at_a_restate_and_a_reader_behind_it_gets_its_records(tmp_path):
+    t = _table(tmp_path)
+    a = _append(t, P1, "a.jsonl", 3)  # v1
+    b = _append(t, P1, "b.jsonl", 4, offset=1)  # v2
+    c = _restate(t, {P1: 9})  # v3
+    with pytest.raises(RestatedInputError, match="version 3 restates 1 partition"):
+        manifest_files(t, 1, 3)
+    # Versions 1..2, before the swap: the old files where they are; after it: where the swap set them aside.
+    before = manifest_files(t, 0, 2)
+    assert sorted(f.path.rpartition("/")[0].rpartition("/")[2] + "/" + os.path.basename(f.path)
+                  for f in before.files) == ["06/a.jsonl", "06/b.jsonl"]
+    finish_restate(t, c)
+    after = manifest_files(t, 1, 2)
+    (f,) = after.files
+    assert c.restated[0].staging in f.path and f.path.endswith("b.jsonl")
+    # The whole table, from the start: the current partitions, the restate's files once.
+    assert sorted(os.path.basename(x.path) for x in manifest_files(t).files) == ["part-r1.jsonl"]
+
+
+def test_a_store_that_cannot_swap_directories_refuses_a_restate(tmp_path):
+    st = MemoryStorage("memory://restate-test")
+    with pytest.raises(InvalidInputError, match="swaps two directories in one step"):
+        check_storage(st)
+    with pytest.raises(StorageError, match="cannot swap two directories"):
+        st.exchange_dirs("a", "b")
+
+
+def test_verify_knows_the_set_aside_files_and_the_markers_and_waits_for_a_pending_swap(tmp_path):
+    from tributary_read.table.maintenance import verify
+
+    t = _table(tmp_path)
+    _append(t, P1, "part-20261128060000-0000abcd-000001.jsonl", 3)
+    c = _restate(t, {P1: 2})
+    pending = verify(t)
+    assert [p.problem for p in pending.problems] == ["pending_roll_forward"]  # committed, not swapped yet
+    finish_restate(t, c)
+    report = verify(t)
+    assert report.ok and not report.orphans and not report.untracked, report.to_json()
+    assert [os.path.basename(f.path) for f in report.removed] == ["part-20261128060000-0000abcd-000001.jsonl"]
+    assert [os.path.basename(f.path) for f in report.markers] == [".trib-06.restate-r1"]
