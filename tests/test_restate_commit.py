@@ -211,3 +211,19 @@ def test_verify_knows_the_set_aside_files_and_the_markers_and_waits_for_a_pendin
     assert report.ok and not report.orphans and not report.untracked, report.to_json()
     assert [os.path.basename(f.path) for f in report.removed] == ["part-20261128060000-0000abcd-000001.jsonl"]
     assert [os.path.basename(f.path) for f in report.markers] == [".trib-06.restate-r1"]
+
+
+def test_the_cli_refuses_a_version_range_a_window_and_a_consumer_over_a_restate_in_one_line(tmp_path):
+    from conftest import run_trib
+
+    t = _table(tmp_path)
+    _append(t, P1, "a.jsonl", 3)
+    first = run_trib("files", t.uri, "--consumer", "late", "--json", check=True)  # delivered version 1
+    run_trib("consumer", "ack", t.uri, "late", json.loads(first.stdout)["plan_id"], check=True)
+    finish_restate(t, _restate(t, {P1: 2}))
+    for args in (("--mode", "manifest", "--since-version", "1"),
+                 ("--mode", "mtime", "--start", "2000-01-01T00:00:00Z", "--end", "2100-01-01T00:00:00Z"),
+                 ("--consumer", "late")):
+        p = run_trib("files", t.uri, *args)
+        assert p.returncode == 3, (args, p.stdout, p.stderr)
+        assert "restate" in p.stderr and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr

@@ -73,8 +73,9 @@ from tributary_read.read.resolve import Source
 from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Tracking
 from tributary_read.table.docstore import DocumentSeries, DocumentStore
-from tributary_read.table.log import COMPACTED_MARKER
+from tributary_read.table.log import COMPACTED_MARKER, RESTATED_MARKER
 from tributary_read.table.renames import replaced_path
+from tributary_read.table.restate_swap import set_aside_path
 
 __all__ = ["AckResult", "Consumer", "ConsumerState", "Plan", "ResetResult", "ResetTarget", "check_name", "list_consumers",
            "CONSUMER_MODES", "CONSUMERS_DIR", "DEFAULT_LOOKBACK_MS", "DEFAULT_FULL_SCAN_EVERY_MS"]
@@ -336,14 +337,17 @@ class Consumer(Moves):
         its paths not. ``trib clean`` keeps them while the plan is pending.
         """
         table = self.source.table
-        if table is None or not p.files or not table.storage.exists(COMPACTED_MARKER):
-            return p  # a table that never compacted: no state to read
-        replaced = {path for path, r in table.log.state().removed.items() if r.by is not None}
-        moved = [f for f in p.files if f.path in replaced]
+        if table is None or not p.files or not (table.storage.exists(COMPACTED_MARKER)
+                                                or table.storage.exists(RESTATED_MARKER)):
+            return p  # a table that never compacted nor restated: no state to read
+        # set aside by a compaction, or by a restate's swap (a plan made before the restate landed)
+        aside = {path: replaced_path(path) if r.restated is None else set_aside_path(r.restated, path)
+                 for path, r in table.log.state().removed.items() if r.by is not None or r.restated is not None}
+        moved = [f for f in p.files if f.path in aside]
         if not moved:
             return p
-        found = table.storage.stat_many([replaced_path(f.path) for f in moved])
-        where = {f.path: replaced_path(f.path) for f, info in zip(moved, found) if info is not None}
+        found = table.storage.stat_many([aside[f.path] for f in moved])
+        where = {f.path: aside[f.path] for f, info in zip(moved, found) if info is not None}
         return replace(p, files=tuple(replace(f, path=where.get(f.path, f.path)) for f in p.files))
 
     def _refuse(self, p: Plan, opts: PlanOptions) -> Plan:

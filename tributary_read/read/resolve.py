@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from tributary_read.errors import InvalidInputError, LogRetentionError, NoSuchTableError
+from tributary_read.errors import InvalidInputError, LogRetentionError, NoSuchTableError, RestatedInputError
 from tributary_read.table.layout import Layout, default_partition
 from tributary_read.read.listing import DirectoryLister, Progress, Skipped, gc_paused, scan
 from tributary_read.read.partition_filter import PartitionFilter
@@ -30,7 +30,7 @@ from tributary_read.read.changes import range_entries
 from tributary_read.table.manifest import KIND_DATA, Commit
 from tributary_read.io.storage import Storage, open_storage
 from tributary_read.table.config import Table, Tracking
-from tributary_read.table.log import COMPACTED_MARKER
+from tributary_read.table.log import COMPACTED_MARKER, RESTATED_MARKER
 from tributary_read.table.restate_swap import logical_path
 from tributary_read.table.renames import REPLACED_DIR, finish_renames
 from tributary_read.read.tracking import check_untracked, foreign, refuse_unmatched, refuse_untracked, written
@@ -336,6 +336,10 @@ def mtime_files(source: Source | Table | str, window: TimeWindow | None = None,
     consumers (:mod:`tributary_read.consumer`) deliver those too.
     """
     src = Source.of(source)
+    if window is not None and src.table is not None and src.storage.exists(RESTATED_MARKER):
+        # A restated partition's new files carry fresh mtimes and every record of the partition.
+        raise RestatedInputError(f"{src.uri} has restated partitions: a window of mtimes would read each of their "
+                                 "records again; read this table from a job whose output mode is restate")
     with gc_paused():
         spans = window is not None and src.table is not None and src.storage.exists(COMPACTED_MARKER)
         listing = scan(src.storage, src.layout, window=window, partitions=partitions,
