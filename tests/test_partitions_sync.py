@@ -392,3 +392,42 @@ def test_state_file(hive_services, hive_table, tmp_path):
     assert doc["kind"] == "hive-sync" and doc["hive_table"] == str(name)
     loc, files, size, mtime = doc["partitions"]["dt=2024010100"]
     assert loc == f"file://{root}/2024_01_01/00" and files == 1 and size == len("h0 line 0\n") and mtime > 0
+
+
+def test_a_restated_partition_reaches_hive_whole_after_the_swap_never_before(hive_services, hive_table):
+    """A restate's new files are staged in a hidden sibling directory: Hive counts the old partition until the
+    swap, the new one after it (the partition's location never changes), and the sync refreshes its statistics."""
+    from test_restate_commit import P1, _append, _restate
+    from tributary_read.table.restate_swap import finish_restate
+
+    name, root, cur = hive_table
+    t = Table.create(str(root), TableConfig(LAY, format="text"))
+    _append(t, P1, "part-a.txt", 3)
+    _append(t, P1, "part-b.txt", 4, offset=1)
+
+    def count() -> int:
+        cur.execute(f"SELECT count(*) FROM {name.sql} WHERE dt = '2026112806'")
+        return cur.fetchall()[0][0]
+
+    assert _cli_sync(hive_services, root, name).returncode == 0
+    assert count() == 7
+    c = _restate(t, {P1: 5})
+    assert count() == 7  # committed, not swapped: the staging directory is hidden from Hive
+    finish_restate(t, c)
+    synced = _cli_sync(hive_services, root, name)
+    assert synced.returncode == 0, synced.stderr
+    assert count() == 5
+    # Statistics: refreshed (through HiveServer2 here, Spark's ANALYZE; the thrift backend recounts Hive's own).
+    assert [e["partition"] for e in json.loads(synced.stdout)["refresh"]] == ["dt=2026112806"], synced.stdout
+    from tributary_read.hive.thrift_metastore import ThriftMetastore
+
+    ms = ThriftMetastore("127.0.0.1", hive_services.hms_port)
+    try:
+        ms.refresh_stats(name, [{"dt": "2026112806"}])
+        (p,) = ms.list_partitions(name, with_locations=True)
+    finally:
+        ms.close()
+    d = root / P1
+    visible = [f for f in d.iterdir() if not f.name.startswith((".", "_"))]
+    assert same_location(p.location, f"file://{d}")  # the location never moved
+    assert (p.stats.num_files, p.stats.total_size) == (1, sum(f.stat().st_size for f in visible)), p.stats
