@@ -1,0 +1,76 @@
+"""Which output partitions a restate run recomputes, and which input partitions each one needs.
+
+A restate job (``[output] mode = "restate"``) recomputes an output partition from its complete
+input whenever new input touches it. That is exact only if an output partition's records can
+come from a known set of input partitions: the input must be laid out by event time (a trib
+table, whose writers route each record by its time, or a plain directory whose ``layout`` the
+job declares), and the SQL must keep each record's time in the output's time column. Then an
+output partition P (``[start, end)`` in the output's zone) is fed exactly by the input
+partitions whose ``[start, end)`` intersects P's, whatever the two layouts' periods and zones
+(an hourly input in UTC feeds a daily output in Europe/Berlin: 24 or 25 hours a day, two of
+them split across days are read by both days).
+
+The mapping is computed by stepping through real partition boundaries (each partition's
+``end`` is the next one's ``start``), never by dividing periods, so DST days and months of
+any length hold. The rows the SQL writes are checked against it at run time
+(:func:`check_rows`): a row outside the partitions the run restates means the input or the
+SQL does not keep event time, and the run commits nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from tributary_read.errors import InvalidInputError
+from tributary_read.table.layout import Layout, PartitionDir
+
+#: Partitions a single run may restate: beyond this a run is a backfill, and says so.
+MAX_PARTITIONS = 10_000
+
+
+def covering(layout: Layout, start_ms: int, end_ms: int) -> list[PartitionDir]:
+    """The partitions of ``layout`` whose span intersects ``[start_ms, end_ms)``, in time order."""
+    out: list[PartitionDir] = []
+    t = start_ms
+    while t < end_ms:
+        p = layout.for_time(t)
+        out.append(p)
+        if len(out) > MAX_PARTITIONS:
+            raise InvalidInputError(f"more than {MAX_PARTITIONS} partitions of {layout.directory!r} lie between "
+                                    f"{start_ms} and {end_ms} ms: restate a shorter interval at a time")
+        t = p.end_ms
+    return out
+
+
+def affected(output: Layout, touched: Iterable[PartitionDir]) -> dict[str, PartitionDir]:
+    """The output partitions (by directory) that input partitions ``touched`` (those with new data) feed."""
+    out: dict[str, PartitionDir] = {}
+    for d in touched:
+        for p in covering(output, d.start_ms, d.end_ms):
+            out.setdefault(p.path, p)
+    return dict(sorted(out.items(), key=lambda kv: kv[1].start_ms))
+
+
+def needed(input_layout: Layout, outputs: Iterable[PartitionDir]) -> dict[str, PartitionDir]:
+    """The input partitions (by directory) that the complete input of ``outputs`` consists of."""
+    out: dict[str, PartitionDir] = {}
+    for p in outputs:
+        for d in covering(input_layout, p.start_ms, p.end_ms):
+            out.setdefault(d.path, d)
+    return dict(sorted(out.items(), key=lambda kv: kv[1].start_ms))
+
+
+def check_rows(produced: Iterable[str], restated: Iterable[str]) -> None:
+    """Refuse a write whose rows landed in partitions the run does not restate (nothing is committed).
+
+    Such a row means the input's partitions do not hold records by event time, or the SQL moves a
+    record's time: recomputing only the partitions new input touched would then leave that other
+    partition half old, half new.
+    """
+    stray = sorted(set(produced) - set(restated))
+    if stray:
+        more = f" and {len(stray) - 3} more" if len(stray) > 3 else ""
+        raise InvalidInputError(
+            f"the SQL wrote rows into {', '.join(stray[:3])}{more}, which no input partition this run read feeds: "
+            "a restate job needs inputs laid out by event time and an output time column that keeps it; "
+            "nothing was committed")
