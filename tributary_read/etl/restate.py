@@ -19,10 +19,13 @@ SQL does not keep event time, and the run commits nothing.
 
 from __future__ import annotations
 
-from typing import Iterable
+import posixpath
+
+from typing import Iterable, Mapping
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.table.layout import Layout, PartitionDir
+from tributary_read.table.manifest import FileEntry, Restatement
 
 #: Partitions a single run may restate: beyond this a run is a backfill, and says so.
 MAX_PARTITIONS = 10_000
@@ -44,19 +47,19 @@ def covering(layout: Layout, start_ms: int, end_ms: int) -> list[PartitionDir]:
 
 def affected(output: Layout, touched: Iterable[PartitionDir]) -> dict[str, PartitionDir]:
     """The output partitions (by directory) that input partitions ``touched`` (those with new data) feed."""
-    out: dict[str, PartitionDir] = {}
-    for d in touched:
-        for p in covering(output, d.start_ms, d.end_ms):
-            out.setdefault(p.path, p)
-    return dict(sorted(out.items(), key=lambda kv: kv[1].start_ms))
+    return _covering_all(output, touched)
 
 
 def needed(input_layout: Layout, outputs: Iterable[PartitionDir]) -> dict[str, PartitionDir]:
     """The input partitions (by directory) that the complete input of ``outputs`` consists of."""
+    return _covering_all(input_layout, outputs)
+
+
+def _covering_all(layout: Layout, spans: Iterable[PartitionDir]) -> dict[str, PartitionDir]:
     out: dict[str, PartitionDir] = {}
-    for p in outputs:
-        for d in covering(input_layout, p.start_ms, p.end_ms):
-            out.setdefault(d.path, d)
+    for s in spans:
+        for p in covering(layout, s.start_ms, s.end_ms):
+            out.setdefault(p.path, p)
     return dict(sorted(out.items(), key=lambda kv: kv[1].start_ms))
 
 
@@ -74,3 +77,28 @@ def check_rows(produced: Iterable[str], restated: Iterable[str]) -> None:
             f"the SQL wrote rows into {', '.join(stray[:3])}{more}, which no input partition this run read feeds: "
             "a restate job needs inputs laid out by event time and an output time column that keeps it; "
             "nothing was committed")
+
+
+def restatements(storage, run_id: str, partitions: Mapping[str, PartitionDir], files: Iterable[FileEntry]
+                 ) -> tuple[Restatement, ...]:
+    """One :class:`Restatement` per partition the run restates, with the records its new files hold (the
+    commit counts the records before, on the state it lands on).
+
+    A partition the recompute left without rows still gets a staging directory (its marker only): the
+    swap then empties it, where leaving it alone would keep records its input no longer has.
+    """
+    from tributary_read.table.restate_swap import prepare, staging_dir
+
+    files = list(files)
+    check_rows({posixpath.dirname(f.path) for f in files}, partitions)
+    after: dict[str, int] = {}
+    for f in files:
+        d = posixpath.dirname(f.path)
+        after[d] = after.get(d, 0) + f.records
+    out = []
+    for d, p in partitions.items():
+        staging = staging_dir(d, run_id)
+        if d not in after:
+            storage.sync_many([prepare(storage, staging)])
+        out.append(Restatement(dict(p.values), d, staging, 0, after.get(d, 0)))
+    return tuple(out)

@@ -34,7 +34,7 @@ from tributary_read.read.listing import Skipped
 from tributary_read.read.partition_filter import PartitionFilter
 from tributary_read.table.manifest import KIND_DATA, OP_REPLACE, OP_RESTATE, Commit, FileEntry
 from tributary_read.table.renames import locations
-from tributary_read.table.restate_swap import set_aside_path
+from tributary_read.table.restate_swap import in_staging
 
 
 class _Walk:
@@ -61,7 +61,7 @@ class _Walk:
             for e in c.removed:
                 d = e.path.rpartition("/")[0]
                 if e.path in self.added and d in staging:
-                    self.aside[e.path] = set_aside_path(staging[d], e.path)
+                    self.aside[e.path] = in_staging(staging[d], e.path)
             return
         if c.operation == OP_REPLACE:
             for o in c.files:
@@ -91,7 +91,7 @@ class _Walk:
                 continue
             gone = (removed or {}).get(p)
             if gone is not None and gone.restated:
-                self.aside[p] = set_aside_path(gone.restated, p)
+                self.aside[p] = in_staging(gone.restated, p)
                 continue
             o = index.get(p)
             if o is None:

@@ -75,7 +75,7 @@ from tributary_read.table.config import Tracking
 from tributary_read.table.docstore import DocumentSeries, DocumentStore
 from tributary_read.table.log import COMPACTED_MARKER, RESTATED_MARKER
 from tributary_read.table.renames import replaced_path
-from tributary_read.table.restate_swap import set_aside_path
+from tributary_read.table.restate_swap import in_staging
 
 __all__ = ["AckResult", "Consumer", "ConsumerState", "Plan", "ResetResult", "ResetTarget", "check_name", "list_consumers",
            "CONSUMER_MODES", "CONSUMERS_DIR", "DEFAULT_LOOKBACK_MS", "DEFAULT_FULL_SCAN_EVERY_MS"]
@@ -341,7 +341,7 @@ class Consumer(Moves):
                                                 or table.storage.exists(RESTATED_MARKER)):
             return p  # a table that never compacted nor restated: no state to read
         # set aside by a compaction, or by a restate's swap (a plan made before the restate landed)
-        aside = {path: replaced_path(path) if r.restated is None else set_aside_path(r.restated, path)
+        aside = {path: replaced_path(path) if r.restated is None else in_staging(r.restated, path)
                  for path, r in table.log.state().removed.items() if r.by is not None or r.restated is not None}
         moved = [f for f in p.files if f.path in aside]
         if not moved:

@@ -50,9 +50,9 @@ def removal_locations(r) -> tuple[str, ...]:
     :func:`locations`, and where a restate's swap set it aside."""
     if r.restated is None:
         return locations(r.entry)
-    from tributary_read.table.restate_swap import set_aside_path
+    from tributary_read.table.restate_swap import in_staging
 
-    return (*locations(r.entry), set_aside_path(r.restated, r.entry.path))
+    return (*locations(r.entry), in_staging(r.restated, r.entry.path))
 
 
 def finish_compactions(table: Table, state, outputs: Sequence[FileEntry] | None = None, *,

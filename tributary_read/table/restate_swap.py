@@ -47,8 +47,9 @@ def marker(staging: str) -> str:
     return MARKER_PREFIX + posixpath.basename(staging).lstrip(".")
 
 
-def set_aside_path(staging: str, path: str) -> str:
-    """Where the swap leaves ``path``, a file the restate removed: in the staging directory, under its name."""
+def in_staging(staging: str, path: str) -> str:
+    """``path``'s name in ``staging``: where a restate writes a new file of the partition, and where the swap
+    leaves a file it removed (set aside)."""
     return posixpath.join(staging, posixpath.basename(path))
 
 

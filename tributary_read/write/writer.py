@@ -52,12 +52,18 @@ class TableWriter:
         roll: overrides the table's roll policy.
         writer_id: part of every file name; unique per writer instance.
         close_threads: files closed concurrently at a commit (encode, upload); flush() syncs them together.
+        restate_run: a restate's run id (``[output] mode = "restate"``): each file is written in its
+            partition's staging directory for that run (table/restate_swap.py), whatever the protocol,
+            and reaches its final name only with the whole partition, when the committed restate is swapped in.
     """
 
     def __init__(self, table: Table, protocol: Protocol | str | None = None, roll: RollPolicy | None = None,
                  writer_id: str | None = None, clock: Callable[[], float] = time.monotonic,
-                 close_threads: int = 8):
+                 close_threads: int = 8, restate_run: str | None = None):
         self.table = table
+        self.restate_run = restate_run
+        self._markers: dict[str, str] = {}  # restate: staging directory -> its marker, made with its first file
+        self._markers_synced = 0
         self.storage = table.storage
         self.protocol = table.protocol_for(protocol)
         self.roll = roll or table.config.roll
@@ -371,7 +377,15 @@ class TableWriter:
     def _new_file(self, part: PartitionDir) -> _OpenFile:
         self._seq += 1
         path = f"{part.path}/part-{self.writer_id}-{self._seq:06d}{self._suffix}"
-        write_path = staged_name(path) if self.protocol is Protocol.RENAME else path
+        if self.restate_run is not None:
+            from tributary_read.table.restate_swap import prepare, in_staging, staging_dir
+
+            staging = staging_dir(part.path, self.restate_run)
+            if staging not in self._markers:
+                self._markers[staging] = prepare(self.storage, staging)
+            write_path = in_staging(staging, path)
+        else:
+            write_path = staged_name(path) if self.protocol is Protocol.RENAME else path
         raw = self.storage.open_output(write_path)
         fmt = self.table.config.format
         sink = open_sink(raw, fmt, self.table.config.compression, shared_encoder() if fmt == "parquet" else None)
@@ -430,12 +444,13 @@ class TableWriter:
         # Every closed file (rolled ones too) and its directories durable in one call, before
         # the caller may commit them: the storage's one owner of durability (Storage.sync_many).
         unsynced = [where for _, where in self._closed[self._synced:]]
+        unsynced += list(self._markers.values())[self._markers_synced:]  # a restate's staging directories
         if unsynced:
             try:
                 self.storage.sync_many(unsynced)
             except OSError as e:
                 raise self.storage._wrap("cannot sync", unsynced[0], e) from e
-            self._synced = len(self._closed)
+            self._synced, self._markers_synced = len(self._closed), len(self._markers)
         return [e for e, _ in self._closed]
 
     def commit(self, transaction: Transaction | None = None, base_version: int | None = None,
@@ -445,6 +460,9 @@ class TableWriter:
         Under ``rename`` the staged files are renamed to visible right after the
         manifest lands; a crash in between is repaired by :func:`roll_forward`.
         """
+        if self.restate_run is not None:  # staged for a swap: only a restate commit may name them
+            raise InvalidInputError("a restate's files are committed by the restate that stages them, with the "
+                                    "partitions they replace (tributary_read.etl.restate)")
         files = self.flush()
         if not files and transaction is None:
             return None
