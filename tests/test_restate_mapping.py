@@ -1,11 +1,11 @@
-"""Which output partitions a restate run recomputes and which input partitions feed each (etl/restate.py)."""
+"""Which output partitions a restate run recomputes and which input partitions feed each (table/restatement.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.etl.restate import affected, check_rows, covering, needed
+from tributary_read.table.restatement import affected, check_rows, covering, needed
 from tributary_read.table.layout import Layout
 
 pytestmark = pytest.mark.unit
@@ -52,7 +52,7 @@ def test_rows_outside_the_restated_partitions_are_refused():
 def test_a_restate_writer_stages_every_file_and_an_emptied_partition_still_swaps(tmp_path):
     import os
 
-    from tributary_read.etl.restate import restatements
+    from tributary_read.table.restatement import restatements
     from tributary_read.table.config import Table, TableConfig
     from tributary_read.table.manifest import Transaction
     from tributary_read.table.restate_swap import finish_restate

@@ -343,3 +343,34 @@ def test_a_write_error_on_executors_is_a_storage_error_and_commits_nothing(spark
     assert table.log.latest_version() == 0  # nothing committed
     r = invoke_trib("verify", str(tmp_path / "out"), "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["orphans"] == []  # failed attempts removed their files
+
+
+def test_a_restate_write_replaces_whole_partitions_and_refuses_rows_outside_them(spark, tmp_path):
+    """write(restate=...): Spark tasks stage each partition's files for the swap; the commit restates exactly the
+    partitions asked (one the recompute emptied too), and a row outside them commits nothing."""
+    import os
+
+    from tributary_read.table.restatement import affected
+    from tributary_read.read.resolve import manifest_files
+    from tributary_read.spark.write import write
+
+    t = _table(tmp_path / "t", "jsonl")
+    write(_frame(spark, [(i, T0 + i) for i in range(3)] + [(10 + i, T0 + H + i) for i in range(2)]), t,
+          time_column="ts", transaction=Transaction("etl:j", {"s": 1}))
+    hours = [LAYOUT.for_time(T0), LAYOUT.for_time(T0 + H)]
+    r = write(_frame(spark, [(20 + i, T0 + i) for i in range(4)], parts=2), t, time_column="ts",
+              transaction=Transaction("etl:j", {"s": 2}), restate=affected(LAYOUT, hours))
+    c = t.log.read_commit(r.version)
+    assert [(x.directory, x.records_before, x.records_after) for x in c.restated] == [
+        (hours[0].path, 3, 4), (hours[1].path, 2, 0)]
+    visible = {h.path: sorted(n for n in os.listdir(t.storage.abspath(h.path)) if not n.startswith("."))
+               for h in hours}
+    assert visible[hours[1].path] == [] and len(visible[hours[0].path]) == len([f for f in c.files])
+    ids = sorted(json.loads(line)["id"] for f in manifest_files(t).files
+                 for line in open(t.storage.abspath(f.path)).read().splitlines())
+    assert ids == [20, 21, 22, 23]
+    with pytest.raises(InvalidInputError, match="which no input partition this run read feeds"):
+        write(_frame(spark, [(30, T0), (31, T0 + 2 * H)]), t, time_column="ts",
+              transaction=Transaction("etl:j", {"s": 3}), restate=affected(LAYOUT, hours[:1]))
+    assert t.log.latest_version() == r.version
+    assert invoke_trib("verify", str(tmp_path / "t")).returncode == 0

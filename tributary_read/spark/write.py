@@ -132,7 +132,7 @@ def spark_columns(df) -> list[tuple[str, str, bool]]:
 
 
 def commit_files(log: ManifestLog, files, transaction: Transaction | None, *, base_version: int,
-                 protocol: str = "direct", writer: str | None = None) -> WriteResult:
+                 protocol: str = "direct", writer: str | None = None, restated=()) -> WriteResult:
     """Commit ``files`` with ``transaction`` on top of ``base_version``: the one commit path of a writer
     of transactions (:func:`write`, and the ETL's empty hour).
 
@@ -149,7 +149,8 @@ def commit_files(log: ManifestLog, files, transaction: Transaction | None, *, ba
     if transaction is not None and SCHEMA_KEY not in (transaction.meta or {}):
         transaction = with_columns(log, transaction, base_version)
     try:
-        commit = log.commit(files, transaction, base_version=base_version, protocol=protocol, writer=writer)
+        commit = log.commit(files, transaction, base_version=base_version, protocol=protocol, writer=writer,
+                            restated=restated)
     except AlreadyCommittedError as e:
         existing = log.read_commit(e.version) if e.version is not None else None
         if existing is None:
@@ -161,7 +162,7 @@ def commit_files(log: ManifestLog, files, transaction: Transaction | None, *, ba
 def write(df, table: Table | str, *, time_column: str, transaction: Transaction | None = None,
           options: Mapping[str, str] | None = None, time_unit: TimeUnit | str | IntegerTimes | None = None,
           allow_any_time: bool = False, base_version: int | None = None,
-          schema_change: str = "refuse", count: Sequence = ()) -> WriteResult:
+          schema_change: str = "refuse", count: Sequence = (), restate: Mapping | None = None) -> WriteResult:
     """Write ``df`` into ``table`` (a Table, or a root URI / trib.toml alias with
     storage ``options``), routing each row by ``time_column``, and commit once.
 
@@ -206,6 +207,11 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     pays one Spark job and one round trip for the write and its counts, not one more per input.
     They are asked only of a write that runs its tasks: a transaction found already committed
     returns with no counts.
+
+    ``restate``: the partitions this write recomputes whole (directory -> PartitionDir,
+    :mod:`tributary_read.table.restatement`): every file is staged in its partition's staging directory,
+    a row outside them refuses the write (nothing committed), and the commit is one restate of
+    exactly these partitions, swapped in after it (:mod:`tributary_read.table.restate_swap`).
     """
     from tributary_read.spark import require_pyspark
 
@@ -242,13 +248,21 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
         done = log.find_transaction(transaction) if transaction is not None else None
         if done is not None:
             roll_forward(tbl, done.files)  # a run killed between its commit and its renames
+            if done.restated:  # ... or its swaps
+                from tributary_read.table.restate_swap import finish_restate
+
+                finish_restate(tbl, done)
             return WriteResult.of_commit(done, already_committed=True)
     if transaction is not None:
         transaction = with_columns(log, transaction, base, spark_columns(df), schema_change)
     run_id = new_writer_id()
     protocol = tbl.protocol_for()
+    if restate is not None:
+        from tributary_read.table.restate_swap import check_storage
+
+        check_storage(tbl.storage)
     task = _WriteTask(tbl.uri, opts, run_id, time_col, tbl.config.format != "parquet", protocol.value, times,
-                      latest)
+                      latest, restate_run=run_id if restate is not None else None)
     try:
         rows = _with_counts(projected.mapInArrow(task, _task_schema()), count).collect()
     except Exception as e:  # noqa: BLE001 - py4j wraps the executor's exception in a Java one
@@ -274,14 +288,28 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
         raise BadRecordError(
             f"{bad} row(s) have a null time, or one no partition of the table holds, in column "
             f"{time_column!r} (e.g. {', '.join(samples)}); nothing was committed: filter or fix them")
-    if not files and transaction is None:
+    restated = ()
+    if restate is not None:
+        from tributary_read.table.restatement import restatements
+
+        try:
+            restated = restatements(tbl.storage, run_id, restate, files)
+        except InvalidInputError:
+            _discard(tbl, files)  # never handed to a commit: ours to delete
+            raise
+    if not files and transaction is None and not restated:
         return WriteResult(None, None, (), 0, (), counts=counts)
     # A concurrent copy of this very transaction that committed while the tasks ran
     # comes back as already_committed; our files stay (a commit was attempted).
-    result = commit_files(log, files, transaction, base_version=base, protocol=protocol.value, writer=run_id)
+    result = commit_files(log, files, transaction, base_version=base, protocol=protocol.value, writer=run_id,
+                          restated=restated)
     # After the commit point: ours, or a concurrent copy's (whose writer may have died before
     # its renames). A crash before this is finished by the rerun, `trib recover` or a reader.
     roll_forward(tbl, result.commit.files)
+    if result.commit.restated:  # partitions the recompute emptied have no file to swap them in
+        from tributary_read.table.restate_swap import finish_restate
+
+        finish_restate(tbl, result.commit)
     return replace(result, counts=counts)
 
 
@@ -376,10 +404,11 @@ class _WriteTask:
     """
 
     def __init__(self, root: str, options: Mapping[str, str], run_id: str, time_column: str, lines: bool,
-                 protocol: str = "direct", times: IntegerTimes = IntegerTimes(), latest_ms: int | None = None):
+                 protocol: str = "direct", times: IntegerTimes = IntegerTimes(), latest_ms: int | None = None,
+                 restate_run: str | None = None):
         self.root, self.options, self.run_id = root, dict(options), run_id
         self.time_column, self.lines, self.protocol = time_column, lines, protocol
-        self.times, self.latest_ms = times, latest_ms
+        self.times, self.latest_ms, self.restate_run = times, latest_ms, restate_run
 
     def writer_id(self, attempt_id: int) -> str:
         stamp, _, rand = self.run_id.rpartition("-")
@@ -394,7 +423,8 @@ class _WriteTask:
         ctx = TaskContext.get()
         fault = ctx.attemptNumber() == 0 and ctx.getLocalProperty(FAULT_PROPERTY) == "fail_first_attempt"
         table = Table.load(self.root, self.options)
-        writer = TableWriter(table, protocol=self.protocol, writer_id=self.writer_id(ctx.taskAttemptId()))
+        writer = TableWriter(table, protocol=self.protocol, writer_id=self.writer_id(ctx.taskAttemptId()),
+                             restate_run=self.restate_run)
         bad, samples, implausible = 0, [], []
         try:
             for batch in batches:

@@ -462,7 +462,7 @@ class TableWriter:
         """
         if self.restate_run is not None:  # staged for a swap: only a restate commit may name them
             raise InvalidInputError("a restate's files are committed by the restate that stages them, with the "
-                                    "partitions they replace (tributary_read.etl.restate)")
+                                    "partitions they replace (tributary_read.table.restatement)")
         files = self.flush()
         if not files and transaction is None:
             return None
