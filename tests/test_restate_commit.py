@@ -227,3 +227,21 @@ def test_the_cli_refuses_a_version_range_a_window_and_a_consumer_over_a_restate_
         p = run_trib("files", t.uri, *args)
         assert p.returncode == 3, (args, p.stdout, p.stderr)
         assert "restate" in p.stderr and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+
+
+def test_clean_removes_an_abandoned_staging_directory_and_keeps_every_committed_one(tmp_path):
+    from tributary_read.table.maintenance import clean
+
+    t = _table(tmp_path)
+    _append(t, P1, "a.jsonl", 3)
+    c = _restate(t, {P1: 2}, run="kept")
+    finish_restate(t, c)  # the set-aside directory .06.restate-kept holds a.jsonl: a reader behind may need it
+    dead = staging_dir(P2, "crashed")  # a restate that staged a file and died before its commit
+    prepare(t.storage, dead)
+    t.storage.write(f"{dead}/part-20261128070000-0000abcd-000001.jsonl", b"{}\n")
+    gone = clean(t, 0)
+    assert sorted(os.path.basename(v.path) for v in gone) == [".trib-07.restate-crashed",
+                                                             "part-20261128070000-0000abcd-000001.jsonl"]
+    assert not os.path.exists(t.storage.abspath(dead))
+    assert os.path.exists(t.storage.abspath(f"{c.restated[0].staging}/a.jsonl"))
+    assert os.path.exists(t.storage.abspath(f"{P1}/.trib-06.restate-kept"))

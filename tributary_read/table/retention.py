@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError, ManifestCorruptError
 from tributary_read.table.log import CHECKPOINTS, COMMITS, LAST_CHECKPOINT, LOG_DIR, META_DIR, checkpoint_path, commit_path
 from tributary_read.table.renames import REPLACED_DIR, removal_locations, replaced_path
-from tributary_read.table.restate_swap import is_staging_name, marker
+from tributary_read.table.restate_swap import is_marker_name, is_staging_name
 from tributary_read.table.state import REMOVAL_MEMORY_MS, TableState
 from tributary_read.table.manifest import KIND_DATA, FileEntry
 from tributary_read.io.storage import FileInfo, Storage
@@ -209,11 +209,12 @@ def delete_removed(table: Table, grace_ms: int, *, dry_run: bool = False,
         for v in victims:
             storage.delete(v.path)
         dirs = {posixpath.dirname(v.path) for v in victims}
-        for d in dirs:  # a restate's set-aside directory whose files are all gone: its marker goes too
+        for d in dirs:  # a restate's set-aside directory whose files are all gone: its markers go too
             if is_staging_name(posixpath.basename(d)):
                 left = storage.list(d, recursive=False)
-                if [f.path.rpartition("/")[2] for f in left] == [marker(d)]:
-                    storage.delete(posixpath.join(d, marker(d)))
+                if left and all(is_marker_name(f.path.rpartition("/")[2]) for f in left):
+                    for f in left:
+                        storage.delete(f.path)
         for d in sorted(dirs, reverse=True):
             _remove_empty_dirs(storage, d)
     return victims
