@@ -245,3 +245,10 @@ def test_clean_removes_an_abandoned_staging_directory_and_keeps_every_committed_
     assert not os.path.exists(t.storage.abspath(dead))
     assert os.path.exists(t.storage.abspath(f"{c.restated[0].staging}/a.jsonl"))
     assert os.path.exists(t.storage.abspath(f"{P1}/.trib-06.restate-kept"))
+
+
+def test_a_checkpoint_of_a_first_restate_not_swapped_yet_is_version_3(tmp_path):
+    t = _table(tmp_path)
+    _restate(t, {P1: 2})  # P1 computed for the first time: nothing removed, its files still staged
+    state = t.log.state()
+    assert not state.removed and state.to_json()["format_version"] == 3

@@ -167,8 +167,10 @@ class TableState:
 
     @property
     def restated(self) -> bool:
-        """Whether the state remembers files a restate removed (its checkpoint is version 3)."""
-        return any(r.restated for r in self.removed.values())
+        """Whether the state remembers files a restate removed, or holds a restate's files not swapped in yet
+        (its checkpoint is version 3: a trib that rolls staged files forward one by one must refuse it)."""
+        return any(r.restated for r in self.removed.values()) or any(
+            f.staged and f.staged.rpartition("/")[0] != f.path.rpartition("/")[0] for f in self.files.values())
 
     def to_json(self) -> dict:
         version = RESTATE_FORMAT_VERSION if self.restated else REPLACE_FORMAT_VERSION if self.compacted else None
