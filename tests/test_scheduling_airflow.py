@@ -83,7 +83,10 @@ class Side:
 
 
 def docs_dag(job: Path, events: Path) -> str:
-    """docs/airflow.md's DAG file as shown, its three constants pointing here (a retry after 1 s)."""
+    """docs/airflow.md's DAG file as shown, its three constants pointing here (a retry after 1 s), and the
+    consumer created unpaused (``is_paused_upon_creation=False``; events are queued for unpaused consumers
+    only): the first ``dags test`` writes both DAGs to the database as it parses the file, so neither a
+    ``dags reserialize`` nor a ``dags unpause`` process (5-8 CPU-seconds each) is needed for it."""
     text = (REPO / "docs" / "airflow.md").read_text()
     block = re.search(r"```python\n(# dags/hourly_events.py\n.*?)```", text, re.S)
     assert block, "docs/airflow.md lost its DAG file"
@@ -92,6 +95,9 @@ def docs_dag(job: Path, events: Path) -> str:
                         ("RETRY_DELAY", "timedelta(seconds=1)")):
         code, n = re.subn(rf"^{name} = .*$", f"{name} = {value}", code, count=1, flags=re.M)
         assert n == 1, f"docs/airflow.md's DAG has no {name} line"
+    code, n = re.subn(rf'^with DAG\("{DOWNSTREAM}", ', f'with DAG("{DOWNSTREAM}", is_paused_upon_creation=False, ',
+                      code, count=1, flags=re.M)
+    assert n == 1, f"docs/airflow.md's DAG has no {DOWNSTREAM} DAG"
     return code
 
 
@@ -106,10 +112,9 @@ def world(warm_spark, tmp_path_factory):
     # The outcome and sensor scenarios need no Spark and mostly wait: they run meanwhile, in a second
     # Airflow home (one SQLite database per dags test process), and their tests read what they left.
     w.side = Side(w)
+    # The scheduler needs the DAGs in the database, and a consumer that is not paused: the first dags test
+    # writes them (Airflow's dag.test syncs the file's DAGs), the consumer unpaused (docs_dag).
     w.af.dag("hourly_events", docs_dag(w.job, w.out))
-    # The scheduler needs the DAGs in the database, and a consumer that is not paused.
-    w.af.run("dags", "reserialize")
-    w.af.run("dags", "unpause", DOWNSTREAM)
     yield w
     w.side.thread.join(300)
 
@@ -197,7 +202,10 @@ def test_a_downstream_dag_is_scheduled_per_committed_hour(world):
     af = world.af
     want = {k for (k,) in af.query("SELECT partition_key FROM asset_event")}
     assert want
-    p = af.start("scheduler", "--skip-serve-logs", log=world.base / "scheduler.log")
+    # One executor slot: the scheduler's LocalExecutor forks one worker per slot at start (32 by default), and
+    # what is checked here is the runs it creates, not the tasks they run.
+    p = af.start("scheduler", "--skip-serve-logs", log=world.base / "scheduler.log",
+                 env={"AIRFLOW__CORE__PARALLELISM": "1"})
     try:
         runs = af.wait_for(
             lambda: (lambda got: got if got >= want else None)(
