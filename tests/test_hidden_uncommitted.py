@@ -18,7 +18,10 @@ and what a directory reader sees of a trial is fingerprinted when the trial ends
 (every file under its directories that a directory reader lists, with size and
 mtime, the metastore's partitions and locations, and for the ETL the log's files there) and must be unchanged when it is counted.
 A count per trial cost a Hive query, a Spark job and a Hive session each, most of
-these tests' time.
+these tests' time. The Hive tables are text tables read through Hadoop's
+CombineTextInputFormat: the directory listing and its hidden-name filter are
+TextInputFormat's (FileInputFormat.listStatus), but a partition's small files are one
+task, not one each (:data:`HIVE_TEXT_INPUT`).
 
 Tables are created with every option left at its default: the default protocol
 is what is under test. A control with ``--protocol direct`` proves that the same
@@ -43,7 +46,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TRIB, invoke_trib, run_trib
-from etl_data import LAY, Hs2, RawSource, create_hive_table, write_job
+from etl_data import LAY, Hs2, RawSource, write_job
 from forkserver import ForkServer
 from helpers import LAYOUT, PARTITION, grow_source, make_source, staged_files
 
@@ -82,6 +85,39 @@ def _spark_stats(spark, reads: dict[str, list[Path]]) -> dict[str, tuple[int, ..
 def _spark_counts(spark, trials: dict[str, list[Path]]) -> dict[str, tuple[int, int]]:
     """(rows, distinct ids) a Spark read of each trial's directories returns: one job (:func:`_spark_stats`)."""
     return {k: (int(v[0]), int(v[1])) for k, v in _spark_stats(spark, trials).items()}
+
+
+#: The input format of the tests' Hive text tables: TextInputFormat's sibling (Hadoop's new API, which Spark
+#: reads with a NewHadoopRDD; the old API's mapred.lib class has no new-API reader and fails there) that packs
+#: a partition's files into one split. Both list a directory through FileInputFormat.listStatus, with its
+#: filter of names that start with ``.`` or ``_`` (what hides trib's staged files), and read lines with a
+#: LineRecordReader; only the task count differs. With TextInputFormat, the Thrift Server ran a task per
+#: file (an ingest trial leaves 84: 14 commits x 6 hours), ~30 ms of CPU each: the ingest test's count was
+#: 1,260 tasks, 40-50 CPU-seconds, as many as its 15 trials' writing.
+HIVE_TEXT_INPUT = "org.apache.hadoop.mapreduce.lib.input.CombineTextInputFormat"
+
+
+def _create_text_table(hs2, name: str, root: Path) -> None:
+    """A trial's EXTERNAL Hive table over a jsonl trib table: one ``line`` column (etl_data.create_hive_table's
+    text table), read through :data:`HIVE_TEXT_INPUT`; the partitions trib mounts take the table's format."""
+    hs2.execute(f"CREATE EXTERNAL TABLE {name} (line STRING) PARTITIONED BY (dt STRING) "
+                f"STORED AS INPUTFORMAT '{HIVE_TEXT_INPUT}' "
+                "OUTPUTFORMAT 'org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat' "
+                f"LOCATION 'file://{Path(root).resolve()}'")
+
+
+def _cpu_s(*pids: int) -> float:
+    """CPU-seconds (user + system) the processes ``pids`` have used: the figure a loaded machine's wall
+    clock hides."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _beeline_counts(hs2: Hs2, sql: str) -> dict[str, tuple[int, int]]:
@@ -191,7 +227,7 @@ def test_ingest_killed_at_random_moments_hive_and_spark_count_the_committed_reco
                 show = json.loads(invoke_trib("table", "show", str(root), "--json", check=True).stdout)
                 assert show["protocol"] == "rename"
             hive = f"default.hidden_ingest_{uuid.uuid4().hex[:8]}"
-            create_hive_table(ddl, hive, root, fmt="jsonl")
+            _create_text_table(ddl, hive, root)
             made.append(hive)
             src = make_source(tmp_path / f"src{trial}.jsonl", per, seed=trial, hours=HOURS)
             delay = rng.uniform(0.0, 0.4)  # into the writing: 40,000 records take 0.5-2 s here, with the load
@@ -217,15 +253,17 @@ def test_ingest_killed_at_random_moments_hive_and_spark_count_the_committed_reco
         assert hits >= TRIALS, f"only {hits} kills landed while the ingest ran"
         # The kills did leave uncommitted bytes behind (hidden): the counts below were at risk.
         assert left_hidden > 0
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), _cpu_s(hive_services.hs2_pid)
         for hive, (root, _, tree, mounted) in trials.items():
             assert _tree(root) == tree and mounts(hive) == mounted, f"{hive}: changed after its trial"
         hive_rows = _beeline_counts(hs2, " UNION ALL ".join(
             f"SELECT '{hive}', count(*), count(DISTINCT get_json_object(line, '$.id')) FROM {hive}"
             for hive in trials))
-        t1 = time.monotonic()
+        t1, c1 = time.monotonic(), _cpu_s(hive_services.hs2_pid)
+        spark_cpu = _cpu_s(*_descendants(os.getpid()))
         spark_rows = _spark_counts(spark, {hive: [root] for hive, (root, *_) in trials.items()})
-        print(f"{len(trials)} trials counted: beeline {t1 - t0:.1f} s, Spark {time.monotonic() - t1:.1f} s")
+        print(f"{len(trials)} trials counted: beeline {t1 - t0:.1f} s (Thrift Server {c1 - c0:.1f} CPU-s), Spark "
+              f"{time.monotonic() - t1:.1f} s ({_cpu_s(*_descendants(os.getpid())) - spark_cpu:.1f} CPU-s)")
         for trial, (hive, (_, committed, _, _)) in enumerate(trials.items()):
             want = (committed, committed)
             assert hive_rows[hive] == want, f"trial {trial}: Hive counted {hive_rows[hive]} for {committed} committed"
@@ -289,7 +327,7 @@ def etl_job(warm_spark, hive_services, tmp_path_factory):
     Table.create(str(out), TableConfig(LAY, format="jsonl", roll=RollPolicy(max_records=4000)))
     hs2 = Hs2(hive_services)
     hive = f"default.hidden_etl_{uuid.uuid4().hex[:8]}"
-    create_hive_table(hs2, hive, out, fmt="jsonl")
+    _create_text_table(hs2, hive, out)
     job = write_job(base / "job", name="hidden", raw=src.root, out=out, hive_table=hive,
                     metastore=hive_services.metastore_uri)
     mounts = _Mounts(hive_services)
@@ -368,15 +406,17 @@ def _count_trials(spark, src: RawSource, out: Path, hs2: Hs2, hive: str, mounts:
     assert {spec for spec, _ in now_mounted} == {f"dt={dt}" for _, dt in want}, now_mounted
     assert sum(r for fs in now_files.values() for _, _, r in fs) == len(want)
     assert {t.dt for t in [*earlier, *trials]} == set(now_files)
-    t1 = time.monotonic()
+    t1, c1 = time.monotonic(), _cpu_s(hs2.services.hs2_pid)
     only = f" WHERE dt IN ({', '.join(repr(t.dt) for t in trials)})" if earlier else ""
     hive_rows = _beeline_counts(hs2, f"SELECT dt, count(*), count(DISTINCT get_json_object(line, '$.id')) "
                                      f"FROM {hive}{only} GROUP BY dt")
-    t2 = time.monotonic()
+    t2, c2 = time.monotonic(), _cpu_s(hs2.services.hs2_pid)
+    spark_cpu = _cpu_s(*_descendants(os.getpid()))
     # One Spark job: each trial's directories as a directory reader reads them (the log's files, above).
     stats = _spark_stats(spark, {t.dt: list(t.dirs) for t in trials})
-    print(f"{len(trials)} trials counted: log metadata {t1 - t0:.0f} s, beeline {t2 - t1:.0f} s, "
-          f"Spark {time.monotonic() - t2:.0f} s; {_hidden(out)} hidden orphans")
+    print(f"{len(trials)} trials counted: log metadata {t1 - t0:.0f} s, beeline {t2 - t1:.0f} s (Thrift Server "
+          f"{c2 - c1:.1f} CPU-s), Spark {time.monotonic() - t2:.0f} s "
+          f"({_cpu_s(*_descendants(os.getpid())) - spark_cpu:.1f} CPU-s); {_hidden(out)} hidden orphans")
     for t in trials:
         n = (t.committed, t.committed)
         assert hive_rows.get(t.dt) == n, f"trial {t.k}: Hive counted {hive_rows.get(t.dt)} for {t.committed} committed"
