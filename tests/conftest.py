@@ -175,40 +175,15 @@ def _atomic_conditional_puts() -> None:
     S3Response.put_object = put_object
 
 
-def _quick_dispatch() -> None:
-    """Spend the S3 server's one core on S3, not on finding the service.
-
-    moto's server matches every request's host against each AWS service's URL
-    patterns (hundreds of regexes) to find the backend, and werkzeug logs
-    every request: a third of its CPU, with eight committers waiting on it.
-    The answer per host never changes, so it is kept; the request log is off.
-    """
-    import logging
-
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    original = DomainDispatcherApplication.get_backend_for_host
-    if getattr(original, "kept", False):
-        return
-    found: dict = {}
-
-    def get_backend_for_host(self, host):
-        if host not in found:
-            found[host] = original(self, host)
-        return found[host]
-
-    get_backend_for_host.kept = True
-    DomainDispatcherApplication.get_backend_for_host = get_backend_for_host
-
-
 @pytest.fixture(scope="session")
 def s3_server():
     """A real S3-protocol HTTP server for the whole session; yields storage options."""
     from moto.server import ThreadedMotoServer
 
+    import moto_quick
+
     _atomic_conditional_puts()
-    _quick_dispatch()
+    moto_quick.quicken()
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

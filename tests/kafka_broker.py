@@ -456,6 +456,9 @@ def _serve_s3(port: int) -> None:
             return original(self, *args, **kwargs)
 
     S3Response.put_object = put_object  # type: ignore[method-assign]
+    import moto_quick  # beside this file: the suite's other S3 server's savings
+
+    moto_quick.quicken()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id="testing",
