@@ -73,8 +73,8 @@ def quicken() -> None:
                 parsed = datetime.fromisoformat(value)
             except ValueError:
                 return parse(value)
-            if parsed.tzinfo is not None:
-                return parsed
+            if parsed.tzinfo is not None and not parsed.utcoffset():
+                return parsed  # UTC, as moto writes them; an offset goes to moto's parser (it converts)
         return parse(value)
 
     serialize.parse_to_aware_datetime = parse_to_aware_datetime
