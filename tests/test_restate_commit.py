@@ -295,3 +295,24 @@ def test_kill9_between_the_commit_and_the_swaps_then_racing_readers_finish_them_
     assert {d: _visible(t, d) for d in (P1, P2)} == {P1: ["part-killed.jsonl"], P2: ["part-killed.jsonl"]}
     assert all(o.split() == [f"{P1}/part-killed.jsonl", f"{P2}/part-killed.jsonl"] for o, _ in outs), outs
     assert run_trib("verify", t.uri).returncode == 0
+
+
+def test_a_compaction_after_a_restate_stopped_before_its_swap_swaps_it_in_first(tmp_path):
+    from conftest import invoke_trib
+
+    t = _table(tmp_path)
+    _append(t, P1, "part-20261128060000-0000abcd-000001.jsonl", 3)
+    staging = staging_dir(P1, "r2")
+    prepare(t.storage, staging)
+    files = []
+    for i in range(2):  # two small files for the compaction to merge
+        name = f"part-20261128060000-0000abce-00000{i}.jsonl"
+        t.storage.write(f"{staging}/{name}", b'{"n":1}\n{"n":2}\n')
+        files.append(FileEntry(f"{P1}/{name}", 16, 2, _part(P1), staged=f"{staging}/{name}"))
+    t.storage.sync_many(durable_paths(files))
+    t.log.commit(files, Transaction("etl:job", {"schedule": 2}), restated=[Restatement(_part(P1), P1, staging, 0, 4)])
+    done = invoke_trib("compact", t.uri, "--min-files", "2", "--min-age", "0s")
+    assert done.returncode == 0, done.stderr
+    (live,) = t.log.state().files.values()
+    assert live.records == 4 and live.sources and _visible(t, P1) == [os.path.basename(live.path)]
+    assert invoke_trib("verify", t.uri).returncode == 0
