@@ -316,3 +316,22 @@ def test_a_compaction_after_a_restate_stopped_before_its_swap_swaps_it_in_first(
     (live,) = t.log.state().files.values()
     assert live.records == 4 and live.sources and _visible(t, P1) == [os.path.basename(live.path)]
     assert invoke_trib("verify", t.uri).returncode == 0
+
+
+def test_finishing_an_older_restate_after_a_newer_one_of_the_same_partition_changes_nothing(tmp_path):
+    t = _table(tmp_path)
+    _append(t, P1, "a.jsonl", 3)
+    first = _restate(t, {P1: 2}, run="one", at=1)
+    finish_restate(t, first)
+    second = _restate(t, {P1: 5}, run="two", at=2)
+    finish_restate(t, second)
+    assert finish_restate(t, first) == [] and finish_restate(t, second) == []  # a rerun of either schedule time
+    assert _visible(t, P1) == ["part-two.jsonl"]
+    # The same partition with its restate's files gone under both names: an error, not a silent skip.
+    import shutil
+
+    third = _restate(t, {P1: 1}, run="three", at=3)
+    shutil.rmtree(t.storage.abspath(third.restated[0].staging))
+    os.remove(t.storage.abspath(f"{P1}/.trib-06.restate-two"))
+    with pytest.raises(VerificationError, match="holds the restate's marker"):
+        finish_restate(t, third)

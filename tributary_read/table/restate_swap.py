@@ -104,8 +104,10 @@ def durable_paths(files: Iterable[FileEntry]) -> list[str]:
 def swap(table, directory: str, staging: str) -> bool:
     """Swap ``staging`` in as ``directory``, unless it was already; True if this call swapped it.
 
-    A staging directory found under neither name (its marker nowhere) is a committed restate
-    whose files are gone: a verification failure, never silently skipped.
+    The marker under neither name means a later restate of the partition was swapped in since
+    (its staging directory now holds this one's content, marker included): nothing left to do. With
+    no later restate's marker in the partition either, the committed restate's files are gone: a
+    verification failure, never silently skipped.
     """
     st = table.storage
     done = posixpath.join(directory, marker(staging))
@@ -114,6 +116,8 @@ def swap(table, directory: str, staging: str) -> bool:
     if not st.file_exists(posixpath.join(staging, marker(staging))):
         if st.file_exists(done):  # swapped between the two looks
             return False
+        if any(is_marker_name(f.path.rpartition("/")[2]) for f in st.list(directory, recursive=False)):
+            return False  # superseded: a later restate holds the partition
         raise VerificationError(f"restated partition {st.uri}/{directory}: neither it nor its staging directory "
                                 f"{staging} holds the restate's marker {marker(staging)}; run `trib verify`")
     crash_point("restate.before_swap")
