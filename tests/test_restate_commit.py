@@ -335,3 +335,21 @@ def test_finishing_an_older_restate_after_a_newer_one_of_the_same_partition_chan
     os.remove(t.storage.abspath(f"{P1}/.trib-06.restate-two"))
     with pytest.raises(VerificationError, match="holds the restate's marker"):
         finish_restate(t, third)
+
+
+def test_a_file_system_that_refuses_the_swap_is_found_before_any_work(tmp_path):
+    """The class says a local disk can swap directories; the mount under the table is asked by doing it once.
+    A file system that refuses RENAME_EXCHANGE (NFS) is played by a local storage whose swap fails as it does."""
+    import errno
+
+    from tributary_read.io.local import LocalStorage
+
+    class NoExchange(LocalStorage):
+        def exchange_dirs(self, a, b, unless=None):
+            raise self._wrap("cannot swap directories", a, OSError(errno.EINVAL, "Invalid argument"))
+
+    t = _table(tmp_path)
+    check_storage(t.storage)  # this machine's file system swaps
+    with pytest.raises(InvalidInputError, match="the file system refused"):
+        check_storage(NoExchange(t.storage.root))
+    assert not [n for n in os.listdir(t.storage.abspath("_tributary")) if n.startswith(".swap-probe")]
