@@ -26,7 +26,8 @@ from tributary_read.table.layout import Layout
 from tributary_read.table.log import commit_path
 from tributary_read.table.manifest import OP_RESTATE, Commit, FileEntry, Restatement, Transaction
 from tributary_read.table.renames import roll_forward
-from tributary_read.table.restate_swap import check_storage, durable_paths, finish_restate, prepare, staging_dir
+from tributary_read.table.restatement import check_storage
+from tributary_read.table.restate_swap import finish_restate, marker, prepare, staging_dir
 from tributary_read.table.state import TableState
 
 pytestmark = pytest.mark.unit
@@ -65,6 +66,12 @@ def _restate(t: Table, parts: dict[str, int], run: str = "r1", app: str = "etl:j
         restated.append(Restatement(_part(d), d, staging, 0, lines))
     t.storage.sync_many(durable_paths(files))
     return t.log.commit(files, Transaction(app, {"schedule": at}), restated=restated)
+
+
+def durable_paths(files) -> list[str]:
+    """What a writer syncs before the commit: each staged file and its staging directory's marker."""
+    dirs = {os.path.dirname(f.staged) for f in files}
+    return [f.staged for f in files] + [f"{d}/{marker(d)}" for d in sorted(dirs)]
 
 
 def _visible(t: Table, d: str) -> list[str]:

@@ -287,13 +287,9 @@ class _Run:
         protocol): they are finished here, before the sync mounts the partitions,
         so Hive counts every committed row.
         """
-        from tributary_read.table.renames import roll_forward
+        from tributary_read.table.renames import roll_forward_commit
 
-        roll_forward(self.output, commit.files)
-        if commit.restated:  # a restate killed before its swaps: partitions without files too
-            from tributary_read.table.restate_swap import finish_restate
-
-            finish_restate(self.output, commit)
+        roll_forward_commit(self.output, commit)
         by_view = {i.view: i for i in self.inputs}
         self.inputs = [by_view.get(r.view) or _input_report(r) for r in record.inputs]
         from tributary_read.spark.write import partitions_of

@@ -164,7 +164,7 @@ def _set_aside(storage, e: FileEntry, aside: str) -> FileEntry:
         return replace(e, path=aside, staged=None)
     if there is not None:
         return e
-    raise CompactedAwayError(f"{e.path} was set aside by a later restatement and trib clean has deleted it: "
+    raise RestatedInputError(f"{e.path} was set aside by a later restatement and trib clean has deleted it: "
                              "read a range that includes the restatement, from a job whose output mode is restate")
 
 

@@ -224,7 +224,7 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
         raise missing_extra("pandas", "spark") from None
     from tributary_read.io.storage import resolve_options
     from tributary_read.spark.ship import ship_to_executors
-    from tributary_read.table.renames import roll_forward
+    from tributary_read.table.renames import roll_forward_commit
     from tributary_read.write.names import new_writer_id
 
     ship_to_executors(df.sparkSession)  # the write tasks are trib's code
@@ -247,18 +247,14 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
         base = log.latest_version()
         done = log.find_transaction(transaction) if transaction is not None else None
         if done is not None:
-            roll_forward(tbl, done.files)  # a run killed between its commit and its renames
-            if done.restated:  # ... or its swaps
-                from tributary_read.table.restate_swap import finish_restate
-
-                finish_restate(tbl, done)
+            roll_forward_commit(tbl, done)  # a run killed between its commit and its renames (or swaps)
             return WriteResult.of_commit(done, already_committed=True)
     if transaction is not None:
         transaction = with_columns(log, transaction, base, spark_columns(df), schema_change)
     run_id = new_writer_id()
     protocol = tbl.protocol_for()
     if restate is not None:
-        from tributary_read.table.restate_swap import check_storage
+        from tributary_read.table.restatement import check_storage
 
         check_storage(tbl.storage)
     task = _WriteTask(tbl.uri, opts, run_id, time_col, tbl.config.format != "parquet", protocol.value, times,
@@ -305,11 +301,7 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
                           restated=restated)
     # After the commit point: ours, or a concurrent copy's (whose writer may have died before
     # its renames). A crash before this is finished by the rerun, `trib recover` or a reader.
-    roll_forward(tbl, result.commit.files)
-    if result.commit.restated:  # partitions the recompute emptied have no file to swap them in
-        from tributary_read.table.restate_swap import finish_restate
-
-        finish_restate(tbl, result.commit)
+    roll_forward_commit(tbl, result.commit)
     return replace(result, counts=counts)
 
 

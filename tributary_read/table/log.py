@@ -8,12 +8,12 @@ transaction of app X" read one checkpoint plus fewer than N commits.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 import random
 import time
 import uuid
-import dataclasses
 from typing import Callable, Iterator, Sequence, Union
 
 from tributary_read.errors import AlreadyCommittedError, CommitConflictError, CommitStateUnknownError, FencedError, LogRetentionError, ManifestCorruptError, SettingsDriftError, StorageError, VerificationError

@@ -178,33 +178,27 @@ def clean(table: Table, older_than_ms: int, dry_run: bool = False, *,
     cutoff = int(time.time() * 1000) - older_than_ms
     report = checked if checked is not None else require_consistent(table, "clean")
     victims = [o for o in report.orphans if o.mtime_ms <= cutoff]
-    victims += [m for m in report.markers if m.mtime_ms <= cutoff and _abandoned_staging(m.path, None)]
+    # A restate's marker is trib's own (never an orphan by name): one in a staging directory goes with
+    # it once that directory is abandoned; one in a partition's own directory says which restate it holds.
+    victims += [m for m in report.markers if m.mtime_ms <= cutoff and _staging_dir(m.path)
+                and is_marker_name(m.path.rpartition("/")[2])]
     if not dry_run:
         # Re-read the state just before deleting: a commit may have landed since.
         state = table.log.state()
         live = set(state.files) | {f.staged for f in state.files.values() if f.staged}
         live |= check_log(table.log).referenced  # any commit file on storage, reachable or not
-        victims = [v for v in victims if v.path not in live and _abandoned_staging(v.path, state) is not False]
+        # a staging directory a committed file is staged in, or a removed one set aside in: not abandoned
+        used = {f.staged.rpartition("/")[0] for f in state.files.values() if f.staged}
+        used |= {r.restated for r in state.removed.values() if r.restated}
+        victims = [v for v in victims if v.path not in live and _staging_dir(v.path) not in used]
         for v in victims:
             table.storage.delete(v.path)
-        for d in sorted({v.path.rpartition("/")[0] for v in victims if _abandoned_staging(v.path, state)}):
+        for d in sorted({d for v in victims if (d := _staging_dir(v.path))}):
             table.storage.remove_empty_dir(d)  # the staging directory, once its marker and orphans are gone
     return victims
 
 
-def _abandoned_staging(path: str, state) -> bool | None:
-    """For a file in a restate's staging directory: whether that directory is abandoned (no committed file is
-    staged in it, no removed file set aside in it: a restate that never committed). None: not in one.
-
-    Its marker is trib's own (never an orphan by name), so ``clean`` judges it here; a marker in a
-    partition's own directory says which restate it holds and is never deleted. ``state`` None: by
-    the name alone (whether it is a staging directory's marker), before the state is read again.
-    """
-    d, _, name = path.rpartition("/")
-    if not is_staging_name(d.rpartition("/")[2]):
-        return None
-    if state is None:
-        return is_marker_name(name)
-    used = {f.staged.rpartition("/")[0] for f in state.files.values() if f.staged}
-    used |= {r.restated for r in state.removed.values() if r.restated}
-    return d not in used
+def _staging_dir(path: str) -> str | None:
+    """The restate staging directory ``path`` lies in (its parent, by name), or None."""
+    d = path.rpartition("/")[0]
+    return d if is_staging_name(d.rpartition("/")[2]) else None

@@ -19,14 +19,14 @@ leaving the original visible beside its compacted copy (docs/compaction.md,
 
 from __future__ import annotations
 
-import posixpath
 from typing import Sequence
 
 from tributary_read.errors import StorageError, VerificationError
 from tributary_read.faults import crash_point
 from tributary_read.table.config import Table
 from tributary_read.table.log import META_DIR
-from tributary_read.table.manifest import FileEntry
+from tributary_read.table.manifest import Commit, FileEntry
+from tributary_read.table.restate_swap import finish_restate, in_staging, restaged, swap
 
 #: Where a compaction moves the files it replaced (``trib compact``): out of the partition
 #: directories, so Hive and Spark directory readers count only the compacted copy, and under
@@ -50,8 +50,6 @@ def removal_locations(r) -> tuple[str, ...]:
     :func:`locations`, and where a restate's swap set it aside."""
     if r.restated is None:
         return locations(r.entry)
-    from tributary_read.table.restate_swap import in_staging
-
     return (*locations(r.entry), in_staging(r.restated, r.entry.path))
 
 
@@ -170,13 +168,11 @@ def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
         return f.path
 
     staged = [f for f in files if f.staged]
-    if any(posixpath.dirname(f.staged or "") != posixpath.dirname(f.path) for f in staged):
-        from tributary_read.table.restate_swap import restaged, swap
-
-        groups = restaged(staged)
-        for (directory, staging), members in groups.items():  # a restated partition moves in whole, never a file
-            if swap(table, directory, staging):
-                done_paths.extend(f.path for f in members)
+    groups = restaged(staged)
+    for (directory, staging), members in groups.items():  # a restated partition moves in whole, never a file
+        if swap(table, directory, staging):
+            done_paths.extend(f.path for f in members)
+    if groups:
         moved = {f.path for fs in groups.values() for f in fs}
         staged = [f for f in staged if f.path not in moved]
     if len(staged) > 1 and st.capabilities.remote:
@@ -187,6 +183,12 @@ def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
     else:
         done = [one(f) for f in staged]
     return done_paths + [p for p in done if p is not None]
+
+
+def roll_forward_commit(table: Table, commit: Commit) -> list[str]:
+    """Finish what ``commit``'s writer may have left after the commit point: its files' renames, or, for a
+    restate, the swap of every partition it restates (one the recompute emptied has no file to find it by)."""
+    return finish_restate(table, commit) if commit.restated else roll_forward(table, commit.files)
 
 
 def finish_renames(table: Table, entries) -> dict[str, str]:

@@ -16,13 +16,13 @@ under one lock (:meth:`~tributary_read.io.storage.Storage.exchange_dirs`), so tw
 finishing the same commit (the writer and a reader rolling forward) never swap it back.
 
 Where the store cannot swap directories (object stores), a restate is refused before any
-work (:func:`check_storage`).
+work (:func:`tributary_read.table.restatement.check_storage`).
 """
 
 from __future__ import annotations
 
 import posixpath
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from tributary_read.errors import InvalidInputError, VerificationError
 from tributary_read.faults import crash_point
@@ -73,54 +73,12 @@ def logical_path(path: str) -> str:
     return posixpath.join(grand, leaf[1:leaf.index(STAGING_INFIX)], name)
 
 
-def check_storage(storage) -> None:
-    """Refuse a restate where directory readers could not see a restated partition whole, before any work.
-
-    The storage class says whether it can swap directories at all; the file system under a local
-    table is then asked by doing it once (``_tributary/.swap-probe-…``): NFS and some FUSE mounts
-    refuse ``RENAME_EXCHANGE``, which found only at the swap would leave a committed restate not
-    swapped in.
-    """
-    why = ("restating partitions needs a file system that swaps two directories in one step (a local Linux "
-           "file system such as ext4, xfs, btrfs or tmpfs); on this store a directory reader could see a restated "
-           "partition's old and new files together")
-    if not storage.capabilities.exchange_directories:
-        raise InvalidInputError(f"{storage.uri}: {why}")
-    import uuid
-
-    from tributary_read.errors import StorageError
-    from tributary_read.table.log import META_DIR
-
-    probe = f"{META_DIR}/.swap-probe-{uuid.uuid4().hex[:12]}"
-    a, b = f"{probe}/a", f"{probe}/b"
-    try:
-        storage.makedirs(a)
-        storage.makedirs(b)
-        storage.exchange_dirs(a, b)
-    except StorageError as e:
-        raise InvalidInputError(f"{storage.uri}: {why} (the file system refused: {e})") from None
-    finally:
-        for d in (a, b, probe):
-            storage.remove_empty_dir(d)
-
-
 def prepare(storage, staging: str) -> str:
-    """Make ``staging`` with its marker (durable with the files: :func:`durable_paths`); returns the marker's path."""
+    """Make ``staging`` with its marker; returns the marker's path, for the caller to make durable with the files."""
     storage.makedirs(staging)
     path = posixpath.join(staging, marker(staging))
     storage.write(path, b"")
     return path
-
-
-def durable_paths(files: Iterable[FileEntry]) -> list[str]:
-    """The paths to sync before the commit: each staged file and each staging directory's marker."""
-    out: dict[str, None] = {}
-    for f in files:
-        if f.staged:
-            out[f.staged] = None
-            d = posixpath.dirname(f.staged)
-            out[posixpath.join(d, marker(d))] = None
-    return list(out)
 
 
 def swap(table, directory: str, staging: str) -> bool:

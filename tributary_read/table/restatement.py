@@ -20,11 +20,13 @@ SQL does not keep event time, and the run commits nothing.
 from __future__ import annotations
 
 import posixpath
+import uuid
 
 from typing import Iterable, Mapping
 
-from tributary_read.errors import InvalidInputError
+from tributary_read.errors import InvalidInputError, StorageError
 from tributary_read.table.layout import Layout, PartitionDir
+from tributary_read.table.log import META_DIR
 from tributary_read.table.manifest import FileEntry, Restatement
 
 #: Partitions a single run may restate: beyond this a run is a backfill, and says so.
@@ -102,3 +104,29 @@ def restatements(storage, run_id: str, partitions: Mapping[str, PartitionDir], f
             storage.sync_many([prepare(storage, staging)])
         out.append(Restatement(dict(p.values), d, staging, 0, after.get(d, 0)))
     return tuple(out)
+
+
+def check_storage(storage) -> None:
+    """Refuse a restate where directory readers could not see a restated partition whole, before any work.
+
+    The storage class says whether it can swap directories at all; the file system under a local
+    table is then asked by doing it once (``_tributary/.swap-probe-…``): NFS and some FUSE mounts
+    refuse ``RENAME_EXCHANGE``, which found only at the swap would leave a committed restate not
+    swapped in.
+    """
+    why = ("restating partitions needs a file system that swaps two directories in one step (a local Linux "
+           "file system such as ext4, xfs, btrfs or tmpfs); on this store a directory reader could see a restated "
+           "partition's old and new files together")
+    if not storage.capabilities.exchange_directories:
+        raise InvalidInputError(f"{storage.uri}: {why}")
+    probe = f"{META_DIR}/.swap-probe-{uuid.uuid4().hex[:12]}"
+    a, b = f"{probe}/a", f"{probe}/b"
+    try:
+        storage.makedirs(a)
+        storage.makedirs(b)
+        storage.exchange_dirs(a, b)
+    except StorageError as e:
+        raise InvalidInputError(f"{storage.uri}: {why} (the file system refused: {e})") from None
+    finally:
+        for d in (a, b, probe):
+            storage.remove_empty_dir(d)

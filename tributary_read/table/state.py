@@ -19,6 +19,7 @@ from tributary_read.table.manifest import (
     OP_REPLACE, OP_RESTATE, REPLACE_FORMAT_VERSION, RESTATE_FORMAT_VERSION, Commit, FileEntry, Placement, Transaction,
     load_document,
 )
+from tributary_read.table.restate_swap import restaged
 
 #: How long the state (and so every checkpoint) remembers a removed file, counted
 #: in commit time. Removed files are deleted only while remembered, so a deletion
@@ -169,8 +170,7 @@ class TableState:
     def restated(self) -> bool:
         """Whether the state remembers files a restate removed, or holds a restate's files not swapped in yet
         (its checkpoint is version 3: a trib that rolls staged files forward one by one must refuse it)."""
-        return any(r.restated for r in self.removed.values()) or any(
-            f.staged and f.staged.rpartition("/")[0] != f.path.rpartition("/")[0] for f in self.files.values())
+        return any(r.restated for r in self.removed.values()) or bool(restaged(list(self.files.values())))
 
     def to_json(self) -> dict:
         version = RESTATE_FORMAT_VERSION if self.restated else REPLACE_FORMAT_VERSION if self.compacted else None
