@@ -46,16 +46,22 @@ def check(state: TribState, job_file, as_json) -> None:
     """
     from tributary_read.etl.remote import check as where
 
+    from tributary_read.etl.restate import check as restatable
+
     job = _load(state, job_file)
     url = where(job) if job.stream is None else None  # trib etl stream runs its driver here
+    restatable(job)
     if url:
         from tributary_read.secret import redacted_url
 
         url = redacted_url(url)  # printed: a token in it stays in the job file or the environment
     master = job.spark.master or "from the environment"
     runs_on = f"the Spark Connect server {url}" if url else f"a classic driver ({master})"
-    emit(as_json, {"job": job.name, "ok": True, "remote": url, "master": None if url else job.spark.master},
-         f"ok: job {job.name}: its SQL runs on {runs_on}")
+    writes = ("; each run recomputes the output partitions its new input touches" if job.output.mode == "restate"
+              else "")
+    emit(as_json, {"job": job.name, "ok": True, "remote": url, "master": None if url else job.spark.master,
+                   "mode": str(job.output.mode)},
+         f"ok: job {job.name}: its SQL runs on {runs_on}{writes}")
 
 
 @etl.command("run")

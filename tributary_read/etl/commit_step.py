@@ -149,7 +149,8 @@ def commit(run: _Run, txn: Transaction, base_version: int, empty: bool, filesets
             result = write(df, run.output, time_column=run.job.output.time_column, transaction=txn,
                            time_unit=run.job.output.times, base_version=base_version,
                            schema_change=run.job.output.schema_change,
-                           count=[frame for _, frame in run.count_frames])
+                           count=[frame for _, frame in run.count_frames],
+                           restate=run.recompute.partitions if run.recompute is not None else None)
         except Exception as e:  # noqa: BLE001 - Spark's own errors: only a planned file's becomes exit 7
             if isinstance(e, TributaryError) and not isinstance(e, StorageError):
                 raise

@@ -236,6 +236,8 @@ class _Parser(_InputParser):
                             "read its output; write to another table")
         if stream is not None and hive is not None and hive.create:
             raise self.fail("hive.create is for trib etl run: a stream job mounts into an existing Hive table")
+        if stream is not None and output.mode != "append":
+            raise self.fail("output.mode restate is for trib etl run: a stream job appends each batch")
         if stream is not None and spark.remote:
             raise self.fail("spark.remote is for trib etl run: trib etl stream runs its driver here")
         if stream is not None and spark.deploy_mode == "cluster":
@@ -296,13 +298,14 @@ class _Parser(_InputParser):
             times = IntegerTimes(unit, allow_any, JOB_FILE)
         except InvalidInputError as e:
             raise self.fail(f"output.{'allow_any_time' if unit is None else 'time_unit'}: {e}") from None
-        from tributary_read.etl.spec import SCHEMA_CHANGES
+        from tributary_read.etl.spec import SCHEMA_CHANGES, OutputMode
 
         change = self.string(d, "schema_change", "output") or "refuse"
         if change not in SCHEMA_CHANGES:
             raise self.fail(f"output.schema_change {change!r}: choose {' or '.join(SCHEMA_CHANGES)}")
+        mode = self.choice(OutputMode, d, "mode", "output", "append")
         root, options = self.root_of(table)
-        return OutputSpec(table, root, col, options, times, change)
+        return OutputSpec(table, root, col, options, times, change, mode)
 
     def hive(self, x: Any) -> HiveSpec:
         d = self.table_of(x, "hive")

@@ -29,6 +29,13 @@ THEN TIME TO TRAILING TRUE UNION UNIQUE UNKNOWN UPDATE USER USING VALUES WHEN WH
 
 
 class _InputParser:
+    def choice(self, cls, d: Mapping, key: str, section: str, default: str):
+        """``section.key`` as a member of the Choice ``cls`` (``default`` when absent); else one line naming them."""
+        try:
+            return cls.parse(self.string(d, key, section) or default, f"{section}.{key}")
+        except InvalidInputError as e:
+            raise self.fail(str(e)) from None
+
     def input(self, x: Any, i: int, job: str) -> InputSpec:
         section = f"inputs[{i}]"
         d = self.table_of(x, section)
@@ -39,11 +46,7 @@ class _InputParser:
             raise self.fail(f"{section}.view {view!r} must be a SQL identifier (letters, digits, '_')")
         if view.upper() in _RESERVED:  # `FROM select` does not parse: the job would fail only at its first run
             raise self.fail(f"{section}.view {view!r} is a SQL keyword: choose another name")
-        mode_s = self.string(d, "mode", section) or "consumer"
-        try:
-            mode = InputMode.parse(mode_s, f"{section}.mode")
-        except InvalidInputError as e:
-            raise self.fail(str(e)) from None
+        mode = self.choice(InputMode, d, "mode", section, "consumer")
         wrong = (_WINDOW_ONLY if mode is InputMode.CONSUMER else _CONSUMER_ONLY) & set(d)
         if wrong:
             k = sorted(wrong)[0]

@@ -127,13 +127,21 @@ class OutputReport:
     records: int | None = None
     partitions: tuple[str, ...] = ()
     version: int | None = None
+    #: a restate job's commit: each partition it recomputed, with its records before and after
+    restated: tuple[Mapping[str, Any], ...] = ()
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"table": self.table, "time_column": self.time_column}
         if self.files is not None:
             d.update(files=self.files, records=self.records, partitions=list(self.partitions),
-                     version=self.version)
+                     version=self.version, restated=[dict(r) for r in self.restated])
         return d
+
+
+def restated_of(commit) -> tuple[dict[str, Any], ...]:
+    """The partitions a restate ``commit`` recomputed, as the report names them."""
+    return tuple({"partition": r.directory, "records_before": r.records_before, "records_after": r.records_after}
+                 for r in (commit.restated if commit is not None else ()))
 
 
 @dataclass(frozen=True)

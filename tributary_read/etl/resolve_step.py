@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from tributary_read.errors import InvalidInputError, UndeliveredDataError
 from tributary_read.etl.job import InputMode, InputSpec
 from tributary_read.etl.record import InputRecord
+from tributary_read.etl.restate import is_restate
 from tributary_read.etl.report import InputReport, Left
 from tributary_read.read import min_age
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 def resolve(run: _Run) -> list[tuple[Any, Any]]:
     """``(fileset, plan)`` per input, in the job's order; appends each input's report to ``run.inputs``."""
     out = []
+    run.recompute = None
     for spec in run.job.inputs:
         try:
             out.append(_resolve_one(run, spec))
@@ -33,6 +35,10 @@ def resolve(run: _Run) -> list[tuple[Any, Any]]:
         except InvalidInputError as e:  # a consumer another job owns: name the key that fixes it
             raise InvalidInputError(f"input {spec.view}: " + e.reword(
                 {"consumer": "consumer = \"...\" of its own in its [[inputs]]"})) from None
+    if is_restate(run.job):  # the output partitions the new input touches, and their complete input
+        from tributary_read.etl.restate import recompute
+
+        run.recompute = recompute(run, out)
     return out
 
 
@@ -60,7 +66,9 @@ def _resolve_one(run: _Run, spec: InputSpec):
                               full_scan_every_ms=spec.full_scan_every_ms, allow_untracked=spec.allow_untracked,
                               owner={"job": run.job.name, "output": run.output.uri},
                               initial_position=spec.initial_position,
-                              allow_beyond_horizon=spec.allow_beyond_horizon, allow_changed=spec.allow_changed,
+                              allow_beyond_horizon=spec.allow_beyond_horizon,
+                              # a restate job recomputes what a changed file feeds from the file as it is now
+                              allow_changed=spec.allow_changed or is_restate(run.job),
                               max_files=spec.max_files)
     else:
         window = run.window(spec)
@@ -86,14 +94,18 @@ def _resolve_one(run: _Run, spec: InputSpec):
         late_files=tuple(_late(run, src.layout, fs.files)),
         beyond_horizon=tuple(b.path for b in plan.beyond_horizon) if plan is not None else (),
         skipped=len(fs.skipped), paths=tuple(f.path for f in fs.files),
-        untracked=fs.untracked.to_json() if fs.untracked is not None else None, left=left_of(fs, plan, skips),
+        untracked=fs.untracked.to_json() if fs.untracked is not None else None, left=left_of(fs, plan, skips, is_restate(run.job)),
         backlog=plan.stats.get("backlog") if plan is not None else None, skips=skips,
         deferred=plan.deferred if plan is not None else 0))
     if fs.untracked is not None:
         run.say(f"input {spec.view}: {fs.untracked.message()}")
     if plan is not None and plan.deferred:  # never a silent "0 files" (tributary_read.read.min_age)
         run.say(f"input {spec.view}: {min_age.note(plan.deferred, plan.min_age_ms)}")
-    if plan is not None and plan.conflicts:
+    if plan is not None and plan.conflicts and is_restate(run.job):
+        c = plan.conflicts[0]
+        run.say(f"input {spec.view}: {len(plan.conflicts)} delivered files changed since (e.g. {c.path}: "
+                f"{c.reason}): the output partitions they feed are recomputed")
+    elif plan is not None and plan.conflicts:
         c = plan.conflicts[0]
         run.say(f"warning: input {spec.view}: {len(plan.conflicts)} delivered files changed since and are not "
                 f"read again (allow_changed = true; e.g. {c.path}: {c.reason})")
@@ -103,8 +115,11 @@ def _resolve_one(run: _Run, spec: InputSpec):
     return fs, plan
 
 
-def left_of(fs, plan, skips: tuple[str, ...] = ()) -> tuple[Left, ...]:
-    """What an input saw and did not read this run, and why: the report names it, never silence."""
+def left_of(fs, plan, skips: tuple[str, ...] = (), restate: bool = False) -> tuple[Left, ...]:
+    """What an input saw and did not read this run, and why: the report names it, never silence.
+
+    ``restate``: the run recomputes what changed files feed from them as they are now: none is left.
+    """
 
     out = []
     if skips:
@@ -121,7 +136,7 @@ def left_of(fs, plan, skips: tuple[str, ...] = ()) -> tuple[Left, ...]:
             out.append(Left(backlog["files"], f"({backlog['bytes']} bytes in {backlog['partitions']} partitions) "
                             "are past max_files: the oldest partitions are read first", True,
                             backlog["oldest_partition"]))
-        if plan.conflicts:
+        if plan.conflicts and not restate:
             out.append(Left(len(plan.conflicts), "changed after an earlier run read them, acknowledged by "
                             "allow_changed", False, plan.conflicts[0].path))
         if plan.beyond_horizon:

@@ -37,7 +37,7 @@ from tributary_read.etl.lock import JobLock, lock_path
 from tributary_read.etl.runs import recorded
 from tributary_read.etl.record import SCHEDULE_KEY, InputRecord, RunRecord, find_commit
 from tributary_read.etl.record import transaction_for as _transaction
-from tributary_read.etl.report import STEPS, InputReport, OutputReport, RunReport, Step, iso_z
+from tributary_read.etl.report import STEPS, InputReport, OutputReport, RunReport, Step, iso_z, restated_of
 from tributary_read.faults import crash_point
 from tributary_read.etl.schedule import (
     _instant_ms,
@@ -111,6 +111,9 @@ def run_job(job: Job, schedule_time: str | int | datetime, *, spark=None, dry_ru
     from tributary_read.table.config import Table
 
     output = Table.load(job.output.root, job.output.storage_options)
+    from tributary_read.etl.restate import check as restatable
+
+    restatable(job, output)  # a restate job trib cannot recompute exactly is refused before anything runs
     run = _Run(job, aligned, given, output, spark, dry_run, progress or (lambda _msg: None), full_sync)
     run.verbose = verbose
     try:
@@ -179,6 +182,8 @@ class _Run:
         self.count_frames: list = []  # (input index, its DataFrame): inputs the write's job counts (commit_step)
         self.verbose = False
         self.lock: JobLock | None = None  # held while the run runs (not by a dry run)
+        #: a restate job's partitions to recompute and their complete input (etl/restate.py; resolve_step)
+        self.recompute = None
 
     def window(self, spec: InputSpec) -> TimeWindow:
         """A window input's window for this run (:func:`window_for`)."""
@@ -223,6 +228,8 @@ class _Run:
                 return self._report(txn, False, None, dry=True)
             lineage_step.started(self)
             empty = all(not fs.files for fs, _ in filesets)
+            if self.recompute is not None:  # a restate reads each touched partition's complete input
+                empty, filesets = not self.recompute.partitions, list(self.recompute.filesets)
             if empty:
                 # Nothing arrived: no Spark, no SQL (an empty jsonl input has no columns to
                 # query), but the hour is still committed, so its plans are acked exactly once.
@@ -232,6 +239,8 @@ class _Run:
                 # inputs are counted by the write's own Spark job, unless a kept lineage event needs
                 # their counts before the commit (lineage_step.keep)
                 how = "with-write" if not lineage_step.enabled(self) else True
+                if self.recompute is not None:  # the views hold complete partitions: the report counts new files
+                    how = False
                 records = self._step("read", lambda: commit_step.read(self, filesets, how))
                 self.inputs = [replace(r, records=n) for r, n in zip(self.inputs, records)]
             if job.hive is not None:  # nothing committed yet: the table is there and matches, or is to be made
@@ -246,7 +255,8 @@ class _Run:
                 self._committed(committed, record)
             else:
                 self.out = replace(self.out, files=len(result.files), records=result.records,
-                                   partitions=tuple(sorted(result.partitions)), version=result.version)
+                                   partitions=tuple(sorted(result.partitions)), version=result.version,
+                                   restated=restated_of(result.commit))
             crash_point("etl.after_commit")
         if self.dry_run:
             self._skip("sync", "dry run")
@@ -292,11 +302,11 @@ class _Run:
         roll_forward_commit(self.output, commit)
         by_view = {i.view: i for i in self.inputs}
         self.inputs = [by_view.get(r.view) or _input_report(r) for r in record.inputs]
-        from tributary_read.spark.write import partitions_of
+        from tributary_read.spark.write import WriteResult
 
-        files = list(commit.files)
-        self.out = replace(self.out, files=len(files), records=sum(e.records or 0 for e in files),
-                           partitions=partitions_of(files), version=commit.version)
+        r = WriteResult.of_commit(commit)
+        self.out = replace(self.out, files=len(r.files), records=r.records, partitions=r.partitions,
+                           version=commit.version, restated=restated_of(commit))
 
 
 def _input_report(r: InputRecord) -> InputReport:

@@ -22,6 +22,16 @@ HOUR_MS = 3_600_000
 SCHEMA_CHANGES = ("refuse", "allow")
 
 
+class OutputMode(Choice):
+    """``[output] mode``: what a run does with the output partitions its new input touches (docs/etl.md)."""
+
+    #: the SQL's rows over the new input are added to their partitions (row-to-row SQL)
+    APPEND = "append"
+    #: each partition the new input touches is recomputed from its complete input and replaced whole
+    #: (aggregates, which a late record must correct; tributary_read/etl/restate.py)
+    RESTATE = "restate"
+
+
 class InputMode(Choice):
     """How an input's files for one run are chosen (see docs/etl.md)."""
 
@@ -118,11 +128,12 @@ class OutputSpec:
     #: ``refuse`` (default): a run whose columns break the table's recorded schema fails with exit 3
     #: before writing; ``allow``: it commits, and the new columns become the recorded ones
     schema_change: str = "refuse"
+    mode: OutputMode = OutputMode.APPEND
 
     def to_json(self) -> dict:
         return {"table": self.table, "root": self.root, "time_column": self.time_column,
                 "time_unit": None if self.times.unit is None else str(self.times.unit),
-                "allow_any_time": self.times.allow_any, "schema_change": self.schema_change}
+                "allow_any_time": self.times.allow_any, "schema_change": self.schema_change, "mode": str(self.mode)}
 
 
 @dataclass(frozen=True)
@@ -222,7 +233,7 @@ _INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lo
 _CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every", "initial_position",
                   "allow_beyond_horizon", "allow_changed", "max_files"}
 _WINDOW_ONLY = {"window", "window_form", "lag"}
-_OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time", "schema_change"}
+_OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time", "schema_change", "mode"}
 _HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir", "full_sync_every", "create"}
 _SPARK_KEYS = {"master", "conf", "deploy_mode", "archives", "remote"}
 

@@ -460,6 +460,15 @@ class Consumer(Moves):
                        delivered_files=base.delivered_files + len(plan.files),
                        delivered_bytes=base.delivered_bytes + plan.bytes)
 
+    def after(self, plan: Plan) -> ConsumerState:
+        """The state ``plan``'s ack will commit, computed and not committed: what the consumer will have
+        delivered, for a restate that recomputes partitions from it (tributary_read/read/complete.py)."""
+        st = self.current()
+        if (st.version if st else 0) != plan.base_version:
+            raise NoSuchPlanError(f"plan {plan.plan_id} of consumer {self.name} is no longer pending")
+        new = self._apply(st, plan, plan.created_ms)
+        return replace(new, sealed=self._ledgers.seals(dict(new.sealed)))
+
     def ack(self, plan_id: str, now_ms: int | None = None) -> AckResult:
         """Commit a plan: its files count as delivered. Acking the plan twice is a no-op."""
         m = _PLAN_ID.match(plan_id or "")

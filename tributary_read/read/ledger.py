@@ -108,7 +108,8 @@ def _seal(items: Iterable[tuple[str, _Fp]], mtime: int | None, listed: int | Non
             "listed_ms": listed if mtime is not None else None}
 
 
-def _present(entry: Mapping) -> Iterable[tuple[str, _Fp]]:
+def present_files(entry: Mapping) -> Iterable[tuple[str, _Fp]]:
+    """An entry's files that are present (not marked gone), each with its fingerprint."""
     for name, v in entry["files"].items():
         fp, present = _dec(v)
         if present:
@@ -335,7 +336,7 @@ class LedgerPlanner:
         if unchanged:  # its files are read (a segment) only to seal it as it leaves the horizon
             if not in_horizon and d in self.ledger:
                 entry = self.ledger[d]  # the seal keeps its files (their segment): a late change is told exactly
-                self.seal[d] = {**_seal(_present(entry), entry.get("mtime_ms"), entry.get("listed_ms")),
+                self.seal[d] = {**_seal(present_files(entry), entry.get("mtime_ms"), entry.get("listed_ms")),
                                 **files_of(self.ledger, d, entry)}
             return None
         entry, sl = self.ledger.get(d), self.sealed.get(d)

@@ -245,6 +245,22 @@ def manifest_files(table: Table, since_version: int = 0, until_version: int | No
                    **origin(table.storage, table))
 
 
+def partition_files(table: Table, version: int, directories) -> list[ResolvedFile]:
+    """The files of partition ``directories`` in ``table`` as of ``version``: every record they held then.
+
+    What a restate recomputes a partition from (tributary_read/read/complete.py): the state, not a range of
+    commits, so a file compacted or restated since it was delivered is read as what replaced it, once.
+    """
+    import posixpath
+
+    from tributary_read.table.restate_swap import logical_path
+
+    wanted = set(directories)
+    state = table.log.state(version)
+    entries = [(e, None) for e in state.files.values() if posixpath.dirname(logical_path(e.path)) in wanted]
+    return _entry_files(entries, None, table)
+
+
 def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilter | None = None) -> FileSet:
     """Files of commits whose commit time lies in ``window`` (both ends inclusive).
 

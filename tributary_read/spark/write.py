@@ -75,8 +75,9 @@ class WriteResult:
     def of_commit(cls, commit: Commit, already_committed: bool = False) -> WriteResult:
         """The result of ``commit``: for a run that finds its transaction already in the log."""
         files = tuple(commit.files)
-        return cls(commit, commit.version, files, sum(f.records for f in files), partitions_of(files),
-                   already_committed)
+        # a restated partition the recompute left empty holds no file, and is still one the commit changed
+        parts = tuple(sorted(set(partitions_of(files)) | {r.directory for r in commit.restated}))
+        return cls(commit, commit.version, files, sum(f.records for f in files), parts, already_committed)
 
     def to_json(self) -> dict:
         t = self.commit.transaction if self.commit is not None else None

@@ -1,0 +1,135 @@
+"""A restate job (``[output] mode = "restate"``): is recomputing a partition exact for this job?
+
+A restate run recomputes each output partition its new input touches from that partition's
+complete input, and replaces it whole (tributary_read/table/restatement.py). That is exact only
+when trib can name, for an output partition, every input file that can hold its records: each
+input must be laid out by event time and read as a stream of files trib keeps account of. This
+module decides that once, for ``trib etl check`` and for every run (which refuses before it
+resolves anything), so the two cannot disagree.
+
+* A consumer or manifest input: the files a run has not read yet, exactly. An ``mtime`` window
+  picks files by arrival, and a file that lands in an older partition after its window is never
+  offered again, so the partition it feeds would never be recomputed: refused.
+* A trib table is laid out by event time (its writers route each record by its time). A plain
+  directory is, once the job declares its ``layout``; without one trib cannot tell which files
+  feed which partition: refused. A layout that is really by arrival time is caught at run time:
+  a row whose time lies outside the partitions the run recomputes refuses the run, nothing
+  committed (``restatement.check_rows``).
+* The output's storage must swap two directories in one step, so that a directory reader (Hive,
+  Spark over partitions) never sees a restated partition's old and new files together
+  (``restatement.check_storage``, which asks the file system once).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+from tributary_read.errors import InvalidInputError
+from tributary_read.etl.spec import InputMode, InputSpec, OutputMode
+from tributary_read.table.layout import PartitionDir
+from tributary_read.table.restate_swap import logical_path
+
+#: What every refusal ends with: the way that needs none of this.
+_OR_APPEND = 'or keep mode = "append" (the default) for SQL that maps rows to rows'
+
+
+def is_restate(job) -> bool:
+    """Whether ``job`` restates partitions (``[output] mode = "restate"``)."""
+    return job.output.mode is OutputMode.RESTATE
+
+
+def input_layout(spec: InputSpec):
+    """The event-time layout of input ``spec``: its trib table's, else the job's ``layout`` for a plain
+    directory (None: it has none)."""
+    from tributary_read.read.resolve import Source
+
+    return Source.open(spec.root, spec.storage_options, spec.layout).layout
+
+
+def check(job, output=None) -> None:
+    """Refuse a restate job whose output partitions trib cannot recompute exactly (one line, exit 3).
+
+    ``output``: the output table, when the caller has it loaded. An append job passes unchecked.
+    """
+    if not is_restate(job):
+        return
+    for i, spec in enumerate(job.inputs):
+        where = f"{job.path or job.name}: inputs[{i}] ({spec.view})"
+        if spec.mode is InputMode.MTIME:
+            raise InvalidInputError(
+                f"{where} is an mtime window, which picks files by arrival: a file that lands in an older "
+                "partition after its window is never read again, so the output partition it feeds would stay "
+                'wrong; a restate job reads mode = "consumer" (or "manifest" on a trib table) inputs, '
+                f"{_OR_APPEND}")
+        if input_layout(spec) is None:
+            raise InvalidInputError(
+                f"{where} is a plain directory with no layout, so trib cannot tell which of its files feed "
+                "which output partition: give the input's layout (its directories by event time, e.g. "
+                f'layout = "yyyy_MM_dd/HH"), {_OR_APPEND}')
+    if output is None:
+        from tributary_read.table.config import Table
+
+        output = Table.load(job.output.root, job.output.storage_options)
+    from tributary_read.table.restatement import check_storage
+
+    check_storage(output.storage)
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """What a restate run recomputes: the output partitions its new input touches, and what it reads for them."""
+
+    #: output partition directory -> its partition, in time order
+    partitions: Mapping[str, PartitionDir]
+    #: per input, in the job's order: its partition directories with new (or changed) files
+    touched: tuple[tuple[str, ...], ...]
+    #: per input: ``(fileset, plan)``, the fileset holding the complete input of ``partitions``
+    filesets: tuple
+
+
+def touched_dirs(layout, files) -> dict[str, PartitionDir]:
+    """The partitions of ``layout`` that ``files`` (new, or changed since delivered) lie in."""
+    out: dict[str, PartitionDir] = {}
+    for f in files:
+        d = posixpath.dirname(logical_path(f.path))
+        if d in out:
+            continue
+        p = layout.try_parse(d)
+        if p is None:  # a reader never returns such a file; if one did, its partition is unknown: refuse
+            raise InvalidInputError(f"{f.path} lies in no partition of the layout {layout.directory!r}, so the "
+                                    "output partition it feeds is unknown; nothing was committed")
+        out[d] = p
+    return out
+
+
+def recompute(run, filesets) -> Recompute:
+    """The output partitions that this run's new input touches, and each input's complete input for them.
+
+    ``filesets``: the resolve step's ``(fileset, plan)`` per input (the new files). An input partition
+    feeds every output partition whose span it intersects (table/restatement.py), and an output
+    partition is recomputed from every input partition whose span intersects it, read whole
+    (:func:`tributary_read.read.complete.complete_files`).
+    """
+    from tributary_read.read.complete import complete_files
+    from tributary_read.read.consumer import Consumer
+    from tributary_read.read.resolve import Source
+    from tributary_read.table.restatement import affected, needed
+
+    sources = [Source.open(s.root, s.storage_options, s.layout) for s in run.job.inputs]
+    touched = []
+    for src, (fs, plan) in zip(sources, filesets):
+        changed = [*fs.files, *(plan.conflicts if plan is not None else ())]
+        touched.append(touched_dirs(src.layout, changed))
+    partitions = affected(run.output.layout, (p for t in touched for p in t.values()))
+    out = []
+    for spec, src, (fs, plan), rep in zip(run.job.inputs, sources, filesets, run.inputs):
+        need = needed(src.layout, partitions.values())
+        if plan is not None:
+            consumer = Consumer(src, spec.consumer, spec.state_dir, spec.storage_options)
+            files = complete_files(src, need, consumer=consumer, plan=plan, skips=rep.skips)
+        else:  # a manifest window: the table as the run sees it now (a later commit is read again next window)
+            files = complete_files(src, need, version=src.table.log.latest_version())
+        out.append((replace(fs, files=tuple(files)), plan))
+    return Recompute(partitions, tuple(tuple(t) for t in touched), tuple(out))
