@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_trib
+from helpers import one_line_error
 from etl_data import H, LAY, LAYOUT, create_output_table, spark_section
 
 pytestmark = pytest.mark.usefixtures("warm_spark")
@@ -140,3 +141,62 @@ def test_late_and_changed_files_recompute_their_hours_once_and_append_mode_does_
     assert again["already_committed"] and _rows_by_manifest(tmp_path / "restate") == want
     quiet = _run(jobs["restate"], t0, 5)  # nothing new: nothing recomputed, an empty commit
     assert quiet["output"]["restated"] == [] and _rows_by_directory(tmp_path / "restate") == want
+
+
+DAILY_SQL = ("SELECT CAST(ts - ts % 86400000 AS BIGINT) AS ts, sum(events) AS events, max(users) AS peak "
+             "FROM hourly GROUP BY 1\n")
+
+
+def _daily_job(tmp_path: Path, mode: str, hourly: Path) -> Path:
+    from tributary_read.table.config import Table, TableConfig
+    from tributary_read.table.layout import Layout
+
+    (tmp_path / "daily.sql").write_text(DAILY_SQL)
+    out = tmp_path / f"daily-{mode}"
+    Table.create(str(out), TableConfig(Layout("{yyyy}_{MM}_{dd}", "dt={yyyy}{MM}{dd}"), format="parquet"))
+    path = tmp_path / f"daily-{mode}.toml"
+    path.write_text("\n".join([
+        "[job]", f'name = "daily-{mode}"', 'sql = "daily.sql"', "",
+        "[[inputs]]", f'table = "{hourly}"', 'view = "hourly"', 'mode = "consumer"', "",
+        "[output]", f'table = "{out}"', 'time_column = "ts"', f'mode = "{mode}"', "", spark_section()]))
+    return path
+
+
+def test_a_restated_hour_recomputes_the_day_downstream_and_an_append_job_is_refused(tmp_path):
+    now = int(time.time() * 1000)
+    t0 = now - now % H - 30 * H
+    raw = Raw(tmp_path / "raw", t0)
+    hourly = _job(tmp_path, "restate")
+    daily = _daily_job(tmp_path, "restate", tmp_path / "restate")
+    appender = _daily_job(tmp_path, "append", tmp_path / "restate")
+
+    raw.write(0, "a.jsonl", ["u1", "u2"])
+    raw.write(1, "a.jsonl", ["u1"])
+    _run(hourly, t0, 2)
+    first = _run(daily, t0, 2)
+    assert first["output"]["restated"]
+    assert _run(appender, t0, 2)["output"]["files"] >= 1  # the first plan holds no restate yet
+
+    raw.write(1, "late.jsonl", ["u3", "u4", "u5"])  # hour 1 restated upstream: the day follows
+    _run(hourly, t0, 3)
+    rep = _run(daily, t0, 3)
+    assert [r["partition"] for r in rep["output"]["restated"]] == [LAY.for_time(t0 + H).path.split("/")[0]]
+
+    truth = raw.truth()
+    days: dict[int, list] = defaultdict(lambda: [0, 0])
+    for h, (u, e) in truth.items():
+        day = days[h - h % (24 * H)]
+        day[0] += e
+        day[1] = max(day[1], u)
+    import pyarrow.dataset as ds
+
+    tab = ds.dataset(str(tmp_path / "daily-restate"), format="parquet", ignore_prefixes=[".", "_"]).to_table()
+    got = sorted(zip(tab["ts"].to_pylist(), tab["events"].to_pylist(), tab["peak"].to_pylist()))
+    assert got == sorted((d, e, u) for d, (e, u) in days.items())
+
+    # an append job over a table with restatements would count the restated hour twice: refused, nothing committed
+    r = run_trib("etl", "run", str(appender), "--schedule-time", str(t0 + 3 * H), "-q")
+    one_line_error(r, 3, "input hourly:", "restated 1 partition(s)", "output mode is restate")
+    from tributary_read.table.config import Table
+
+    assert Table.load(str(tmp_path / "daily-append")).log.latest_version() == 1  # its first run's commit only

@@ -69,10 +69,11 @@ def _resolve_one(run: _Run, spec: InputSpec):
                               allow_beyond_horizon=spec.allow_beyond_horizon,
                               # a restate job recomputes what a changed file feeds from the file as it is now
                               allow_changed=spec.allow_changed or is_restate(run.job),
-                              max_files=spec.max_files)
+                              max_files=spec.max_files, restatements=is_restate(run.job))
     else:
         window = run.window(spec)
-        request = ReadRequest(mode=str(spec.mode), window=window, allow_untracked=spec.allow_untracked)
+        request = ReadRequest(mode=str(spec.mode), window=window, allow_untracked=spec.allow_untracked,
+                              restatements=is_restate(run.job))
     chosen = select(src, request, options=spec.storage_options)
     fs, plan = chosen.fileset, chosen.plan
     skips: tuple[str, ...] = ()

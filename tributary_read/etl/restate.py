@@ -89,9 +89,10 @@ class Recompute:
     filesets: tuple
 
 
-def touched_dirs(layout, files) -> dict[str, PartitionDir]:
-    """The partitions of ``layout`` that ``files`` (new, or changed since delivered) lie in."""
-    out: dict[str, PartitionDir] = {}
+def touched_dirs(layout, files, restated=()) -> dict[str, PartitionDir]:
+    """The partitions of ``layout`` that ``files`` (new, or changed since delivered) lie in, and the
+    directories an input's own restates recomputed (``restated``: one emptied has no file left)."""
+    out: dict[str, PartitionDir] = {d: layout.parse(d) for d in restated}
     for f in files:
         d = posixpath.dirname(logical_path(f.path))
         if d in out:
@@ -121,7 +122,7 @@ def recompute(run, filesets) -> Recompute:
     touched = []
     for src, (fs, plan) in zip(sources, filesets):
         changed = [*fs.files, *(plan.conflicts if plan is not None else ())]
-        touched.append(touched_dirs(src.layout, changed))
+        touched.append(touched_dirs(src.layout, changed, fs.stats.get("restated", ())))
     partitions = affected(run.output.layout, (p for t in touched for p in t.values()))
     out = []
     for spec, src, (fs, plan), rep in zip(run.job.inputs, sources, filesets, run.inputs):

@@ -160,7 +160,7 @@ def cap_manifest(table: Table, since: int, fs: FileSet, max_files: int) -> tuple
         return fs, dict(NONE_LEFT)
     if cut >= until:
         return fs, dict(NONE_LEFT)
-    capped = manifest_files(table, since, cut)
+    capped = manifest_files(table, since, cut, restated=set())
     kept = {f.path for f in capped.files}
     return capped, {**backlog([f for f in fs.files if f.path not in kept], table.layout),
                     "until_version": until}

@@ -19,9 +19,12 @@ records out of the table: they are delivered by no later read. ``compact``
 ``restate`` (``[output] mode = "restate"``) recomputes whole partitions, and their
 records may change. Its files are not new data for a reader of appended records
 (they would double every record of the partition) and not a no-op either (they
-correct it): a range that holds one is refused (:class:`RestatedInputError`). A
-range before it still gets the records it added, from where the restate set the
-old files aside.
+correct it): a range that holds one is refused (:func:`refuse_restated`) unless
+its reader recomputes partitions itself (a restate job): then the restate's files
+are delivered in place of the files of its partitions the range added, and the
+restated directories are collected for that reader (an emptied partition has no
+file to deliver, and is still changed). A range before it still gets the records
+it added, from where the restate set the old files aside.
 """
 
 from __future__ import annotations
@@ -37,10 +40,25 @@ from tributary_read.table.renames import locations
 from tributary_read.table.restate_swap import in_staging
 
 
-class _Walk:
-    """What the commits of a range (then those after it) did to the files the range added."""
+def refuse_restated(where: str, version: int | None, directories) -> RestatedInputError:
+    """The one refusal of a restate to a reader of appended records: it would read those partitions twice."""
+    directories = sorted(directories)
+    parts = ", ".join(directories[:3]) + (" …" if len(directories) > 3 else "")
+    at = f"version {version} restates" if version is not None else "restated"
+    return RestatedInputError(
+        f"{where}: {at} {len(directories)} partition(s) ({parts}): their records were recomputed, so reading "
+        "the new files as new data would read those partitions twice; read this table from a job whose output "
+        "mode is restate")
 
-    def __init__(self) -> None:
+
+class _Walk:
+    """What the commits of a range (then those after it) did to the files the range added.
+
+    ``restated``: collect the directories a restate in the range recomputed, and deliver its files (None:
+    refuse such a range)."""
+
+    def __init__(self, restated: set[str] | None = None, where: str = "the table") -> None:
+        self.restated, self.where = restated, where
         self.added: dict[str, tuple[FileEntry, int]] = {}  # original path -> (entry, its version)
         self.expired: dict[str, int | None] = {}  # path -> the expire commit (None: a later one, unknown)
         self.holder: dict[str, str] = {}  # original path -> the newest compacted file holding its records
@@ -51,12 +69,16 @@ class _Walk:
 
     def follow(self, c: Commit, in_range: bool) -> None:
         if c.operation == OP_RESTATE:
-            if in_range:
-                parts = ", ".join(r.directory for r in c.restated[:3]) + (" …" if len(c.restated) > 3 else "")
-                raise RestatedInputError(
-                    f"version {c.version} restates {len(c.restated)} partition(s) ({parts}): their records were "
-                    "recomputed, so reading its files as new data would read those partitions twice; read this "
-                    "table from a job whose output mode is restate")
+            if in_range and self.restated is None:
+                raise refuse_restated(self.where, c.version, (r.directory for r in c.restated))
+            if in_range:  # the partitions' new files replace what the range added there
+                self.restated.update(r.directory for r in c.restated)
+                for e in c.removed:
+                    self.added.pop(e.path, None)
+                for e in c.files:
+                    self.added[e.path] = (e, c.version)
+                    self.holder.pop(e.path, None)
+                return
             staging = {r.directory: r.staging for r in c.restated}
             for e in c.removed:
                 d = e.path.rpartition("/")[0]
@@ -104,15 +126,18 @@ class _Walk:
 
 
 def range_entries(log, commits: Iterable[Commit], complete: bool, pfilter: PartitionFilter | None,
-                  storage=None) -> tuple[list[tuple[FileEntry, int | None]], tuple[Skipped, ...]]:
+                  storage=None, restated: set[str] | None = None
+                  ) -> tuple[list[tuple[FileEntry, int | None]], tuple[Skipped, ...]]:
     """(entry, version) pairs that hold the records ``commits`` added, and what was left out and why.
 
     ``complete``: the commits run to the latest version. Otherwise the commits
     after them decide too (a later expire or compaction), read one by one when
     few follow and from the latest state when many do. ``storage`` checks that
-    originals a partly covered compaction needs are still there.
+    originals a partly covered compaction needs are still there. ``restated``: a
+    set that collects the directories restates in the range recomputed, whose files
+    are then delivered (None: a range holding a restate is refused).
     """
-    w = _Walk()
+    w = _Walk(restated, log.storage.uri)
     for c in commits:
         w.end = c.version
         w.follow(c, True)

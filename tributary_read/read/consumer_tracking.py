@@ -117,7 +117,7 @@ class ManifestTracking:
                 f"(was the table recreated?); to start over: "
                 f"{reset_command(self.source.uri, self.name, 'to-earliest')}")
         try:
-            fs = manifest_files(table, since, latest)
+            fs = manifest_files(table, since, latest, restated=set())  # the reader decides (selection.select)
         except LogRetentionError as e:
             raise LogRetentionError(
                 f"consumer {self.name!r} is at table version {since}, further behind than the log keeps ({e}); "
@@ -137,7 +137,7 @@ class ManifestTracking:
                             "bytes": sum(f.size for f in taken)}
         return Plan(plan_id, self.name, state.version if state else 0, self.mode, self.source.uri, now,
                     files, skipped=fs.skipped, baseline=baseline, versions=(since, until),
-                    stats={"backlog": left}, delta={"manifest_version": until})
+                    stats={"backlog": left, **_restated(fs)}, delta={"manifest_version": until})
 
     def plan(self, state: ConsumerState | None, plan_id: str, now: int, opts: PlanOptions) -> Plan:
         return self.checked(self.part(state, plan_id, now, opts.initial_position, opts.cap), opts)
@@ -157,6 +157,7 @@ class ManifestTracking:
         stats: dict[str, Any] = {"untracked": untracked.to_json()} if untracked else {}
         if "backlog" in p.stats:
             stats["backlog"] = p.stats["backlog"]
+        stats.update(_restated(p))
         if checks_completely(table, allow=opts.allow_untracked):
             stats[COMPLETE_CHECK] = True
         return replace(p, stats=stats)
@@ -286,7 +287,7 @@ class BothTracking:
         baseline = _merged(m.baseline, lst.baseline)
         left = merged(m.stats.get("backlog"), lst.stats.get("backlog"),
                       self.manifest.source.table.layout if self.manifest.source.table else None)
-        return replace(lst, mode=self.mode, baseline=baseline, stats={**lst.stats, "backlog": left},
+        return replace(lst, mode=self.mode, baseline=baseline, stats={**lst.stats, "backlog": left, **_restated(m)},
                        files=tuple(sorted((*written(m.files), *lst.files), key=lambda f: f.path)),
                        skipped=tuple(sorted((*m.skipped, *lst.skipped), key=lambda s: s.path)),
                        versions=m.versions, delta={**lst.delta, "manifest_version": m.delta["manifest_version"]})
@@ -309,6 +310,11 @@ class BothTracking:
 
 _STRATEGIES: dict[Tracking, Callable[[Source, str], ConsumerTracking]] = {
     Tracking.MANIFEST: ManifestTracking, Tracking.LISTING: ListingTracking, Tracking.BOTH: BothTracking}
+
+
+def _restated(x) -> dict:
+    """The ``restated`` stat of a manifest answer or plan (the partitions restates in its range recomputed)."""
+    return {"restated": x.stats["restated"]} if x.stats.get("restated") else {}
 
 
 def tracking_for(mode: Tracking | str, source: Source, name: str) -> ConsumerTracking:

@@ -139,6 +139,7 @@ def resolve(
     progress: Progress | None = None,
     lister: DirectoryLister | None = None,
     allow_untracked: bool = False,
+    restated: set[str] | None = None,
 ) -> FileSet:
     """The exact file set for one run (see the module docstring for the modes).
 
@@ -148,7 +149,7 @@ def resolve(
     that leaves out files other tools wrote in its scope is returned with
     ``untracked`` set instead of failing (reports, and runs that opted out);
     it then skips the listing of the whole scope that a run which can fail
-    pays (:func:`tributary_read.read.tracking.check_untracked`).
+    pays (:func:`tributary_read.read.tracking.check_untracked`). ``restated``: see :func:`manifest_files`.
     """
     src = Source.of(source, options, layout)
     pf = PartitionFilter.parse(partitions, src.layout) if isinstance(partitions, str) else partitions
@@ -159,12 +160,12 @@ def resolve(
         if window is not None:
             if since_version or until_version is not None:
                 raise InvalidInputError("give a version range or a time window, not both")
-            fs = manifest_window(table, window, pf)
+            fs = manifest_window(table, window, pf, restated)
         elif mode is ReadMode.BOTH and (since_version or until_version is not None):
             raise InvalidInputError("since and until versions need mode manifest (files other tools write "
                                     "have no versions)", versions="since and until versions", mode="mode")
         else:
-            fs = manifest_files(table, since_version, until_version, pf)
+            fs = manifest_files(table, since_version, until_version, pf, restated)
         if mode is ReadMode.MANIFEST:
             versions = None if window is not None else (since_version, fs.plan["until_version"])
             untracked = check_untracked(src.table, fs.files, tracking="manifest", asked=asked, partitions=pf,
@@ -215,13 +216,15 @@ def _entry_files(commits_or_entries, pfilter: PartitionFilter | None, table: Tab
 
 
 def manifest_files(table: Table, since_version: int = 0, until_version: int | None = None,
-                   partitions: PartitionFilter | None = None) -> FileSet:
+                   partitions: PartitionFilter | None = None, restated: set[str] | None = None) -> FileSet:
     """Files of commits with ``since_version < version <= until_version``.
 
     The full range reads one checkpoint plus its tail; a range up to the latest
     version reads only its own commit files, which keeps "the newest hour" cheap
     on long logs. A range that ends earlier also reads the latest state, to leave
-    out files a later ``trib expire`` removed.
+    out files a later ``trib expire`` removed. ``restated``: collect the partitions restates in the range
+    recomputed (in the answer's ``stats["restated"]``) and deliver their files; None refuses such a range
+    (:mod:`tributary_read.read.changes`).
     """
     if since_version < 0 or (until_version is not None and until_version < since_version):
         raise InvalidInputError("version range must satisfy 0 <= since <= until")
@@ -237,12 +240,17 @@ def manifest_files(table: Table, since_version: int = 0, until_version: int | No
         entries = [(e, None) for e in state.files.values()]
     else:
         entries, skipped = range_entries(log, log.commits(since_version, until), until >= latest, partitions,
-                                         table.storage)
+                                         table.storage, restated)
     plan: dict[str, Any] = {"since_version": since_version, "until_version": until}
     if partitions is not None:
         plan["partitions"] = str(partitions)
     return FileSet("manifest", tuple(_entry_files(entries, partitions, table)), plan, skipped=skipped,
-                   **origin(table.storage, table))
+                   stats=_restated(restated), **origin(table.storage, table))
+
+
+def _restated(restated: set[str] | None) -> dict[str, Any]:
+    """An answer's ``stats`` naming the partitions restates in its range recomputed (none: no key)."""
+    return {"restated": sorted(restated)} if restated else {}
 
 
 def partition_files(table: Table, version: int, directories) -> list[ResolvedFile]:
@@ -261,7 +269,8 @@ def partition_files(table: Table, version: int, directories) -> list[ResolvedFil
     return _entry_files(entries, None, table)
 
 
-def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilter | None = None) -> FileSet:
+def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilter | None = None,
+                    restated: set[str] | None = None) -> FileSet:
     """Files of commits whose commit time lies in ``window`` (both ends inclusive).
 
     Commit times rise strictly over the run the newest commit names
@@ -309,14 +318,14 @@ def manifest_window(table: Table, window: TimeWindow, partitions: PartitionFilte
             yield c
 
     # Expire commits outside the window count too: the latest state decides.
-    entries, skipped = range_entries(log, in_window(), False, partitions, table.storage)
+    entries, skipped = range_entries(log, in_window(), False, partitions, table.storage, restated)
     plan: dict[str, Any] = {"window": window.to_json(),
                             "versions": [versions[0], versions[-1]] if versions else None,
                             "commits": len(versions)}
     if partitions is not None:
         plan["partitions"] = str(partitions)
     return FileSet("manifest", tuple(_entry_files(entries, partitions, table)), plan, skipped=skipped,
-                   **origin(table.storage, table))
+                   stats=_restated(restated), **origin(table.storage, table))
 
 
 def _check_retained(table: Table, first: Commit, oldest: int, since: int, window: TimeWindow) -> None:

@@ -86,6 +86,9 @@ class ReadRequest:
     #: At most this many files in a consumer's batch, oldest partitions first (an integer, or ``off``/0;
     #: None: consumer_state.DEFAULT_MAX_FILES); the rest is its backlog, delivered by the next runs.
     max_files: int | str | None = None
+    #: The reader recomputes whole partitions (a restate job): a restate in its range delivers the restated
+    #: partitions' files and names them (``stats["restated"]``); without it such a range is refused, exit 3.
+    restatements: bool = False
 
     def __post_init__(self) -> None:
         if self.parallel is not None and self.parallel < 1:
@@ -142,7 +145,8 @@ def select(source: Source, request: ReadRequest, *, options: Mapping[str, str] |
 
         fs = resolve(source, mode=r.mode, since_version=r.since_version or 0, until_version=r.until_version,
                      window=r.window, partitions=r.partitions, parallel=r.parallel, progress=progress,
-                     lister=lister, allow_untracked=r.allow_untracked)
+                     lister=lister, allow_untracked=r.allow_untracked,
+                     restated=set() if r.restatements else None)
         return Selection(fs)
     if lister is not None:
         raise InvalidInputError("a lister cannot be combined with a consumer: its plan lists only what "
@@ -155,5 +159,9 @@ def select(source: Source, request: ReadRequest, *, options: Mapping[str, str] |
                   full_scan_every_ms=r.full_scan_every_ms, allow_untracked=r.allow_untracked, owner=r.owner,
                   initial_position=r.initial_position, allow_beyond_horizon=r.allow_beyond_horizon,
                   allow_changed=r.allow_changed, max_files=r.max_files)
+    if plan.stats.get("restated") and not r.restatements:  # the plan stays pending for a reader that takes it
+        from tributary_read.read.changes import refuse_restated
+
+        raise refuse_restated(source.uri, None, plan.stats["restated"])
     return Selection(plan.fileset(origin(source.storage, source.table, source.layout)), plan, c)
 
