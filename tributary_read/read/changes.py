@@ -69,9 +69,9 @@ class _Walk:
 
     def follow(self, c: Commit, in_range: bool) -> None:
         if c.operation == OP_RESTATE:
-            if in_range and self.restated is None:
-                raise refuse_restated(self.where, c.version, (r.directory for r in c.restated))
             if in_range:  # the partitions' new files replace what the range added there
+                if self.restated is None:
+                    raise refuse_restated(self.where, c.version, (r.directory for r in c.restated))
                 self.restated.update(r.directory for r in c.restated)
                 for e in c.removed:
                     self.added.pop(e.path, None)
