@@ -28,13 +28,13 @@ SQL = ("SELECT CAST(ts - ts % 3600000 AS BIGINT) AS ts, count(DISTINCT user) AS 
        "FROM raw GROUP BY 1\n")
 
 
-def _job(tmp_path: Path, mode: str) -> Path:
+def _job(tmp_path: Path, mode: str, extra: str = "") -> Path:
     (tmp_path / "agg.sql").write_text(SQL)
     path = tmp_path / f"{mode}.toml"
     path.write_text("\n".join([
         "[job]", f'name = "{mode}"', 'sql = "agg.sql"', "",
         "[[inputs]]", f'table = "{tmp_path / "raw"}"', 'view = "raw"', 'mode = "consumer"', f'layout = "{LAYOUT}"',
-        'format = "jsonl"', 'schema = "id BIGINT, user STRING, ts BIGINT"', 'min_age = "0s"', "",
+        'format = "jsonl"', 'schema = "id BIGINT, user STRING, ts BIGINT"', 'min_age = "0s"', extra, "",
         "[output]", f'table = "{tmp_path / mode}"', 'time_column = "ts"', f'mode = "{mode}"', "",
         spark_section()]))
     create_output_table(tmp_path / mode)
@@ -141,6 +141,26 @@ def test_late_and_changed_files_recompute_their_hours_once_and_append_mode_does_
     assert again["already_committed"] and _rows_by_manifest(tmp_path / "restate") == want
     quiet = _run(jobs["restate"], t0, 5)  # nothing new: nothing recomputed, an empty commit
     assert quiet["output"]["restated"] == [] and _rows_by_directory(tmp_path / "restate") == want
+
+
+def test_files_landing_in_or_rewritten_in_sealed_partitions_recompute_them(tmp_path):
+    """Past the consumer's lookback a partition is sealed: a file landing there (with any mtime) or rewritten
+    there is found by its digest and compared with the files the seal keeps; a restate job recomputes it
+    where an append job would hold it back (exit 17)."""
+    now = int(time.time() * 1000)
+    t0 = now - now % H - 30 * H
+    raw = Raw(tmp_path / "raw", t0)
+    job = _job(tmp_path, "restate", 'lookback = "2h"')
+    raw.write(0, "a.jsonl", ["u1", "u2"])
+    raw.write(1, "a.jsonl", ["u1"])
+    _run(job, t0, 2)
+    raw.write(0, "late.jsonl", ["u3"], mtime_ms=t0 - H)  # sealed, and an mtime older than anything delivered
+    rows = [{"id": 500, "user": "u8", "ts": t0 + H + 5}, {"id": 501, "user": "u9", "ts": t0 + H}]
+    (tmp_path / "raw" / LAY.for_time(t0 + H).path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rep = _run(job, t0, 3)
+    assert sorted(r["partition"] for r in rep["output"]["restated"]) == [LAY.for_time(t0 + h * H).path for h in (0, 1)]
+    want = sorted((h, u, e) for h, (u, e) in raw.truth().items())
+    assert _rows_by_manifest(tmp_path / "restate") == want == _rows_by_directory(tmp_path / "restate")
 
 
 DAILY_SQL = ("SELECT CAST(ts - ts % 86400000 AS BIGINT) AS ts, sum(events) AS events, max(users) AS peak "

@@ -66,8 +66,9 @@ def _resolve_one(run: _Run, spec: InputSpec):
                               full_scan_every_ms=spec.full_scan_every_ms, allow_untracked=spec.allow_untracked,
                               owner={"job": run.job.name, "output": run.output.uri},
                               initial_position=spec.initial_position,
-                              allow_beyond_horizon=spec.allow_beyond_horizon,
-                              # a restate job recomputes what a changed file feeds from the file as it is now
+                              # a restate job recomputes what a changed file (or a partition changed beyond the
+                              # horizon) feeds from the files as they are now: nothing is held back
+                              allow_beyond_horizon=spec.allow_beyond_horizon or is_restate(run.job),
                               allow_changed=spec.allow_changed or is_restate(run.job),
                               max_files=spec.max_files, restatements=is_restate(run.job))
     else:
@@ -110,7 +111,10 @@ def _resolve_one(run: _Run, spec: InputSpec):
         c = plan.conflicts[0]
         run.say(f"warning: input {spec.view}: {len(plan.conflicts)} delivered files changed since and are not "
                 f"read again (allow_changed = true; e.g. {c.path}: {c.reason})")
-    if plan is not None and plan.beyond_horizon:
+    if plan is not None and plan.beyond_horizon and is_restate(run.job):
+        run.say(f"input {spec.view}: {len(plan.beyond_horizon)} files of partitions that changed beyond the lookback "
+                f"horizon (e.g. {plan.beyond_horizon[0].path}): the output partitions they feed are recomputed")
+    elif plan is not None and plan.beyond_horizon:
         run.say(f"warning: input {spec.view}: {len(plan.beyond_horizon)} files of partitions that changed beyond "
                 f"the lookback horizon are not read (allow_beyond_horizon; e.g. {plan.beyond_horizon[0].path})")
     return fs, plan
@@ -140,7 +144,7 @@ def left_of(fs, plan, skips: tuple[str, ...] = (), restate: bool = False) -> tup
         if plan.conflicts and not restate:
             out.append(Left(len(plan.conflicts), "changed after an earlier run read them, acknowledged by "
                             "allow_changed", False, plan.conflicts[0].path))
-        if plan.beyond_horizon:
+        if plan.beyond_horizon and not restate:
             out.append(Left(len(plan.beyond_horizon), "lie in partitions that changed past the lookback, "
                             "acknowledged by allow_beyond_horizon", False, plan.beyond_horizon[0].path))
         if plan.held:

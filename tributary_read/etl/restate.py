@@ -121,7 +121,7 @@ def recompute(run, filesets) -> Recompute:
     sources = [Source.open(s.root, s.storage_options, s.layout) for s in run.job.inputs]
     touched = []
     for src, (fs, plan) in zip(sources, filesets):
-        changed = [*fs.files, *(plan.conflicts if plan is not None else ())]
+        changed = [*fs.files, *((*plan.conflicts, *plan.beyond_horizon) if plan is not None else ())]
         touched.append(touched_dirs(src.layout, changed, fs.stats.get("restated", ())))
     partitions = affected(run.output.layout, (p for t in touched for p in t.values()))
     out = []
