@@ -220,3 +220,32 @@ def test_a_restated_hour_recomputes_the_day_downstream_and_an_append_job_is_refu
     from tributary_read.table.config import Table
 
     assert Table.load(str(tmp_path / "daily-append")).log.latest_version() == 1  # its first run's commit only
+
+
+POINTS = ("etl.before_commit", "restate.before_swap", "restate.after_swap", "etl.after_commit", "etl.before_ack")
+
+
+def test_kill9_at_each_step_of_a_restate_then_rerun_leaves_each_hour_whole(tmp_path):
+    """A restate run killed at each of its steps: a directory reader then sees each partition as it was or as
+    recomputed (never both files, never none), and the rerun of the same schedule time finishes it once."""
+    now = int(time.time() * 1000)
+    t0 = now - now % H - 30 * H
+    raw = Raw(tmp_path / "raw", t0)
+    job = _job(tmp_path, "restate")
+    raw.write(0, "a.jsonl", ["u1", "u2"])
+    _run(job, t0, 1)
+    for k, point in enumerate(POINTS, start=2):
+        before = _rows_by_directory(tmp_path / "restate")
+        raw.write(0, f"late-{k}.jsonl", [f"v{k}", "u1"])  # hour 0 again, and hour k-1 anew
+        raw.write(k - 1, "a.jsonl", ["u1"])
+        want = sorted((h, u, e) for h, (u, e) in raw.truth().items())
+        r = run_trib("etl", "run", str(job), "--schedule-time", str(t0 + k * H), "-q", env={"TRIB_CRASH_AT": point})
+        assert r.returncode == -9, (point, r.returncode, r.stderr[-2000:])
+        seen = _rows_by_directory(tmp_path / "restate")
+        hour0 = [x for x in seen if x[0] == t0]
+        assert hour0 in ([x for x in before if x[0] == t0], [x for x in want if x[0] == t0]), (point, seen)
+        rep = _run(job, t0, k)
+        assert rep["already_committed"] == (point != "etl.before_commit"), point
+        assert _rows_by_manifest(tmp_path / "restate") == want == _rows_by_directory(tmp_path / "restate"), point
+    v = run_trib("verify", str(tmp_path / "restate"))
+    assert v.returncode == 0, v.stdout + v.stderr
