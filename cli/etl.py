@@ -6,10 +6,9 @@ import click
 
 from .context import Duration, TribState, emit, json_option, pass_state, raise_on_sigterm
 
-_schedule = click.option(
-    "--schedule-time", required=True,
-    help="The run's schedule time: ISO-8601 (2024-01-01T05:00:00Z; no offset = UTC) or epoch ms, e.g. "
-         "Airflow's {{ data_interval_end }}. Floored to the job's period: one run per period.")
+_schedule_help = ("The run's schedule time: ISO-8601 (2024-01-01T05:00:00Z; no offset = UTC) or epoch ms, e.g. "
+                  "Airflow's {{ data_interval_end }}. Floored to the job's period: one run per period.")
+_schedule = click.option("--schedule-time", required=True, help=_schedule_help)
 _interval = click.option(
     "--interval-start", default=None,
     help="A scheduler's data interval start (Airflow's {{ data_interval_start }}), its end being --schedule-time: "
@@ -66,7 +65,12 @@ def check(state: TribState, job_file, as_json) -> None:
 
 @etl.command("run")
 @click.argument("job_file", metavar="JOB.toml")
-@_schedule
+@click.option("--schedule-time", default=None, help=_schedule_help)
+@click.option("--restate", "restate", default=None, metavar="START/END",
+              help="A restate job only, instead of --schedule-time: recompute every output partition this interval "
+                   "of event time covers (START/END, ISO-8601 or epoch ms; or one partition, 2024_01_01/05 or "
+                   "dt=2024010105) from its complete input, in one commit, e.g. after a fix to the SQL. Moves no "
+                   "consumer; downstream restate jobs recompute what it feeds.")
 @_interval
 @click.option("--dry-run", is_flag=True,
               help="Print the plan (inputs, files, SQL, output, transaction) and check the [hive] table (exit 3 "
@@ -76,7 +80,8 @@ def check(state: TribState, job_file, as_json) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 @json_option
 @pass_state
-def run(state: TribState, job_file, schedule_time, interval_start, dry_run, full_sync, quiet, as_json) -> None:
+def run(state: TribState, job_file, schedule_time, restate, interval_start, dry_run, full_sync, quiet,
+        as_json) -> None:
     """Run JOB.toml for one schedule time: resolve, SQL, commit once, sync Hive, ack.
 
     \b
@@ -95,8 +100,19 @@ def run(state: TribState, job_file, schedule_time, interval_start, dry_run, full
         if not (quiet or state.quiet):
             click.echo(f"trib etl: {msg}", err=True)
 
-    from tributary_read.errors import PartitionsHeldError
+    from tributary_read.errors import InvalidInputError, PartitionsHeldError
 
+    if (schedule_time is None) == (restate is None):
+        raise InvalidInputError("give --schedule-time (a scheduled run) or --restate START/END (a backfill), one of "
+                                "them")
+    if restate is not None:
+        if dry_run or interval_start is not None or full_sync:
+            raise InvalidInputError("--restate takes none of --dry-run, --interval-start and --full-sync")
+        from tributary_read.etl.backfill import backfill
+
+        report = backfill(job, restate, progress=progress, verbose=state.verbose)
+        emit(as_json, report.to_json(), lambda: _print_report(report))
+        return
     try:
         report = run_job(job, schedule_time, dry_run=dry_run, progress=progress, full_sync=full_sync,
                          verbose=state.verbose, interval_start=interval_start)

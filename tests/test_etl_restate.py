@@ -20,7 +20,8 @@ import pytest
 
 from conftest import run_trib
 from helpers import one_line_error
-from etl_data import H, LAY, LAYOUT, create_output_table, spark_section
+from etl_data import H, LAY, LAYOUT, create_output_table, iso, spark_section
+from tributary_read.table.config import Table
 
 pytestmark = pytest.mark.usefixtures("warm_spark")
 
@@ -217,8 +218,6 @@ def test_a_restated_hour_recomputes_the_day_downstream_and_an_append_job_is_refu
     # an append job over a table with restatements would count the restated hour twice: refused, nothing committed
     r = run_trib("etl", "run", str(appender), "--schedule-time", str(t0 + 3 * H), "-q")
     one_line_error(r, 3, "input hourly:", "restated 1 partition(s)", "output mode is restate")
-    from tributary_read.table.config import Table
-
     assert Table.load(str(tmp_path / "daily-append")).log.latest_version() == 1  # its first run's commit only
 
 
@@ -249,3 +248,44 @@ def test_kill9_at_each_step_of_a_restate_then_rerun_leaves_each_hour_whole(tmp_p
         assert _rows_by_manifest(tmp_path / "restate") == want == _rows_by_directory(tmp_path / "restate"), point
     v = run_trib("verify", str(tmp_path / "restate"))
     assert v.returncode == 0, v.stdout + v.stderr
+
+
+def test_a_backfill_recomputes_the_hours_it_covers_after_a_fix_to_the_sql(tmp_path):
+    now = int(time.time() * 1000)
+    t0 = now - now % H - 30 * H
+    raw = Raw(tmp_path / "raw", t0)
+    job = _job(tmp_path, "restate", 'lookback = "2h"')  # every hour here is sealed: a removed one is retention
+    for h in range(3):
+        raw.write(h, "a.jsonl", ["u1", "u2", f"x{h}"])
+    _run(job, t0, 3)
+    before = _rows_by_manifest(tmp_path / "restate")
+    (tmp_path / "agg.sql").write_text(SQL.replace("count(*) AS events", "count(*) * 10 AS events"))  # the fix
+    start, end = iso(t0 + H), iso(t0 + 3 * H)
+    r = run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate", f"{start}/{end}", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert [x["partition"] for x in rep["output"]["restated"]] == [LAY.for_time(t0 + h * H).path for h in (1, 2)]
+    assert rep["transaction"]["app_id"] == "etl-restate:restate" and rep["acked"] == []
+    after = _rows_by_directory(tmp_path / "restate")
+    assert after == [before[0]] + [(h, u, e * 10) for h, u, e in before[1:]]  # hour 0 untouched
+    # one partition by its value; a scheduled run goes on as before (its consumer did not move)
+    r = run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate", f"dt={LAY.for_time(t0).values['dt']}",
+                 "--json", "-q")
+    assert r.returncode == 0 and _rows_by_manifest(tmp_path / "restate")[0] == (t0, 3, 30), r.stderr
+    raw.write(3, "a.jsonl", ["u1"])
+    assert [x["partition"] for x in _run(job, t0, 4)["output"]["restated"]] == [LAY.for_time(t0 + 3 * H).path]
+    assert run_trib("verify", str(tmp_path / "restate")).returncode == 0
+
+    for bad, words in [(f"{end}/{start}", "start must be before"), ("2026_99", "give START/END"),
+                       (None, "one of them")]:
+        args = ["--restate", bad] if bad else []
+        one_line_error(run_trib("etl", "run", str(tmp_path / "restate.toml"), *args), 3, words)
+    # an hour that holds records but whose input retention removed (its consumer saw it go): refused
+    import shutil
+
+    shutil.rmtree(tmp_path / "raw" / LAY.for_time(t0).path)
+    assert _run(job, t0, 5)["output"]["restated"] == []  # a sealed partition emptied is retention: not recomputed
+    v = Table.load(str(tmp_path / "restate")).log.latest_version()
+    r = run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate", f"{iso(t0)}/{iso(t0 + H)}", "-q")
+    one_line_error(r, 3, "no input file feeds", "nothing was committed")
+    assert Table.load(str(tmp_path / "restate")).log.latest_version() == v

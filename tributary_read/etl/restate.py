@@ -113,24 +113,59 @@ def recompute(run, filesets) -> Recompute:
     partition is recomputed from every input partition whose span intersects it, read whole
     (:func:`tributary_read.read.complete.complete_files`).
     """
-    from tributary_read.read.complete import complete_files
-    from tributary_read.read.consumer import Consumer
-    from tributary_read.read.resolve import Source
-    from tributary_read.table.restatement import affected, needed
+    from tributary_read.table.restatement import affected
 
-    sources = [Source.open(s.root, s.storage_options, s.layout) for s in run.job.inputs]
+    sources = _sources(run.job)
     touched = []
     for src, (fs, plan) in zip(sources, filesets):
         changed = [*fs.files, *((*plan.conflicts, *plan.beyond_horizon) if plan is not None else ())]
         touched.append(touched_dirs(src.layout, changed, fs.stats.get("restated", ())))
     partitions = affected(run.output.layout, (p for t in touched for p in t.values()))
-    out = []
-    for spec, src, (fs, plan), rep in zip(run.job.inputs, sources, filesets, run.inputs):
-        need = needed(src.layout, partitions.values())
-        if plan is not None:
-            consumer = Consumer(src, spec.consumer, spec.state_dir, spec.storage_options)
-            files = complete_files(src, need, consumer=consumer, plan=plan, skips=rep.skips)
-        else:  # a manifest window: the table as the run sees it now (a later commit is read again next window)
-            files = complete_files(src, need, version=src.table.log.latest_version())
-        out.append((replace(fs, files=tuple(files)), plan))
+    out = [(replace(fs, files=tuple(_complete(spec, src, partitions, plan, rep.skips))), plan)
+           for spec, src, (fs, plan), rep in zip(run.job.inputs, sources, filesets, run.inputs)]
     return Recompute(partitions, tuple(tuple(t) for t in touched), tuple(out))
+
+
+def recompute_all(run, partitions: Mapping[str, PartitionDir]) -> Recompute:
+    """A backfill's recompute of ``partitions`` (tributary_read/etl/backfill.py): each input's complete input
+    for them as it stands, with no plan; a partition that holds records and would be recomputed from no
+    input file at all is refused (an input's retention removed it, or the interval lies before it)."""
+    from tributary_read.read.fileset import FileSet, origin
+    from tributary_read.table.restatement import affected
+
+    sources = _sources(run.job)
+    out = []
+    fed: set[str] = set()
+    for spec, src in zip(run.job.inputs, sources):
+        files = _complete(spec, src, partitions, None)
+        for d in touched_dirs(src.layout, files).values():
+            fed.update(affected(run.output.layout, [d]))
+        out.append((FileSet("restate", tuple(files), **origin(src.storage, src.table, src.layout)), None))
+    holding = {posixpath.dirname(logical_path(p)) for p in run.output.log.state().files}
+    held = [d for d in partitions if d not in fed and d in holding]
+    if held:
+        more = f" and {len(held) - 3} more" if len(held) > 3 else ""
+        raise InvalidInputError(
+            f"no input file feeds {', '.join(held[:3])}{more} of {run.output.uri} any more, which hold records: "
+            "recomputing would empty them (an input's retention removed their files?); nothing was committed: "
+            "give an interval whose input is still there")
+    return Recompute(dict(partitions), tuple(() for _ in sources), tuple(out))
+
+
+def _sources(job) -> list:
+    from tributary_read.read.resolve import Source
+
+    return [Source.open(s.root, s.storage_options, s.layout) for s in job.inputs]
+
+
+def _complete(spec: InputSpec, src, partitions: Mapping[str, PartitionDir], plan, skips=()) -> list:
+    """Input ``spec``'s complete input for output ``partitions``: with the run's ``plan`` (a consumer), as
+    delivered once it is acked; without, as the consumer has delivered it, or a table's latest version."""
+    from tributary_read.read.complete import complete_files
+    from tributary_read.read.consumer import Consumer
+    from tributary_read.table.restatement import needed
+
+    need = needed(src.layout, partitions.values())
+    consumer = Consumer(src, spec.consumer, spec.state_dir, spec.storage_options) if spec.consumer else None
+    version = src.table.log.latest_version() if plan is None and src.table is not None else None
+    return complete_files(src, need, consumer=consumer, plan=plan, version=version, skips=skips)

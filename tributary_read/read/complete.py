@@ -30,9 +30,11 @@ from tributary_read.table.layout import PartitionDir
 
 
 def delivered_in(consumer, plan, directories: Mapping[str, PartitionDir]) -> list[ResolvedFile]:
-    """The files a listing ``consumer`` holds as delivered in ``directories`` once ``plan`` is acked, each up
-    to its delivered end (``valid_length`` where that is before the file's listed size)."""
-    state = consumer.after(plan)
+    """The files a listing ``consumer`` holds as delivered in ``directories`` once ``plan`` is acked (None: as
+    it holds them now), each up to its delivered end (``valid_length`` where that is before the file's size)."""
+    state = consumer.after(plan) if plan is not None else consumer.current()
+    if state is None or state.mode not in ("listing", "both"):
+        return []
     out: list[ResolvedFile] = []
     for d, part in directories.items():
         if d in state.ledger:
@@ -59,8 +61,9 @@ def complete_files(source, directories: Mapping[str, PartitionDir], *, consumer=
                    version: int | None = None, skips: Iterable[str] = ()) -> list[ResolvedFile]:
     """Every file of input ``source`` in ``directories`` that a restate recomputes them from, sorted by path.
 
-    A consumer input passes its ``consumer`` and pending ``plan``; a manifest window passes the table
-    ``version`` it read up to. ``skips``: paths ``trib consumer skip`` left out, left out here too.
+    A consumer input passes its ``consumer`` and pending ``plan`` (None: what it has delivered, for a
+    backfill); a manifest window, and a backfill of a table, pass the table ``version`` to read. ``skips``:
+    paths ``trib consumer skip`` left out, left out here too.
     """
     files: list[ResolvedFile] = []
     if plan is not None and plan.versions is not None:
@@ -69,7 +72,7 @@ def complete_files(source, directories: Mapping[str, PartitionDir], *, consumer=
         from tributary_read.read.resolve import partition_files
 
         files += partition_files(source.table, version, directories)
-    if plan is not None and plan.mode in ("listing", "both"):
+    if consumer is not None:
         files += delivered_in(consumer, plan, directories)
     skipped = set(skips)
     return sorted((f for f in files if f.path not in skipped), key=lambda f: f.path)
