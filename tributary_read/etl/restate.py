@@ -131,7 +131,7 @@ def recompute_all(run, partitions: Mapping[str, PartitionDir]) -> Recompute:
     for them as it stands, with no plan; a partition that holds records and would be recomputed from no
     input file at all is refused (an input's retention removed it, or the interval lies before it)."""
     from tributary_read.read.fileset import FileSet, origin
-    from tributary_read.table.restatement import affected
+    from tributary_read.table.restatement import affected, named
 
     sources = _sources(run.job)
     out = []
@@ -144,9 +144,8 @@ def recompute_all(run, partitions: Mapping[str, PartitionDir]) -> Recompute:
     holding = {posixpath.dirname(logical_path(p)) for p in run.output.log.state().files}
     held = [d for d in partitions if d not in fed and d in holding]
     if held:
-        more = f" and {len(held) - 3} more" if len(held) > 3 else ""
         raise InvalidInputError(
-            f"no input file feeds {', '.join(held[:3])}{more} of {run.output.uri} any more, which hold records: "
+            f"no input file feeds {named(held)} of {run.output.uri} any more, which hold records: "
             "recomputing would empty them (an input's retention removed their files?); nothing was committed: "
             "give an interval whose input is still there")
     return Recompute(dict(partitions), tuple(() for _ in sources), tuple(out))

@@ -74,11 +74,16 @@ def check_rows(produced: Iterable[str], restated: Iterable[str]) -> None:
     """
     stray = sorted(set(produced) - set(restated))
     if stray:
-        more = f" and {len(stray) - 3} more" if len(stray) > 3 else ""
         raise InvalidInputError(
-            f"the SQL wrote rows into {', '.join(stray[:3])}{more}, which no input partition this run read feeds: "
+            f"the SQL wrote rows into {named(stray)}, which no input partition this run read feeds: "
             "a restate job needs inputs laid out by event time and an output time column that keeps it; "
             "nothing was committed")
+
+
+def named(directories: list[str], shown: int = 3) -> str:
+    """Partition directories as a refusal names them: the first few, then how many more."""
+    more = f" and {len(directories) - shown} more" if len(directories) > shown else ""
+    return ", ".join(directories[:shown]) + more
 
 
 def restatements(storage, run_id: str, partitions: Mapping[str, PartitionDir], files: Iterable[FileEntry]
