@@ -29,14 +29,14 @@ SQL = ("SELECT CAST(ts - ts % 3600000 AS BIGINT) AS ts, count(DISTINCT user) AS 
        "FROM raw GROUP BY 1\n")
 
 
-def _job(tmp_path: Path, mode: str, extra: str = "") -> Path:
+def _job(tmp_path: Path, mode: str, extra: str = "", hive: str = "") -> Path:
     (tmp_path / "agg.sql").write_text(SQL)
     path = tmp_path / f"{mode}.toml"
     path.write_text("\n".join([
         "[job]", f'name = "{mode}"', 'sql = "agg.sql"', "",
         "[[inputs]]", f'table = "{tmp_path / "raw"}"', 'view = "raw"', 'mode = "consumer"', f'layout = "{LAYOUT}"',
         'format = "jsonl"', 'schema = "id BIGINT, user STRING, ts BIGINT"', 'min_age = "0s"', extra, "",
-        "[output]", f'table = "{tmp_path / mode}"', 'time_column = "ts"', f'mode = "{mode}"', "",
+        "[output]", f'table = "{tmp_path / mode}"', 'time_column = "ts"', f'mode = "{mode}"', "", hive,
         spark_section()]))
     create_output_table(tmp_path / mode)
     return path
@@ -221,16 +221,42 @@ def test_a_restated_hour_recomputes_the_day_downstream_and_an_append_job_is_refu
     assert Table.load(str(tmp_path / "daily-append")).log.latest_version() == 1  # its first run's commit only
 
 
-POINTS = ("etl.before_commit", "restate.before_swap", "restate.after_swap", "etl.after_commit", "etl.before_ack")
+POINTS = ("etl.before_commit", "restate.before_swap", "restate.after_swap", "etl.after_commit", "etl.during_sync",
+          "etl.before_ack")
 
 
-def test_kill9_at_each_step_of_a_restate_then_rerun_leaves_each_hour_whole(tmp_path):
-    """A restate run killed at each of its steps: a directory reader then sees each partition as it was or as
-    recomputed (never both files, never none), and the rerun of the same schedule time finishes it once."""
+def _hive_rows(cur, table: str) -> list[tuple[int, int, int]]:
+    cur.execute(f"SELECT ts, users, events FROM {table}")
+    return sorted((int(a), int(b), int(c)) for a, b, c in cur.fetchall())
+
+
+def _partition_stats(hive_services, table: str, directory: Path) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(files, bytes) the metastore holds for the partition at ``directory``, and what a lister sees there."""
+    from tributary_read.hive.model import TableName
+    from tributary_read.hive.thrift_metastore import ThriftMetastore
+
+    ms = ThriftMetastore("127.0.0.1", hive_services.hms_port)
+    try:
+        (p,) = [p for p in ms.list_partitions(TableName.parse(table), with_locations=True)
+                if p.location.rstrip("/").endswith(str(directory))]
+    finally:
+        ms.close()
+    visible = [f for f in directory.iterdir() if not f.name.startswith((".", "_"))]
+    return (p.stats.num_files, p.stats.total_size), (len(visible), sum(f.stat().st_size for f in visible))
+
+
+def test_kill9_at_each_step_of_a_restate_then_rerun_leaves_each_hour_whole(tmp_path, hive_services, hs2_cursor):
+    """A restate run killed at each of its steps, the metastore's among them: a directory reader then sees each
+    partition as it was or as recomputed (never both files, never none), and the rerun of the same schedule time
+    finishes it once; HiveServer2 then counts every hour as recomputed, its statistics refreshed."""
+    import uuid
+
     now = int(time.time() * 1000)
     t0 = now - now % H - 30 * H
     raw = Raw(tmp_path / "raw", t0)
-    job = _job(tmp_path, "restate")
+    table = f"default.restate_{uuid.uuid4().hex[:8]}"
+    job = _job(tmp_path, "restate", hive=f'[hive]\ntable = "{table}"\ncreate = true\n'
+               f'metastore = "hs2://127.0.0.1:{hive_services.hs2_port}?user=trib"\n')
     raw.write(0, "a.jsonl", ["u1", "u2"])
     _run(job, t0, 1)
     for k, point in enumerate(POINTS, start=2):
@@ -248,6 +274,12 @@ def test_kill9_at_each_step_of_a_restate_then_rerun_leaves_each_hour_whole(tmp_p
         assert _rows_by_manifest(tmp_path / "restate") == want == _rows_by_directory(tmp_path / "restate"), point
     v = run_trib("verify", str(tmp_path / "restate"))
     assert v.returncode == 0, v.stdout + v.stderr
+    try:
+        assert _hive_rows(hs2_cursor, table) == want
+        held, seen = _partition_stats(hive_services, table, tmp_path / "restate" / LAY.for_time(t0).path)
+        assert held == seen, (held, seen)  # restated six times: its statistics are the last version's
+    finally:
+        hs2_cursor.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def test_a_backfill_recomputes_the_hours_it_covers_after_a_fix_to_the_sql(tmp_path):

@@ -70,12 +70,12 @@ def _mount_options(job: Job, output) -> tuple:
 
 
 def _mount(job: Job, output, ms, commit: Commit, batch_size, location_base, after_step) -> HiveReport:
-    from tributary_read.hive.commit import mount_commit, partitions_of_files
+    from tributary_read.hive.commit import mount_commit, partitions_of_commit
     from tributary_read.hive.model import TableName
 
     h = job.hive
     assert h is not None
-    parts = partitions_of_files(output, commit.files)
+    parts = partitions_of_commit(output, commit)
     m = mount_commit(output, ms, TableName.parse(h.table), parts, batch_size=batch_size,
                      location_base=location_base, after_step=after_step)
     return HiveReport(h.table, ms.address, m.added, m.refreshed, m.relocated, m.statements, "commit")

@@ -561,6 +561,15 @@ def mount_commit(table: Table, ms: Metastore, hive: TableName, parts: Mapping[st
                    tuple(p.spec for p, _ in moved), statements)
 
 
+def partitions_of_commit(table: Table, commit) -> dict[str, PartitionDir]:
+    """The partitions ``commit`` changed: those its data files are in, and those a restate recomputed (one
+    it left empty holds no file, and its statistics still change)."""
+    out = partitions_of_files(table, commit.files)
+    for r in commit.restated:
+        out.setdefault(r.directory, table.layout.parse(r.directory))
+    return out
+
+
 def partitions_of_files(table: Table, files) -> dict[str, PartitionDir]:
     """The partition directories (parsed by the table's layout) that ``files``' data files are in."""
     out: dict[str, PartitionDir] = {}
