@@ -217,8 +217,13 @@ def test_a_restated_hour_recomputes_the_day_downstream_and_an_append_job_is_refu
 
     # an append job over a table with restatements would count the restated hour twice: refused, nothing committed
     r = run_trib("etl", "run", str(appender), "--schedule-time", str(t0 + 3 * H), "-q")
-    one_line_error(r, 3, "input hourly:", "restated 1 partition(s)", "output mode is restate")
+    one_line_error(r, 3, "input hourly:", "restated 1 partition(s)", "output mode is restate",
+                   'say restated = "read" in its [[inputs]]')
     assert Table.load(str(tmp_path / "daily-append")).log.latest_version() == 1  # its first run's commit only
+    # said knowingly: the restated hour's new file is read as new rows (its day is appended to again)
+    appender.write_text(appender.read_text().replace('view = "hourly"', 'view = "hourly"\nrestated = "read"'))
+    rep = _run(appender, t0, 3)
+    assert rep["inputs"][0]["files"] == 1 and rep["output"]["records"] == 1
 
 
 POINTS = ("etl.before_commit", "restate.before_swap", "restate.after_swap", "etl.after_commit", "etl.during_sync",

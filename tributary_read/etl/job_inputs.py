@@ -11,7 +11,7 @@ import re
 from typing import Any, Mapping
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.etl.spec import _CONSUMER_ONLY, _INPUT_KEYS, _WINDOW_ONLY, InputMode, InputSpec
+from tributary_read.etl.spec import _CONSUMER_ONLY, _INPUT_KEYS, _WINDOW_ONLY, InputMode, InputSpec, Restated
 from tributary_read.io.formats import FORMATS
 from tributary_read.read.window import WindowForm
 
@@ -102,6 +102,7 @@ class _InputParser:
         if not isinstance(allow, bool):
             raise self.fail(f"{section}.allow_untracked must be true or false, not {allow!r}")
         kw["allow_untracked"] = allow
+        kw["restated"] = self.choice(Restated, d, "restated", section, "refuse")
         return InputSpec(table, root, view, mode, storage_options=options, **kw)
 
     def first_run(self, d: Mapping, section: str, root: str, options: Mapping[str, str], layout) -> dict[str, Any]:

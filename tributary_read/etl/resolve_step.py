@@ -32,9 +32,11 @@ def resolve(run: _Run) -> list[tuple[Any, Any]]:
                 {"allow_untracked": "allow_untracked = true in its [[inputs]]",
                  "allow_beyond_horizon": "allow_beyond_horizon = true in its [[inputs]]",
                  "allow_changed": "allow_changed = true in its [[inputs]]"})) from None
-        except InvalidInputError as e:  # a consumer another job owns: name the key that fixes it
-            raise InvalidInputError(f"input {spec.view}: " + e.reword(
-                {"consumer": "consumer = \"...\" of its own in its [[inputs]]"})) from None
+        except InvalidInputError as e:  # a consumer another job owns, a restated input: name the key that fixes it
+            raise type(e)(f"input {spec.view}: " + e.reword(
+                {"consumer": "consumer = \"...\" of its own in its [[inputs]]",
+                 "restated": "say restated = \"read\" in its [[inputs]] to read their new files as new rows"}
+            )) from None
     if is_restate(run.job):  # the output partitions the new input touches, and their complete input
         from tributary_read.etl.restate import recompute
 
@@ -70,11 +72,11 @@ def _resolve_one(run: _Run, spec: InputSpec):
                               # horizon) feeds from the files as they are now: nothing is held back
                               allow_beyond_horizon=spec.allow_beyond_horizon or is_restate(run.job),
                               allow_changed=spec.allow_changed or is_restate(run.job),
-                              max_files=spec.max_files, restatements=is_restate(run.job))
+                              max_files=spec.max_files, restatements=_takes_restatements(run, spec))
     else:
         window = run.window(spec)
         request = ReadRequest(mode=str(spec.mode), window=window, allow_untracked=spec.allow_untracked,
-                              restatements=is_restate(run.job))
+                              restatements=_takes_restatements(run, spec))
     chosen = select(src, request, options=spec.storage_options)
     fs, plan = chosen.fileset, chosen.plan
     skips: tuple[str, ...] = ()
@@ -118,6 +120,12 @@ def _resolve_one(run: _Run, spec: InputSpec):
         run.say(f"warning: input {spec.view}: {len(plan.beyond_horizon)} files of partitions that changed beyond "
                 f"the lookback horizon are not read (allow_beyond_horizon; e.g. {plan.beyond_horizon[0].path})")
     return fs, plan
+
+
+def _takes_restatements(run: _Run, spec: InputSpec) -> bool:
+    """Whether the input's restated partitions are read: a restate job recomputes what they feed; an append
+    job reads their new files as new rows only where the input says ``restated = "read"``."""
+    return is_restate(run.job) or spec.restated == "read"
 
 
 def left_of(fs, plan, skips: tuple[str, ...] = (), restate: bool = False) -> tuple[Left, ...]:

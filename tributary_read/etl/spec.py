@@ -32,6 +32,16 @@ class OutputMode(Choice):
     RESTATE = "restate"
 
 
+class Restated(Choice):
+    """``[[inputs]] restated``: what an append job does with an input table's restated partitions."""
+
+    #: refuse the run (exit 3): their new files hold every record of the partition again, so appending them
+    #: doubles what was read before
+    REFUSE = "refuse"
+    #: read their new files as new rows, knowingly (rows read before are read again)
+    READ = "read"
+
+
 class InputMode(Choice):
     """How an input's files for one run are chosen (see docs/etl.md)."""
 
@@ -85,6 +95,8 @@ class InputSpec:
     #: consumer mode: at most this many files per run, oldest partitions first (an integer or "off"; None:
     #: the default cap, consumer_state.DEFAULT_MAX_FILES); the rest is the run's backlog
     max_files: int | str | None = None
+    #: an append job's answer to a restatement in the input (a restate job recomputes what it feeds instead)
+    restated: Restated = Restated.REFUSE
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"table": self.table, "root": self.root, "view": self.view, "mode": str(self.mode)}
@@ -109,6 +121,8 @@ class InputSpec:
             d["allow_untracked"] = True
         if self.allow_changed:
             d["allow_changed"] = True
+        if self.restated is not Restated.REFUSE:
+            d["restated"] = str(self.restated)
         for k in ("schema", "hive_table"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
@@ -229,7 +243,7 @@ _JOB_KEYS = {"name", "sql", "period", "timezone", "count_inputs", "lock_dir"}
 _INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lookback", "min_age",
                "full_scan_every", "window", "window_form", "lag", "layout", "partition", "timezone", "format",
                "schema", "hive_table", "options", "allow_untracked", "initial_position", "allow_beyond_horizon",
-               "allow_changed", "max_files"}
+               "allow_changed", "max_files", "restated"}
 _CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every", "initial_position",
                   "allow_beyond_horizon", "allow_changed", "max_files"}
 _WINDOW_ONLY = {"window", "window_form", "lag"}

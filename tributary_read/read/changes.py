@@ -45,10 +45,11 @@ def refuse_restated(where: str, version: int | None, directories) -> RestatedInp
     directories = sorted(directories)
     parts = ", ".join(directories[:3]) + (" …" if len(directories) > 3 else "")
     at = f"version {version} restates" if version is not None else "restated"
+    knowingly = "read their new files as new rows knowingly"
     return RestatedInputError(
         f"{where}: {at} {len(directories)} partition(s) ({parts}): their records were recomputed, so reading "
         "the new files as new data would read those partitions twice; read this table from a job whose output "
-        "mode is restate")
+        f"mode is restate, or {knowingly}", restated=knowingly)
 
 
 class _Walk:
