@@ -156,7 +156,12 @@ def _print_report(r) -> None:
         for line in r.sql.splitlines():
             click.echo(f"    {line}")
         click.echo(f"  output: {o.table} (time column {o.time_column})")
+        if o.partitions:
+            click.echo(f"  recomputes {len(o.partitions)} partition(s): {', '.join(o.partitions[:10])}"
+                       + (" ..." if len(o.partitions) > 10 else ""))
         return
+    for x in o.restated:
+        click.echo(f"  restated {x['partition']}: {x['records_before']} -> {x['records_after']} records")
     if r.hive:
         h = r.hive
         full = " (full sync)" if h.mode == "full" else ""

@@ -117,6 +117,8 @@ def test_late_and_changed_files_recompute_their_hours_once_and_append_mode_does_
     late = raw.write(1, "late.jsonl", ["u4", "u5", "u1"])  # fresh mtime, into hour 1 already computed
     raw.write(0, "old.jsonl", ["u9"], mtime_ms=t0 - 5 * H)  # an old mtime: a window that ran misses it
     raw.write(2, "a.jsonl", ["u1"])
+    dry = run_trib("etl", "run", str(jobs["restate"]), "--schedule-time", str(t0 + 3 * H), "--dry-run", "--json")
+    assert json.loads(dry.stdout)["output"]["partitions"] == [LAY.for_time(t0 + h * H).path for h in (0, 1, 2)]
     reports = {m: _run(j, t0, 3) for m, j in jobs.items()}
     rep = reports["restate"]
     assert rep["inputs"][0]["files"] == 3  # new files only, as in append mode

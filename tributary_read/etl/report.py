@@ -135,6 +135,8 @@ class OutputReport:
         if self.files is not None:
             d.update(files=self.files, records=self.records, partitions=list(self.partitions),
                      version=self.version, restated=[dict(r) for r in self.restated])
+        elif self.partitions:  # a restate job's dry run: the partitions the run would recompute
+            d["partitions"] = list(self.partitions)
         return d
 
 

@@ -225,6 +225,8 @@ class _Run:
             if self.dry_run:
                 if job.hive is not None:  # what the real run would refuse, before it commits
                     self.hive_table = hive_step.check(self, filesets)
+                if self.recompute is not None:  # the partitions the run would recompute
+                    self.out = replace(self.out, partitions=tuple(self.recompute.partitions))
                 return self._report(txn, False, None, dry=True)
             lineage_step.started(self)
             empty = all(not fs.files for fs, _ in filesets)
