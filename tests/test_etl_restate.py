@@ -316,6 +316,11 @@ def test_a_backfill_recomputes_the_hours_it_covers_after_a_fix_to_the_sql(tmp_pa
                  "--json", "-q")
     assert r.returncode == 0 and _rows_by_manifest(tmp_path / "restate")[0] == (t0, 3, 30), r.stderr
     raw.write(3, "a.jsonl", ["u1"])
+
+    def concurrent_backfill():  # the scheduled run holds the job's lock: a backfill beside it is refused
+        one_line_error(run_trib("etl", "run", str(job), "--restate", f"{start}/{end}", "-q"), 5, "in progress")
+
+    assert _stopped_then(job, t0 + 4 * H, "etl.before_commit", None, concurrent_backfill) == 0
     assert [x["partition"] for x in _run(job, t0, 4)["output"]["restated"]] == [LAY.for_time(t0 + 3 * H).path]
     assert run_trib("verify", str(tmp_path / "restate")).returncode == 0
 
