@@ -193,7 +193,6 @@ def unreadable(run: _Run, filesets, e: BaseException) -> UnreadableInputError | 
     this a consumer's plan stays pending and every rerun fails with a JVM stack trace and exit 1,
     naming no way forward. The line names the file, whether it is missing, and both ways forward.
     """
-    from tributary_read.etl.resolve_step import _source
     from tributary_read.etl.spec import InputMode
 
     text = str(e)
@@ -201,7 +200,7 @@ def unreadable(run: _Run, filesets, e: BaseException) -> UnreadableInputError | 
         if not fs.files:
             continue
         hits = [f for f in fs.files if f.path in text]
-        src = _source(spec)
+        src = spec.source()
         if hits:
             hit = max(hits, key=lambda f: len(f.path))  # a.jsonl.gz, not a.jsonl
         elif "PATH_NOT_FOUND" in text or "FileNotFound" in text:

@@ -44,16 +44,10 @@ def resolve(run: _Run) -> list[tuple[Any, Any]]:
     return out
 
 
-def _source(spec: InputSpec):
-    from tributary_read.read.resolve import Source
-
-    return Source.open(spec.root, spec.storage_options, spec.layout)
-
-
 def _resolve_one(run: _Run, spec: InputSpec):
     from tributary_read.read.selection import ReadRequest, select
 
-    src = _source(spec)
+    src = spec.source()
     if spec.mode is InputMode.CONSUMER:
         held = next((r for r in run.recovered if r.view == spec.view and r.would_ack), None)
         if held is not None:  # dry run: that plan is acked first, and the next one made only then

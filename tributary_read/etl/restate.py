@@ -43,9 +43,7 @@ def is_restate(job) -> bool:
 def input_layout(spec: InputSpec):
     """The event-time layout of input ``spec``: its trib table's, else the job's ``layout`` for a plain
     directory (None: it has none)."""
-    from tributary_read.read.resolve import Source
-
-    return Source.open(spec.root, spec.storage_options, spec.layout).layout
+    return spec.source().layout
 
 
 def check(job, output=None) -> None:
@@ -152,9 +150,7 @@ def recompute_all(run, partitions: Mapping[str, PartitionDir]) -> Recompute:
 
 
 def _sources(job) -> list:
-    from tributary_read.read.resolve import Source
-
-    return [Source.open(s.root, s.storage_options, s.layout) for s in job.inputs]
+    return [s.source() for s in job.inputs]
 
 
 def _complete(spec: InputSpec, src, partitions: Mapping[str, PartitionDir], plan, skips=()) -> list:

@@ -98,6 +98,13 @@ class InputSpec:
     #: an append job's answer to a restatement in the input (a restate job recomputes what it feeds instead)
     restated: Restated = Restated.REFUSE
 
+    def source(self):
+        """What the input reads (:class:`~tributary_read.read.resolve.Source`): its trib table, or the plain
+        directory with the job's layout."""
+        from tributary_read.read.resolve import Source
+
+        return Source.open(self.root, self.storage_options, self.layout)
+
     def to_json(self) -> dict:
         d: dict[str, Any] = {"table": self.table, "root": self.root, "view": self.view, "mode": str(self.mode)}
         if self.mode is InputMode.CONSUMER:
