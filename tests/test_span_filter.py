@@ -231,3 +231,33 @@ def test_seed002_sql_reads_a_compacted_table_by_span(clean_session, hive_service
         assert off.returncode == 0 and _ids(json.loads(off.stdout)) == by_hour[0] + by_hour[1], off.stderr
     finally:
         spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+
+
+def test_a_table_with_restated_partitions_is_refused_by_the_filter_as_by_python(java_filter, tmp_path):
+    """A restate job's partitions carry fresh mtimes and every record again: a window would read them twice.
+    The jar fails the listing in Python's words; a table beside it without restatements reads as before."""
+    from tributary_read.errors import RestatedInputError
+    from tributary_read.read.resolve import mtime_files
+    from tributary_read.table.config import Table, TableConfig
+    from tributary_read.table.layout import Layout
+
+    lines, expect = [], []
+    for name, restated in (("restated", True), ("plain", False)):
+        root = tmp_path / name
+        Table.create(str(root), TableConfig(Layout(LAYOUT, PARTITION)))
+        if restated:
+            (root / "_tributary" / "restated").write_text("{}\n")
+        for rel in ("2023_11_14/22/part-a.jsonl", f"2023_11_14/22/{BASE}~m{W0}-{W1}.jsonl"):
+            p = root / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text("{}\n")
+            os.utime(p, ns=((W0 + 1000) * 1_000_000,) * 2)
+            lines.append(f"{W0}\t{W1}\t{p}")
+            expect.append(restated)
+    got = java_filter(lines)
+    words = "has restated partitions: a window of mtimes would read each of their records again"
+    for line, restated in zip(got, expect):
+        assert (line.startswith("err\t") and words in line) if restated else line == "in", line
+    with pytest.raises(RestatedInputError, match=words):
+        mtime_files(str(tmp_path / "restated"), _window(W0, W1))
+    assert len(mtime_files(str(tmp_path / "plain"), _window(W0, W1)).files) == 2

@@ -32,10 +32,18 @@ import org.apache.hadoop.fs.PathFilter;
  * aligned to the table's compaction period). This is Python's rule (tributary_read/read/visibility.py
  * {@code span_in_window}); a name with the mark but no valid span is judged by its mtime, as any other.
  * (A directory whose name carried a span would be judged by it too; trib names none so.)
+ *
+ * <p>A file of a trib table that has restated partitions ({@code _tributary/restated} in an ancestor
+ * directory: a restate job recomputed them) fails the query: a restated partition's new files carry fresh
+ * mtimes and every record of the partition, so a window would read each of them again. This is Python's
+ * rule (tributary_read/read/resolve.py {@code mtime_files}), in its words. Each directory's answer is
+ * cached, so a partition's files cost one walk up the tree.
  */
 public final class MtimeWindowPathFilter extends Configured implements PathFilter {
   private MtimeWindow window;
   private boolean parsed;
+  /** Directory -> the table root above it that has restated partitions, or "" for none. */
+  private final Map<String, String> restatedRoot = new HashMap<>();
 
   @Override
   public void setConf(Configuration conf) {
@@ -62,6 +70,7 @@ public final class MtimeWindowPathFilter extends Configured implements PathFilte
     if (!MtimeWindow.unfinished(name)) {
       long[] span = MtimeWindow.span(name);
       if (span != null) {
+        refuseRestated(path.getParent());
         return w.containsSpan(path.toString(), span[0], span[1]);
       }
     }
@@ -76,7 +85,40 @@ public final class MtimeWindowPathFilter extends Configured implements PathFilte
     if (st.isDirectory()) {
       return true;
     }
-    return !MtimeWindow.unfinished(name) && w.contains(st.getModificationTime());
+    if (MtimeWindow.unfinished(name)) {
+      return false;
+    }
+    refuseRestated(path.getParent());
+    return w.contains(st.getModificationTime());
+  }
+
+  /** Fails the listing where {@code dir} lies in a trib table that has restated partitions. */
+  private void refuseRestated(Path dir) {
+    String root = restatedRootOf(dir);
+    if (!root.isEmpty()) {
+      throw new IllegalArgumentException(root + " has restated partitions: a window of mtimes would read each of "
+          + "their records again; read this table from a job whose output mode is restate");
+    }
+  }
+
+  private String restatedRootOf(Path dir) {
+    if (dir == null) {
+      return "";
+    }
+    String key = dir.toString();
+    String known = restatedRoot.get(key);
+    if (known != null) {
+      return known;
+    }
+    String found;
+    try {
+      found = dir.getFileSystem(getConf()).exists(new Path(dir, "_tributary/restated"))
+          ? key : restatedRootOf(dir.getParent());
+    } catch (IOException e) {
+      throw new UncheckedIOException("trib mtime window: cannot look for " + dir + "/_tributary", e);
+    }
+    restatedRoot.put(key, found);
+    return found;
   }
 
   /**
