@@ -261,3 +261,35 @@ def test_a_table_with_restated_partitions_is_refused_by_the_filter_as_by_python(
     with pytest.raises(RestatedInputError, match=words):
         mtime_files(str(tmp_path / "restated"), _window(W0, W1))
     assert len(mtime_files(str(tmp_path / "plain"), _window(W0, W1)).files) == 2
+
+
+def test_hiveserver2_lists_a_table_of_many_partitions_through_the_filter(hive_services, hs2_cursor, tmp_path):
+    """More than 32 partitions: Spark lists them in a job of its own and ships the filter to its executors. The
+    filter serializes with its configuration: the count is whole with sync off, and with a window the executors
+    judge each file by it (a filter arriving without its window would pass every file)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "many"
+    hours = 40
+    for h in range(hours):
+        d = root / f"dt={h:02d}"
+        d.mkdir(parents=True)
+        pq.write_table(pa.table({"id": list(range(h * 10, h * 10 + 3))}), str(d / "part-0.parquet"))
+        os.utime(d / "part-0.parquet", ns=((W0 + h * 60_000) * 1_000_000,) * 2)  # one minute apart
+    name = f"default.many_{uuid.uuid4().hex[:8]}"
+    cur = hs2_cursor
+    cur.execute(f"CREATE EXTERNAL TABLE {name} (id BIGINT) PARTITIONED BY (dt STRING) STORED AS PARQUET "
+                f"LOCATION '{root.as_uri()}'")
+    try:
+        cur.execute(f"MSCK REPAIR TABLE {name}")
+        cur.execute(f"SELECT count(*) FROM {name}")
+        assert cur.fetchall() == [(3 * hours,)]
+        for k, v in (("sync", "true"), ("starttime", W0), ("endtime", W0 + 5 * 60_000 - 1)):
+            cur.execute(f"SET dip.mapreduce.input.fileinputformat.{k}={v}")
+        cur.execute(f"REFRESH TABLE {name}")
+        cur.execute(f"SELECT count(*) FROM {name}")
+        assert cur.fetchall() == [(3 * 5,)]  # the first five minutes' files, judged on the executors
+    finally:
+        cur.execute("SET dip.mapreduce.input.fileinputformat.sync=false")
+        cur.execute(f"DROP TABLE IF EXISTS {name}")

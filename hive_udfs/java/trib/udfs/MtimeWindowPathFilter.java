@@ -4,6 +4,9 @@ import java.io.BufferedReader;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.io.ObjectInputStream;
+import java.io.ObjectOutputStream;
+import java.io.Serializable;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
@@ -39,11 +42,38 @@ import org.apache.hadoop.fs.PathFilter;
  * rule (tributary_read/read/resolve.py {@code mtime_files}), in its words. Each directory's answer is
  * cached, so a partition's files cost one walk up the tree.
  */
-public final class MtimeWindowPathFilter extends Configured implements PathFilter {
-  private MtimeWindow window;
-  private boolean parsed;
+public final class MtimeWindowPathFilter extends Configured implements PathFilter, Serializable {
+  private static final long serialVersionUID = 1L;
+  private transient MtimeWindow window;
+  private transient boolean parsed;
   /** Directory -> the table root above it that has restated partitions, or "" for none. */
-  private final Map<String, String> restatedRoot = new HashMap<>();
+  private transient Map<String, String> restatedRoot = new HashMap<>();
+
+  /**
+   * Spark lists a table of more than {@code spark.sql.sources.parallelPartitionDiscovery.threshold} (32)
+   * partitions in a job of its own, and ships the filter to its executors: it must serialize, with the
+   * configuration it judges by (a Writable, carried as its bytes), or every such query fails ("Task not
+   * serializable"), and a filter arriving without its window would accept every file.
+   */
+  private void writeObject(ObjectOutputStream out) throws IOException {
+    out.defaultWriteObject();
+    Configuration conf = getConf();
+    out.writeBoolean(conf != null);
+    if (conf != null) {
+      conf.write(out);
+    }
+  }
+
+  private void readObject(ObjectInputStream in) throws IOException, ClassNotFoundException {
+    in.defaultReadObject();
+    restatedRoot = new HashMap<>();
+    Configuration conf = null;
+    if (in.readBoolean()) {
+      conf = new Configuration(false);
+      conf.readFields(in);
+    }
+    setConf(conf);
+  }
 
   @Override
   public void setConf(Configuration conf) {
