@@ -49,8 +49,9 @@ SECURE_MODULES = frozenset({"tests/test_secured_hive.py", "tests/test_secure_sta
 
 #: Modules that take minutes (kill trials, cluster applications, Airflow runs) start first, so that no
 #: worker is left with one of them at the end while the other has finished; the rest keep their order.
-LONG_FIRST = ("test_hidden_uncommitted", "test_spark_cluster", "test_scheduling_airflow", "test_commit_faults",
-              "test_secured_hive", "test_etl_crash", "test_crash", "test_compact", "test_stream_faults")
+LONG_FIRST = ("test_hidden_uncommitted", "test_etl_restate", "test_secured_hive", "test_scheduling_airflow",
+              "test_spark_cluster", "test_crash", "test_restate_chain", "test_stream_faults", "test_commit_faults",
+              "test_compact", "test_etl_crash")
 
 # Short-lived JVMs (each `trib etl run` or `trib sql` the tests start, and the session's own Spark) spend
 # most of their CPU compiling with C2 for a run that ends within seconds; on CI's two cores that starved
