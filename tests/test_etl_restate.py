@@ -21,6 +21,7 @@ import pytest
 from conftest import run_trib
 from helpers import one_line_error
 from etl_data import H, LAY, LAYOUT, create_output_table, iso, spark_section
+from tributary_read.etl.report import iso_z
 from tributary_read.table.config import Table
 
 pytestmark = pytest.mark.usefixtures("warm_spark")
@@ -126,11 +127,19 @@ def test_late_and_changed_files_recompute_their_hours_once_and_append_mode_does_
     restated = {r["partition"]: r for r in rep["output"]["restated"]}
     assert sorted(restated) == [LAY.for_time(t0 + h * H).path for h in (0, 1, 2)]
     assert restated[LAY.for_time(t0 + H).path]["records_before"] == 1  # one row per hour, replaced by one
+    # each names the files that caused it, relative to the input's root
+    causes = {p: (r["cause"], [(i["view"], i["files"], i["files_total"]) for i in r["inputs"]])
+              for p, r in restated.items()}
+    assert causes == {LAY.for_time(t0 + h * H).path: ("input", [("raw", [f"{LAY.for_time(t0 + h * H).path}/{n}"], 1)])
+                      for h, n in ((0, "old.jsonl"), (1, "late.jsonl"), (2, "a.jsonl"))}
 
     late.write_text(json.dumps({"id": 999, "user": "u7", "ts": t0 + H}) + "\n")  # rewritten in place, shorter
     (tmp_path / "raw" / LAY.for_time(t0).path / "old.jsonl").unlink()  # a delivered file removed
     rep = _run(jobs["restate"], t0, 4)
     assert sorted(r["partition"] for r in rep["output"]["restated"]) == [LAY.for_time(t0 + h * H).path for h in (0, 1)]
+    # the rewritten and the removed file are what caused them
+    assert sorted(f for r in rep["output"]["restated"] for i in r["inputs"] for f in i["files"]) == \
+        [f"{LAY.for_time(t0 + h * H).path}/{n}" for h, n in ((0, "old.jsonl"), (1, "late.jsonl"))]
 
     truth = raw.truth()
     want = sorted((h, u, e) for h, (u, e) in truth.items())
@@ -143,6 +152,9 @@ def test_late_and_changed_files_recompute_their_hours_once_and_append_mode_does_
 
     again = _run(jobs["restate"], t0, 4)  # a rerun of a committed schedule time changes nothing
     assert again["already_committed"] and _rows_by_manifest(tmp_path / "restate") == want
+    # the commit keeps the records, not the files: a rerun says it does not know them
+    assert [(r["partition"], r["records_after"], r["cause"], r["inputs"]) for r in again["output"]["restated"]] == \
+        [(r["partition"], r["records_after"], "input", None) for r in rep["output"]["restated"]]
     quiet = _run(jobs["restate"], t0, 5)  # nothing new: nothing recomputed, an empty commit
     assert quiet["output"]["restated"] == [] and _rows_by_directory(tmp_path / "restate") == want
 
@@ -163,6 +175,9 @@ def test_files_landing_in_or_rewritten_in_sealed_partitions_recompute_them(tmp_p
     (tmp_path / "raw" / LAY.for_time(t0 + H).path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     rep = _run(job, t0, 3)
     assert sorted(r["partition"] for r in rep["output"]["restated"]) == [LAY.for_time(t0 + h * H).path for h in (0, 1)]
+    # found by their digests, not delivered as new files: still named as what caused each hour
+    assert [i["files"] for r in rep["output"]["restated"] for i in r["inputs"]] == \
+        [[f"{LAY.for_time(t0 + h * H).path}/{n}"] for h, n in ((0, "late.jsonl"), (1, "a.jsonl"))]
     want = sorted((h, u, e) for h, (u, e) in raw.truth().items())
     assert _rows_by_manifest(tmp_path / "restate") == want == _rows_by_directory(tmp_path / "restate")
 
@@ -205,6 +220,8 @@ def test_a_restated_hour_recomputes_the_day_downstream_and_an_append_job_is_refu
     _run(hourly, t0, 3)
     rep = _run(daily, t0, 3)
     assert [r["partition"] for r in rep["output"]["restated"]] == [LAY.for_time(t0 + H).path.split("/")[0]]
+    (cause,) = rep["output"]["restated"][0]["inputs"]  # the hour the upstream restate recomputed, and its new file
+    assert cause["view"] == "hourly" and cause["restated"] == [LAY.for_time(t0 + H).path] and cause["files_total"] == 1
 
     truth = raw.truth()
     days: dict[int, list] = defaultdict(lambda: [0, 0])
@@ -309,6 +326,8 @@ def test_a_backfill_recomputes_the_hours_it_covers_after_a_fix_to_the_sql(tmp_pa
     rep = json.loads(r.stdout)
     assert [x["partition"] for x in rep["output"]["restated"]] == [LAY.for_time(t0 + h * H).path for h in (1, 2)]
     assert rep["transaction"]["app_id"] == "etl-restate:restate" and rep["acked"] == []
+    assert {(x["cause"], x["interval"]["start"], x["interval"]["end"]) for x in rep["output"]["restated"]} == \
+        {("backfill", iso_z(t0 + H), iso_z(t0 + 3 * H))} and "inputs" not in rep["output"]["restated"][0]
     after = _rows_by_directory(tmp_path / "restate")
     assert after == [before[0]] + [(h, u, e * 10) for h, u, e in before[1:]]  # hour 0 untouched
     # one partition by its value; a scheduled run goes on as before (its consumer did not move)

@@ -21,11 +21,10 @@ import time
 from typing import Callable
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.etl.report import InputReport, RunReport, restated_of
+from tributary_read.etl.record import BACKFILL_PREFIX as APP_PREFIX
+from tributary_read.etl.report import InputReport, RunReport
+from tributary_read.etl.restated import restated
 from tributary_read.table.manifest import Transaction
-
-#: The app id of a job's backfills: apart from its scheduled runs' (``etl:JOB``).
-APP_PREFIX = "etl-restate:"
 
 
 def parse_interval(text: str, layout) -> tuple[int, int]:
@@ -115,7 +114,7 @@ def _execute(run, start: int, end: int, partitions, commit_step, hive_step, rest
 
     run.out = replace(run.out, files=len(result.files), records=result.records,
                       partitions=tuple(sorted(result.partitions)), version=result.version,
-                      restated=restated_of(result.commit))
+                      restated=restated(result.commit, run))
     if job.hive is not None:
         created = hive_step.after_commit(run, result.version, run.hive_table)
         run.hive = run._step("sync", lambda: sync_step.sync(run, result.commit, created))

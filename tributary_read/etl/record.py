@@ -18,6 +18,9 @@ from tributary_read.table.manifest import Transaction
 
 #: The offsets key of an ETL transaction (the aligned schedule time, epoch ms).
 SCHEDULE_KEY = "schedule_time_ms"
+#: The app id prefix of a job's backfills (``trib etl run JOB --restate``): apart from its scheduled runs'
+#: (``etl:JOB``), so a scheduled run's recovery never takes one for its own.
+BACKFILL_PREFIX = "etl-restate:"
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,8 @@ class OutputReport:
     records: int | None = None
     partitions: tuple[str, ...] = ()
     version: int | None = None
-    #: a restate job's commit: each partition it recomputed, with its records before and after
+    #: a restate job's commit: each partition it recomputed, with its records before and after and its cause
+    #: (tributary_read/etl/restated.py)
     restated: tuple[Mapping[str, Any], ...] = ()
 
     def to_json(self) -> dict:
@@ -138,12 +139,6 @@ class OutputReport:
         elif self.partitions:  # a restate job's dry run: the partitions the run would recompute
             d["partitions"] = list(self.partitions)
         return d
-
-
-def restated_of(commit) -> tuple[dict[str, Any], ...]:
-    """The partitions a restate ``commit`` recomputed, as the report names them."""
-    return tuple({"partition": r.directory, "records_before": r.records_before, "records_after": r.records_after}
-                 for r in (commit.restated if commit is not None else ()))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ resolves anything), so the two cannot disagree.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from tributary_read.errors import InvalidInputError
@@ -85,6 +85,11 @@ class Recompute:
     touched: tuple[tuple[str, ...], ...]
     #: per input: ``(fileset, plan)``, the fileset holding the complete input of ``partitions``
     filesets: tuple
+    #: output partition directory -> per input, in the job's order: ``(paths, directories)``, the new or
+    #: changed files (relative to the input's root) that feed it, and the input partitions the input's own
+    #: restates recomputed that feed it; what the run report names as each restated partition's cause
+    #: (tributary_read/etl/restated.py). Empty for a backfill: no file caused it.
+    causes: Mapping[str, tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]] = field(default_factory=dict)
 
 
 def touched_dirs(layout, files, restated=()) -> dict[str, PartitionDir]:
@@ -92,7 +97,7 @@ def touched_dirs(layout, files, restated=()) -> dict[str, PartitionDir]:
     directories an input's own restates recomputed (``restated``: one emptied has no file left)."""
     out: dict[str, PartitionDir] = {d: layout.parse(d) for d in restated}
     for f in files:
-        d = posixpath.dirname(logical_path(f.path))
+        d = _dir_of(f)
         if d in out:
             continue
         p = layout.try_parse(d)
@@ -101,6 +106,11 @@ def touched_dirs(layout, files, restated=()) -> dict[str, PartitionDir]:
                                     "output partition it feeds is unknown; nothing was committed")
         out[d] = p
     return out
+
+
+def _dir_of(f) -> str:
+    """The partition directory a file of an input lies in, by its name in the table."""
+    return posixpath.dirname(logical_path(f.path))
 
 
 def recompute(run, filesets) -> Recompute:
@@ -115,13 +125,25 @@ def recompute(run, filesets) -> Recompute:
 
     sources = _sources(run.job)
     touched = []
-    for src, (fs, plan) in zip(sources, filesets):
+    causes: dict[str, list[tuple[list[str], list[str]]]] = {}
+    for i, (src, (fs, plan)) in enumerate(zip(sources, filesets)):
         changed = [*fs.files, *((*plan.conflicts, *plan.beyond_horizon) if plan is not None else ())]
-        touched.append(touched_dirs(src.layout, changed, fs.stats.get("restated", ())))
+        upstream = fs.stats.get("restated", ())
+        touched.append(touched_dirs(src.layout, changed, upstream))
+        by_dir: dict[str, list[str]] = {}
+        for f in changed:
+            by_dir.setdefault(_dir_of(f), []).append(f.path)
+        for d, p in touched[-1].items():
+            for o in affected(run.output.layout, [p]):
+                paths, dirs = causes.setdefault(o, [([], []) for _ in sources])[i]
+                paths.extend(by_dir.get(d, ()))
+                if d in upstream:
+                    dirs.append(d)
     partitions = affected(run.output.layout, (p for t in touched for p in t.values()))
     out = [(replace(fs, files=tuple(_complete(spec, src, partitions, plan, rep.skips))), plan)
            for spec, src, (fs, plan), rep in zip(run.job.inputs, sources, filesets, run.inputs)]
-    return Recompute(partitions, tuple(tuple(t) for t in touched), tuple(out))
+    return Recompute(partitions, tuple(tuple(t) for t in touched), tuple(out),
+                     {o: tuple((tuple(p), tuple(d)) for p, d in c) for o, c in causes.items()})
 
 
 def recompute_all(run, partitions: Mapping[str, PartitionDir]) -> Recompute:

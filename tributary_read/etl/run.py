@@ -37,7 +37,8 @@ from tributary_read.etl.lock import JobLock, lock_path
 from tributary_read.etl.runs import recorded
 from tributary_read.etl.record import SCHEDULE_KEY, InputRecord, RunRecord, find_commit
 from tributary_read.etl.record import transaction_for as _transaction
-from tributary_read.etl.report import STEPS, InputReport, OutputReport, RunReport, Step, iso_z, restated_of
+from tributary_read.etl.report import STEPS, InputReport, OutputReport, RunReport, Step, iso_z
+from tributary_read.etl.restated import restated
 from tributary_read.faults import crash_point
 from tributary_read.etl.schedule import (
     _instant_ms,
@@ -258,7 +259,7 @@ class _Run:
             else:
                 self.out = replace(self.out, files=len(result.files), records=result.records,
                                    partitions=tuple(sorted(result.partitions)), version=result.version,
-                                   restated=restated_of(result.commit))
+                                   restated=restated(result.commit, self))
             crash_point("etl.after_commit")
         if self.dry_run:
             self._skip("sync", "dry run")
@@ -308,7 +309,7 @@ class _Run:
 
         r = WriteResult.of_commit(commit)
         self.out = replace(self.out, files=len(r.files), records=r.records, partitions=r.partitions,
-                           version=commit.version, restated=restated_of(commit))
+                           version=commit.version, restated=restated(commit))
 
 
 def _input_report(r: InputRecord) -> InputReport:
