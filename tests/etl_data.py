@@ -329,7 +329,7 @@ def spark_section(master: str | None = None) -> str:
 
 def write_job(directory: Path, *, name: str, raw: Path | str, out: Path | str, hive_table: str | None = None,
               metastore: str | None = None, consumer: str | None = None, spark_master: str | None = None,
-              sql: str = SQL, schema: str | None = SCHEMA) -> Path:
+              sql: str = SQL, schema: str | None = SCHEMA, output_mode: str | None = None) -> Path:
     """A job file (and its SQL file) reading ``raw`` as a consumer and writing ``out``; returns its path.
 
     Without ``spark_master`` the job names no driver when the test runs on the suite's warm server (the
@@ -355,6 +355,8 @@ def write_job(directory: Path, *, name: str, raw: Path | str, out: Path | str, h
     if schema:
         lines.append(f'schema = "{schema}"')
     lines += ["", "[output]", f'table = "{out}"', 'time_column = "ts"']
+    if output_mode:
+        lines.append(f'mode = "{output_mode}"')
     if hive_table:
         lines += ["", "[hive]", f'table = "{hive_table}"', f'metastore = "{metastore}"']
     lines += ["", spark_section(spark_master)]

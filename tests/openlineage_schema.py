@@ -14,12 +14,14 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "data" / "openlineage"
+#: trib's own facets' schemas, shipped in the package (their ``_schemaURL``)
+OWN_DIR = Path(__file__).resolve().parent.parent / "tributary_read" / "lineage"
 SPEC_ID = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 
 
-def load_registry(root: Path) -> tuple[Registry, dict[str, dict]]:
+def load_registry(*roots: Path) -> tuple[Registry, dict[str, dict]]:
     docs = {}
-    for p in sorted(root.rglob("*.json")):
+    for p in sorted(p for root in roots for p in root.rglob("*.json")):
         doc = json.loads(p.read_text())
         docs[doc["$id"]] = doc
     reg = Registry().with_resources((i, Resource.from_contents(d, default_specification=DRAFT202012))
@@ -27,7 +29,7 @@ def load_registry(root: Path) -> tuple[Registry, dict[str, dict]]:
     return reg, docs
 
 
-REGISTRY, DOCS = load_registry(SCHEMA_DIR)
+REGISTRY, DOCS = load_registry(SCHEMA_DIR, OWN_DIR)
 FORMATS = FormatChecker()
 
 

@@ -123,3 +123,21 @@ def test_a_run_that_fails_before_its_commit_sends_fail_with_the_error(tmp_path, 
     assert event_errors(evs[1]) == []
     assert "no_such_column" in evs[1]["run"]["facets"]["errorMessage"]["message"]
     assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))  # FAIL ends it
+
+
+def test_a_restate_run_names_each_restated_partition_in_its_complete_event(tmp_path, warm_spark):
+    """The output dataset of a restate run's COMPLETE carries trib's ``tributary_restated`` facet: the report's
+    ``output.restated``, each partition with its records before and after and the files that caused it."""
+    src = RawSource(tmp_path / "raw", 2, early=False)
+    create_output_table(tmp_path / "out")
+    job = write_job(tmp_path / "jobs", name="restating", raw=tmp_path / "raw", out=tmp_path / "out",
+                    output_mode="restate")
+    events = tmp_path / "events.jsonl"
+    src.advance(0)
+    p = _run(job, src.schedule_iso(0), events)
+    assert p.returncode == 0, p.stderr
+    restated = json.loads(p.stdout)["output"]["restated"]
+    assert restated and all(r["cause"] == "input" and r["inputs"] for r in restated)
+    done = _events(events)[-1]
+    assert done["eventType"] == "COMPLETE" and event_errors(done) == [], event_errors(done)
+    assert done["outputs"][0]["outputFacets"]["tributary_restated"]["partitions"] == restated

@@ -35,6 +35,24 @@ def test_a_complete_event_validates_and_names_the_exact_files():
                                                       "file:///data/raw/2024_01_01/04/b.jsonl"]}
 
 
+def test_a_restate_names_its_partitions_in_trib_s_own_facet_which_validates_against_its_schema():
+    restated = [{"partition": "2024_01_01/04", "records_before": 3, "records_after": 5, "cause": "input",
+                 "inputs": [{"view": "raw", "files": ["2024_01_01/04/late.jsonl"], "files_total": 1}]},
+                {"partition": "2024_01_01/03", "records_before": 2, "records_after": 2, "cause": "input", "inputs": None},
+                {"partition": "2024_01_01/02", "records_before": 1, "records_after": 0, "cause": "backfill",
+                 "interval": {"start": "2024-01-01T02:00:00Z", "end": "2024-01-01T03:00:00Z"}}]
+    out = output_dataset("file:///data/events", version=3, files=1, rows=7, size=456, restated=restated)
+    ev = run_event("COMPLETE", run=run_id("etl", "hourly", T), namespace="trib", job="hourly", event_ms=T,
+                   outputs=[out])
+    assert event_errors(ev) == []
+    f = ev["outputs"][0]["outputFacets"]["tributary_restated"]
+    assert f["partitions"] == restated and f["_schemaURL"].endswith("#/$defs/TributaryRestatedOutputDatasetFacet")
+    bad = copy.deepcopy(ev)
+    bad["outputs"][0]["outputFacets"]["tributary_restated"]["partitions"][0]["records_after"] = -1
+    assert event_errors(bad)
+    assert "tributary_restated" not in output_dataset("file:///x", version=1, files=0, rows=0, size=0)["outputFacets"]
+
+
 def test_above_the_threshold_the_subset_lists_partitions_and_the_event_stays_small():
     files = [f"2024_01_01/04/part-{i:06d}.jsonl" for i in range(MAX_LOCATIONS * 50)]
     ev = _complete(files)

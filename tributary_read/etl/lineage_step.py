@@ -138,7 +138,7 @@ def completed(run: _Run) -> None:
             else:  # committed (a kept FAIL whose hour a later try committed is that try's COMPLETE)
                 ev["eventType"] = "COMPLETE"
                 ev["run"]["facets"].pop("errorMessage", None)
-                ev["outputs"] = [_output(run, commit)]
+                ev["outputs"] = [_output(run, commit, mine=key == str(run.t))]
             ev["eventTime"] = iso_ms(now)
             if em.send(ev):
                 box.drop(run.job.app_id, key)
@@ -156,13 +156,17 @@ def _kept_ms(ev: dict) -> int:
         return 0  # unreadable: as old as can be
 
 
-def _output(run: _Run, commit) -> dict:
+def _output(run: _Run, commit, mine: bool) -> dict:
+    """The output dataset of ``commit``; ``mine``: it is this run's (only this run knows the input files
+    that caused a restated partition; an earlier run's restates are named without them)."""
+    from tributary_read.etl.restated import restated
     from tributary_read.io.parquet_schema import recorded_columns
 
     hive = run.job.hive
     return table_output(run.output, [commit], hive_table=hive.table if hive else None,
                         hive_namespace=_hive_namespace(hive.metastore) if hive else None,
-                        columns=recorded_columns(commit.transaction.meta if commit.transaction else None))
+                        columns=recorded_columns(commit.transaction.meta if commit.transaction else None),
+                        restated=restated(commit, run if mine else None))
 
 
 def _hive_namespace(metastore: str) -> str:

@@ -32,6 +32,9 @@ FACETS: dict[str, tuple[str, str]] = {
                          "OutputStatisticsOutputDatasetFacet"),
     "subset/input": (f"{_BASE}/1-0-0/BaseSubsetDatasetFacet.json", "InputSubsetInputDatasetFacet"),
     "subset/output": (f"{_BASE}/1-0-0/BaseSubsetDatasetFacet.json", "OutputSubsetOutputDatasetFacet"),
+    # trib's own: its schema is tributary_read/lineage/TributaryRestatedOutputDatasetFacet.json, in the package
+    "tributary_restated": (f"{PRODUCER}/raw/main/tributary_read/lineage/TributaryRestatedOutputDatasetFacet.json",
+                           "TributaryRestatedOutputDatasetFacet"),
 }
 #: Above this many files, an input's subset lists its partitions instead (an event stays far below 1 MB).
 MAX_LOCATIONS = 1000
@@ -122,13 +125,18 @@ def input_dataset(uri: str, files: Sequence[str], *, size: int | None = None, ro
 
 
 def output_dataset(uri: str, *, version: int, files: int, rows: int, size: int | None,
-                   partitions: Sequence[Mapping[str, str]] = (), **kw: Any) -> dict:
+                   partitions: Sequence[Mapping[str, str]] = (), restated: Sequence[Mapping[str, Any]] = (),
+                   **kw: Any) -> dict:
+    """``restated``: the partitions a restate commit recomputed (tributary_read/etl/restated.py), as the
+    ``tributary_restated`` facet, so a lineage consumer sees which partitions were replaced and why."""
     d = dataset(uri, version=str(version), **kw)
     stats = {k: v for k, v in (("rowCount", rows), ("size", size), ("fileCount", files)) if v is not None}
     d["outputFacets"] = {"outputStatistics": facet("outputStatistics", **stats)}
     if partitions:
         d["outputFacets"]["subset"] = facet("subset/output", outputCondition={
             "type": "partition", "partitions": [{"dimensions": dict(p)} for p in partitions]})
+    if restated:
+        d["outputFacets"]["tributary_restated"] = facet("tributary_restated", partitions=[dict(r) for r in restated])
     return d
 
 
@@ -139,6 +147,7 @@ def table_output(table, commits: Sequence, **kw: Any) -> dict:
     from tributary_read.table.manifest import KIND_DATA
 
     if not commits:
+        kw.pop("restated", None)
         d = dataset(table.uri, **kw)
         d["outputFacets"] = {"outputStatistics": facet("outputStatistics", rowCount=0, size=0, fileCount=0)}
         return d
