@@ -112,6 +112,7 @@ def test_late_and_changed_files_recompute_their_hours_once_and_append_mode_does_
     raw.write(0, "a.jsonl", ["u1", "u2", "u3"])
     raw.write(1, "a.jsonl", ["u1", "u4"])
     reports = {m: _run(j, t0, 2) for m, j in jobs.items()}
+    restates = [reports["restate"]]  # each restate commit's report, for trib metrics' totals
     # first computed: a restate reads exactly what an append reads
     assert reports["restate"]["inputs"][0]["files"] == reports["append"]["inputs"][0]["files"] == 2
     assert [r["records_before"] for r in reports["restate"]["output"]["restated"]] == [0, 0]
@@ -123,6 +124,7 @@ def test_late_and_changed_files_recompute_their_hours_once_and_append_mode_does_
     assert json.loads(dry.stdout)["output"]["partitions"] == [LAY.for_time(t0 + h * H).path for h in (0, 1, 2)]
     reports = {m: _run(j, t0, 3) for m, j in jobs.items()}
     rep = reports["restate"]
+    restates.append(rep)
     assert rep["inputs"][0]["files"] == 3  # new files only, as in append mode
     restated = {r["partition"]: r for r in rep["output"]["restated"]}
     assert sorted(restated) == [LAY.for_time(t0 + h * H).path for h in (0, 1, 2)]
@@ -136,6 +138,7 @@ def test_late_and_changed_files_recompute_their_hours_once_and_append_mode_does_
     late.write_text(json.dumps({"id": 999, "user": "u7", "ts": t0 + H}) + "\n")  # rewritten in place, shorter
     (tmp_path / "raw" / LAY.for_time(t0).path / "old.jsonl").unlink()  # a delivered file removed
     rep = _run(jobs["restate"], t0, 4)
+    restates.append(rep)
     assert sorted(r["partition"] for r in rep["output"]["restated"]) == [LAY.for_time(t0 + h * H).path for h in (0, 1)]
     # the rewritten and the removed file are what caused them
     assert sorted(f for r in rep["output"]["restated"] for i in r["inputs"] for f in i["files"]) == \
@@ -157,6 +160,14 @@ def test_late_and_changed_files_recompute_their_hours_once_and_append_mode_does_
         [(r["partition"], r["records_after"], "input", None) for r in rep["output"]["restated"]]
     quiet = _run(jobs["restate"], t0, 5)  # nothing new: nothing recomputed, an empty commit
     assert quiet["output"]["restated"] == [] and _rows_by_directory(tmp_path / "restate") == want
+    # trib metrics: every restated partition and its records, each commit once (the rerun added nothing)
+    from tributary_read.metrics.probe import etl_samples
+
+    counted = {s.family: s.value for s in etl_samples(Table.load(str(tmp_path / "restate")))}
+    entries = [r for x in restates for r in x["output"]["restated"]]
+    assert (counted["trib_etl_restated_partitions_total"], counted["trib_etl_restated_records_before_total"],
+            counted["trib_etl_restated_records_after_total"]) == \
+        (len(entries), sum(r["records_before"] for r in entries), sum(r["records_after"] for r in entries)) != (0, 0, 0)
 
 
 def test_files_landing_in_or_rewritten_in_sealed_partitions_recompute_them(tmp_path):
@@ -342,6 +353,10 @@ def test_a_backfill_recomputes_the_hours_it_covers_after_a_fix_to_the_sql(tmp_pa
     assert _stopped_then(job, t0 + 4 * H, "etl.before_commit", None, concurrent_backfill) == 0
     assert [x["partition"] for x in _run(job, t0, 4)["output"]["restated"]] == [LAY.for_time(t0 + 3 * H).path]
     assert run_trib("verify", str(tmp_path / "restate")).returncode == 0
+    from tributary_read.metrics.probe import etl_samples  # the backfills' partitions are counted with the runs'
+
+    counted = {s.family: s.value for s in etl_samples(Table.load(str(tmp_path / "restate")))}
+    assert counted["trib_etl_restated_partitions_total"] == 3 + 2 + 1 + 1
 
     for bad, words in [(f"{end}/{start}", "start must be before"), ("2026_99", "give START/END"),
                        (None, "one of them")]:

@@ -92,7 +92,7 @@ def test_the_run_book_counts_outcomes_and_finds_a_killed_run(tmp_path):
 
     class Report:
         def __init__(self, already):
-            self.already_committed = already
+            self.already_committed, self.version = already, None  # no restate commit to count
 
     H = 3_600_000
     for k, already in ((1, False), (2, False), (2, True)):
@@ -116,6 +116,50 @@ def test_the_run_book_counts_outcomes_and_finds_a_killed_run(tmp_path):
     assert read_book(out, "hourly")["last"]["outcome"] == "success"
     p = run_trib("verify", str(root))
     assert p.returncode == 0, p.stdout + p.stderr  # the book is trib's own, never an orphan
+
+
+def test_the_run_book_counts_each_restate_commit_once(tmp_path):
+    """A restate job's restated partitions and their records, summed over its commits: each commit once, by the
+    run that made it, or by the rerun that finds it when that run died before its book; a held-partitions exit
+    (its commit made) and a backfill count too; an append job has no such series."""
+    from types import SimpleNamespace
+
+    from tributary_read.errors import PartitionsHeldError
+    from tributary_read.etl.runs import count_restated, recorded
+    from tributary_read.metrics.probe import etl_samples
+    from tributary_read.table.config import Table
+
+    root = tmp_path / "out"
+    run_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, check=True)
+    out = Table.load(str(root))
+    H = 3_600_000
+
+    def report(version, already, *counts):
+        restated = tuple({"partition": f"p{i}", "records_before": b, "records_after": a, "cause": "input",
+                          "inputs": None} for i, (b, a) in enumerate(counts))
+        return SimpleNamespace(already_committed=already, version=version, output=SimpleNamespace(restated=restated))
+
+    def totals():
+        v = {(s.family, s.labels["etl_job"]): s.value for s in etl_samples(out)}
+        return tuple(v.get((f"trib_etl_restated_{k}_total", "daily"))
+                     for k in ("partitions", "records_before", "records_after"))
+
+    with recorded(out, "plain", H) as e:  # an append job: no restated series
+        e.done(report(1, False))
+    with recorded(out, "daily", H) as e:
+        e.done(report(2, False, (0, 3), (0, 2)))
+    assert totals() == (2, 0, 5)
+    with recorded(out, "daily", H) as e:  # the rerun of that hour finds its commit: counted already
+        e.done(report(2, True, (0, 3), (0, 2)))
+    with recorded(out, "daily", 2 * H) as e:  # found by a rerun: its own run died before its book
+        e.done(report(3, True, (3, 4)))
+    assert totals() == (3, 3, 9)
+    with pytest.raises(PartitionsHeldError):
+        with recorded(out, "daily", 3 * H):
+            raise PartitionsHeldError("held", report=report(4, False, (4, 1)))
+    count_restated(out, "daily", 5, [{"records_before": 1, "records_after": 10}] * 2)  # a backfill
+    assert totals() == (6, 9, 30)
+    assert not [s for s in etl_samples(out) if s.labels["etl_job"] == "plain" and "restated" in s.family]
 
 
 def test_the_partition_commit_clock_is_the_logs(tmp_path):

@@ -115,6 +115,9 @@ def _execute(run, start: int, end: int, partitions, commit_step, hive_step, rest
     run.out = replace(run.out, files=len(result.files), records=result.records,
                       partitions=tuple(sorted(result.partitions)), version=result.version,
                       restated=restated(result.commit, run))
+    from tributary_read.etl.runs import count_restated
+
+    count_restated(run.output, job.name, result.version, run.out.restated)  # trib metrics' restated totals
     if job.hive is not None:
         created = hive_step.after_commit(run, result.version, run.hive_table)
         run.hive = run._step("sync", lambda: sync_step.sync(run, result.commit, created))

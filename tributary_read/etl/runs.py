@@ -21,6 +21,8 @@ from tributary_read.etl.lock import LOCK_DIR
 from tributary_read.exits import Terminated
 
 OUTCOMES = ("success", "already_committed", "failed", "refused", "killed")
+#: A restate job's totals over its restate commits (``trib metrics``' ``trib_etl_restated_*``).
+RESTATED = ("partitions", "records_before", "records_after")
 SUFFIX = ".runs.json"
 
 
@@ -33,11 +35,34 @@ def read_book(output, job_name: str) -> dict[str, Any]:
     try:
         d = json.loads(output.storage.read(book_path(job_name)))
         counts = {k: int(d.get("counts", {}).get(k, 0)) for k in OUTCOMES}
+        restated = d.get("restated")
+        if restated is not None:
+            restated = {k: int(restated.get(k, 0)) for k in (*RESTATED, "version")}
         return {"counts": counts, "in_flight": d.get("in_flight"), "last": d.get("last"),
-                "last_success_schedule_ms": d.get("last_success_schedule_ms")}
+                "last_success_schedule_ms": d.get("last_success_schedule_ms"), "restated": restated}
     except (FileNotFoundError, ValueError, TypeError, AttributeError, ManifestCorruptError):
         return {"counts": dict.fromkeys(OUTCOMES, 0), "in_flight": None, "last": None,
-                "last_success_schedule_ms": None}
+                "last_success_schedule_ms": None, "restated": None}
+
+
+def _count_restated(book: dict, version: int | None, entries) -> None:
+    """Add the partitions a restate commit (``version``) recomputed, ``entries`` as etl/restated.py names them,
+    to the book's totals, once per commit: a commit at or below the last version counted was counted (a rerun
+    that finds it), one above it was not (its run was killed after its commit, before its book was written)."""
+    from tributary_read.etl.restated import totals
+
+    have = book.get("restated") or dict.fromkeys((*RESTATED, "version"), 0)
+    if not entries or version is None or version <= have["version"]:
+        return
+    got = totals(entries)
+    book["restated"] = {**{k: have[k] + got[k] for k in RESTATED}, "version": version}
+
+
+def count_restated(output, job_name: str, version: int, entries) -> None:
+    """A backfill's restate commit, into the book (it is not a scheduled run: no outcome is counted)."""
+    book = read_book(output, job_name)
+    _count_restated(book, version, entries)
+    _write(output, job_name, book)
 
 
 def job_books(output) -> list[str]:
@@ -76,10 +101,10 @@ def recorded(output, job_name: str, schedule_ms: int) -> Iterator[_Entry]:
                          "host": socket.gethostname(), "pid": os.getpid()}
     _write(output, job_name, book)
     entry = _Entry()
-    outcome, error = "failed", None
+    outcome, error, report = "failed", None, None
     try:
         yield entry
-        r = entry.report
+        r = report = entry.report
         outcome = "already_committed" if r is not None and r.already_committed else "success"
     except (Terminated, KeyboardInterrupt):
         outcome = "killed"
@@ -88,13 +113,15 @@ def recorded(output, job_name: str, schedule_ms: int) -> Iterator[_Entry]:
         outcome, error = "refused", type(e).__name__
         raise
     except TributaryError as e:
-        error = type(e).__name__
+        error, report = type(e).__name__, getattr(e, "report", None)  # held partitions: committed all the same
         raise
     except Exception as e:
         error = type(e).__name__
         raise
     finally:
         book["counts"][outcome] += 1
+        if report is not None and report.version is not None:
+            _count_restated(book, report.version, report.output.restated)
         book["in_flight"] = None
         book["last"] = {"outcome": outcome, "schedule_ms": schedule_ms, "ended_ms": int(time.time() * 1000),
                         "error_class": error}

@@ -116,7 +116,7 @@ def owning_job(state, plan) -> str:
 
 def etl_samples(table: Table) -> list[Sample]:
     """Each job that keeps a run book in ``table`` (its output): runs by outcome, the last success."""
-    from tributary_read.etl.runs import OUTCOMES, job_books, read_book
+    from tributary_read.etl.runs import OUTCOMES, RESTATED, job_books, read_book
 
     out = []
     for job in job_books(table):
@@ -128,4 +128,7 @@ def etl_samples(table: Table) -> list[Sample]:
         if last:
             out.append(Sample("trib_etl_last_success_schedule_time_seconds", {"table": table.uri, "etl_job": job},
                               last / 1000))
+        if book["restated"] is not None:  # a job that has restated partitions (an append job has no such series)
+            out += [Sample(f"trib_etl_restated_{k}_total", {"table": table.uri, "etl_job": job},
+                           float(book["restated"][k])) for k in RESTATED]
     return out

@@ -60,6 +60,14 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("trib_etl_last_success_schedule_time_seconds", Kind.GAUGE,
            "The latest schedule time (the end of its interval) a run of the job committed or found committed.",
            ("table", "etl_job")),
+    Family("trib_etl_restated_partitions_total", Kind.COUNTER,
+           "Output partitions a restate job's commits recomputed and replaced whole (its scheduled runs' and "
+           "its backfills'); each is named with its cause in the run's report.", ("table", "etl_job")),
+    Family("trib_etl_restated_records_before_total", Kind.COUNTER,
+           "Records the restated partitions held before they were replaced.", ("table", "etl_job")),
+    Family("trib_etl_restated_records_after_total", Kind.COUNTER,
+           "Records the restated partitions hold after (minus before: the records restates added).",
+           ("table", "etl_job")),
     Family("trib_metrics_generated_timestamp_seconds", Kind.GAUGE,
            "When these values were read (a textfile older than its refresh is stale).", ()),
 )}
