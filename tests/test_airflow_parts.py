@@ -186,6 +186,30 @@ def test_partition_keys_are_partition_values():
     assert partition_key("dt=20240101/hr=05") == "dt=20240101/hr=05"
 
 
+def test_the_asset_event_of_a_restate_run_marks_its_restated_partitions(tmp_path):
+    """The operator's asset event for a run's report (its XCom): the commit, one key per partition, and for a
+    restate the partitions it recomputed, by key, so a downstream DAG can rerun them (an emptied one too)."""
+    from tributary_read.airflow.assets import asset_event
+
+    create_output_table(tmp_path / "out")
+    h5, h6 = LAY.for_time(BASE_MS + 5 * H), LAY.for_time(BASE_MS + 6 * H)
+    report = {"job": "hourly", "schedule_time": "2024-01-01T07:00:00Z", "version": 4,
+              "output": {"table": str(tmp_path / "out"), "partitions": [h5.path, h6.path], "restated": [
+                  {"partition": h5.path, "records_before": 2, "records_after": 3, "cause": "input",
+                   "inputs": [{"view": "raw", "files": [f"{h5.path}/late.jsonl"], "files_total": 1}]},
+                  {"partition": h6.path, "records_before": 1, "records_after": 0, "cause": "input", "inputs": None}]}}
+    extra, keys = asset_event(report)
+    k5, k6 = partition_key(h5.spec), partition_key(h6.spec)
+    assert keys == [k5, k6] and k5 == h5.values["dt"]
+    assert extra == {"job": "hourly", "schedule_time": "2024-01-01T07:00:00Z", "version": 4, "restated": [
+        {"partition_key": k5, "partition": h5.path, "records_before": 2, "records_after": 3, "cause": "input"},
+        {"partition_key": k6, "partition": h6.path, "records_before": 1, "records_after": 0, "cause": "input"}]}
+    append = {**report, "output": {**report["output"], "restated": []}}  # an append run: no restated key
+    assert asset_event(append) == ({"job": "hourly", "schedule_time": "2024-01-01T07:00:00Z", "version": 4},
+                                   [k5, k6])
+    assert asset_event({**report, "output": {"table": str(tmp_path / "nowhere")}})[1] == []  # nothing committed
+
+
 def test_the_provider_registers_without_importing_airflow():
     code = ("import sys, tributary_read, tributary_read.airflow as a; info = a.get_provider_info(); "
             "assert 'airflow' not in sys.modules, sorted(m for m in sys.modules if m.startswith('airflow')); "

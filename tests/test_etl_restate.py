@@ -140,6 +140,11 @@ def test_late_and_changed_files_recompute_their_hours_once_and_append_mode_does_
     rep = _run(jobs["restate"], t0, 4)
     restates.append(rep)
     assert sorted(r["partition"] for r in rep["output"]["restated"]) == [LAY.for_time(t0 + h * H).path for h in (0, 1)]
+    # the Airflow operator's asset event for this report marks the hours, by their partition keys
+    from tributary_read.airflow.assets import asset_event
+
+    assert sorted((r["partition_key"], r["partition"]) for r in asset_event(rep)[0]["restated"]) == \
+        [(LAY.for_time(t0 + h * H).values["dt"], LAY.for_time(t0 + h * H).path) for h in (0, 1)]
     # the rewritten and the removed file are what caused them
     assert sorted(f for r in rep["output"]["restated"] for i in r["inputs"] for f in i["files"]) == \
         [f"{LAY.for_time(t0 + h * H).path}/{n}" for h, n in ((0, "old.jsonl"), (1, "late.jsonl"))]

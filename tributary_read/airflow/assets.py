@@ -9,6 +9,7 @@ never a silent "no events".
 from __future__ import annotations
 
 import posixpath
+from typing import Any, Mapping
 
 SCHEME = "trib"
 
@@ -52,3 +53,36 @@ def partition_key(name: str) -> str:
 
 def same_table(root_a: str, root_b: str) -> bool:
     return table_uri(root_a) == table_uri(root_b)
+
+
+def asset_event(report: Mapping[str, Any], storage_options: Mapping[str, str] | None = None
+                ) -> tuple[dict[str, Any], list[str]]:
+    """The ``extra`` and the partition keys of the asset event for a run's JSON ``report`` (its XCom).
+
+    ``extra``: the commit the event stands for (``job``, ``schedule_time``, ``version``) and, when the run
+    was a restate job's and recomputed partitions, ``restated``: each as the report's ``output.restated``
+    names it (tributary_read/etl/restated.py), with its ``partition_key``, so a downstream DAG can rerun
+    exactly those (their records changed; an emptied one is among the keys too). The input files are left
+    to the report: the extra stays small in Airflow's database. Keys: one per output partition the commit
+    wrote, its Hive partition value (``2024_01_01/05`` -> ``2024010105``), as the table's layout names it.
+    """
+    out = report.get("output") or {}
+    restated = out.get("restated") or ()
+    extra: dict[str, Any] = {"job": report.get("job"), "schedule_time": report.get("schedule_time"),
+                             "version": report.get("version")}
+    directories = [*(out.get("partitions") or ()), *(r["partition"] for r in restated)]
+    if not directories:
+        return extra, []
+    from tributary_read.table.config import Table
+
+    layout = Table.load(str(out.get("table")), storage_options).layout
+
+    def key(d: str) -> str:
+        p = layout.try_parse(d)
+        return partition_key(p.spec) if p is not None else d
+
+    if restated:
+        extra["restated"] = [{"partition_key": key(r["partition"]), "partition": r["partition"],
+                              "records_before": r["records_before"], "records_after": r["records_after"],
+                              "cause": r["cause"]} for r in restated]
+    return extra, sorted({key(d) for d in directories})

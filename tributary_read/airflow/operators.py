@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from tributary_read.airflow.assets import partition_key, root_of, same_table
+from tributary_read.airflow.assets import asset_event, root_of, same_table
 from tributary_read.airflow.outcome import Outcome, verdict
 from tributary_read.processes import group_pids, reap_group
 
@@ -40,7 +40,8 @@ class TribEtlOperator(BaseOperator):
     The schedule time is the interval's end and the interval must be exactly one of the job's periods
     (``trib etl run --interval-start``): schedule with ``CronDataIntervalTimetable``. The run's JSON report
     is the XCom. Outlets that are trib tables (:func:`~tributary_read.airflow.assets.table_asset`) get one
-    partition key per output partition the run committed.
+    partition key per output partition the run committed; a restate job's run marks the partitions it
+    recomputed in the event's ``extra["restated"]`` (:func:`~tributary_read.airflow.assets.asset_event`).
     """
 
     template_fields: Sequence[str] = ("job", "trib_args", "env")
@@ -152,32 +153,19 @@ class TribEtlOperator(BaseOperator):
         trib_outlets = [a for a in (self.outlets or []) if root_of(getattr(a, "uri", "") or "")]
         if not trib_outlets:
             return
-        keys = _partition_keys(str(out.get("table")), out.get("partitions") or (), self.storage_options)
+        extra, keys = asset_event(report, self.storage_options)
         events = context["outlet_events"]
         for asset in trib_outlets:
             root = root_of(asset.uri)
             if not same_table(root, str(out.get("table"))):
                 raise AirflowFailException(f"trib: outlet {asset.uri} is not the job's output table "
                                            f"{out.get('table')}: no event is emitted for another table")
-            # What the event stands for, in the output's log: the commit a reader can go back to.
-            events[asset].extra.update(job=report.get("job"), schedule_time=report.get("schedule_time"),
-                                       version=report.get("version"))
+            # What the event stands for, in the output's log: the commit a reader can go back to, and the
+            # partitions a restate recomputed.
+            events[asset].extra.update(extra)
             if keys:
                 events[asset].add_partitions(keys)
             self.log.info("trib: asset %s: partitions %s", asset.uri, ", ".join(keys) or "(none: an empty run)")
-
-
-def _partition_keys(root: str, directories, storage_options) -> list[str]:
-    """The asset partition keys of the run's output partition directories: their Hive partition values
-    (``2024_01_01/05`` -> ``2024010105``), as the table's layout names them."""
-    from tributary_read.table.config import Table
-
-    layout = Table.load(root, storage_options).layout
-    keys = set()
-    for d in directories:
-        p = layout.try_parse(d)
-        keys.add(partition_key(p.spec) if p is not None else d)
-    return sorted(keys)
 
 
 def _iso(t) -> str:
