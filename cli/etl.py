@@ -160,8 +160,12 @@ def _print_report(r) -> None:
             click.echo(f"  recomputes {len(o.partitions)} partition(s): {', '.join(o.partitions[:10])}"
                        + (" ..." if len(o.partitions) > 10 else ""))
         return
+    from tributary_read.etl.restated import cause_text
+
     for x in o.restated:
-        click.echo(f"  restated {x['partition']}: {x['records_before']} -> {x['records_after']} records")
+        why = cause_text(x)
+        click.echo(f"  restated {x['partition']}: {x['records_before']} -> {x['records_after']} records"
+                   + (f" ({why})" if why else ""))
     if r.hive:
         h = r.hive
         full = " (full sync)" if h.mode == "full" else ""

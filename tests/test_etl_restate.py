@@ -134,6 +134,9 @@ def test_late_and_changed_files_recompute_their_hours_once_and_append_mode_does_
               for p, r in restated.items()}
     assert causes == {LAY.for_time(t0 + h * H).path: ("input", [("raw", [f"{LAY.for_time(t0 + h * H).path}/{n}"], 1)])
                       for h, n in ((0, "old.jsonl"), (1, "late.jsonl"), (2, "a.jsonl"))}
+    from tributary_read.etl.restated import cause_text  # the text report's words for it
+
+    assert cause_text(restated[LAY.for_time(t0 + H).path]) == f"raw: {LAY.for_time(t0 + H).path}/late.jsonl"
 
     late.write_text(json.dumps({"id": 999, "user": "u7", "ts": t0 + H}) + "\n")  # rewritten in place, shorter
     (tmp_path / "raw" / LAY.for_time(t0).path / "old.jsonl").unlink()  # a delivered file removed
@@ -348,8 +351,11 @@ def test_a_backfill_recomputes_the_hours_it_covers_after_a_fix_to_the_sql(tmp_pa
     assert after == [before[0]] + [(h, u, e * 10) for h, u, e in before[1:]]  # hour 0 untouched
     # one partition by its value; a scheduled run goes on as before (its consumer did not move)
     r = run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate", f"dt={LAY.for_time(t0).values['dt']}",
-                 "--json", "-q")
+                 "-q")
     assert r.returncode == 0 and _rows_by_manifest(tmp_path / "restate")[0] == (t0, 3, 30), r.stderr
+    # the text report names the partition, its records and its cause
+    assert f"restated {LAY.for_time(t0).path}: 1 -> 1 records (backfill {iso_z(t0)}/{iso_z(t0 + H)})" in r.stdout, \
+        r.stdout
     raw.write(3, "a.jsonl", ["u1"])
 
     def concurrent_backfill():  # the scheduled run holds the job's lock: a backfill beside it is refused

@@ -65,6 +65,21 @@ def _inputs(views: list[str], causes) -> list[dict[str, Any]]:
     return out
 
 
+def cause_text(entry: Mapping[str, Any]) -> str:
+    """What caused one restated partition, for the text report: ``raw: 2026_11_28/06/late.jsonl and 2 more``,
+    ``backfill START/END``; "" when not known (a rerun)."""
+    if entry.get("cause") == "backfill":
+        return f"backfill {entry['interval']['start']}/{entry['interval']['end']}"
+    out = []
+    for i in entry.get("inputs") or ():
+        if i["files"]:
+            more = i["files_total"] - 1
+            out.append(f"{i['view']}: {i['files'][0]}" + (f" and {more} more" if more else ""))
+        if i.get("restated"):
+            out.append(f"{i['view']}: restated {', '.join(i['restated'])}")
+    return "; ".join(out)
+
+
 def totals(entries) -> Mapping[str, int]:
     """Partitions, records before and records after of :func:`restated`'s ``entries`` (the metrics' counts)."""
     entries = list(entries)
