@@ -369,6 +369,9 @@ def test_a_backfill_recomputes_the_hours_it_covers_after_a_fix_to_the_sql(tmp_pa
     counted = {s.family: s.value for s in etl_samples(Table.load(str(tmp_path / "restate")))}
     assert counted["trib_etl_restated_partitions_total"] == 3 + 2 + 1 + 1
 
+    idle = run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate",
+                    "2021-01-01T00:00:00Z/2021-01-01T02:00:00Z", "--json", "-q")  # no input and no records there: nothing to do, nothing committed
+    assert idle.returncode == 0 and json.loads(idle.stdout)["version"] is None, idle.stderr
     for bad, words in [(f"{end}/{start}", "start must be before"), ("2026_99", "give START/END"),
                        (None, "one of them")]:
         args = ["--restate", bad] if bad else []

@@ -63,7 +63,7 @@ def _by_value(layout, text: str):
 def backfill(job, interval: str, *, spark=None, progress: Callable[[str], None] | None = None,
              verbose: bool = False) -> RunReport:
     """Recompute the output partitions of restate job ``job`` that ``interval`` covers (module docstring)."""
-    from tributary_read.etl import commit_step, hive_step, restate, sync_step
+    from tributary_read.etl import restate
     from tributary_read.etl.lock import JobLock, lock_path
     from tributary_read.etl.run import _release, _Run
     from tributary_read.table.config import Table
@@ -86,13 +86,18 @@ def backfill(job, interval: str, *, spark=None, progress: Callable[[str], None] 
     run.verbose = verbose
     try:
         with JobLock(lock_path(job.name, output, job.lock_dir), job.name) as run.lock:
-            return _execute(run, start, end, partitions, commit_step, hive_step, restate, sync_step)
+            return _execute(run, start, end, partitions)
     finally:
         if spark is None:
             _release(run.spark)
 
 
-def _execute(run, start: int, end: int, partitions, commit_step, hive_step, restate, sync_step) -> RunReport:
+def _execute(run, start: int, end: int, partitions) -> RunReport:
+    from dataclasses import replace
+
+    from tributary_read.etl import commit_step, hive_step, restate, sync_step
+    from tributary_read.etl.runs import count_restated
+
     job = run.job
     base = run.output.log.latest_version()
     run.say(f"{job.name}: recomputing {len(partitions)} partition(s) of {run.output.uri} "
@@ -102,21 +107,17 @@ def _execute(run, start: int, end: int, partitions, commit_step, hive_step, rest
     run.inputs = [InputReport(spec.view, fs.root, str(spec.mode), len(fs.files), fs.bytes)
                   for spec, (fs, _) in zip(job.inputs, filesets)]
     txn = Transaction(APP_PREFIX + job.name, {"start_ms": start, "end_ms": end, "call_ms": run.t})
-    empty = all(not fs.files for fs, _ in filesets)
-    if not empty:
-        run._step("read", lambda: commit_step.read(run, filesets, False))
-    else:
-        run._skip("read", "no input files")
+    if all(not fs.files for fs, _ in filesets):  # no input, and no partition holding records (recompute_all)
+        for s in ("read", "commit", "sync", "ack"):
+            run._skip(s, "no input file feeds these partitions, and none of them holds records: nothing to do")
+        return run._report(txn, False, None)
+    run._step("read", lambda: commit_step.read(run, filesets, False))
     if job.hive is not None:
-        run.hive_table = hive_step.before_commit(run, filesets, empty)
+        run.hive_table = hive_step.before_commit(run, filesets, False)
     result = run._step("commit", lambda: commit_step.commit(run, txn, base, False, filesets))
-    from dataclasses import replace
-
     run.out = replace(run.out, files=len(result.files), records=result.records,
                       partitions=tuple(sorted(result.partitions)), version=result.version,
                       restated=restated(result.commit, run))
-    from tributary_read.etl.runs import count_restated
-
     count_restated(run.output, job.name, result.version, run.out.restated)  # trib metrics' restated totals
     if job.hive is not None:
         created = hive_step.after_commit(run, result.version, run.hive_table)
