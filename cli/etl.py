@@ -102,9 +102,9 @@ def run(state: TribState, job_file, schedule_time, restate, interval_start, dry_
 
     from tributary_read.errors import InvalidInputError, PartitionsHeldError
 
-    if (schedule_time is None) == (restate is None):
-        raise InvalidInputError("give --schedule-time (a scheduled run) or --restate START/END (a backfill), one of "
-                                "them")
+    if (schedule_time is None) == (restate is None):  # a usage error (exit 2), as click's for a missing option
+        raise click.UsageError("give --schedule-time (a scheduled run) or --restate START/END (a backfill), one of "
+                               "them")
     if restate is not None:
         if dry_run or interval_start is not None or full_sync:
             raise InvalidInputError("--restate takes none of --dry-run, --interval-start and --full-sync")
