@@ -50,10 +50,35 @@ def _print(r: dict) -> None:
                f"a naive job would need a lag of {rec.get('lag', '?')} to catch 99.9% of files (by what mtimes "
                "and commit times show: preserved mtimes and late renames hide their lateness).")
     click.echo(f"report: {r['report']}")
+    _print_users(r["users"])
     ok = r["trib"]["lost"] == 0 and r["trib"]["duplicates"] == 0
     click.echo(f"\ntrib: {'100% captured, 0 duplicates' if ok else 'LOST OR DUPLICATED EVENTS'}; "
                f"naive lost {r['naive']['lost']} events ({100 * (1 - r['naive']['captured_share']):.1f}%). "
                f"Took {r['seconds']:.0f}s.")
+
+
+def _print_users(u: dict) -> None:
+    """The hourly distinct users three ways: a summary, then one hour that shows why."""
+    click.echo("\nhourly count(DISTINCT user), three ways, against the exact count over every raw file at the end:\n")
+    click.echo(f"  {'':<9}{'hours right':>12}{'wrong':>7}{'rows':>7}")
+    for way in ("naive", "append", "restate"):
+        click.echo(f"  {way:<9}{u[way]['right']:>12}{u[way]['wrong']:>7}{u[way]['rows']:>7}")
+    if u["example"] is not None:
+        e = u["hours"][u["example"]]
+        dt, (exact, events) = e["dt"], e["exact"]
+        k = len(e["late_files"])
+        late = f"{k} late file{'' if k == 1 else 's'}: {', '.join(e['late_files'])}"
+        parts = " + ".join(str(users) for users, _ in e["append"])
+        click.echo(f"\n  hour {dt[:4]}-{dt[4:6]}-{dt[6:8]} {dt[8:]}:00 ({late}): exact {exact} users in {events} events")
+        click.echo(f"    naive    {sum(x for x, _ in e['naive'])} users: it counted the hour once, before "
+                   "its late files landed")
+        click.echo(f"    append   {len(e['append'])} rows, {parts} = {sum(x for x, _ in e['append'])} users: "
+                   f"every event once ({sum(n for _, n in e['append'])}), but a user in two rows counts twice")
+        n = len(e["restate"])
+        click.echo(f"    restate  {n} row{'' if n == 1 else 's'}, {sum(x for x, _ in e['restate'])} users")
+    click.echo("\n  append adds a partial row each time an hour's files reach another run: a late file, or the next\n"
+               "  hour's first files, which the run at 5 past already sees. restate recomputes the hour from all\n"
+               "  of its files, and replaces its row.")
 
 
 COMMANDS = [demo]

@@ -1,4 +1,5 @@
-"""`trib demo` end to end: a real raw table, the local Hive pair, real Spark, both hourly jobs.
+"""`trib demo` end to end: a real raw table, the local Hive pair, real Spark, both hourly jobs, and the hourly
+distinct users three ways (naive, append, restate), each checked against a model of the arrival mix.
 
 The demo runs in this process on the session's Hive pair (starting another pair costs two JVMs):
 the main run on the session's Spark Connect server (``--spark sc://…``, the warm server cataloged
@@ -9,6 +10,7 @@ standalone, starting and stopping its own pair (and, with ``--spark connect``, i
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,59 @@ def test_trib_captures_everything_once_and_naive_loses_the_late_patterns(demo_ru
     assert all(v["lost"] == 0 for v in trib["by_pattern"].values())
 
 
+def _users_by_run(mix) -> dict[int, dict]:
+    """Per hour, from the mix alone: the exact distinct users and events, what the naive job counted (the files
+    in its partition by its run), and the files each cycle's run delivered (all that had arrived by then)."""
+    def cycle(d) -> int:
+        return next(c for c in range(mix.hours) if d.arrival_ms <= mix.run_at(c))
+
+    hours: dict[int, dict] = {h: {"users": set(), "events": 0, "naive": set(), "naive_events": 0, "late": False,
+                                  "runs": defaultdict(lambda: [set(), 0])} for h in range(mix.hours)}
+    for d in mix.drops:
+        h, users = hours[d.hour], {e.user for e in d.events}
+        h["users"] |= users
+        h["events"] += len(d.events)
+        if d.arrival_ms <= mix.run_at(d.hour):
+            h["naive"] |= users
+            h["naive_events"] += len(d.events)
+        else:
+            h["late"] = True
+        run = h["runs"][cycle(d)]
+        run[0] |= users
+        run[1] += len(d.events)
+    return hours
+
+
+def test_distinct_users_three_ways_restate_exact_append_split_naive_short(demo_run):
+    """The hourly count(DISTINCT user): restate holds one exact row per hour; append one row per run that reached
+    the hour (their users do not add up); naive one row short of every file that landed after its run."""
+    _, out = demo_run
+    u = out["users"]
+    mix = build(HOURS, 0, 2002)
+    model = _users_by_run(mix)
+    late = sorted(h for h, m in model.items() if m["late"])
+    split = sorted(h for h, m in model.items() if len(m["runs"]) > 1)
+    dts = [e["dt"] for e in u["hours"]]
+    assert dts == sorted(dts) and len(set(dts)) == HOURS
+    assert late and set(late) <= set(split)  # a late file always splits an hour; the run at :05 sees the next's too
+    for h, m in model.items():
+        e = u["hours"][h]
+        assert e["hour"] == h
+        exact = [len(m["users"]), m["events"]]
+        assert e["exact"] == exact, (h, e)  # counted from the raw files through Hive: the mix's own events
+        assert e["restate"] == [exact], (h, e)
+        assert e["naive"] == [[len(m["naive"]), m["naive_events"]]], (h, e)
+        runs = sorted(([len(s), n] for s, n in m["runs"].values()), reverse=True)
+        assert e["append"] == runs, (h, e)
+        assert sum(n for _, n in e["append"]) == m["events"]  # every event once: the events add up, users do not
+        assert bool(e["late_files"]) == m["late"]
+    assert (u["restate"]["right"], u["restate"]["wrong"], u["restate"]["rows"]) == (HOURS, 0, HOURS)
+    assert u["append"]["wrong_hours"] == split and u["append"]["rows"] == sum(len(m["runs"]) for m in model.values())
+    assert u["naive"]["wrong_hours"] == late and u["naive"]["rows"] == HOURS
+    ex = u["example"]
+    assert ex in late and ex in u["append"]["wrong_hours"]
+
+
 def test_the_demo_leaves_a_report_and_the_hive_tables(demo_run, hs2_cursor):
     work, out = demo_run
     page = Path(out["report"])
@@ -65,6 +120,9 @@ def test_the_demo_leaves_a_report_and_the_hive_tables(demo_run, hs2_cursor):
     assert n == d == out["expected"]
     hs2_cursor.execute("SHOW PARTITIONS trib_demo.ods_raw_log")
     assert len(hs2_cursor.fetchall()) == HOURS
+    # the restate job's table: one row per hour, the distinct users the demo counted
+    hs2_cursor.execute("SELECT dt, users FROM trib_demo.dw_users_restate")
+    assert sorted(hs2_cursor.fetchall()) == [(e["dt"], e["exact"][0]) for e in out["users"]["hours"]]
 
 
 def test_a_rerun_on_the_classic_driver_starts_afresh_with_the_same_mix(demo_run, spark, hive_services):
@@ -80,6 +138,8 @@ def test_a_rerun_on_the_classic_driver_starts_afresh_with_the_same_mix(demo_run,
     assert (trib["captured"], trib["duplicates"], trib["lost"], trib["unexpected"]) == (again["expected"], 0, 0, 0)
     # the naive SQL ran, its UDFs with it: one hour's only late file is a straggler within its lag
     assert (naive["captured"], naive["duplicates"], naive["lost"]) == (again["expected"], 0, 0)
+    u = again["users"]  # one hour, nothing late, no next hour: all three ways one right row
+    assert [(u[way]["right"], u[way]["rows"]) for way in ("naive", "append", "restate")] == [(1, 1)] * 3
     n = spark.sql("SELECT COUNT(1) AS n, COUNT(DISTINCT payload) AS d FROM trib_demo.dw_trib").collect()[0]
     assert n["n"] == n["d"] == again["expected"]  # the rerun's tables replaced the first run's
 

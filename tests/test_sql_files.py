@@ -36,7 +36,8 @@ def test_every_sql_file_is_a_template_or_a_warehouse_script():
         "README.md", "__init__.py", "metastore", "warehouse"]  # no SQL outside the two folders
     metastore = {p.name[:-4] for p in METASTORE_DIR.glob("*.sql")}
     assert metastore == set(TEMPLATES) | set(ITEMS)
-    assert [p.name for p in WAREHOUSE] == ["dw_events.sql", "hourly_naive.sql", "hourly_trib.sql", "ods_raw_log.sql"]
+    assert [p.name for p in WAREHOUSE] == ["dw_events.sql", "dw_users.sql", "hourly_naive.sql", "hourly_trib.sql",
+                                            "hourly_users_naive.sql", "ods_raw_log.sql"]
 
 
 @pytest.mark.parametrize("path", WAREHOUSE, ids=[p.name for p in WAREHOUSE])

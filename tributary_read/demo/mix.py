@@ -95,6 +95,14 @@ class Mix:
     def events(self) -> dict[str, Drop]:
         return {e.event_id: d for d in self.drops for e in d.events}
 
+    def dt(self, h: int) -> str:
+        """Hour ``h``'s partition value (``dt=yyyyMMddHH``, UTC): how the Hive tables name it."""
+        return _dt(self.base_ms + h * HOUR_MS)
+
+    def late(self, d: Drop) -> bool:
+        """Whether ``d`` lands after its hour's cycle ran: every job has computed its hour once without it."""
+        return d.arrival_ms > self.run_at(d.hour)
+
 
 def _directory(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y_%m_%d/%H")

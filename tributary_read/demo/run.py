@@ -1,4 +1,4 @@
-"""``trib demo``: the raw log of :mod:`.mix`, an hourly job run two ways, and who lost what.
+"""``trib demo``: the raw log of :mod:`.mix`, an hourly job run two ways, an hourly aggregate three, and who lost what.
 
 Each cycle replays the arrivals up to its moment (foreign files are placed and
 given their mtime, ingests commit with their writer clock at the arrival time),
@@ -9,14 +9,19 @@ mounts the new partitions (``trib partitions sync``), then runs:
 * **trib**: ``trib etl run`` with a consumer input: every file not yet
   delivered, committed exactly once, synced to Hive, acked.
 
-Both run on one Spark session against the local Hive pair (``trib hive up``,
+and the hourly ``count(DISTINCT user)`` three ways (:mod:`.users`): the naive
+script over the previous hour's partition, and two more trib jobs, one with
+``[output] mode = "append"`` and one with ``mode = "restate"``, each counted
+against the exact answer from every raw file at the end.
+
+All of them run on one Spark session against the local Hive pair (``trib hive up``,
 started and stopped here). The session is a classic driver in this process by
 default; ``--spark connect`` makes it a Spark Connect session on a local server
 started on the pair (``trib spark up``) and stopped at the end, and ``--spark
 sc://HOST:PORT`` one on a running server whose catalog is the demo's pair.
 Over Spark Connect everything goes through the server: the DDL, the naive SQL
 with trib's UDFs (the jar added to the session), trib's job and the tallies.
-The tallies read both DW tables back through Hive, so they count what a Hive
+The tallies read every DW table back through Hive, so they count what a Hive
 user would see.
 """
 
@@ -31,6 +36,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
+from tributary_read.demo import users
 from tributary_read.demo.mix import HOUR_MS, NAIVE_LAG_MS, PATTERNS, Drop, Mix, build
 
 LAYOUT, PARTITION = "{yyyy}_{MM}_{dd}/{HH}", "dt={yyyy}{MM}{dd}{HH}"
@@ -59,6 +65,7 @@ class Demo:
         base = (now - NAIVE_LAG_MS) // HOUR_MS * HOUR_MS - (hours + 1) * HOUR_MS
         self.mix: Mix = build(hours, base, seed)
         self.raw, self.dw = work / "raw", work / "dw"
+        self.users = {mode: work / f"users_{mode}" for mode in users.MODES}  # the two trib aggregates
         self.staging = work / "staging"
         self.applied = 0
         self.spark = None
@@ -66,12 +73,18 @@ class Demo:
 
     # -- the raw table -------------------------------------------------------------------
     def create_tables(self) -> None:
-        for d in (self.raw, self.dw, self.work / "dw_naive", self.staging, self.work / "job"):
+        from tributary_read.table.config import Table, TableConfig
+        from tributary_read.table.layout import Layout
+
+        for d in (self.raw, self.dw, self.work / "dw_naive", self.work / "users_naive", *self.users.values(),
+                  self.staging, self.work / "job"):
             shutil.rmtree(d, ignore_errors=True)
         self.staging.mkdir(parents=True)
         _trib("table", "create", str(self.raw), "--layout", LAYOUT, "--partition", PARTITION, "--format", "text",
               "--tracking", "both")
         _trib("table", "create", str(self.dw), "--layout", LAYOUT, "--partition", PARTITION, "--format", "parquet")
+        for root in self.users.values():  # in this process: two CLI starts fewer, the same Table.create
+            Table.create(str(root), TableConfig(Layout(LAYOUT, PARTITION), format="parquet"))
 
     def _place(self, d: Drop, name: str, mtime_ms: int) -> None:
         """Write a foreign file as an uploader does: elsewhere, then one rename into the table."""
@@ -249,18 +262,35 @@ class Demo:
         self._script("ods_raw_log.sql", {"ods_table": f"{db}.ods_raw_log", "ods_location": self.raw.as_uri()})
         self._script("dw_events.sql", {"dw_table": f"{db}.dw_naive",
                                        "dw_location": (self.work / "dw_naive").as_uri()})
-        defn = definition_for(Table.load(str(self.dw)), TableName.parse(f"{db}.dw_trib"), COLUMNS)
-        create_table(open_metastore("spark", spark=self.spark), defn)
+        self._script("dw_users.sql", {"dw_table": f"{db}.dw_users_naive",
+                                      "dw_location": (self.work / "users_naive").as_uri()})
+        metastore = open_metastore("spark", spark=self.spark)
+        create_table(metastore, definition_for(Table.load(str(self.dw)), TableName.parse(f"{db}.dw_trib"), COLUMNS))
+        for mode, root in self.users.items():
+            create_table(metastore, definition_for(Table.load(str(root)), TableName.parse(f"{db}.dw_users_{mode}"),
+                                                   users.COLUMNS))
 
     def write_job(self) -> Path:
+        return self._write_job("hourly", JOB_SQL, self.dw, "dw_trib", "",
+                               "The hourly job, trib's way: every raw file not yet delivered, exactly once.")
+
+    def write_users_jobs(self) -> dict[str, Path]:
+        """The hourly distinct users, trib's two ways: one job per output mode, each with a consumer of its own."""
+        why = {"append": "each run adds a row per hour its new files touch",
+               "restate": "each run recomputes every hour its new files touch, from all of the hour's files"}
+        return {mode: self._write_job(f"users_{mode}", users.SQL, root, f"dw_users_{mode}", f'mode = "{mode}"\n',
+                                      f"Distinct users per hour, {mode}: {why[mode]}.")
+                for mode, root in self.users.items()}
+
+    def _write_job(self, name: str, sql: str, output: Path, hive_table: str, output_mode: str, comment: str) -> Path:
         job_dir = self.work / "job"
         job_dir.mkdir(parents=True, exist_ok=True)
-        (job_dir / "hourly.sql").write_text(JOB_SQL)
-        job = job_dir / "hourly.toml"
-        job.write_text(f"""# The hourly job, trib's way: every raw file not yet delivered, exactly once.
+        (job_dir / f"{name}.sql").write_text(sql)
+        job = job_dir / f"{name}.toml"
+        job.write_text(f"""# {comment}
 [job]
-name = "demo_hourly"
-sql = "hourly.sql"
+name = "demo_{name}"
+sql = "{name}.sql"
 period = "1h"
 
 [[inputs]]
@@ -270,32 +300,39 @@ mode = "consumer"
 hive_table = "{self.db}.ods_raw_log"   # its columns, SerDe and delimiter
 
 [output]
-table = "{self.dw}"
+table = "{output}"
 time_column = "event_time"
-
+{output_mode}
 [hive]
-table = "{self.db}.dw_trib"
+table = "{self.db}.{hive_table}"
 metastore = "{self.services.metastore_uri}"
 """)
         return job
 
     # -- the cycles --------------------------------------------------------------------------
-    def cycle(self, h: int, job) -> dict[str, Any]:
+    def cycle(self, h: int, job, users_jobs: dict) -> dict[str, Any]:
+        """Hour ``h``'s cycle: the arrivals up to its run, the mount, then every job at ``end + 5 min``."""
         from tributary_read.etl.run import run_job
 
         mix = self.mix
         landed = self.arrive_until(mix.run_at(h))
         _trib("partitions", "sync", str(self.raw), "--hive-table", f"{self.db}.ods_raw_log",
               "--metastore", self.services.metastore_uri)
+        window = {"ods_table": f"{self.db}.ods_raw_log", "timezone": "UTC", **_window(mix.run_at(h))}
         t0 = time.monotonic()
-        self._script("hourly_naive.sql", {"ods_table": f"{self.db}.ods_raw_log", "dw_table": f"{self.db}.dw_naive",
-                                          "timezone": "UTC", **_window(mix.run_at(h))})
+        self._script("hourly_naive.sql", {**window, "dw_table": f"{self.db}.dw_naive"})
         t1 = time.monotonic()
         report = run_job(job, mix.hour_end(h), spark=self.spark)
         t2 = time.monotonic()
+        self._script("hourly_users_naive.sql", {**window, "dw_table": f"{self.db}.dw_users_naive"})
+        took = {"naive": round(time.monotonic() - t2, 2)}
+        for mode in users.MODES:
+            t3 = time.monotonic()
+            run_job(users_jobs[mode], mix.hour_end(h), spark=self.spark)
+            took[mode] = round(time.monotonic() - t3, 2)
         records = sum(i.records or 0 for i in report.inputs)
         return {"hour": h, "files_landed": landed, "trib_records": records,
-                "naive_s": round(t1 - t0, 2), "trib_s": round(t2 - t1, 2)}
+                "naive_s": round(t1 - t0, 2), "trib_s": round(t2 - t1, 2), "users_s": took}
 
     def tally(self) -> dict[str, Any]:
         expected = self.mix.events()
@@ -316,6 +353,21 @@ metastore = "{self.services.metastore_uri}"
                         "captured_share": captured / len(expected) if expected else 1.0,
                         "by_pattern": by_pattern}
         return out
+
+    def tally_users(self) -> dict[str, Any]:
+        """The three ways' rows per hour, read back through Hive, against the exact count over every raw file."""
+        from pyspark.sql import functions as F
+
+        def rows(df) -> dict[str, list[users.Row]]:
+            out: dict[str, list[users.Row]] = {}
+            for r in df.select("dt", "users", "events").collect():
+                out.setdefault(r["dt"], []).append((int(r["users"]), int(r["events"])))
+            return out
+
+        exact = rows(self.spark.table(f"{self.db}.ods_raw_log").groupBy("dt").agg(
+            F.count_distinct("user_id").alias("users"), F.count(F.lit(1)).alias("events")))
+        return users.compare(self.mix, {dt: r[0] for dt, r in exact.items()},
+                             {way: rows(self.spark.table(f"{self.db}.dw_users_{way}")) for way in users.WAYS})
 
 
 def _answers(url: str) -> None:
@@ -384,13 +436,16 @@ def run_demo(work: str | Path, hours: int = 24, *, hive_dir: str | Path | None =
         demo.start_spark(spark, spark_mode)
         demo.create_hive_tables()
         job = Job.load(demo.write_job())
+        users_jobs = {mode: Job.load(p) for mode, p in demo.write_users_jobs().items()}
         cycles = []
         for h in range(hours):
-            c = demo.cycle(h, job)
+            c = demo.cycle(h, job, users_jobs)
             cycles.append(c)
             say(f"hour {h + 1:>2}/{hours}: {c['files_landed']:>2} files landed; naive {c['naive_s']:.1f}s, "
-                f"trib {c['trib_s']:.1f}s ({c['trib_records']} records)")
+                f"trib {c['trib_s']:.1f}s ({c['trib_records']} records); distinct users: "
+                + ", ".join(f"{way} {s:.1f}s" for way, s in c["users_s"].items()))
         result = demo.tally()
+        result["users"] = demo.tally_users()
     finally:
         try:
             demo.stop_spark()
