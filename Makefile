@@ -27,7 +27,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 venv: $(VENV)/.installed
 dev: $(VENV)/.installed-dev
 
-## make demo: install, then 24 hourly cycles of late-arriving logs, naive vs trib, and the lateness report
+## make demo: install, then 24 hourly cycles of late logs: naive vs trib, distinct users three ways, lateness report
 demo: $(VENV)/.installed-demo
 	$(BIN)/trib demo --hours 24 --dir .trib/demo
 

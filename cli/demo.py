@@ -1,4 +1,5 @@
-"""``trib demo``: a day of late logs, the hourly job run naive and trib's way, and the lateness report."""
+"""``trib demo``: a day of late logs, the hourly job run naive and trib's way, the hourly distinct users naive,
+append and restate, and the lateness report."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from .context import TribState, emit, json_option, pass_state
 @json_option
 @pass_state
 def demo(state: TribState, hours, dir_, hive_dir, seed, spark_mode, as_json) -> None:
-    """Replay a day of late-arriving logs; run the hourly job naive and trib's way; compare; report lateness."""
+    """Replay a day of late-arriving logs; run the hourly job naive and trib's way, and count each hour's distinct
+    users naive, append and restate; compare; report lateness."""
     from tributary_read.demo.run import run_demo
 
     def say(msg: str) -> None:

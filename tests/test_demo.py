@@ -107,6 +107,30 @@ def test_distinct_users_three_ways_restate_exact_append_split_naive_short(demo_r
     assert ex in late and ex in u["append"]["wrong_hours"]
 
 
+@pytest.mark.unit
+def test_the_three_ways_print_their_summary_and_an_hour_that_shows_why(capsys):
+    """What `trib demo` prints of ``users`` (the run above checks the numbers; --json skips the printing)."""
+    from tributary_read.cli.demo import _print_users
+    from tributary_read.demo.users import compare
+
+    mix = build(HOURS, 0, 2002)
+    model = _users_by_run(mix)
+    exact = {mix.dt(h): (len(m["users"]), m["events"]) for h, m in model.items()}
+    rows = {"naive": {mix.dt(h): [(len(m["naive"]), m["naive_events"])] for h, m in model.items()},
+            "append": {mix.dt(h): [(len(s), n) for s, n in m["runs"].values()] for h, m in model.items()},
+            "restate": {dt: [r] for dt, r in exact.items()}}
+    u = compare(mix, exact, rows)
+    _print_users(u)
+    out = capsys.readouterr().out
+    ex = u["hours"][u["example"]]
+    ways = ("naive", "append", "restate")
+    table = {w[0]: w[1:] for w in map(str.split, out.splitlines()) if len(w) == 4 and w[0] in ways}
+    assert table == {way: [str(u[way]["right"]), str(u[way]["wrong"]), str(u[way]["rows"])] for way in ways}
+    assert table["restate"] == [str(HOURS), "0", str(HOURS)]
+    assert f"append   {len(ex['append'])} rows, " + " + ".join(str(a) for a, _ in ex["append"]) in out
+    assert f"exact {ex['exact'][0]} users in {ex['exact'][1]} events" in out
+
+
 def test_the_demo_leaves_a_report_and_the_hive_tables(demo_run, hs2_cursor):
     work, out = demo_run
     page = Path(out["report"])
