@@ -369,8 +369,9 @@ def test_a_backfill_recomputes_the_hours_it_covers_after_a_fix_to_the_sql(tmp_pa
     counted = {s.family: s.value for s in etl_samples(Table.load(str(tmp_path / "restate")))}
     assert counted["trib_etl_restated_partitions_total"] == 3 + 2 + 1 + 1
 
+    # no input and no records there: nothing to do, nothing committed
     idle = run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate",
-                    "2021-01-01T00:00:00Z/2021-01-01T02:00:00Z", "--json", "-q")  # no input and no records there: nothing to do, nothing committed
+                    "2021-01-01T00:00:00Z/2021-01-01T02:00:00Z", "--json", "-q")
     assert idle.returncode == 0 and json.loads(idle.stdout)["version"] is None, idle.stderr
     for bad, words in [(f"{end}/{start}", "start must be before"), ("2026_99", "give START/END")]:
         one_line_error(run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate", bad), 3, words)
@@ -385,6 +386,19 @@ def test_a_backfill_recomputes_the_hours_it_covers_after_a_fix_to_the_sql(tmp_pa
     r = run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate", f"{iso(t0)}/{iso(t0 + H)}", "-q")
     one_line_error(r, 3, "no input file feeds", "nothing was committed")
     assert Table.load(str(tmp_path / "restate")).log.latest_version() == v
+    # a late file into that emptied hour: recomputed from it alone the hour would lose its records; held back
+    raw.write(0, "after-retention.jsonl", ["z1"])
+    raw.write(5, "a.jsonl", ["u1"])
+    hour0 = [x for x in _rows_by_manifest(tmp_path / "restate") if x[0] == t0]
+    r = run_trib("etl", "run", str(job), "--schedule-time", str(t0 + 6 * H), "--json", "-q")
+    one_line_error(r, 17, f"output partition {LAY.for_time(t0).path} holds 1 record(s)", "held back",
+                   "restore those input files")
+    assert [x["partition"] for x in json.loads(r.stdout)["output"]["restated"]] == [LAY.for_time(t0 + 5 * H).path]
+    assert [x for x in _rows_by_manifest(tmp_path / "restate") if x[0] == t0] == hour0
+    raw.write(0, "a.jsonl", ["u1", "u2", "x0"])  # restored: the next run recomputes the hour from both files
+    rep = _run(job, t0, 7)
+    assert [x["partition"] for x in rep["output"]["restated"]] == [LAY.for_time(t0).path]
+    assert [x for x in _rows_by_directory(tmp_path / "restate") if x[0] == t0] == [(t0, 4, 40)]
 
 
 def _stopped_then(job: Path, when: int, point: str, sig: int | None, before_cont=None) -> int:

@@ -121,7 +121,7 @@ def recompute(run, filesets) -> Recompute:
     partition is recomputed from every input partition whose span intersects it, read whole
     (:func:`tributary_read.read.complete.complete_files`).
     """
-    from tributary_read.table.restatement import affected
+    from tributary_read.table.restatement import affected, needed
 
     sources = _sources(run.job)
     touched = []
@@ -140,10 +140,55 @@ def recompute(run, filesets) -> Recompute:
                 if d in upstream:
                     dirs.append(d)
     partitions = affected(run.output.layout, (p for t in touched for p in t.values()))
-    out = [(replace(fs, files=tuple(_complete(spec, src, partitions, plan, rep.skips))), plan)
-           for spec, src, (fs, plan), rep in zip(run.job.inputs, sources, filesets, run.inputs)]
+    completes = [_complete(spec, src, partitions, plan, rep.skips)
+                 for spec, src, (fs, plan), rep in zip(run.job.inputs, sources, filesets, run.inputs)]
+    forgotten = _forgotten(run, sources, filesets, partitions, completes)
+    if forgotten:  # held back, the rest recomputed: the run ends with exit 17 naming them (run_job)
+        run.held.extend(forgotten.values())
+        partitions = {d: p for d, p in partitions.items() if d not in forgotten}
+        completes = [[f for f in files if _dir_of(f) in needed(src.layout, partitions.values())]
+                     for src, files in zip(sources, completes)]
+    out = [(replace(fs, files=tuple(files)), plan) for (fs, plan), files in zip(filesets, completes)]
     return Recompute(partitions, tuple(tuple(t) for t in touched), tuple(out),
                      {o: tuple((tuple(p), tuple(d)) for p, d in c) for o, c in causes.items()})
+
+
+def _forgotten(run, sources, filesets, partitions, completes) -> dict[str, str]:
+    """Output partitions to hold back, each with the line that says why: it holds records, yet none of its
+    input was delivered before this run and the consumers saw nothing of it change or go.
+
+    Its records then came from input files the consumers no longer know: a partition past the lookback
+    that an input's retention emptied (the consumer forgets it) and that a late file reached since.
+    Recomputing it from the late file alone would drop them without a word. A consumer's first plan, and
+    a window input, have nothing to compare with: not judged.
+    """
+    from tributary_read.table.restatement import needed
+
+    held: dict[str, int] = {}
+    for f in run.output.log.state().files.values():
+        held[_dir_of(f)] = held.get(_dir_of(f), 0) + (f.records or 0)
+    out = {}
+    for d, p in partitions.items():
+        if not held.get(d):
+            continue
+        known = False
+        for src, (fs, plan), files in zip(sources, filesets, completes):
+            if plan is None or plan.base_version == 0:
+                known = True
+                break
+            feed = needed(src.layout, [p])
+            new = {f.path for f in fs.files if not f.offset}  # a file that grew was delivered before
+            seen = {_dir_of(c) for c in (*plan.conflicts, *plan.beyond_horizon)} | set(fs.stats.get("restated", ()))
+            if any(_dir_of(f) in feed and f.path not in new for f in files) or seen & set(feed):
+                known = True
+                break
+        if not known:
+            out[d] = (f"output partition {d} holds {held[d]} record(s) computed from input files that are no longer "
+                      "there (an input's retention removed them?), and this run would recompute it from its new "
+                      "files alone: held back, the rest committed; restore those input files and the next run "
+                      f"recomputes it, or take what the input has now: trib etl run {run.job.path or run.job.name} "
+                      f"--restate {d}")
+    return out
 
 
 def recompute_all(run, partitions: Mapping[str, PartitionDir]) -> Recompute:
