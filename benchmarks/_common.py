@@ -124,6 +124,21 @@ def touch(path: str, mtime_ms: int) -> None:
     os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
 
 
+def shown_args(argv: list[str]) -> list[str]:
+    """A benchmark's command line as its results record it: without ``--json`` / ``--markdown`` and their files
+    (the output files run_all.py asks for are not part of the measurement)."""
+    out, skip = [], False
+    for a in argv:
+        if skip or a.startswith(("--json=", "--markdown=")):
+            skip = False
+            continue
+        if a in ("--json", "--markdown"):
+            skip = True
+            continue
+        out.append(a)
+    return out
+
+
 def emit(text: str, result: dict, args) -> dict:
     """Print the markdown summary, write ``--json`` / ``--markdown`` files if asked; return ``result``."""
     import json

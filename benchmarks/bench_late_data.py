@@ -74,7 +74,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (WorkDir, Event, apply, bench_session, emit, fs_type, hour_dir, iso, machine_info,  # noqa: E402
-                     md_table, read_lines)
+                     md_table, read_lines, shown_args)
 
 H = 3_600_000
 MIN = 60_000
@@ -414,20 +414,6 @@ def check(res: dict, zone: Zone) -> list[str]:
     return bad
 
 
-def _shown(argv: list[str]) -> list[str]:
-    """The command line without its output files."""
-    out, skip = [], False
-    for a in argv:
-        if skip or a.startswith(("--json=", "--markdown=")):
-            skip = False
-            continue
-        if a in ("--json", "--markdown"):
-            skip = True
-            continue
-        out.append(a)
-    return out
-
-
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hours", type=int, default=48, help="simulated hourly runs (48)")
@@ -515,7 +501,7 @@ def main(argv: list[str] | None = None) -> dict:
         "sealed_ok": meant <= sealed_now, "sealed_missing": sorted(meant - sealed_now),
         "sealed_partitions": len(sealed_now), "held_at_end": show.get("held"),
         "args": {k: v for k, v in vars(args).items() if k not in ("json", "markdown")},
-        "command": " ".join([".venv/bin/python", "benchmarks/bench_late_data.py", *_shown(sys.argv[1:] if argv is None
+        "command": " ".join([".venv/bin/python", "benchmarks/bench_late_data.py", *shown_args(sys.argv[1:] if argv is None
                                                                                    else argv)]),
     }
     bad = check(result, zone)

@@ -84,7 +84,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (REPO, RawBatches, WorkDir, emit, fmt_int, fs_type, machine_info, md_table, median,  # noqa: E402
-                     trib_commit_every)
+                     shown_args, trib_commit_every)
 
 #: trib / raw lines/s: against the fair durable baseline, and against raw without fsync
 GOAL, GOAL_NOFSYNC = 0.95, 0.80
@@ -834,24 +834,12 @@ def main(argv: list[str] | None = None) -> dict:
     return emit(md, result, args)
 
 
-def _shown_args(argv: list[str]) -> list[str]:
-    shown, skip_next = [], False
-    for x in argv:  # the output files run_all.py asks for are not part of the measurement
-        if skip_next or x in ("--json", "--markdown"):
-            skip_next = not skip_next and x in ("--json", "--markdown")
-            continue
-        if x.startswith(("--json=", "--markdown=")):
-            continue
-        shown.append(x)
-    return shown
-
-
 def render(r: dict, argv: list[str]) -> str:
     import shlex
 
     a = r["args"]
     m = r["machine"]
-    shown = _shown_args(argv)
+    shown = shown_args(argv)
     lines = [
         "## Spool directory ingest: `trib ingest --source-dir` against a plain Python loop, and a run's planning "
         "under rotations (`benchmarks/bench_spool.py`)",
