@@ -261,6 +261,22 @@ def test_a_checkpoint_of_a_first_restate_not_swapped_yet_is_version_3(tmp_path):
     assert not state.removed and state.to_json()["format_version"] == 3
 
 
+def test_a_restated_table_gets_its_checkpoints(tmp_path):
+    """A checkpoint of a state that holds a restate is version 3; the log writes it at its interval like any other
+    (it was refused as a document without the common header, silently, and every state was read from version 0)."""
+    from tributary_read.table.log import LAST_CHECKPOINT, checkpoint_path
+
+    t = _table(tmp_path, interval=2)
+    _append(t, P1, "a.jsonl", 3)
+    c = _restate(t, {P1: 9})  # version 2: a checkpoint is due
+    assert c.version == 2 and t.storage.exists(checkpoint_path(2))
+    assert json.loads(t.storage.read(LAST_CHECKPOINT)) == {"version": 2}
+    assert json.loads(t.storage.read(checkpoint_path(2)))["format_version"] == 3
+    fresh = Table.load(t.uri)
+    assert fresh.log.last_checkpoint() == 2 and fresh.log.state() == t.log.state()
+    assert set(fresh.log.state().files) == {f"{P1}/part-r1.jsonl"}
+
+
 _WRITER = """
 import sys
 sys.path.insert(0, {tests!r})

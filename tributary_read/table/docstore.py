@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from tributary_read.io.storage import Storage
-from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, REPLACE_FORMAT_VERSION, load_document
+from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, READABLE_VERSIONS, load_document
 
 #: Digits of a document number; every numbered document trib writes uses it.
 WIDTH = 20
@@ -158,7 +158,9 @@ class DocumentStore:
         that raised may still have landed, which only the caller can judge.
         """
         if not isinstance(doc, (bytes, bytearray)):
-            if doc.get("format") != FORMAT or doc.get("format_version") not in (FORMAT_VERSION, REPLACE_FORMAT_VERSION):
+            # any version a reader of this build takes (manifest.READABLE_VERSIONS): a checkpoint of a restated
+            # table is version 3, and refusing it here left such a table without checkpoints
+            if doc.get("format") != FORMAT or doc.get("format_version") not in READABLE_VERSIONS:
                 raise ValueError(f"{self.path(number)}: a document must start with the common header")
             doc = encode(doc)
         return self.storage.create_if_absent(self.path(number), bytes(doc))
