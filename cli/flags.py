@@ -69,6 +69,7 @@ FLAGS = {
     "commit_interval": "--commit-interval",
     "close_inactive": "--close-inactive",
     "allow_lost": "--allow-lost",
+    "restate_interval": "--restate",
 }
 
 

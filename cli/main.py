@@ -58,7 +58,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dead-letters": ("tributary_read.cli.dead_letters:dead_letters",
                      "List the records ingest could not place, and replay them exactly once."),
     "demo": ("tributary_read.cli.demo:demo",
-             "Replay a day of late-arriving logs; run the hourly job naive and trib's way; compare; report lateness."),
+             "Replay a day of late-arriving logs; run the hourly job naive and trib's way, and count each hour's "
+             "distinct users naive, append and restate; compare; report lateness."),
     "doctor": ("tributary_read.cli.doctor:doctor",
                "Run one tiny task on a Spark master's executors: their Python, pyarrow and trib."),
     "etl": ("tributary_read.cli.etl:etl",

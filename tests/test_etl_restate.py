@@ -373,7 +373,8 @@ def test_a_backfill_recomputes_the_hours_it_covers_after_a_fix_to_the_sql(tmp_pa
     idle = run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate",
                     "2021-01-01T00:00:00Z/2021-01-01T02:00:00Z", "--json", "-q")
     assert idle.returncode == 0 and json.loads(idle.stdout)["version"] is None, idle.stderr
-    for bad, words in [(f"{end}/{start}", "start must be before"), ("2026_99", "give START/END")]:
+    for bad, words in [(f"{end}/{start}", "start must be before"), ("2026_99", "give START/END"),
+                       ("2026-11-28T00:00:00/2026-11-28T01:00:00", "--restate '2026-11-28T00:00:00/")]:
         one_line_error(run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate", bad), 3, words)
     both = run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate", bad, "--schedule-time", start)
     assert both.returncode == 2 and "one of them" in both.stderr, both.stderr  # a usage error, as a missing one

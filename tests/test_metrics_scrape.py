@@ -46,7 +46,7 @@ def test_prometheus_scrapes_the_exact_pending_count(tmp_path):
     c.ack(c.plan(mode="manifest", owner={"job": "hourly", "output": "file:///elsewhere"}).plan_id)
 
     class Report:
-        already_committed = False
+        already_committed, version = False, None  # no restate commit to count
 
     with recorded(Table.load(str(root)), "hourly", 3_600_000) as e:
         e.done(Report())

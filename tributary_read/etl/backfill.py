@@ -28,24 +28,26 @@ from tributary_read.table.manifest import Transaction
 
 
 def parse_interval(text: str, layout) -> tuple[int, int]:
-    """``START/END`` (two instants: ISO 8601, no offset = UTC, or epoch ms), or one partition of the output
+    """``START/END`` (two instants: ISO 8601 with an offset, or epoch ms), or one partition of the output
     (its directory, ``2026_11_28/06``, or its value, ``dt=2026112806``): ``[start_ms, end_ms)``."""
     from tributary_read.read.window import parse_instant
 
     text = text.strip()
+    words = "the restate interval"  # the CLI's --restate (cli/flags.py)
     if "/" in text and not layout.try_parse(text):
         a, _, b = text.partition("/")
         try:
-            start, end = parse_instant(a.strip(), "--restate start"), parse_instant(b.strip(), "--restate end")
+            start, end = (parse_instant(x.strip(), layout.tz, what) for x, what in ((a, "its start"), (b, "its end")))
         except InvalidInputError as e:
-            raise InvalidInputError(f"--restate {text!r}: {e}") from None
+            raise InvalidInputError(f"{words} {text!r}: {e}", restate_interval=words) from None
         if start >= end:
-            raise InvalidInputError(f"--restate {text!r}: the start must be before the end")
+            raise InvalidInputError(f"{words} {text!r}: the start must be before the end", restate_interval=words)
         return start, end
     p = layout.try_parse(text) or _by_value(layout, text)
     if p is None:
-        raise InvalidInputError(f"--restate {text!r}: give START/END (ISO 8601 or epoch ms) or one partition of the "
-                                f"output, as its directory ({layout.directory}) or its value ({layout.partition})")
+        raise InvalidInputError(f"{words} {text!r}: give START/END (ISO 8601 with an offset, or epoch ms) or one partition of the "
+                                f"output, as its directory ({layout.directory}) or its value ({layout.partition})",
+                                restate_interval=words)
     return p.start_ms, p.end_ms
 
 
@@ -71,7 +73,7 @@ def backfill(job, interval: str, *, spark=None, progress: Callable[[str], None] 
 
     job.needs("run")
     if not restate.is_restate(job):
-        raise InvalidInputError(f"--restate recomputes the partitions of a restate job; job {job.name} appends: "
+        raise InvalidInputError(f"a backfill recomputes the partitions of a restate job; job {job.name} appends: "
                                 'set [output] mode = "restate" (its next runs then recompute what late data touches)')
     if spark is None:
         from tributary_read.etl.remote import check
