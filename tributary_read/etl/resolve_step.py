@@ -92,7 +92,8 @@ def _resolve_one(run: _Run, spec: InputSpec):
         late_files=tuple(_late(run, src.layout, fs.files)),
         beyond_horizon=tuple(b.path for b in plan.beyond_horizon) if plan is not None else (),
         skipped=len(fs.skipped), paths=tuple(f.path for f in fs.files),
-        untracked=fs.untracked.to_json() if fs.untracked is not None else None, left=left_of(fs, plan, skips, is_restate(run.job)),
+        untracked=fs.untracked.to_json() if fs.untracked is not None else None,
+        left=left_of(fs, plan, skips, is_restate(run.job)),
         backlog=plan.stats.get("backlog") if plan is not None else None, skips=skips,
         deferred=plan.deferred if plan is not None else 0))
     if fs.untracked is not None:
