@@ -68,8 +68,8 @@ def check(state: TribState, job_file, as_json) -> None:
 @click.option("--schedule-time", default=None, help=_schedule_help)
 @click.option("--restate", "restate", default=None, metavar="START/END",
               help="A restate job only, instead of --schedule-time: recompute every output partition this interval "
-                   "of event time covers (START/END, ISO-8601 with an offset or epoch ms; or one partition, 2024_01_01/05 or "
-                   "dt=2024010105) from its complete input, in one commit, e.g. after a fix to the SQL. Moves no "
+                   "of event time covers (START/END, ISO-8601 with an offset or epoch ms; or one partition, "
+                   "2024_01_01/05 or dt=2024010105) from its complete input, in one commit, e.g. after a fix to the SQL. Moves no "
                    "consumer; downstream restate jobs recompute what it feeds.")
 @_interval
 @click.option("--dry-run", is_flag=True,

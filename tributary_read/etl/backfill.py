@@ -45,8 +45,8 @@ def parse_interval(text: str, layout) -> tuple[int, int]:
         return start, end
     p = layout.try_parse(text) or _by_value(layout, text)
     if p is None:
-        raise InvalidInputError(f"{words} {text!r}: give START/END (ISO 8601 with an offset, or epoch ms) or one partition of the "
-                                f"output, as its directory ({layout.directory}) or its value ({layout.partition})",
+        raise InvalidInputError(f"{words} {text!r}: give START/END (ISO 8601 with an offset, or epoch ms) or one "
+                                f"partition of the output, as its directory ({layout.directory}) or its value ({layout.partition})",
                                 restate_interval=words)
     return p.start_ms, p.end_ms
 
