@@ -22,14 +22,13 @@ resolves anything), so the two cannot disagree.
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.etl.spec import InputMode, InputSpec, OutputMode
 from tributary_read.table.layout import PartitionDir
-from tributary_read.table.restate_swap import logical_path
+from tributary_read.table.restate_swap import logical_dir
 
 #: What every refusal ends with: the way that needs none of this.
 _OR_APPEND = 'or keep mode = "append" (the default) for SQL that maps rows to rows'
@@ -97,7 +96,7 @@ def touched_dirs(layout, files, restated=()) -> dict[str, PartitionDir]:
     directories an input's own restates recomputed (``restated``: one emptied has no file left)."""
     out: dict[str, PartitionDir] = {d: layout.parse(d) for d in restated}
     for f in files:
-        d = _dir_of(f)
+        d = logical_dir(f.path)
         if d in out:
             continue
         p = layout.try_parse(d)
@@ -106,11 +105,6 @@ def touched_dirs(layout, files, restated=()) -> dict[str, PartitionDir]:
                                     "output partition it feeds is unknown; nothing was committed")
         out[d] = p
     return out
-
-
-def _dir_of(f) -> str:
-    """The partition directory a file of an input lies in, by its name in the table."""
-    return posixpath.dirname(logical_path(f.path))
 
 
 def recompute(run, filesets) -> Recompute:
@@ -132,7 +126,7 @@ def recompute(run, filesets) -> Recompute:
         touched.append(touched_dirs(src.layout, changed, upstream))
         by_dir: dict[str, list[str]] = {}
         for f in changed:
-            by_dir.setdefault(_dir_of(f), []).append(f.path)
+            by_dir.setdefault(logical_dir(f.path), []).append(f.path)
         for d, p in touched[-1].items():
             for o in affected(run.output.layout, [p]):
                 paths, dirs = causes.setdefault(o, [([], []) for _ in sources])[i]
@@ -146,8 +140,8 @@ def recompute(run, filesets) -> Recompute:
     if forgotten:  # held back, the rest recomputed: the run ends with exit 17 naming them (run_job)
         run.held.extend(forgotten.values())
         partitions = {d: p for d, p in partitions.items() if d not in forgotten}
-        completes = [[f for f in files if _dir_of(f) in needed(src.layout, partitions.values())]
-                     for src, files in zip(sources, completes)]
+        keep = [set(needed(src.layout, partitions.values())) for src in sources]
+        completes = [[f for f in files if logical_dir(f.path) in k] for k, files in zip(keep, completes)]
     out = [(replace(fs, files=tuple(files)), plan) for (fs, plan), files in zip(filesets, completes)]
     return Recompute(partitions, tuple(tuple(t) for t in touched), tuple(out),
                      {o: tuple((tuple(p), tuple(d)) for p, d in c) for o, c in causes.items()})
@@ -160,34 +154,39 @@ def _forgotten(run, sources, filesets, partitions, completes) -> dict[str, str]:
     Its records then came from input files the consumers no longer know: a partition past the lookback
     that an input's retention emptied (the consumer forgets it) and that a late file reached since.
     Recomputing it from the late file alone would drop them without a word. A consumer's first plan, and
-    a window input, have nothing to compare with: not judged.
+    a window input, have nothing to compare with: not judged. The output's state is read only when some
+    partition is in doubt.
     """
     from tributary_read.table.restatement import needed
 
-    held: dict[str, int] = {}
-    for f in run.output.log.state().files.values():
-        held[_dir_of(f)] = held.get(_dir_of(f), 0) + (f.records or 0)
-    out = {}
-    for d, p in partitions.items():
-        if not held.get(d):
-            continue
-        known = False
+    def known(p) -> bool:
         for src, (fs, plan), files in zip(sources, filesets, completes):
             if plan is None or plan.base_version == 0:
-                known = True
-                break
+                return True
             feed = needed(src.layout, [p])
             new = {f.path for f in fs.files if not f.offset}  # a file that grew was delivered before
-            seen = {_dir_of(c) for c in (*plan.conflicts, *plan.beyond_horizon)} | set(fs.stats.get("restated", ()))
-            if any(_dir_of(f) in feed and f.path not in new for f in files) or seen & set(feed):
-                known = True
-                break
-        if not known:
-            out[d] = (f"output partition {d} holds {held[d]} record(s) computed from input files that are no longer "
-                      "there (an input's retention removed them?), and this run would recompute it from its new "
-                      "files alone: held back, the rest committed; restore those input files and the next run "
-                      f"recomputes it, or take what the input has now: trib etl run {run.job.path or run.job.name} "
-                      f"--restate {d}")
+            seen = {logical_dir(c.path) for c in (*plan.conflicts, *plan.beyond_horizon)}
+            if any(logical_dir(f.path) in feed and f.path not in new for f in files) or (
+                    (seen | set(fs.stats.get("restated", ()))) & set(feed)):
+                return True
+        return False
+
+    doubtful = [d for d, p in partitions.items() if not known(p)]
+    held = _records_by_partition(run.output) if doubtful else {}
+    return {d: (f"output partition {d} holds {held[d]} record(s) computed from input files that are no longer "
+                "there (an input's retention removed them?), and this run would recompute it from its new "
+                "files alone: held back, the rest committed; restore those input files and the next run "
+                f"recomputes it, or take what the input has now: trib etl run {run.job.path or run.job.name} "
+                f"--restate {d}")
+            for d in doubtful if held.get(d)}
+
+
+def _records_by_partition(output) -> dict[str, int]:
+    """The records each partition of ``output`` holds now, by directory (a partition absent holds none)."""
+    out: dict[str, int] = {}
+    for f in output.log.state().files.values():
+        d = logical_dir(f.path)
+        out[d] = out.get(d, 0) + (f.records or 0)
     return out
 
 
@@ -206,8 +205,8 @@ def recompute_all(run, partitions: Mapping[str, PartitionDir]) -> Recompute:
         for d in touched_dirs(src.layout, files).values():
             fed.update(affected(run.output.layout, [d]))
         out.append((FileSet("restate", tuple(files), **origin(src.storage, src.table, src.layout)), None))
-    holding = {posixpath.dirname(logical_path(p)) for p in run.output.log.state().files}
-    held = [d for d in partitions if d not in fed and d in holding]
+    holding = _records_by_partition(run.output)
+    held = [d for d in partitions if d not in fed and holding.get(d)]
     if held:
         raise InvalidInputError(
             f"no input file feeds {named(held)} of {run.output.uri} any more, which hold records: "

@@ -42,12 +42,13 @@ from tributary_read.table.restate_swap import in_staging
 
 def refuse_restated(where: str, version: int | None, directories) -> RestatedInputError:
     """The one refusal of a restate to a reader of appended records: it would read those partitions twice."""
+    from tributary_read.table.restatement import named
+
     directories = sorted(directories)
-    parts = ", ".join(directories[:3]) + (" …" if len(directories) > 3 else "")
     at = f"version {version} restates" if version is not None else "restated"
     knowingly = "read their new files as new rows knowingly"
     return RestatedInputError(
-        f"{where}: {at} {len(directories)} partition(s) ({parts}): their records were recomputed, so reading "
+        f"{where}: {at} {len(directories)} partition(s) ({named(directories)}): their records were recomputed, so reading "
         "the new files as new data would read those partitions twice; read this table from a job whose output "
         f"mode is restate, or {knowingly}", restated=knowingly)
 

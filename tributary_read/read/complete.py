@@ -72,7 +72,7 @@ def complete_files(source, directories: Mapping[str, PartitionDir], *, consumer=
         from tributary_read.read.resolve import partition_files
 
         files += partition_files(source.table, version, directories)
-    if consumer is not None:
+    if consumer is not None and (plan is None or plan.mode != "manifest"):  # a manifest plan has no ledger
         files += delivered_in(consumer, plan, directories)
     skipped = set(skips)
     return sorted((f for f in files if f.path not in skipped), key=lambda f: f.path)

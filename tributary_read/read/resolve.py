@@ -259,13 +259,11 @@ def partition_files(table: Table, version: int, directories) -> list[ResolvedFil
     What a restate recomputes a partition from (tributary_read/read/complete.py): the state, not a range of
     commits, so a file compacted or restated since it was delivered is read as what replaced it, once.
     """
-    import posixpath
-
-    from tributary_read.table.restate_swap import logical_path
+    from tributary_read.table.restate_swap import logical_dir
 
     wanted = set(directories)
     state = table.log.state(version)
-    entries = [(e, None) for e in state.files.values() if posixpath.dirname(logical_path(e.path)) in wanted]
+    entries = [(e, None) for e in state.files.values() if logical_dir(e.path) in wanted]
     return _entry_files(entries, None, table)
 
 

@@ -73,6 +73,11 @@ def logical_path(path: str) -> str:
     return posixpath.join(grand, leaf[1:leaf.index(STAGING_INFIX)], name)
 
 
+def logical_dir(path: str) -> str:
+    """The partition directory a file lies in, by its name in the table (:func:`logical_path`)."""
+    return posixpath.dirname(logical_path(path))
+
+
 def prepare(storage, staging: str) -> str:
     """Make ``staging`` with its marker; returns the marker's path, for the caller to make durable with the files."""
     storage.makedirs(staging)
