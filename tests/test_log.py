@@ -67,6 +67,38 @@ def test_state_reads_a_bounded_number_of_files(tmp_path):
     assert counting.reads <= 8
 
 
+def test_a_state_read_again_applies_only_the_new_commits_and_never_outlives_its_log(tmp_path):
+    """The process's state memo (table/statememo.py): the second read of a state costs the memo's commit and
+    the new ones, gives what a fresh read gives, and a table made again under the same URI is read anew."""
+    import shutil
+
+    from tributary_read.table import statememo
+
+    root = str(tmp_path / "t")
+    t = _table(root, interval=20)
+    for i in range(45):
+        t.log.commit([_entry(i)], Transaction("a", {"src": i}))
+    first = t.log.state()
+    t.log.commit([_entry(45)], Transaction("a", {"src": 45}))
+    counting = CountingStorage(Table.load(root).storage)
+    again = Table.load(root)  # another instance of the same table shares the memo
+    again.log.storage = counting
+    got = again.log.state()
+    # commit 45 (the memo's, checked), 46, the probe of 47, 46 again (the new memo's digest): no checkpoint, no tail
+    assert counting.reads <= 4
+    statememo.forget()
+    fresh = Table.load(root).log.state()
+    assert (got.version, dict(got.files), dict(got.apps)) == (fresh.version, dict(fresh.files), dict(fresh.apps))
+    assert got.version == first.version + 1 == 46
+    # Removed and made again under the same URI with other commits: the memo's commit differs, read anew.
+    shutil.rmtree(root)
+    t = _table(root, interval=20)
+    for i in range(100, 146):
+        t.log.commit([_entry(i)], Transaction("b", {"src": i}))
+    st = Table.load(root).log.state()
+    assert st.version == 46 and set(st.apps) == {"b"} and _entry(100).path in st.files
+
+
 def test_stale_or_garbage_hint_is_only_a_starting_point(tmp_path):
     t = _table(str(tmp_path / "t"), interval=5)
     for i in range(23):

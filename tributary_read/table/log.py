@@ -23,6 +23,7 @@ from tributary_read.table.manifest import (
     MAX_TIMESTAMP_MS, OP_APPEND, OP_EXPIRE, OP_REPLACE, OP_RESTATE, Commit, FileEntry, Placement, Restatement,
     KIND_DATA, Transaction, check_replace, check_restate,
 )
+from tributary_read.table import statememo
 from tributary_read.table.placement import check_placement, pin
 from tributary_read.table.state import AppState, TableState, same_transaction
 from tributary_read.io.storage import Storage
@@ -205,6 +206,11 @@ class ManifestLog:
         self._commits = DocumentStore(storage, COMMITS)
         self._checkpoints = DocumentStore(storage, CHECKPOINTS)
 
+    @property
+    def _memo_key(self) -> str:
+        """This log's name in the process's state memo (:mod:`tributary_read.table.statememo`)."""
+        return self.storage.uri_for(LOG_DIR)
+
     # -- reading -----------------------------------------------------------
     def read_commit(self, version: int) -> Commit | None:
         """The commit at ``version``, or None when it does not exist (yet)."""
@@ -301,11 +307,22 @@ class ManifestLog:
         return ManifestCorruptError(f"commit {v} is missing from {self.storage.uri}/{LOG_DIR} (log has a gap)")
 
     def state(self, version: int | None = None) -> TableState:
-        """The table state at ``version`` (default: latest), from a checkpoint plus commits.
+        """The table state at ``version`` (default: latest), from a checkpoint plus commits, or from the
+        state this process read last plus the commits since (:mod:`~tributary_read.table.statememo`).
 
         The latest state is read a second time when log retention removed what a
         stale checkpoint hint pointed at while it was being read.
         """
+        memo = statememo.recall(self._memo_key, self._commits.read_bytes)
+        if memo is not None and (version is None or version >= memo.version):
+            check_placement(self.settings, memo.settings, memo.files.values(), self._memo_key, self.properties)
+            try:
+                st = memo.apply_all(self.commits(memo.version, version))
+            except LogRetentionError:
+                statememo.forget(self._memo_key)
+            else:
+                statememo.remember(self._memo_key, st, self._commits.read_bytes)
+                return st
         for attempt in range(2):
             try:
                 cp = self.last_checkpoint()
@@ -313,7 +330,9 @@ class ManifestLog:
                     cp = max((v for v in range(0, version + 1, self.checkpoint_interval)
                               if v == 0 or self._checkpoints.exists(v)), default=0)
                 st = self._read_checkpoint(cp) if cp else TableState(0)
-                return st.apply_all(self.commits(st.version, version))
+                st = st.apply_all(self.commits(st.version, version))
+                statememo.remember(self._memo_key, st, self._commits.read_bytes)
+                return st
             except LogRetentionError:
                 if version is not None or attempt:
                     raise

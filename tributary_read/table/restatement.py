@@ -124,6 +124,8 @@ def check_storage(storage) -> None:
            "partition's old and new files together")
     if not storage.capabilities.exchange_directories:
         raise InvalidInputError(f"{storage.uri}: {why}")
+    if (type(storage), storage.uri) in _SWAPS:  # asked once per process: a run asks at its check and at its write
+        return
     probe = f"{META_DIR}/.swap-probe-{uuid.uuid4().hex[:12]}"
     a, b = f"{probe}/a", f"{probe}/b"
     try:
@@ -135,3 +137,9 @@ def check_storage(storage) -> None:
     finally:
         for d in (a, b, probe):
             storage.remove_empty_dir(d)
+    _SWAPS.add((type(storage), storage.uri))
+
+
+#: The (storage class, table root) pairs whose file system swapped two directories when asked
+#: (:func:`check_storage`).
+_SWAPS: set[tuple[type, str]] = set()
