@@ -405,12 +405,13 @@ def test_schedule_windows_are_computed_only_by_schedule():
 #: sibling package of its own layer. Function-level imports count (they run as surely, only later).
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"choice", "faults", "timespec", "lazy", "sql", "exits", "secret", "kerberos", "processes"},  # leaves; sql/: data
+    # leaves; sql/: data; paths: trib's state directory
+    {"choice", "faults", "timespec", "lazy", "sql", "exits", "secret", "kerberos", "processes", "paths"},
     {"io"},
     {"table"},
     {"lineage"},  # OpenLineage events: emitted by write (ingest), read (acks) and etl runs
     {"write", "read"},
-    {"hive", "report", "kafka", "spool"},  # spool: a directory of rotating logs (--source-dir)
+    {"hive", "report", "kafka", "spool", "iceberg"},  # spool: a directory of rotating logs (--source-dir)
     {"hive_udfs"},  # everything JVM; its registry renders SQL through hive/sql.py
     {"spark"},
     {"etl", "compact"},

@@ -37,10 +37,11 @@ def lock_path(job_name: str, output: Table, lock_dir: str | None = None) -> str:
 
     if isinstance(output.storage, LocalStorage):
         return output.storage.abspath(f"{LOCK_DIR}/{job_name}.lock")
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    from tributary_read.paths import state_dir
+
     # The same job name may write different tables: the output's URI is part of the name.
     tag = hashlib.sha256(output.uri.encode()).hexdigest()[:12]
-    return os.path.join(base, "trib", "etl", f"{job_name}-{tag}.lock")
+    return os.path.join(state_dir("etl"), f"{job_name}-{tag}.lock")
 
 
 class JobLock:

@@ -60,8 +60,9 @@ EMBEDDED_URL = "spark.hadoop.javax.jdo.option.ConnectionURL"
 def embedded_catalog_dir() -> str:
     """Where a ``spark`` catalog keeps its embedded metastore: ``$XDG_STATE_HOME/trib/spark-catalog``
     (default ``~/.local/state/trib/spark-catalog``), never the working directory."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "trib", "spark-catalog")
+    from tributary_read.paths import state_dir
+
+    return state_dir("spark-catalog")
 
 
 def embedded_catalog_conf(conf: Mapping[str, str]) -> dict[str, str]:
