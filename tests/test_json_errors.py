@@ -78,6 +78,7 @@ CASES: dict[str, tuple[list[str], int]] = {
     "hive down": (["--dir", "{file}"], 2),
     "hive status": (["--dir", "{file}"], 2),
     "hive up": (["--dir", "{file}"], 2),
+    "iceberg sync": ([NO_ROOT, "--table", "db.t"], 4),
     "ingest": ([NO_ROOT, "--app-id", "a", "--source", "{file}", "--time-field", "ts"], 4),
     "log": ([NO_ROOT], 4),
     "metrics": ([NO_ROOT], 4),

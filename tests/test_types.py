@@ -18,7 +18,7 @@ from conftest import REPO
 pytestmark = pytest.mark.unit
 
 #: The packages whose every module must check clean (modules they import are checked too).
-CORE = ["tributary_read/io", "tributary_read/table", "tributary_read/write", "tributary_read/read"]
+CORE = ["tributary_read/io", "tributary_read/table", "tributary_read/write", "tributary_read/read", "tributary_read/iceberg"]
 _ERROR = re.compile(r"^(?P<path>[^:\s]+\.py):\d+(?::\d+)?: error: ", re.M)
 _CHECKED = re.compile(r"\(checked (\d+) source files?\)")
 

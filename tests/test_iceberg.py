@@ -1,0 +1,221 @@
+"""``trib iceberg sync`` end to end: real trib tables written by trib's CLI, a real SQLite catalog, and the two
+readers that must agree with trib's own: pyiceberg's scan and DuckDB's ``iceberg_scan`` (its extension loaded
+from the ``duckdb-ext-iceberg`` package, nothing downloaded).
+
+After each step (ingest, late files into old partitions, ``trib compact``, ``trib expire``) the Iceberg table
+holds exactly the rows trib's reader returns, partition column ``dt`` included and never NULL; a rerun
+registers nothing; a mirror killed -9 at each of its steps and rerun holds each live file exactly once.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import site
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import invoke_trib, run_trib
+from helpers import LAYOUT, PARTITION
+
+pytest.importorskip("pyiceberg")
+
+pytestmark = pytest.mark.integration
+
+HOUR = 3_600_000
+#: Event hours relative to the current hour: two old enough to expire (>3 days), two recent.
+OLD, RECENT = (-100, -99), (-3, -2)
+
+
+def _now_hour() -> int:
+    return int(time.time() * 1000) // HOUR * HOUR
+
+
+def _table(tmp_path: Path, fmt: str = "parquet") -> Path:
+    root = tmp_path / f"t-{fmt}"
+    invoke_trib("table", "create", str(root), "--layout", LAYOUT, "--partition", PARTITION, "--format", fmt,
+                check=True)
+    return root
+
+
+def _ingest(root: Path, tmp_path: Path, hours, per: int, start_id: int, extra: str | None = None) -> None:
+    """One ``trib ingest`` of ``per`` records into each of ``hours`` (relative to now); ``extra``: a late field."""
+    src = tmp_path / f"src{start_id}.jsonl"
+    base = _now_hour()
+    rows = []
+    for h_i, h in enumerate(hours):
+        for j in range(per):
+            row = {"id": start_id + h_i * per + j, "ts": base + h * HOUR + j * 1000, "name": f"n{j}"}
+            if extra:
+                row[extra] = j * 0.5
+            rows.append(json.dumps(row))
+    src.write_text("\n".join(rows) + "\n")
+    invoke_trib("ingest", str(root), "--source", str(src), "--app-id", f"a{start_id}", "--time-field", "ts",
+                check=True)
+
+
+def _catalog(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'catalog' / 'iceberg.db'}"
+
+
+def _sync(root: Path, catalog: str, name: str = "db.events", code: int = 0) -> dict:
+    proc = invoke_trib("iceberg", "sync", str(root), "--table", name, "--catalog", catalog, "--json")
+    assert proc.returncode == code, proc.stderr
+    return json.loads(proc.stdout) if code == 0 else {"stderr": proc.stderr}
+
+
+def _trib_rows(root: Path) -> Counter:
+    """(id, dt) of every row trib's reader returns: ``trib files --all``, each file with its partition."""
+    import pyarrow.parquet as pq
+
+    plan = json.loads(invoke_trib("files", str(root), "--all", "--json", check=True).stdout)
+    rows: Counter = Counter()
+    for f in plan["files"]:
+        ids = pq.read_table(root / f["path"], columns=["id"]).column("id").to_pylist()
+        rows.update((i, f["partition"]["dt"]) for i in ids)
+    return rows
+
+
+def _iceberg(catalog: str, name: str = "db.events"):
+    from tributary_read.iceberg.catalog import open_catalog
+
+    return open_catalog(catalog).load_table(name)
+
+
+def _pyiceberg_rows(ice) -> Counter:
+    t = ice.scan(selected_fields=("id", "dt")).to_arrow()
+    assert t.column("dt").null_count == 0
+    return Counter(zip(t.column("id").to_pylist(), t.column("dt").to_pylist()))
+
+
+def _duckdb_rows(ice) -> Counter:
+    import duckdb
+
+    ext = glob.glob(os.path.join(site.getsitepackages()[0], "duckdb_ext", "extensions", f"v{duckdb.__version__}",
+                                 "*"))
+    assert ext, "duckdb-ext-iceberg does not match the installed duckdb"
+    con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
+    con.execute(f"LOAD '{ext[0]}/avro.duckdb_extension'")
+    con.execute(f"LOAD '{ext[0]}/iceberg.duckdb_extension'")
+    rows = con.execute(f"SELECT id, dt FROM iceberg_scan('{ice.metadata_location}')").fetchall()
+    assert all(dt is not None for _, dt in rows)
+    return Counter(rows)
+
+
+def _live_paths(ice) -> Counter:
+    """Each live data file of the current snapshot, with how often its manifests list it."""
+    entries = ice.inspect.entries().to_pylist()
+    return Counter(e["data_file"]["file_path"] for e in entries if e["status"] != 2)  # 2: DELETED
+
+
+def _trib_uris(root: Path) -> set[str]:
+    plan = json.loads(invoke_trib("files", str(root), "--all", "--uri", "--json", check=True).stdout)
+    return {f["uri"] for f in plan["files"]}
+
+
+def _check(root: Path, catalog: str, name: str = "db.events") -> None:
+    """The Iceberg table equals the trib table: the same rows through both readers, each file once."""
+    ice = _iceberg(catalog, name)
+    want = _trib_rows(root)
+    assert _pyiceberg_rows(ice) == want
+    assert _duckdb_rows(ice) == want
+    live = _live_paths(ice)
+    assert set(live) == _trib_uris(root) and set(live.values()) == {1}
+
+
+def test_a_mirror_follows_ingest_late_files_compaction_and_expiry(tmp_path):
+    root, cat = _table(tmp_path), _catalog(tmp_path)
+    _ingest(root, tmp_path, (*OLD, *RECENT), 5, 0)
+    out = _sync(root, cat)
+    assert (out["start_version"], out["version"]) == (0, 1) and out["snapshots"][0]["added"] == 4
+    _check(root, cat)
+
+    # Late files into old partitions, a late field (a new column), two ingests: two snapshots in one sync.
+    _ingest(root, tmp_path, OLD, 3, 100)
+    _ingest(root, tmp_path, RECENT, 3, 200, extra="score")
+    out = _sync(root, cat)
+    assert [s["version"] for s in out["snapshots"]] == [2, 3]
+    _check(root, cat)
+    ice = _iceberg(cat)
+    assert "score" in {f.name for f in ice.schema().fields}
+    assert [s.summary["trib.version"] for s in ice.snapshots()] == ["1", "2", "3"]
+
+    # A compaction: one overwrite snapshot, its originals deleted and the compacted files added together.
+    invoke_trib("compact", str(root), "--min-age", "0s", "--min-files", "2", check=True)
+    out = _sync(root, cat)
+    assert [s["operation"] for s in out["snapshots"]] == ["replace"]
+    assert out["snapshots"][0]["removed"] > out["snapshots"][0]["added"] > 0
+    _check(root, cat)
+    assert _iceberg(cat).current_snapshot().summary.operation.value == "overwrite"
+
+    # An expiry: a delete snapshot of the old partitions' files.
+    invoke_trib("expire", str(root), "--older-than", "3d", check=True)
+    out = _sync(root, cat)
+    assert [s["operation"] for s in out["snapshots"]] == ["expire"] and out["snapshots"][0]["removed"] > 0
+    _check(root, cat)
+    assert {dt for _, dt in _trib_rows(root)} == {dt for _, dt in _pyiceberg_rows(_iceberg(cat))}
+    assert len({dt for _, dt in _trib_rows(root)}) == len(RECENT)
+
+    # A rerun registers nothing: no snapshot, no entry twice.
+    before = len(_iceberg(cat).snapshots())
+    out = _sync(root, cat)
+    assert out["snapshots"] == [] and out["start_version"] == out["version"] == 5
+    assert len(_iceberg(cat).snapshots()) == before
+    _check(root, cat)
+
+
+def test_a_mirror_killed_at_each_step_resumes_exactly_once(tmp_path):
+    root, cat = _table(tmp_path), _catalog(tmp_path)
+    for k in range(3):
+        _ingest(root, tmp_path, (OLD[0], RECENT[k % 2]), 2, 1000 * k)
+    points = ("iceberg-listed", "iceberg-prepared", "iceberg-committed", "iceberg-read-back")
+    for i, point in enumerate(points):
+        name = f"db.killed{i}"
+        args = ("iceberg", "sync", str(root), "--table", name, "--catalog", cat)
+        killed = run_trib(*args, env={"TRIB_CRASH_AT": point})
+        assert killed.returncode == -9, (point, killed.stderr)
+        out = _sync(root, cat, name)
+        assert out["version"] == 3, point
+        ice = _iceberg(cat, name)
+        assert [s.summary["trib.version"] for s in ice.snapshots()] == ["1", "2", "3"], point
+        _check(root, cat, name)
+
+
+def test_refusals_commit_nothing(tmp_path):
+    cat = _catalog(tmp_path)
+    text = _table(tmp_path, "jsonl")
+    _ingest(text, tmp_path, RECENT, 2, 0)
+    err = _sync(text, cat, code=3)["stderr"]
+    assert err.count("\n") == 1 and "only Parquet tables mirror into Iceberg" in err
+
+    # An Iceberg table that mirrors another trib table is refused, and stays as it was.
+    one = _table(tmp_path)
+    _ingest(one, tmp_path, RECENT, 2, 10)
+    _sync(one, cat)
+    other = tmp_path / "other"
+    invoke_trib("table", "create", str(other), "--layout", LAYOUT, "--partition", PARTITION, "--format", "parquet",
+                check=True)
+    _ingest(other, tmp_path, RECENT, 2, 20)
+    err = _sync(other, cat, code=3)["stderr"]
+    assert "mirrors file://" in err and err.count("\n") == 1
+    assert len(_iceberg(cat).snapshots()) == 1
+
+    # A snapshot another tool wrote: the table no longer equals a trib version; refused, nothing added.
+    ice = _iceberg(cat)
+    ice.append(ice.scan().to_arrow().slice(0, 1))
+    _ingest(one, tmp_path, RECENT, 2, 30)
+    err = _sync(one, cat, code=3)["stderr"]
+    assert "written by another tool" in err
+    assert len(_iceberg(cat).snapshots()) == 2
+
+    # A table another tool created.
+    from tributary_read.iceberg.catalog import open_catalog
+
+    c = open_catalog(cat)
+    c.create_table("db.foreign", schema=ice.schema())
+    err = _sync(one, cat, "db.foreign", code=3)["stderr"]
+    assert "not created by trib iceberg sync" in err
+    assert c.load_table("db.foreign").current_snapshot() is None

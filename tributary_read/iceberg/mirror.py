@@ -1,0 +1,239 @@
+"""``trib iceberg sync``: bring an Iceberg table up to a trib table's latest version, one snapshot per commit.
+
+Nothing is rewritten: each trib commit's files are registered as Iceberg DataFiles built from the
+manifest (path, size, record count, partition values) plus the column statistics of their Parquet
+footers. Each trib commit becomes one Iceberg snapshot, in version order:
+
+* an append (ingest, an ETL run) is a fast append of its files;
+* a replace (``trib compact``) and a restate (a restated partition) are one overwrite that deletes the
+  files they remove and adds the files they add, so no reader sees both or neither;
+* an expiry deletes its files.
+
+Each snapshot's summary names the trib version it registers (:mod:`tributary_read.iceberg.summary`), so
+the Iceberg table alone says where a rerun resumes. pyiceberg's own retry of a failed catalog commit is
+turned off for the mirror's tables: it would re-apply a commit on top of a concurrent mirror's copy of the
+same commit. A conflict is read back instead, and the run goes on from what the catalog then holds.
+"""
+
+from __future__ import annotations
+
+from tributary_read.iceberg import deps  # noqa: F401 - first: names the extra when pyiceberg is missing
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError as NoSuchIcebergTable, TableAlreadyExistsError
+from pyiceberg.table import Table as IcebergTable, TableProperties
+from pyiceberg.table.name_mapping import create_mapping_from_schema
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles
+
+from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError
+from tributary_read.faults import crash_point
+from tributary_read.iceberg import schema as shape
+from tributary_read.iceberg import summary as marks
+from tributary_read.iceberg.catalog import open_catalog
+from tributary_read.table.config import Table
+from tributary_read.table.log import commit_path
+from tributary_read.table.manifest import KIND_DATA, OP_APPEND, OP_EXPIRE, Commit, FileEntry
+from tributary_read.table.renames import finish_renames, locations
+
+#: Table properties the mirror sets on the tables it creates. No retry: see the module docstring.
+PROPERTIES = {TableProperties.COMMIT_NUM_RETRIES: "0", "format-version": "2"}
+#: How many concurrent mirrors' commits one run reads back before it gives up (each is progress).
+MAX_CONFLICTS = 100
+#: Footers read at once: each is a small ranged read, mostly latency on remote stores.
+FOOTER_THREADS = 8
+
+
+@dataclass
+class SyncResult:
+    """What one ``trib iceberg sync`` did: the versions it registered, as snapshots."""
+
+    table: str
+    iceberg_table: str
+    catalog: str
+    start_version: int
+    version: int
+    snapshots: list[dict] = field(default_factory=list)
+    #: The paths of the files this run added (for :func:`_reveal`).
+    registered: list[str] = field(default_factory=list, repr=False)
+
+    def to_json(self) -> dict:
+        return {"table": self.table, "iceberg_table": self.iceberg_table, "catalog": self.catalog,
+                "start_version": self.start_version, "version": self.version, "snapshots": self.snapshots}
+
+
+def sync(table: Table, name: str, catalog_uri: str | None = None) -> SyncResult:
+    """Register every trib commit after the Iceberg table's position, in order; create the table on first use."""
+    shape.check_parquet(table)
+    if "." not in name.strip(".") or any(not part for part in name.split(".")):
+        raise InvalidInputError(f"--table {name!r}: name it NAMESPACE.NAME (e.g. logs.events)")
+    catalog = open_catalog(catalog_uri)
+    ident = marks.identity(table)
+    target = table.log.latest_version()
+    ice = _load(catalog, name, ident)
+    start = _position(ice, ident, name)
+    result = SyncResult(table.uri, name, catalog_uri or "", start, start)
+    conflicts = 0
+    while result.version < target:
+        try:
+            ice = _mirror(table, catalog, name, ice, ident, result, target)
+        except CommitFailedException:
+            conflicts += 1
+            if conflicts > MAX_CONFLICTS:
+                raise CommitConflictError(f"Iceberg table {name}: {MAX_CONFLICTS} catalog commits lost to concurrent "
+                                          "mirrors in one run; run trib iceberg sync again") from None
+            ice = _load(catalog, name, ident)
+            result.version = _position(ice, ident, name)  # another mirror registered it: go on from there
+    ice = _load(catalog, name, ident)
+    crash_point("iceberg-read-back")
+    done = _position(ice, ident, name)
+    if done < target:  # cannot happen unless a commit vanished: never report a mirror that is not there
+        raise CommitConflictError(f"Iceberg table {name} reads back version {done}, not {target}: run trib iceberg "
+                                  "sync again")
+    result.version = done
+    _reveal(table, result)
+    return result
+
+
+def _reveal(table: Table, result: SyncResult) -> None:
+    """Finish the renames of the live files this run registered (the rename protocol: a writer killed between
+    its commit and its renames leaves them hidden), as every trib reader does before it hands out a path:
+    Iceberg readers open the final names. Only this run's files are looked at, so a sync costs what it
+    registers, not the table's size."""
+    if not result.snapshots:
+        return
+    live = table.log.state(result.version).files
+    mine = [live[p] for p in result.registered if p in live]
+    finish_renames(table, mine)
+
+
+def _load(catalog, name: str, ident: dict[str, str]) -> IcebergTable | None:
+    try:
+        ice = catalog.load_table(name)
+    except NoSuchIcebergTable:
+        return None
+    marks.check_owner(ice.properties, ident, name)
+    return ice
+
+
+def _position(ice: IcebergTable | None, ident: dict[str, str], name: str) -> int:
+    snap = ice.current_snapshot() if ice is not None else None
+    if snap is None:
+        return 0
+    if snap.summary is None:  # a snapshot with no summary at all: not one of the mirror's
+        return marks.position({}, ident, name, snap.snapshot_id)
+    summary = {**snap.summary.additional_properties, "operation": str(snap.summary.operation.value)}
+    return marks.position(summary, ident, name, snap.snapshot_id)
+
+
+def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: dict[str, str],
+            result: SyncResult, target: int) -> IcebergTable:
+    """Register the commits after ``result.version`` up to ``target``; raises CommitFailedException when a
+    concurrent mirror committed first (nothing of this run's snapshot landed then)."""
+    keys = table.layout.keys
+    for commit in _commits(table, result.version, target):
+        crash_point("iceberg-listed")
+        added = [f for f in commit.files if f.kind == KIND_DATA]
+        footers = _footers(table, added)
+        if ice is None:
+            ice = _create(catalog, name, ident, keys, next((f for f in footers if f is not None), None))
+        ice = _commit(table, ice, ident, keys, commit, added, footers)
+        result.version = commit.version
+        result.registered.extend(f.path for f in added)
+        result.snapshots.append({"version": commit.version, "operation": commit.operation,
+                                 "added": len(added), "removed": sum(f.kind == KIND_DATA for f in commit.removed)})
+    assert ice is not None or result.version == target
+    return ice  # type: ignore[return-value]
+
+
+def _commits(table: Table, position: int, target: int):
+    """The commits after ``position``, or, for a new mirror of a table whose first commits log retention
+    removed, the state at the oldest version the log still starts from, as one synthetic append."""
+    oldest = table.log.oldest_version()
+    if oldest > position + 1:
+        if position:
+            raise LogRetentionError(f"the Iceberg mirror is at version {position}, but the log of {table.uri} keeps "
+                                    f"versions {oldest} on: mirror into a new Iceberg table")
+        state = table.log.state(oldest - 1)
+        yield Commit(state.version, 0, tuple(state.files.values()), operation=OP_APPEND)
+        position = state.version
+    yield from table.log.commits(position, target)
+
+
+def _footers(table: Table, files: list[FileEntry]) -> list:
+    """Each file's Parquet footer, from wherever its bytes are now (final, staged, or set aside by a later
+    compaction); None where none is left (``trib clean`` removed a file a later commit removed)."""
+    def one(f: FileEntry):
+        for rel in locations(f):
+            try:
+                with table.storage.open_input(rel) as handle:
+                    return pq.read_metadata(handle)
+            except FileNotFoundError:
+                continue
+        return None
+
+    if len(files) <= 1:
+        return [one(f) for f in files]
+    with ThreadPoolExecutor(min(FOOTER_THREADS, len(files))) as pool:
+        return list(pool.map(one, files))
+
+
+def _create(catalog, name: str, ident: dict[str, str], keys: list[str], footer) -> IcebergTable:
+    """A new Iceberg table for the mirror: the first file's columns and the partition keys, identity-partitioned."""
+    columns = footer.schema.to_arrow_schema() if footer is not None else pa.schema([])
+    schema, spec = shape.initial_schema(columns, keys)
+    namespace = name.rsplit(".", 1)[0]
+    catalog.create_namespace_if_not_exists(namespace)
+    props = {**PROPERTIES, **ident,
+             TableProperties.DEFAULT_NAME_MAPPING: create_mapping_from_schema(schema).model_dump_json()}
+    try:
+        return catalog.create_table(name, schema=schema, partition_spec=spec, properties=props)
+    except TableAlreadyExistsError:  # a concurrent first mirror made it: it must be for this trib table
+        ice = _load(catalog, name, ident)
+        assert ice is not None
+        return ice
+
+
+def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], keys: list[str], commit: Commit,
+            added: list[FileEntry], footers: list) -> IcebergTable:
+    """One trib commit as one Iceberg snapshot (its schema's new columns in the same catalog commit)."""
+    tx = ice.transaction()
+    seen: list[pa.Schema] = []
+    for f, footer in zip(added, footers):
+        if footer is None:
+            continue
+        cols = footer.schema.to_arrow_schema()
+        if any(cols.equals(s) for s in seen):
+            continue
+        seen.append(cols)
+        where = table.storage.uri_for(f.path)
+        if shape.new_columns(tx.table_metadata.schema(), cols):
+            with tx.update_schema() as update:
+                update.union_by_name(cols)
+        shape.check_compatible(tx.table_metadata.schema(), cols, where, tx.table_metadata.format_version)
+    metadata = tx.table_metadata
+    log_uri = table.storage.uri_for(commit_path(commit.version))
+    props = {**ident, marks.VERSION: str(commit.version), marks.OPERATION: commit.operation}
+    adds = [shape.data_file(metadata, table.storage.uri_for(f.path), f, keys, log_uri, footer)
+            for f, footer in zip(added, footers)]
+    dels = [shape.data_file(metadata, table.storage.uri_for(f.path), f, keys, log_uri)
+            for f in commit.removed if f.kind == KIND_DATA]
+    producer: _OverwriteFiles | _FastAppendFiles
+    if dels or commit.operation == OP_EXPIRE:
+        op = Operation.DELETE if commit.operation == OP_EXPIRE else Operation.OVERWRITE
+        producer = _OverwriteFiles(operation=op, transaction=tx, io=ice.io, snapshot_properties=props)
+    else:
+        producer = tx.update_snapshot(snapshot_properties=props).fast_append()
+    with producer as p:
+        for df in adds:
+            p.append_data_file(df)
+        for df in dels:
+            p.delete_data_file(df)
+    crash_point("iceberg-prepared")
+    ice = tx.commit_transaction()
+    crash_point("iceberg-committed")
+    return ice

@@ -1,0 +1,120 @@
+"""A trib table's shape in Iceberg terms: its schema, its partition spec, and each file's partition record.
+
+The partition values come from trib's manifest, never from a path or a column statistic: every
+:class:`~tributary_read.table.manifest.FileEntry` records the values its layout gave it
+(``{"dt": "2020062401"}``), and that is the one answer. A layout's keys (``dt``, or ``dt`` and ``hr``)
+become string columns of the Iceberg schema with an identity partition on each, so a reader fills
+every row's ``dt`` from the file's partition record (the Iceberg rule for a column a data file does
+not hold), exactly as Hive fills it from the directory. trib's Parquet files hold only the data
+columns; Iceberg finds them by name (the table's default name mapping), as they carry no field ids.
+"""
+
+from __future__ import annotations
+
+from tributary_read.iceberg import deps  # noqa: F401 - first: names the extra when pyiceberg is missing
+
+import pyarrow as pa
+from pyiceberg.io.pyarrow import (
+    _check_pyarrow_schema_compatible,
+    _pyarrow_to_schema_without_ids,
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+)
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema, assign_fresh_schema_ids
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.typedef import Record
+from pyiceberg.types import NestedField, StringType
+
+from tributary_read.errors import InvalidInputError, ManifestCorruptError, SchemaChangeError, VerificationError
+from tributary_read.table.config import Table
+from tributary_read.table.manifest import FileEntry
+
+#: The first partition field id Iceberg assigns (its spec's convention).
+FIRST_PARTITION_FIELD_ID = 1000
+
+
+def check_parquet(table: Table) -> None:
+    """Refuse (one line, nothing committed) a table that is not Parquet: Iceberg reads Parquet, Avro and
+    ORC only, and a JSON-lines or text table would have to be rewritten, which a mirror never does."""
+    if table.config.format != "parquet":
+        raise InvalidInputError(
+            f"{table.uri} is a {table.config.format} table: only Parquet tables mirror into Iceberg (files are "
+            "registered, never rewritten); write a Parquet trib table from it with an ETL job, and mirror that")
+
+
+def initial_schema(files: pa.Schema, keys: list[str]) -> tuple[Schema, PartitionSpec]:
+    """The Iceberg schema of a new mirror (the first files' columns, then the partition keys as strings)
+    and its spec: an identity partition on each key, in the layout's order."""
+    clash = [k for k in keys if k in files.names]
+    if clash:
+        raise InvalidInputError(f"the files hold a column {clash[0]!r}, which is also the table's partition key: "
+                                "Hive and Iceberg would both take the partition's value; rename the column")
+    without_ids = _pyarrow_to_schema_without_ids(files)
+    # Every column optional: a file written before a column appeared has no value for it.
+    fields = [NestedField(-1, f.name, f.field_type, required=False, doc=f.doc) for f in without_ids.fields]
+    fields += [NestedField(-1, k, StringType(), required=False,
+                           doc="partition value trib recorded for the file") for k in keys]
+    schema = assign_fresh_schema_ids(Schema(*fields))
+    spec = PartitionSpec(*[PartitionField(source_id=schema.find_field(k).field_id,
+                                          field_id=FIRST_PARTITION_FIELD_ID + i, transform=IdentityTransform(),
+                                          name=k) for i, k in enumerate(keys)])
+    return schema, spec
+
+
+def new_columns(schema: Schema, files: pa.Schema) -> bool:
+    """Whether ``files`` names a column the Iceberg schema lacks (a late field trib's writer added)."""
+    names = {f.name for f in schema.fields}
+    return any(n not in names for n in files.names)
+
+
+def check_compatible(schema: Schema, files: pa.Schema, where: str, format_version: int) -> None:
+    """Refuse a file whose columns Iceberg could not read under ``schema`` (a changed type), as trib's
+    own writers refuse it (SchemaChangeError); nothing of the commit is registered."""
+    try:
+        _check_pyarrow_schema_compatible(schema, files, format_version=format_version)  # type: ignore[arg-type]
+    except ValueError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SchemaChangeError(f"{where}: its columns do not fit the Iceberg table's schema ({first}): a "
+                                "column's type changed, which Iceberg readers cannot merge; mirror into a new "
+                                "Iceberg table") from None
+
+
+def partition_record(entry: FileEntry, keys: list[str], where: str) -> Record:
+    """The file's partition record: its manifest values, in the spec's order."""
+    missing = [k for k in keys if k not in entry.partition]
+    if missing:
+        raise ManifestCorruptError(f"{where}: committed file {entry.path} records no value for partition key "
+                                   f"{missing[0]!r}")
+    return Record(*[entry.partition[k] for k in keys])
+
+
+def data_file(metadata: TableMetadata, uri: str, entry: FileEntry, keys: list[str], where: str,
+              footer=None) -> DataFile:
+    """The Iceberg DataFile of a committed file: its URI, size, record count and partition record from
+    the manifest; column statistics from its Parquet ``footer`` when it was read (None: none)."""
+    stats: dict = {"record_count": entry.records}
+    if footer is not None:
+        if footer.num_rows != entry.records:  # the bytes are not the ones committed: never register them
+            raise VerificationError(f"{uri} holds {footer.num_rows} records, its commit says {entry.records}: "
+                                    "run trib verify")
+        schema = metadata.schema()
+        stats = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=footer, stats_columns=compute_statistics_plan(schema, metadata.properties),
+            parquet_column_mapping=parquet_path_to_id_mapping(schema)).to_serialized_dict()
+    df = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=uri,
+        file_format=FileFormat.PARQUET,
+        partition=partition_record(entry, keys, where),
+        file_size_in_bytes=entry.size,
+        sort_order_id=None,
+        equality_ids=None,
+        key_metadata=None,
+        **stats,
+    )
+    df.spec_id = metadata.default_spec_id  # not a field of the struct: from_args would drop it
+    return df
