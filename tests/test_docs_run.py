@@ -52,6 +52,8 @@ NOT_RUN: list[tuple[str, str]] = [
     (r"^trib spark\b", "starts a Spark Connect server (tests/test_spark_connect.py)"),
     (r"^trib (?:-o \S+ )*(etl|sql|demo|doctor)\b", "runs Spark (tests/test_etl_*.py, test_sql_cli.py, test_demo.py)"),
     (r"^trib udfs\b", "builds the UDF jar with javac, a JVM (tests/test_udfs*.py)"),
+    (r"^trib iceberg sync ROOT\b", "ROOT is a JSON-lines table here; docs/iceberg.md's walkthrough syncs a Parquet one "
+     "(tests/test_iceberg.py)"),
     (r"^trib table set ROOT$", "a synopsis whose options are each optional, though set needs one"),
     (r"^trib dead-letters replay ROOT$", "a mention: the sentence adds ingest's time options in words"),
 ]
