@@ -12,13 +12,15 @@ from __future__ import annotations
 import glob
 import json
 import os
+import signal
 import site
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import invoke_trib, run_trib
+from conftest import REPO, TRIB, invoke_trib, run_trib
 from helpers import LAYOUT, PARTITION
 
 pytest.importorskip("pyiceberg")
@@ -184,6 +186,35 @@ def test_a_mirror_killed_at_each_step_resumes_exactly_once(tmp_path):
         _check(root, cat, name)
 
 
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_two_mirrors_at_once_register_each_commit_once(tmp_path):
+    """A mirror held between building its snapshot and the catalog commit while another mirror registers
+    everything: its commit is refused by the catalog, it reads the other's snapshots back, and exits 0."""
+    root, cat = _table(tmp_path), _catalog(tmp_path)
+    for k in range(3):
+        _ingest(root, tmp_path, (RECENT[k % 2],), 2, 1000 * k)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIB_STOP_AT": "iceberg-prepared"}
+    held = subprocess.Popen([*TRIB, "iceberg", "sync", str(root), "--table", "db.events", "--catalog", cat, "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.time() + 60
+        while not _stopped(held.pid) and time.time() < deadline:
+            time.sleep(0.05)
+        assert _stopped(held.pid), "the held mirror never reached iceberg-prepared"
+        assert _sync(root, cat)["version"] == 3
+    finally:
+        held.send_signal(signal.SIGCONT)
+    out, err = held.communicate(timeout=120)
+    assert held.returncode == 0, err
+    assert json.loads(out)["version"] == 3 and json.loads(out)["snapshots"] == []
+    assert [s.summary["trib.version"] for s in _iceberg(cat).snapshots()] == ["1", "2", "3"]
+    _check(root, cat)
+
+
 def test_refusals_commit_nothing(tmp_path):
     cat = _catalog(tmp_path)
     text = _table(tmp_path, "jsonl")
@@ -219,3 +250,65 @@ def test_refusals_commit_nothing(tmp_path):
     err = _sync(one, cat, "db.foreign", code=3)["stderr"]
     assert "not created by trib iceberg sync" in err
     assert c.load_table("db.foreign").current_snapshot() is None
+
+
+def _parquet(table, path: str, ids: list[int]) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table.storage.makedirs(os.path.dirname(path))
+    pq.write_table(pa.table({"id": ids}), table.storage.abspath(path))
+    return table.storage.info(path).size
+
+
+def test_a_restate_is_one_overwrite_and_its_files_are_revealed_before_iceberg_reads_them(tmp_path):
+    """A restate committed but not yet swapped in (its writer stopped after the commit): the sync registers
+    the partition's new files as one overwrite and finishes the swap, so Iceberg's paths exist."""
+    from tributary_read.table.config import Table, TableConfig
+    from tributary_read.table.layout import Layout
+    from tributary_read.table.manifest import FileEntry, Restatement, Transaction
+    from tributary_read.table.restate_swap import prepare, staging_dir
+
+    cat = _catalog(tmp_path)
+    t = Table.create(str(tmp_path / "r"), TableConfig(Layout(LAYOUT, PARTITION), format="parquet"))
+    p1, p2 = "2026_11_28/06", "2026_11_28/07"
+    for i, (d, ids) in enumerate(((p1, [1, 2]), (p1, [3]), (p2, [4, 5]))):
+        path = f"{d}/part-{i}.parquet"
+        t.log.commit([FileEntry(path, _parquet(t, path, ids), len(ids), {"dt": d.replace("_", "").replace("/", "")})],
+                     Transaction("w", {"src": i}))
+    root = Path(t.storage.abspath(""))
+    _sync(root, cat)
+    _check(root, cat)
+
+    staging = staging_dir(p1, "r1")
+    prepare(t.storage, staging)
+    size = _parquet(t, f"{staging}/part-r1.parquet", [10, 20, 30, 40])
+    new = FileEntry(f"{p1}/part-r1.parquet", size, 4, {"dt": "2026112806"}, staged=f"{staging}/part-r1.parquet")
+    t.log.commit([new], Transaction("etl:job", {"schedule": 1}),
+                 restated=[Restatement({"dt": "2026112806"}, p1, staging, 3, 4)])
+    out = _sync(root, cat)
+    assert [(s["operation"], s["added"], s["removed"]) for s in out["snapshots"]] == [("restate", 1, 2)]
+    assert (root / p1 / "part-r1.parquet").is_file()  # swapped in by the sync, as trib's readers do
+    _check(root, cat)
+    assert sorted(i for i, _ in _pyiceberg_rows(_iceberg(cat))) == [4, 5, 10, 20, 30, 40]
+
+
+def test_a_new_mirror_of_a_table_whose_first_commits_were_trimmed_starts_from_its_checkpoint(tmp_path):
+    from tributary_read.table.config import Table, TableConfig
+    from tributary_read.table.layout import Layout
+    from tributary_read.table.manifest import FileEntry, Transaction
+
+    cat = _catalog(tmp_path)
+    t = Table.create(str(tmp_path / "r"), TableConfig(Layout(LAYOUT, PARTITION), format="parquet",
+                                                      checkpoint_interval=2, log_retention_ms=0))
+    for i in range(5):
+        d = f"2026_11_28/0{6 + i % 2}"
+        path = f"{d}/part-{i}.parquet"
+        t.log.commit([FileEntry(path, _parquet(t, path, [i]), 1, {"dt": "20261128" + d[-2:]})],
+                     Transaction("w", {"src": i}))
+    root = Path(t.storage.abspath(""))
+    invoke_trib("clean", str(root), "--older-than", "0s", check=True)
+    assert t.log.oldest_version() == 4
+    out = _sync(root, cat)
+    assert [(s["version"], s["added"]) for s in out["snapshots"]] == [(4, 4), (5, 1)]
+    _check(root, cat)

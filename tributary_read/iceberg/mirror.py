@@ -152,13 +152,13 @@ def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: d
 
 def _commits(table: Table, position: int, target: int):
     """The commits after ``position``, or, for a new mirror of a table whose first commits log retention
-    removed, the state at the oldest version the log still starts from, as one synthetic append."""
+    removed, the state of its newest checkpoint as one append, then the commits after it."""
     oldest = table.log.oldest_version()
     if oldest > position + 1:
         if position:
             raise LogRetentionError(f"the Iceberg mirror is at version {position}, but the log of {table.uri} keeps "
                                     f"versions {oldest} on: mirror into a new Iceberg table")
-        state = table.log.state(oldest - 1)
+        state = table.log.state(table.log.last_checkpoint())
         yield Commit(state.version, 0, tuple(state.files.values()), operation=OP_APPEND)
         position = state.version
     yield from table.log.commits(position, target)
@@ -169,11 +169,9 @@ def _footers(table: Table, files: list[FileEntry]) -> list:
     compaction); None where none is left (``trib clean`` removed a file a later commit removed)."""
     def one(f: FileEntry):
         for rel in locations(f):
-            try:
+            if table.storage.file_exists(rel):  # a read error of a file that is there is an error, not a miss
                 with table.storage.open_input(rel) as handle:
                     return pq.read_metadata(handle)
-            except FileNotFoundError:
-                continue
         return None
 
     if len(files) <= 1:
