@@ -58,8 +58,6 @@ class SyncResult:
     start_version: int
     version: int
     snapshots: list[dict] = field(default_factory=list)
-    #: The paths of the files this run added (for :func:`_reveal`).
-    registered: list[str] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict:
         return {"table": self.table, "iceberg_table": self.iceberg_table, "catalog": self.catalog,
@@ -95,20 +93,17 @@ def sync(table: Table, name: str, catalog_uri: str | None = None) -> SyncResult:
         raise CommitConflictError(f"Iceberg table {name} reads back version {done}, not {target}: run trib iceberg "
                                   "sync again")
     result.version = done
-    _reveal(table, result)
     return result
 
 
-def _reveal(table: Table, result: SyncResult) -> None:
-    """Finish the renames of the live files this run registered (the rename protocol: a writer killed between
-    its commit and its renames leaves them hidden), as every trib reader does before it hands out a path:
-    Iceberg readers open the final names. Only this run's files are looked at, so a sync costs what it
-    registers, not the table's size."""
-    if not result.snapshots:
-        return
-    live = table.log.state(result.version).files
-    mine = [live[p] for p in result.registered if p in live]
-    finish_renames(table, mine)
+def _reveal(table: Table, files: list[FileEntry], live) -> None:
+    """Finish the renames of ``files`` still live (the rename protocol: a writer killed between its commit and
+    its renames, or a restate not yet swapped in, leaves them under hidden names), before Iceberg is told
+    their final names, as every trib reader does before it hands out a path. Files a later commit removed
+    are left alone: their bytes may be set aside or deleted, and no current snapshot names them."""
+    mine = [f for f in files if f.staged and f.path in live]
+    if mine:
+        finish_renames(table, mine)
 
 
 def _load(catalog, name: str, ident: dict[str, str]) -> IcebergTable | None:
@@ -117,6 +112,10 @@ def _load(catalog, name: str, ident: dict[str, str]) -> IcebergTable | None:
     except NoSuchIcebergTable:
         return None
     marks.check_owner(ice.properties, ident, name)
+    if ice.properties.get(TableProperties.COMMIT_NUM_RETRIES) != "0":  # set back if someone changed it
+        with ice.transaction() as tx:
+            tx.set_properties({TableProperties.COMMIT_NUM_RETRIES: "0"})
+        ice = catalog.load_table(name)
     return ice
 
 
@@ -135,15 +134,16 @@ def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: d
     """Register the commits after ``result.version`` up to ``target``; raises CommitFailedException when a
     concurrent mirror committed first (nothing of this run's snapshot landed then)."""
     keys = table.layout.keys
+    live = table.log.state(target).files
     for commit in _commits(table, result.version, target):
         crash_point("iceberg-listed")
         added = [f for f in commit.files if f.kind == KIND_DATA]
+        _reveal(table, added, live)
         footers = _footers(table, added)
         if ice is None:
             ice = _create(catalog, name, ident, keys, next((f for f in footers if f is not None), None))
         ice = _commit(table, ice, ident, keys, commit, added, footers)
         result.version = commit.version
-        result.registered.extend(f.path for f in added)
         result.snapshots.append({"version": commit.version, "operation": commit.operation,
                                  "added": len(added), "removed": sum(f.kind == KIND_DATA for f in commit.removed)})
     assert ice is not None or result.version == target
