@@ -15,6 +15,7 @@ import os
 import signal
 import site
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -316,3 +317,19 @@ def test_a_new_mirror_of_a_table_whose_first_commits_were_trimmed_starts_from_it
     out = _sync(root, cat)
     assert [(s["version"], s["added"]) for s in out["snapshots"]] == [(4, 4), (5, 1)]
     _check(root, cat)
+
+
+def test_without_the_extra_the_sync_names_it(tmp_path):
+    """pyiceberg missing (blocked in sys.modules): exit 10, one line naming the extra; the import of trib and
+    ``trib iceberg sync --help`` never needed it."""
+    root = _table(tmp_path)
+    code = ("import sys; sys.modules['pyiceberg'] = None; sys.argv = ['trib', *sys.argv[1:]]; "
+            "from tributary_read.cli.main import main; main()")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = ["iceberg", "sync", str(root), "--table", "db.t", "--catalog", _catalog(tmp_path)]
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    assert proc.returncode == 10 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "pip install 'tributary-read[iceberg]'" in proc.stderr
+    helped = subprocess.run([sys.executable, "-c", code, "iceberg", "sync", "--help"], capture_output=True,
+                            text=True, env=env)
+    assert helped.returncode == 0 and "NS.NAME" in helped.stdout
