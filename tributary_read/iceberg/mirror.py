@@ -200,6 +200,9 @@ def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], keys: list[s
             added: list[FileEntry], footers: list) -> IcebergTable:
     """One trib commit as one Iceberg snapshot (its schema's new columns in the same catalog commit)."""
     tx = ice.transaction()
+    # The table's metadata as this snapshot sees it. The transaction's view is a deep copy of the whole
+    # metadata, every snapshot included, at each access: taken only after a schema change was staged.
+    metadata = ice.metadata
     seen: list[pa.Schema] = []
     for f, footer in zip(added, footers):
         if footer is None:
@@ -208,12 +211,11 @@ def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], keys: list[s
         if any(cols.equals(s) for s in seen):
             continue
         seen.append(cols)
-        where = table.storage.uri_for(f.path)
-        if shape.new_columns(tx.table_metadata.schema(), cols):
+        if shape.new_columns(metadata.schema(), cols):
             with tx.update_schema() as update:
                 update.union_by_name(cols)
-        shape.check_compatible(tx.table_metadata.schema(), cols, where, tx.table_metadata.format_version)
-    metadata = tx.table_metadata
+            metadata = tx.table_metadata
+        shape.check_compatible(metadata.schema(), cols, table.storage.uri_for(f.path), metadata.format_version)
     log_uri = table.storage.uri_for(commit_path(commit.version))
     props = {**ident, marks.VERSION: str(commit.version), marks.OPERATION: commit.operation}
     adds = [shape.data_file(metadata, table.storage.uri_for(f.path), f, keys, log_uri, footer)
