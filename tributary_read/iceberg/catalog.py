@@ -47,7 +47,7 @@ def open_catalog(uri: str | None = None):
     path = sqlite_path(uri)
     if path is None:
         raise InvalidInputError(f"catalog {uri!r}: this trib mirrors into a SQLite catalog only "
-                                "(--catalog sqlite:///PATH); PostgreSQL and Hive catalogs are not supported yet")
+                                "(sqlite:///PATH); PostgreSQL and Hive catalogs are not supported yet")
     from pyiceberg.catalog.sql import SqlCatalog
 
     folder = os.path.dirname(path)

@@ -68,7 +68,7 @@ def sync(table: Table, name: str, catalog_uri: str | None = None) -> SyncResult:
     """Register every trib commit after the Iceberg table's position, in order; create the table on first use."""
     shape.check_parquet(table)
     if "." not in name.strip(".") or any(not part for part in name.split(".")):
-        raise InvalidInputError(f"--table {name!r}: name it NAMESPACE.NAME (e.g. logs.events)")
+        raise InvalidInputError(f"Iceberg table name {name!r}: name it NAMESPACE.NAME (e.g. logs.events)")
     catalog = open_catalog(catalog_uri)
     ident = marks.identity(table)
     target = table.log.latest_version()

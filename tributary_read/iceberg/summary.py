@@ -36,10 +36,10 @@ def check_owner(properties: Mapping[str, str], ident: Mapping[str, str], name: s
     """Refuse an Iceberg table this mirror did not create, or created for another trib table."""
     if TABLE not in properties:
         raise InvalidInputError(f"Iceberg table {name} was not created by trib iceberg sync (another tool wrote it): "
-                                "trib mirrors only into a table it created; give another --table")
+                                "trib mirrors only into a table it created; mirror into another Iceberg table")
     if any(properties.get(k) != v for k, v in ident.items()):
         raise InvalidInputError(f"Iceberg table {name} mirrors {_named(properties)}, not {_named(ident)}: give "
-                                "another --table for this trib table")
+                                "this trib table another Iceberg table")
 
 
 def position(summary: Mapping[str, str] | None, ident: Mapping[str, str], name: str, snapshot_id: int | None) -> int:
@@ -55,8 +55,8 @@ def position(summary: Mapping[str, str] | None, ident: Mapping[str, str], name: 
     if version is None or not version.isdigit():
         raise InvalidInputError(f"Iceberg table {name}: its newest snapshot {snapshot_id} was written by another "
                                 f"tool (operation {summary.get('operation')}, no {VERSION}): it no longer equals the "
-                                "trib table; roll it back to trib's last snapshot, or mirror into a new --table")
+                                "trib table; roll it back to trib's last snapshot, or mirror into a new Iceberg table")
     if any(summary.get(k) != v for k, v in ident.items()):
         raise InvalidInputError(f"Iceberg table {name}: its newest snapshot {snapshot_id} registers "
-                                f"{_named(summary)}, not {_named(ident)}: give another --table for this trib table")
+                                f"{_named(summary)}, not {_named(ident)}: give this trib table another Iceberg table")
     return int(version)
