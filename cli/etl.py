@@ -71,6 +71,10 @@ def check(state: TribState, job_file, as_json) -> None:
                    "of event time covers (START/END, ISO-8601 with an offset or epoch ms; or one partition, "
                    "2024_01_01/05 or dt=2024010105) from its complete input, in one commit, e.g. after a fix to the SQL. Moves no "
                    "consumer; downstream restate jobs recompute what it feeds.")
+@click.option("--drop-removed-input", is_flag=True,
+              help="With --restate: recompute partitions some of whose input files are gone (an input's "
+                   "retention removed them) from the rest, knowingly dropping what those files gave; without it "
+                   "such a backfill is refused, nothing committed.")
 @_interval
 @click.option("--dry-run", is_flag=True,
               help="Print the plan (inputs, files, SQL, output, transaction) and check the [hive] table (exit 3 "
@@ -80,8 +84,8 @@ def check(state: TribState, job_file, as_json) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 @json_option
 @pass_state
-def run(state: TribState, job_file, schedule_time, restate, interval_start, dry_run, full_sync, quiet,
-        as_json) -> None:
+def run(state: TribState, job_file, schedule_time, restate, drop_removed_input, interval_start, dry_run, full_sync,
+        quiet, as_json) -> None:
     """Run JOB.toml for one schedule time: resolve, SQL, commit once, sync Hive, ack.
 
     \b
@@ -105,12 +109,15 @@ def run(state: TribState, job_file, schedule_time, restate, interval_start, dry_
     if (schedule_time is None) == (restate is None):  # a usage error (exit 2), as click's for a missing option
         raise click.UsageError("give --schedule-time (a scheduled run) or --restate START/END (a backfill), one of "
                                "them")
+    if drop_removed_input and restate is None:
+        raise InvalidInputError("--drop-removed-input goes with --restate START/END (a backfill)")
     if restate is not None:
         if dry_run or interval_start is not None or full_sync:
             raise InvalidInputError("--restate takes none of --dry-run, --interval-start and --full-sync")
         from tributary_read.etl.backfill import backfill
 
-        report = backfill(job, restate, progress=progress, verbose=state.verbose)
+        report = backfill(job, restate, progress=progress, verbose=state.verbose,
+                          drop_removed_input=drop_removed_input)
         emit(as_json, report.to_json(), lambda: _print_report(report))
         return
     try:

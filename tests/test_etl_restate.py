@@ -163,9 +163,9 @@ def test_late_and_changed_files_recompute_their_hours_once_and_append_mode_does_
 
     again = _run(jobs["restate"], t0, 4)  # a rerun of a committed schedule time changes nothing
     assert again["already_committed"] and _rows_by_manifest(tmp_path / "restate") == want
-    # the commit keeps the records, not the files: a rerun says it does not know them
-    assert [(r["partition"], r["records_after"], r["cause"], r["inputs"]) for r in again["output"]["restated"]] == \
-        [(r["partition"], r["records_after"], "input", None) for r in rep["output"]["restated"]]
+    # the commit keeps what caused each partition: a rerun names the same files, as do its asset events
+    assert again["output"]["restated"] == rep["output"]["restated"]
+    assert asset_event(again)[0]["restated"] == asset_event(rep)[0]["restated"]
     quiet = _run(jobs["restate"], t0, 5)  # nothing new: nothing recomputed, an empty commit
     assert quiet["output"]["restated"] == [] and _rows_by_directory(tmp_path / "restate") == want
     # trib metrics: every restated partition and its records, each commit once (the rerun added nothing)
@@ -393,13 +393,26 @@ def test_a_backfill_recomputes_the_hours_it_covers_after_a_fix_to_the_sql(tmp_pa
     hour0 = [x for x in _rows_by_manifest(tmp_path / "restate") if x[0] == t0]
     r = run_trib("etl", "run", str(job), "--schedule-time", str(t0 + 6 * H), "--json", "-q")
     one_line_error(r, 17, f"output partition {LAY.for_time(t0).path} holds 1 record(s)", "held back",
-                   "restore those input files")
+                   "restore those input files and the next run recomputes it from all of them, losing nothing",
+                   f"--restate {LAY.for_time(t0).path} replaces its 1 record(s) with what the input holds now")
     assert [x["partition"] for x in json.loads(r.stdout)["output"]["restated"]] == [LAY.for_time(t0 + 5 * H).path]
     assert [x for x in _rows_by_manifest(tmp_path / "restate") if x[0] == t0] == hour0
     raw.write(0, "a.jsonl", ["u1", "u2", "x0"])  # restored: the next run recomputes the hour from both files
     rep = _run(job, t0, 7)
     assert [x["partition"] for x in rep["output"]["restated"]] == [LAY.for_time(t0).path]
     assert [x for x in _rows_by_directory(tmp_path / "restate") if x[0] == t0] == [(t0, 4, 40)]
+    # a file of that hour its consumer delivered is gone since: recomputed from the rest, the hour would lose what
+    # it gave; refused, nothing committed, unless the call says to drop it
+    (tmp_path / "raw" / LAY.for_time(t0).path / "after-retention.jsonl").unlink()
+    v = Table.load(str(tmp_path / "restate")).log.latest_version()
+    r = run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate", LAY.for_time(t0).path, "-q")
+    one_line_error(r, 3, f"{LAY.for_time(t0).path} of", "hold 1 record(s)", "1 input file(s) that are gone",
+                   "nothing was committed", "say so by --drop-removed-input")
+    assert Table.load(str(tmp_path / "restate")).log.latest_version() == v
+    r = run_trib("etl", "run", str(tmp_path / "restate.toml"), "--restate", LAY.for_time(t0).path,
+                 "--drop-removed-input", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    assert [x for x in _rows_by_manifest(tmp_path / "restate") if x[0] == t0] == [(t0, 3, 30)]
 
 
 def _stopped_then(job: Path, when: int, point: str, sig: int | None, before_cont=None) -> int:

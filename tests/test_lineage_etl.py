@@ -18,18 +18,20 @@ import pytest
 from conftest import REPO, TRIB
 from etl_data import RawSource, create_output_table, write_job
 from openlineage_schema import event_errors
+from tributary_read.lineage.event import iso_ms
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 pytest.importorskip("openlineage.client")
 
 
-def _run(job, when, events, extra=None):
+def _run(job, when, events, extra=None, how="--schedule-time"):
+    """``trib etl run JOB`` for schedule time ``when`` (``how="--restate"``: a backfill of interval ``when``)."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
            "OPENLINEAGE__TRANSPORT__TYPE": "file", "OPENLINEAGE__TRANSPORT__LOG_FILE_PATH": str(events),
            "OPENLINEAGE__TRANSPORT__APPEND": "true", **(extra or {})}
     if not extra:
         env.pop("TRIB_CRASH_AT", None)
-    return subprocess.run([*TRIB, "etl", "run", str(job), "--schedule-time", when, "--json"], capture_output=True,
+    return subprocess.run([*TRIB, "etl", "run", str(job), how, when, "--json"], capture_output=True,
                           text=True, env=env, timeout=300)
 
 
@@ -141,3 +143,48 @@ def test_a_restate_run_names_each_restated_partition_in_its_complete_event(tmp_p
     done = _events(events)[-1]
     assert done["eventType"] == "COMPLETE" and event_errors(done) == [], event_errors(done)
     assert done["outputs"][0]["outputFacets"]["tributary_restated"]["partitions"] == restated
+
+    # Killed right after the commit of its next restate: the rerun finds the commit made, and its report and
+    # COMPLETE name the same causes the run that made it resolved (the commit keeps them)
+    src.advance(1)
+    p = _run(job, src.schedule_iso(1), events, {"TRIB_CRASH_AT": "etl.after_commit"})
+    assert p.returncode == -9, p.stderr
+    p = _run(job, src.schedule_iso(1), events)
+    assert p.returncode == 0, p.stderr
+    rerun = json.loads(p.stdout)
+    restated = rerun["output"]["restated"]
+    assert rerun["already_committed"] and restated and all(r["cause"] == "input" and r["inputs"] for r in restated)
+    done = _events(events)[-1]
+    assert done["eventType"] == "COMPLETE" and event_errors(done) == [], event_errors(done)
+    assert done["outputs"][0]["outputFacets"]["tributary_restated"]["partitions"] == restated
+    assert {f for r in restated for i in r["inputs"] for f in i["files"]} <= {f.path for f in src.arrived_in(1)}
+
+    # A backfill is a run of its own: START and COMPLETE with the restated facet, its interval its nominal time
+    # and its tributary_backfill facet; one that fails sends FAIL with the error
+    start, end = src.hour(0), src.hour(1)
+    seen = len(_events(events))
+    p = _run(job, f"{start}/{end}", events, how="--restate")
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    evs = _events(events)[seen:]
+    assert [e["eventType"] for e in evs] == ["START", "COMPLETE"] and evs[0]["run"]["runId"] == evs[1]["run"]["runId"]
+    assert all(event_errors(e) == [] for e in evs), [event_errors(e) for e in evs]
+    assert evs[1]["run"]["runId"] not in {e["run"]["runId"] for e in _events(events)[:seen]}
+    interval = {"start": iso_ms(start), "end": iso_ms(end)}
+    for e in evs:
+        assert e["run"]["facets"]["tributary_backfill"]["interval"] == interval
+        assert (e["run"]["facets"]["nominalTime"]["nominalStartTime"],
+                e["run"]["facets"]["nominalTime"]["nominalEndTime"]) == (interval["start"], interval["end"])
+    out = evs[1]["outputs"][0]
+    assert out["outputFacets"]["tributary_restated"]["partitions"] == report["output"]["restated"]
+    assert {r["cause"] for r in report["output"]["restated"]} == {"backfill"}
+    assert out["facets"]["version"]["datasetVersion"] == str(report["version"])
+    assert sorted(evs[0]["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["locations"]) == \
+        sorted((tmp_path / "raw" / f.path).as_uri() for f in src.arrived_in(0))
+    (job.parent / "restating.sql").write_text("SELECT no_such_column FROM raw\n")
+    p = _run(job, f"{start}/{end}", events, how="--restate")
+    assert p.returncode != 0
+    evs = _events(events)[seen + 2:]
+    assert [e["eventType"] for e in evs] == ["START", "FAIL"] and event_errors(evs[1]) == []
+    assert "no_such_column" in evs[1]["run"]["facets"]["errorMessage"]["message"]
+    assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))

@@ -178,6 +178,37 @@ def test_a_corrupt_restate_commit_is_refused_by_every_reader(tmp_path):
         Commit.decode(json.dumps(raw).encode(), "x")
 
 
+def test_what_caused_a_restate_is_kept_in_its_commit_and_a_commit_without_it_reads_as_unknown(tmp_path):
+    """Each restated partition may record what caused it (an ETL run's inputs): read back the same from the log;
+    a commit of a trib from before the field reads as not recorded (None); a malformed one is corrupt. The
+    commit stays version 3 and a checkpoint carries no such field (it keeps no restated partitions)."""
+    from tributary_read.table.manifest import RestateInput
+
+    t = _table(tmp_path)
+    _append(t, P1, "a.jsonl", 3)
+    staging = staging_dir(P1, "r1")
+    prepare(t.storage, staging)
+    t.storage.write(f"{staging}/part-r1.jsonl", b'{"n":1}\n')
+    f = FileEntry(f"{P1}/part-r1.jsonl", t.storage.info(f"{staging}/part-r1.jsonl").size, 1, _part(P1),
+                  staged=f"{staging}/part-r1.jsonl")
+    t.storage.sync_many(durable_paths([f]))
+    cause = RestateInput("raw", ("2026_11_28/06/late.jsonl",), 12, ("2026_11_28/05",))
+    c = t.log.commit([f], Transaction("etl:job", {"schedule": 1}),
+                     restated=[Restatement(_part(P1), P1, staging, 0, 1, (cause,))])
+    raw = json.loads(t.storage.read(commit_path(c.version)))
+    assert raw["format_version"] == 3 and raw["restated"][0]["inputs"] == [
+        {"view": "raw", "files": ["2026_11_28/06/late.jsonl"], "files_total": 12, "restated": ["2026_11_28/05"]}]
+    assert t.log.read_commit(c.version).restated[0].inputs == (cause,)
+    assert "inputs" not in json.dumps(t.log.state().to_json())
+    older = {**raw, "restated": [{k: v for k, v in raw["restated"][0].items() if k != "inputs"}]}
+    assert Commit.decode(json.dumps(older).encode(), "x").restated[0].inputs is None
+    for bad in ([{"view": "raw", "files": ["a", "b"], "files_total": 1}], [{"view": 1, "files": [], "files_total": 0}],
+                {"view": "raw"}):
+        corrupt = {**raw, "restated": [{**raw["restated"][0], "inputs": bad}]}
+        with pytest.raises(ManifestCorruptError):
+            Commit.decode(json.dumps(corrupt).encode(), "x")
+
+
 def test_a_reader_of_new_data_is_refused_at_a_restate_and_a_reader_behind_it_gets_its_records(tmp_path):
     t = _table(tmp_path)
     a = _append(t, P1, "a.jsonl", 3)  # v1

@@ -21,10 +21,9 @@ import time
 from typing import Callable
 
 from tributary_read.errors import InvalidInputError
-from tributary_read.etl.record import BACKFILL_PREFIX as APP_PREFIX
+from tributary_read.etl.record import backfill_transaction
 from tributary_read.etl.report import InputReport, RunReport
 from tributary_read.etl.restated import restated
-from tributary_read.table.manifest import Transaction
 
 
 def parse_interval(text: str, layout) -> tuple[int, int]:
@@ -63,9 +62,12 @@ def _by_value(layout, text: str):
 
 
 def backfill(job, interval: str, *, spark=None, progress: Callable[[str], None] | None = None,
-             verbose: bool = False) -> RunReport:
-    """Recompute the output partitions of restate job ``job`` that ``interval`` covers (module docstring)."""
-    from tributary_read.etl import restate
+             verbose: bool = False, drop_removed_input: bool = False) -> RunReport:
+    """Recompute the output partitions of restate job ``job`` that ``interval`` covers (module docstring).
+
+    ``drop_removed_input``: recompute a partition some of whose input is gone (retention) from the rest,
+    knowingly; else it is refused (:func:`~tributary_read.etl.restate.recompute_all`)."""
+    from tributary_read.etl import lineage_step, restate
     from tributary_read.etl.lock import JobLock, lock_path
     from tributary_read.etl.run import _release, _Run
     from tributary_read.table.config import Table
@@ -85,41 +87,45 @@ def backfill(job, interval: str, *, spark=None, progress: Callable[[str], None] 
     partitions = {p.path: p for p in covering(output.layout, start, end)}
     now = int(time.time() * 1000)
     run = _Run(job, now, now, output, spark, False, progress or (lambda _msg: None))
-    run.verbose = verbose
+    run.verbose, run.backfill = verbose, (start, end)
     try:
-        with JobLock(lock_path(job.name, output, job.lock_dir), job.name) as run.lock:
-            return _execute(run, start, end, partitions)
+        with JobLock(lock_path(job.name, output, job.lock_dir), job.name) as run.lock, lineage_step.failing(run):
+            return _execute(run, start, end, partitions, drop_removed_input)
     finally:
         if spark is None:
             _release(run.spark)
 
 
-def _execute(run, start: int, end: int, partitions) -> RunReport:
+def _execute(run, start: int, end: int, partitions, drop_removed: bool) -> RunReport:
     from dataclasses import replace
 
-    from tributary_read.etl import commit_step, hive_step, restate, sync_step
+    from tributary_read.etl import commit_step, hive_step, lineage_step, restate, sync_step
     from tributary_read.etl.runs import count_restated
 
     job = run.job
     base = run.output.log.latest_version()
     run.say(f"{job.name}: recomputing {len(partitions)} partition(s) of {run.output.uri} "
             f"({next(iter(partitions))} .. {list(partitions)[-1]})")
-    run.recompute = run._step("resolve", lambda: restate.recompute_all(run, partitions))
+    run.recompute = run._step("resolve", lambda: restate.recompute_all(run, partitions, drop_removed))
     filesets = list(run.recompute.filesets)
-    run.inputs = [InputReport(spec.view, fs.root, str(spec.mode), len(fs.files), fs.bytes)
+    run.inputs = [InputReport(spec.view, fs.root, str(spec.mode), len(fs.files), fs.bytes,
+                              paths=tuple(f.path for f in fs.files))
                   for spec, (fs, _) in zip(job.inputs, filesets)]
-    txn = Transaction(APP_PREFIX + job.name, {"start_ms": start, "end_ms": end, "call_ms": run.t})
+    txn = backfill_transaction(job.name, start, end, run.t)
+    lineage_step.started(run)
     if all(not fs.files for fs, _ in filesets):  # no input, and no partition holding records (recompute_all)
         for s in ("read", "commit", "sync", "ack"):
             run._skip(s, "no input file feeds these partitions, and none of them holds records: nothing to do")
+        lineage_step.completed_without_commit(run)
         return run._report(txn, False, None)
     run._step("read", lambda: commit_step.read(run, filesets, False))
     if job.hive is not None:
         run.hive_table = hive_step.before_commit(run, filesets, False)
+    lineage_step.keep(run)  # what a backfill killed after its commit leaves for the next one to send
     result = run._step("commit", lambda: commit_step.commit(run, txn, base, False, filesets))
     run.out = replace(run.out, files=len(result.files), records=result.records,
                       partitions=tuple(sorted(result.partitions)), version=result.version,
-                      restated=restated(result.commit, run))
+                      restated=restated(result.commit))
     count_restated(run.output, job.name, result.version, run.out.restated)  # trib metrics' restated totals
     if job.hive is not None:
         created = hive_step.after_commit(run, result.version, run.hive_table)
@@ -127,4 +133,5 @@ def _execute(run, start: int, end: int, partitions) -> RunReport:
     else:
         run._skip("sync", "no [hive] section")
     run._skip("ack", "a backfill moves no consumer")
+    lineage_step.completed(run)
     return run._report(txn, False, result.version)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tributary_read.errors import InvalidInputError, StorageError, TributaryError, UnreadableInputError
 from tributary_read.etl.report import iso_z
+from tributary_read.etl.restated import recorded
 from tributary_read.etl.remote import url_params
 from tributary_read.faults import crash_point
 
@@ -150,7 +151,8 @@ def commit(run: _Run, txn: Transaction, base_version: int, empty: bool, filesets
                            time_unit=run.job.output.times, base_version=base_version,
                            schema_change=run.job.output.schema_change,
                            count=[frame for _, frame in run.count_frames],
-                           restate=run.recompute.partitions if run.recompute is not None else None)
+                           restate=run.recompute.partitions if run.recompute is not None else None,
+                           restate_causes=recorded(run))
         except Exception as e:  # noqa: BLE001 - Spark's own errors: only a planned file's becomes exit 7
             if isinstance(e, TributaryError) and not isinstance(e, StorageError):
                 raise

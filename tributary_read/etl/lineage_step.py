@@ -7,8 +7,11 @@
 * after the commit, the sync and the ack, the COMPLETE of every kept event whose transaction is
   committed is sent (this run's, and one an earlier run could not send), then dropped.
 
-Every try of one (job, schedule time) has one run id. Nothing here fails a run: with no transport
-configured nothing is built, and a send that fails is one warning line (the event stays kept).
+Every try of one (job, schedule time) has one run id. A backfill (``trib etl run JOB --restate``,
+tributary_read/etl/backfill.py) sends the same events as its own run (each call one, under its own app id
+and transaction), its interval as the nominal time and in a ``tributary_backfill`` run facet. Nothing here
+fails a run: with no transport configured nothing is built, and a send that fails is one warning line
+(the event stays kept).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
+from tributary_read.etl.record import BACKFILL_PREFIX
 from tributary_read.lineage.event import facet, input_dataset, iso_ms, run_event, run_id, table_output
 from tributary_read.lineage.outbox import Outbox
 from tributary_read.lineage.runs import namespace
@@ -33,17 +37,42 @@ def _emitter(run: _Run) -> Emitter | None:
     return em if em.enabled else None
 
 
+def _identity(run: _Run) -> tuple[str, str]:
+    """The run's app id and its key in the outbox: a scheduled run's schedule time; a backfill's interval and
+    call time (the offsets of its transaction: each call is a run of its own)."""
+    if run.backfill is not None:
+        return BACKFILL_PREFIX + run.job.name, f"{run.backfill[0]}_{run.backfill[1]}_{run.t}"
+    return run.job.app_id, str(run.t)
+
+
+def _commit(run: _Run, app: str, key: str):
+    """The commit of the run kept under (``app``, ``key``) in the output's log, or None."""
+    from tributary_read.etl.record import backfill_transaction, find_commit
+
+    if app.startswith(BACKFILL_PREFIX):
+        start, end, call = (int(x) for x in key.split("_"))
+        return run.output.log.find_transaction(backfill_transaction(run.job.name, start, end, call))
+    return find_commit(run.output, app, int(key))
+
+
 def _event(run: _Run, event_type: str, error: str | None = None) -> dict:
     from tributary_read.read.window import Schedule
 
-    nominal = Schedule(run.job.period_ms, tz=run.job.tz).interval(run.t)  # the period before the run
+    facets = {}
+    if run.backfill is not None:  # the event time it recomputes, and that it is a backfill
+        nominal, rid = run.backfill, run_id("etl-restate", run.job.name, run.t)
+        facets["tributary_backfill"] = facet("tributary_backfill", interval={
+            "start": iso_ms(nominal[0]), "end": iso_ms(nominal[1])})
+    else:
+        nominal = Schedule(run.job.period_ms, tz=run.job.tz).interval(run.t)  # the period before the run
+        rid = run_id("etl", run.job.name, run.t)
     hive = run.job.hive
     inputs = [input_dataset(i.table, i.paths, size=i.bytes, rows=i.records, version=i.plan_id,
                             columns=run.input_columns.get(i.view), hive_table=spec.hive_table,
                             hive_namespace=_hive_namespace(hive.metastore) if hive and spec.hive_table else None)
               for spec, i in zip(run.job.inputs, run.inputs)]
-    return run_event(event_type, run=run_id("etl", run.job.name, run.t), namespace=namespace(),
-                     job=run.job.name, event_ms=int(time.time() * 1000), nominal=nominal, inputs=inputs, error=error)
+    return run_event(event_type, run=rid, namespace=namespace(), job=run.job.name, event_ms=int(time.time() * 1000),
+                     nominal=nominal, inputs=inputs, error=error, facets=facets)
 
 
 @contextmanager
@@ -62,19 +91,19 @@ def failing(run: _Run) -> Iterator[None]:
         if em is not None:
             try:
                 from tributary_read.errors import CommitStateUnknownError
-                from tributary_read.etl.record import find_commit
                 from tributary_read.exits import Terminated
 
-                if find_commit(run.output, run.job.app_id, run.t) is None:
+                app, key = _identity(run)
+                if _commit(run, app, key) is None:
                     stopped = isinstance(e, (Terminated, KeyboardInterrupt))
                     ev = _event(run, "ABORT" if stopped else "FAIL", None if stopped else f"{type(e).__name__}: {e}")
                     box = Outbox(run.output.storage)
                     if isinstance(e, CommitStateUnknownError):
                         em.send(ev)  # the kept COMPLETE stays: the next run reads the log
                     elif em.send(ev):
-                        box.drop(run.job.app_id, str(run.t))
+                        box.drop(app, key)
                     else:
-                        box.put(run.job.app_id, str(run.t), ev)  # the next run sends it
+                        box.put(app, key, ev)  # the next run sends it
             except Exception as sent:  # noqa: BLE001 - lineage never fails the run (nor hides its error)
                 run.say(f"warning: lineage: {error_text(sent)}")
         raise
@@ -96,7 +125,7 @@ def keep(run: _Run) -> None:
     """Before the commit: the COMPLETE event, less its output, into the output's outbox."""
     if _emitter(run) is not None:
         try:
-            Outbox(run.output.storage).put(run.job.app_id, str(run.t), _event(run, "COMPLETE"))
+            Outbox(run.output.storage).put(*_identity(run), _event(run, "COMPLETE"))
         except Exception as e:  # noqa: BLE001 - lineage never fails the run
             run.say(f"warning: lineage: the COMPLETE event of {run.job.name} could not be kept: {error_text(e)}")
 
@@ -115,14 +144,13 @@ def completed(run: _Run) -> None:
     em = _emitter(run)
     if em is None:
         return
-    from tributary_read.etl.record import find_commit
-
     box = Outbox(run.output.storage)
+    app, mine = _identity(run)
     try:
-        keys = box.keys(run.job.app_id)
-        for key in sorted(keys, key=lambda k: (k != str(run.t), k)):
-            commit = find_commit(run.output, run.job.app_id, int(key))
-            ev = box.get(run.job.app_id, key)
+        keys = box.keys(app)
+        for key in sorted(keys, key=lambda k: (k != mine, k)):
+            commit = _commit(run, app, key)
+            ev = box.get(app, key)
             if ev is None:
                 continue
             now = int(time.time() * 1000)
@@ -133,17 +161,26 @@ def completed(run: _Run) -> None:
                     continue
                 ev.update(eventType="FAIL")  # as ingest's: ABORT is a stop someone asked for (a signal)
                 ev["run"]["facets"]["errorMessage"] = facet(
-                    "errorMessage", message=f"the run of {iso_ms(int(key))} ended before its commit without a word "
+                    "errorMessage", message=f"the run of {iso_ms(int(key.rsplit('_', 1)[-1]))} ended before its commit without a word "
                     f"(killed); found by the run of {iso_ms(run.t)}", programmingLanguage="PYTHON")
             else:  # committed (a kept FAIL whose hour a later try committed is that try's COMPLETE)
                 ev["eventType"] = "COMPLETE"
                 ev["run"]["facets"].pop("errorMessage", None)
-                ev["outputs"] = [_output(run, commit, mine=key == str(run.t))]
+                ev["outputs"] = [_output(run, commit)]
             ev["eventTime"] = iso_ms(now)
             if em.send(ev):
-                box.drop(run.job.app_id, key)
+                box.drop(app, key)
     except Exception as e:  # noqa: BLE001 - lineage never fails the run
         run.say(f"warning: lineage: {error_text(e)}")
+
+
+def completed_without_commit(run: _Run) -> None:
+    """COMPLETE for a backfill that found nothing to do (no commit: its output has no version)."""
+    em = _emitter(run)
+    if em is not None:
+        ev = _event(run, "COMPLETE")
+        ev["outputs"] = [table_output(run.output, [])]
+        em.send(ev)
 
 
 def _kept_ms(ev: dict) -> int:
@@ -156,9 +193,9 @@ def _kept_ms(ev: dict) -> int:
         return 0  # unreadable: as old as can be
 
 
-def _output(run: _Run, commit, mine: bool) -> dict:
-    """The output dataset of ``commit``; ``mine``: it is this run's (only this run knows the input files
-    that caused a restated partition; an earlier run's restates are named without them)."""
+def _output(run: _Run, commit) -> dict:
+    """The output dataset of ``commit`` (its restated partitions and their causes as the commit records them:
+    the same for the run that made it and for one that sends its event later)."""
     from tributary_read.etl.restated import restated
     from tributary_read.io.parquet_schema import recorded_columns
 
@@ -166,7 +203,7 @@ def _output(run: _Run, commit, mine: bool) -> dict:
     return table_output(run.output, [commit], hive_table=hive.table if hive else None,
                         hive_namespace=_hive_namespace(hive.metastore) if hive else None,
                         columns=recorded_columns(commit.transaction.meta if commit.transaction else None),
-                        restated=restated(commit, run if mine else None))
+                        restated=restated(commit))
 
 
 def _hive_namespace(metastore: str) -> str:

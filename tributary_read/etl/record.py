@@ -112,3 +112,9 @@ def find_commit(table, app_id: str, schedule_ms: int):
 
 def transaction_for_lookup(app_id: str, schedule_ms: int) -> Transaction:
     return Transaction(app_id, {SCHEDULE_KEY: schedule_ms})
+
+
+def backfill_transaction(job_name: str, start_ms: int, end_ms: int, call_ms: int) -> Transaction:
+    """A backfill's transaction (tributary_read/etl/backfill.py): its own app id, the interval of event time
+    it recomputes and the call's time as offsets, so each call commits once."""
+    return Transaction(BACKFILL_PREFIX + job_name, {"start_ms": start_ms, "end_ms": end_ms, "call_ms": call_ms})

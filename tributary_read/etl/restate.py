@@ -173,11 +173,13 @@ def _forgotten(run, sources, filesets, partitions, completes) -> dict[str, str]:
 
     doubtful = [d for d, p in partitions.items() if not known(p)]
     held = _records_by_partition(run.output) if doubtful else {}
+    job = run.job.path or run.job.name
     return {d: (f"output partition {d} holds {held[d]} record(s) computed from input files that are no longer "
                 "there (an input's retention removed them?), and this run would recompute it from its new "
                 "files alone: held back, the rest committed; restore those input files and the next run "
-                f"recomputes it, or take what the input has now: trib etl run {run.job.path or run.job.name} "
-                f"--restate {d}")
+                "recomputes it from all of them, losing nothing (to drop what the removed files gave instead, "
+                f"knowingly: trib etl run {job} --restate {d} replaces its {held[d]} record(s) with what the "
+                "input holds now)")
             for d in doubtful if held.get(d)}
 
 
@@ -190,18 +192,31 @@ def _records_by_partition(output) -> dict[str, int]:
     return out
 
 
-def recompute_all(run, partitions: Mapping[str, PartitionDir]) -> Recompute:
+def recompute_all(run, partitions: Mapping[str, PartitionDir], drop_removed: bool = False) -> Recompute:
     """A backfill's recompute of ``partitions`` (tributary_read/etl/backfill.py): each input's complete input
-    for them as it stands, with no plan; a partition that holds records and would be recomputed from no
-    input file at all is refused (an input's retention removed it, or the interval lies before it)."""
+    for them as it stands, with no plan.
+
+    Refused, nothing committed, where it would drop records without a word: a partition that holds records
+    and would be recomputed from no input file at all (an input's retention removed it, or the interval
+    lies before it); and, unless ``drop_removed``, one that holds records while some of its input that the
+    inputs still know of is gone (:func:`_removed`: a file the consumer delivered, or one a trib table
+    expired). Input that nothing remembers any more (a consumer that forgot a partition retention emptied)
+    cannot be told from input that never was (docs/etl.md).
+    """
     from tributary_read.read.fileset import FileSet, origin
     from tributary_read.table.restatement import affected, named
 
     sources = _sources(run.job)
     out = []
     fed: set[str] = set()
+    gone: dict[str, set[str]] = {}  # output partition -> its input files that are gone
     for spec, src in zip(run.job.inputs, sources):
         files = _complete(spec, src, partitions, None)
+        removed = _removed(src, partitions, files)
+        files = [f for f in files if f.path not in removed]  # never handed to Spark: it could not read them
+        for path in removed:
+            for o in affected(run.output.layout, [src.layout.parse(logical_dir(path))]):
+                gone.setdefault(o, set()).add(path)
         for d in touched_dirs(src.layout, files).values():
             fed.update(affected(run.output.layout, [d]))
         out.append((FileSet("restate", tuple(files), **origin(src.storage, src.table, src.layout)), None))
@@ -212,7 +227,35 @@ def recompute_all(run, partitions: Mapping[str, PartitionDir]) -> Recompute:
             f"no input file feeds {named(held)} of {run.output.uri} any more, which hold records: "
             "recomputing would empty them (an input's retention removed their files?); nothing was committed: "
             "give an interval whose input is still there")
+    partial = [d for d in partitions if gone.get(d) and holding.get(d)]
+    if partial and not drop_removed:
+        raise InvalidInputError(
+            f"{named(partial)} of {run.output.uri} hold {sum(holding[d] for d in partial)} record(s) computed in part "
+            f"from {len(set().union(*(gone[d] for d in partial)))} input file(s) that are gone now (an input's retention removed them?): recomputed from "
+            "the rest they would lose what those files gave; nothing was committed: restore the files and rerun, "
+            "or, to recompute them from the rest knowingly, say so by dropping the removed input",
+            drop_removed_input="dropping the removed input")
     return Recompute(dict(partitions), tuple(() for _ in sources), tuple(out))
+
+
+def _removed(src, partitions: Mapping[str, PartitionDir], files) -> set[str]:
+    """The input files of ``partitions`` that ``src`` still knows of and that are gone: of ``files`` (what the
+    consumer delivered there), those no longer on storage; and the files a trib table's ``trib expire``
+    removed there (its state remembers them for 30 days)."""
+    from tributary_read.table.restatement import needed
+
+    state = src.table.log.state() if src.table is not None else None
+    by_dir: dict[str, set[str]] = {}
+    for f in files:
+        if state is None or f.path not in state.files:  # a table's live files are its log's, not a listing's
+            by_dir.setdefault(logical_dir(f.path), set()).add(f.path)
+    out: set[str] = set()
+    for d, paths in by_dir.items():  # one listing per directory, not one request per file
+        out |= paths - {i.path for i in src.storage.list(d, recursive=False)}
+    if state is not None:
+        need = needed(src.layout, partitions.values())
+        out |= {p for p, r in state.removed.items() if r.by is None and r.restated is None and logical_dir(p) in need}
+    return out
 
 
 def _sources(job) -> list:

@@ -185,6 +185,8 @@ class _Run:
         self.lock: JobLock | None = None  # held while the run runs (not by a dry run)
         #: a restate job's partitions to recompute and their complete input (etl/restate.py; resolve_step)
         self.recompute = None
+        #: a backfill's interval of event time, ``[start_ms, end_ms)`` (etl/backfill.py); None: a scheduled run
+        self.backfill: tuple[int, int] | None = None
 
     def window(self, spec: InputSpec) -> TimeWindow:
         """A window input's window for this run (:func:`window_for`)."""
@@ -259,7 +261,7 @@ class _Run:
             else:
                 self.out = replace(self.out, files=len(result.files), records=result.records,
                                    partitions=tuple(sorted(result.partitions)), version=result.version,
-                                   restated=restated(result.commit, self))
+                                   restated=restated(result.commit))
             crash_point("etl.after_commit")
         if self.dry_run:
             self._skip("sync", "dry run")

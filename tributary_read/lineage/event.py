@@ -35,6 +35,8 @@ FACETS: dict[str, tuple[str, str]] = {
     # trib's own: its schema is tributary_read/lineage/TributaryRestatedOutputDatasetFacet.json, in the package
     "tributary_restated": (f"{PRODUCER}/raw/main/tributary_read/lineage/TributaryRestatedOutputDatasetFacet.json",
                            "TributaryRestatedOutputDatasetFacet"),
+    "tributary_backfill": (f"{PRODUCER}/raw/main/tributary_read/lineage/TributaryBackfillRunFacet.json",
+                           "TributaryBackfillRunFacet"),
 }
 #: Above this many files, an input's subset lists its partitions instead (an event stays far below 1 MB).
 MAX_LOCATIONS = 1000
@@ -161,8 +163,9 @@ def table_output(table, commits: Sequence, **kw: Any) -> dict:
 
 def run_event(event_type: str, *, run: str, namespace: str, job: str, event_ms: int,
               nominal: tuple[int, int] | None = None, inputs: Sequence[dict] = (), outputs: Sequence[dict] = (),
-              error: str | None = None) -> dict:
-    run_facets: dict[str, Any] = {}
+              error: str | None = None, facets: Mapping[str, Any] | None = None) -> dict:
+    """``facets``: more facets of the run (trib's own, e.g. ``tributary_backfill``)."""
+    run_facets: dict[str, Any] = dict(facets or {})
     if nominal:
         run_facets["nominalTime"] = facet("nominalTime", nominalStartTime=iso_ms(nominal[0]),
                                           nominalEndTime=iso_ms(nominal[1]))

@@ -163,7 +163,8 @@ def commit_files(log: ManifestLog, files, transaction: Transaction | None, *, ba
 def write(df, table: Table | str, *, time_column: str, transaction: Transaction | None = None,
           options: Mapping[str, str] | None = None, time_unit: TimeUnit | str | IntegerTimes | None = None,
           allow_any_time: bool = False, base_version: int | None = None,
-          schema_change: str = "refuse", count: Sequence = (), restate: Mapping | None = None) -> WriteResult:
+          schema_change: str = "refuse", count: Sequence = (), restate: Mapping | None = None,
+          restate_causes: Mapping | None = None) -> WriteResult:
     """Write ``df`` into ``table`` (a Table, or a root URI / trib.toml alias with
     storage ``options``), routing each row by ``time_column``, and commit once.
 
@@ -213,6 +214,7 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     :mod:`tributary_read.table.restatement`): every file is staged in its partition's staging directory,
     a row outside them refuses the write (nothing committed), and the commit is one restate of
     exactly these partitions, swapped in after it (:mod:`tributary_read.table.restate_swap`).
+    ``restate_causes``: directory -> what caused its recompute (``RestateInput``s), kept in the commit.
     """
     from tributary_read.spark import require_pyspark
 
@@ -290,7 +292,7 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
         from tributary_read.table.restatement import restatements
 
         try:
-            restated = restatements(tbl.storage, run_id, restate, files)
+            restated = restatements(tbl.storage, run_id, restate, files, restate_causes)
         except InvalidInputError:
             _discard(tbl, files)  # never handed to a commit: ours to delete
             raise

@@ -92,6 +92,12 @@ class Restatement:
     commit the two directories swap in one step (table/restate_swap.py), so a directory
     reader lists the old partition or the new one, never both, never neither; ``staging``
     then holds the old files, set aside for readers behind the restate until ``trib clean``.
+
+    ``inputs``: what caused the recompute, as its writer recorded it (an ETL job: per input that fed the
+    partition new or changed files, :class:`RestateInput`), so that a reader of the commit (a rerun that
+    finds it made) names the same causes as the run that made it. Optional and informational: None where
+    the writer recorded none (a backfill, a trib from before it), and a reader that does not know the field
+    still reads the same files (no format version of its own).
     """
 
     partition: Mapping[str, str] = field(hash=False)
@@ -99,10 +105,15 @@ class Restatement:
     staging: str
     records_before: int
     records_after: int
+    inputs: tuple[RestateInput, ...] | None = None
 
     def to_json(self) -> dict:
-        return {"partition": dict(self.partition), "directory": self.directory, "staging": self.staging,
-                "records_before": self.records_before, "records_after": self.records_after}
+        d: dict[str, Any] = {"partition": dict(self.partition), "directory": self.directory,
+                             "staging": self.staging, "records_before": self.records_before,
+                             "records_after": self.records_after}
+        if self.inputs is not None:
+            d["inputs"] = [i.to_json() for i in self.inputs]
+        return d
 
     @classmethod
     def from_json(cls, d: Mapping) -> Restatement:
@@ -112,7 +123,37 @@ class Restatement:
         before, after = d["records_before"], d["records_after"]
         if not _is_count(before) or not _is_count(after):
             raise ValueError("restated records must be non-negative integers")
-        return cls(part, safe_relpath(d["directory"]), safe_relpath(d["staging"]), before, after)
+        inputs = d.get("inputs")
+        return cls(part, safe_relpath(d["directory"]), safe_relpath(d["staging"]), before, after,
+                   None if inputs is None else tuple(RestateInput.from_json(i)
+                                                     for i in _objects(inputs, "restated.inputs")))
+
+
+@dataclass(frozen=True)
+class RestateInput:
+    """One input that fed a restated partition something new: its name (an ETL job's view), the first
+    few of its new or changed files (relative to the input's root: another table's names, never read as
+    this table's files) and how many there were, and the input partitions its own restates recomputed."""
+
+    view: str
+    files: tuple[str, ...]
+    files_total: int
+    restated: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"view": self.view, "files": list(self.files), "files_total": self.files_total}
+        if self.restated:
+            d["restated"] = list(self.restated)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> RestateInput:
+        view, files, total, dirs = d["view"], d["files"], d["files_total"], d.get("restated", [])
+        if not isinstance(view, str) or not _strings(files) or not _strings(dirs):
+            raise ValueError("restated.inputs need a view and lists of strings")
+        if not _is_count(total) or total < len(files):
+            raise ValueError("restated.inputs files_total must count at least its files")
+        return cls(view, tuple(files), total, tuple(dirs))
 
 
 @dataclass(frozen=True)
@@ -468,6 +509,10 @@ def _objects(x, what: str) -> list:
     if not isinstance(x, list) or not all(isinstance(i, dict) for i in x):
         raise ValueError(f"{what} must be an array of objects")
     return x
+
+
+def _strings(x) -> bool:
+    return isinstance(x, list) and all(isinstance(i, str) for i in x)
 
 
 def _is_count(x) -> bool:

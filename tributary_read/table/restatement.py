@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 from tributary_read.errors import InvalidInputError, StorageError
 from tributary_read.table.layout import Layout, PartitionDir
 from tributary_read.table.log import META_DIR
-from tributary_read.table.manifest import FileEntry, Restatement
+from tributary_read.table.manifest import FileEntry, RestateInput, Restatement
 
 #: Partitions a single run may restate: beyond this a run is a backfill, and says so.
 MAX_PARTITIONS = 10_000
@@ -86,10 +86,11 @@ def named(directories: list[str], shown: int = 3) -> str:
     return ", ".join(directories[:shown]) + more
 
 
-def restatements(storage, run_id: str, partitions: Mapping[str, PartitionDir], files: Iterable[FileEntry]
-                 ) -> tuple[Restatement, ...]:
+def restatements(storage, run_id: str, partitions: Mapping[str, PartitionDir], files: Iterable[FileEntry],
+                 causes: Mapping[str, tuple[RestateInput, ...]] | None = None) -> tuple[Restatement, ...]:
     """One :class:`Restatement` per partition the run restates, with the records its new files hold (the
-    commit counts the records before, on the state it lands on).
+    commit counts the records before, on the state it lands on) and, from ``causes`` (directory -> its
+    inputs), what caused it (None: not recorded).
 
     A partition the recompute left without rows still gets a staging directory (its marker only): the
     swap then empties it, where leaving it alone would keep records its input no longer has.
@@ -107,7 +108,8 @@ def restatements(storage, run_id: str, partitions: Mapping[str, PartitionDir], f
         staging = staging_dir(d, run_id)
         if d not in after:
             storage.sync_many([prepare(storage, staging)])
-        out.append(Restatement(dict(p.values), d, staging, 0, after.get(d, 0)))
+        out.append(Restatement(dict(p.values), d, staging, 0, after.get(d, 0),
+                               None if causes is None else tuple(causes.get(d, ()))))
     return tuple(out)
 
 
