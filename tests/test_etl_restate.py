@@ -222,7 +222,7 @@ def _daily_job(tmp_path: Path, mode: str, hourly: Path) -> Path:
 
 def test_a_restated_hour_recomputes_the_day_downstream_and_an_append_job_is_refused(tmp_path):
     now = int(time.time() * 1000)
-    t0 = now - now % H - 30 * H
+    t0 = now - now % (24 * H) - 2 * 24 * H + H  # 01:00 two days ago (UTC): hours 0 and 1 share a day
     raw = Raw(tmp_path / "raw", t0)
     hourly = _job(tmp_path, "restate")
     daily = _daily_job(tmp_path, "restate", tmp_path / "restate")
@@ -263,6 +263,24 @@ def test_a_restated_hour_recomputes_the_day_downstream_and_an_append_job_is_refu
     appender.write_text(appender.read_text().replace('view = "hourly"', 'view = "hourly"\nrestated = "read"'))
     rep = _run(appender, t0, 3)
     assert rep["inputs"][0]["files"] == 1 and rep["output"]["records"] == 1
+
+    # the input table's retention expires hour 0 (its log remembers the removal): a backfill of the day, fed by
+    # hour 1 alone now, would lose hour 0's part of it; refused, nothing committed, unless said knowingly
+    older = (int(time.time() * 1000) - (t0 + 2 * H)) // 1000 + 1800  # hour 0 ended an hour before hour 1
+    e = run_trib("expire", str(tmp_path / "restate"), "--older-than", f"{older}s", "--grace", "0s")
+    assert e.returncode == 0, e.stdout + e.stderr
+    day = LAY.for_time(t0).path.split("/")[0]
+    v = Table.load(str(tmp_path / "daily-restate")).log.latest_version()
+    r = run_trib("etl", "run", str(daily), "--restate", day, "-q")
+    one_line_error(r, 3, f"{day} of", "1 input file(s) that are gone", "nothing was committed",
+                   "--drop-removed-input")
+    assert Table.load(str(tmp_path / "daily-restate")).log.latest_version() == v
+    r = run_trib("etl", "run", str(daily), "--restate", day, "--drop-removed-input", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    hour1 = truth[t0 + H]
+    tab = ds.dataset(str(tmp_path / "daily-restate"), format="parquet", ignore_prefixes=[".", "_"]).to_table()
+    assert sorted(zip(tab["ts"].to_pylist(), tab["events"].to_pylist(), tab["peak"].to_pylist())) == \
+        [(t0 - H, hour1[1], hour1[0])]
 
 
 POINTS = ("etl.before_commit", "restate.before_swap", "restate.after_swap", "etl.after_commit", "etl.during_sync",

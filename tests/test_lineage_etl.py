@@ -181,10 +181,21 @@ def test_a_restate_run_names_each_restated_partition_in_its_complete_event(tmp_p
     assert out["facets"]["version"]["datasetVersion"] == str(report["version"])
     assert sorted(evs[0]["inputs"][0]["inputFacets"]["subset"]["inputCondition"]["locations"]) == \
         sorted((tmp_path / "raw" / f.path).as_uri() for f in src.arrived_in(0))
+    # one killed right after its commit: its COMPLETE is kept, and the job's next backfill sends it, once
+    p = _run(job, f"{start}/{end}", events, {"TRIB_CRASH_AT": "restate.after_swap"}, how="--restate")
+    assert p.returncode == -9, p.stderr
+    killed = _events(events)[seen + 2:]
+    assert [e["eventType"] for e in killed] == ["START"]
+    p = _run(job, f"{start}/{end}", events, how="--restate")
+    assert p.returncode == 0, p.stderr
+    evs = _events(events)[seen + 3:]
+    assert [e["eventType"] for e in evs] == ["START", "COMPLETE", "COMPLETE"]
+    assert evs[1]["run"]["runId"] == evs[0]["run"]["runId"] and evs[2]["run"]["runId"] == killed[0]["run"]["runId"]
+    assert evs[2]["outputs"][0]["outputFacets"]["tributary_restated"]["partitions"] and event_errors(evs[2]) == []
     (job.parent / "restating.sql").write_text("SELECT no_such_column FROM raw\n")
     p = _run(job, f"{start}/{end}", events, how="--restate")
     assert p.returncode != 0
-    evs = _events(events)[seen + 2:]
+    evs = _events(events)[seen + 6:]
     assert [e["eventType"] for e in evs] == ["START", "FAIL"] and event_errors(evs[1]) == []
     assert "no_such_column" in evs[1]["run"]["facets"]["errorMessage"]["message"]
     assert not list((tmp_path / "out" / "_tributary" / "lineage").rglob("*.json"))

@@ -12,7 +12,8 @@ being written); a trib table gives its latest version.
 Its transaction is its own (``etl-restate:JOB``), with the interval and the call's time as offsets:
 each call commits once (a second call after another fix recomputes again), and a scheduled run's
 recovery, which reads the job's last scheduled commit, never takes it for one. It holds the job's
-lock, so it never overlaps a scheduled run.
+lock, so it never overlaps a scheduled run. It sends the OpenLineage events a scheduled run sends, as a
+run of its own (tributary_read/etl/lineage_step.py).
 """
 
 from __future__ import annotations
