@@ -160,8 +160,9 @@ def completed(run: _Run) -> None:
                 if now - _kept_ms(ev) < STALE_MS:
                     continue
                 ev.update(eventType="FAIL")  # as ingest's: ABORT is a stop someone asked for (a signal)
+                called = int(key.rsplit("_", 1)[-1])  # a schedule time, or a backfill's call time (_identity)
                 ev["run"]["facets"]["errorMessage"] = facet(
-                    "errorMessage", message=f"the run of {iso_ms(int(key.rsplit('_', 1)[-1]))} ended before its commit without a word "
+                    "errorMessage", message=f"the run of {iso_ms(called)} ended before its commit without a word "
                     f"(killed); found by the run of {iso_ms(run.t)}", programmingLanguage="PYTHON")
             else:  # committed (a kept FAIL whose hour a later try committed is that try's COMPLETE)
                 ev["eventType"] = "COMPLETE"

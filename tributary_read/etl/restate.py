@@ -229,10 +229,11 @@ def recompute_all(run, partitions: Mapping[str, PartitionDir], drop_removed: boo
             "give an interval whose input is still there")
     partial = [d for d in partitions if gone.get(d) and holding.get(d)]
     if partial and not drop_removed:
+        records, lost = sum(holding[d] for d in partial), len(set().union(*(gone[d] for d in partial)))
         raise InvalidInputError(
-            f"{named(partial)} of {run.output.uri} hold {sum(holding[d] for d in partial)} record(s) computed in part "
-            f"from {len(set().union(*(gone[d] for d in partial)))} input file(s) that are gone now (an input's retention removed them?): recomputed from "
-            "the rest they would lose what those files gave; nothing was committed: restore the files and rerun, "
+            f"{named(partial)} of {run.output.uri} hold {records} record(s) computed in part from {lost} input "
+            "file(s) that are gone now (an input's retention removed them?): recomputed from the rest they would "
+            "lose what those files gave; nothing was committed: restore the files and rerun, "
             "or, to recompute them from the rest knowingly, say so by dropping the removed input",
             drop_removed_input="dropping the removed input")
     return Recompute(dict(partitions), tuple(() for _ in sources), tuple(out))
