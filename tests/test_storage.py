@@ -173,6 +173,19 @@ def test_rename(store):
         store.rename("p/missing", "p/other")
 
 
+def test_copy_gives_the_bytes_a_second_name_and_replaces_a_target(store):
+    payload = bytes(range(256)) * 9000  # over one chunk of the streamed copy
+    store.write("p/_SUCCESS", payload)
+    store.write("q/.s/_SUCCESS", b"old")
+    store.copy("p/_SUCCESS", "q/.s/_SUCCESS")
+    assert store.read("q/.s/_SUCCESS") == payload and store.read("p/_SUCCESS") == payload
+    store.copy("p/_SUCCESS", "r/deep/x")  # parents made as needed
+    assert store.read("r/deep/x") == payload
+    assert sorted(f.path for f in store.list("q")) == ["q/.s/_SUCCESS"]  # no temporary copy left behind
+    if store.capabilities.hard_links:  # one file, two names
+        assert os.path.samefile(store.abspath("p/_SUCCESS"), store.abspath("q/.s/_SUCCESS"))
+
+
 def test_uri_for(store, any_storage_root):
     if isinstance(store, LocalStorage):
         assert store.uri == "file://" + os.path.abspath(any_storage_root)
@@ -191,7 +204,7 @@ def test_capabilities_and_hadoop_uri(store):
     with pytest.raises(dataclasses.FrozenInstanceError):
         caps.remote = not caps.remote
     expected = {  # what each store promises; the readers branch on these, never on a scheme
-        LocalStorage: Capabilities(True, False, True, "file", True, exchange_directories=True),
+        LocalStorage: Capabilities(True, False, True, "file", True, exchange_directories=True, hard_links=True),
         S3Storage: Capabilities(False, True, True, "s3a"),
         MemoryStorage: Capabilities(False, False, True, None),
     }[type(store)]

@@ -10,8 +10,11 @@ callers use pyarrow anyway.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import posixpath
+import shutil
 import stat
 import sys
 from typing import Iterable, Mapping
@@ -68,7 +71,8 @@ class LocalStorage(Storage):
     """Local disk: commits are a fsynced temp file hard-linked into place."""
 
     capabilities = Capabilities(real_directories=True, remote=False, atomic_replace=True,
-                                hadoop_scheme="file", symbolic_links=True, exchange_directories=_HAS_EXCHANGE)
+                                hadoop_scheme="file", symbolic_links=True, exchange_directories=_HAS_EXCHANGE,
+                                hard_links=True)
 
     def __init__(self, root: str, fsync: bool = True):
         root = os.path.abspath(os.path.expanduser(root))
@@ -192,6 +196,25 @@ class LocalStorage(Storage):
             os.rename(self.abspath(src), self.abspath(dst))  # rename(2) replaces a file atomically
         except OSError as e:
             raise self._wrap("cannot rename", src, e) from e
+
+    def copy(self, src: str, dst: str) -> None:
+        """A hard link (a file system that refuses one, or ``src`` on another device: a copy), made under a
+        temporary name and renamed over ``dst``, so ``dst`` is never missing and never half written."""
+        a, b = self.abspath(src), self.abspath(dst)
+        self.makedirs(posixpath.dirname(safe_relpath(dst)))
+        tmp = posixpath.join(posixpath.dirname(b), staged_name())
+        try:
+            try:
+                os.link(a, tmp, follow_symlinks=False)
+            except OSError as e:
+                if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+                    raise
+                shutil.copyfile(a, tmp, follow_symlinks=False)
+            os.rename(tmp, b)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise self._wrap("cannot copy", src, e) from e
 
     def exchange_dirs(self, a: str, b: str, unless: str | None = None) -> bool:
         """``renameat2(RENAME_EXCHANGE)``, or ``RENAME_NOREPLACE`` when ``b`` does not exist (a ``b`` made

@@ -55,6 +55,9 @@ class Capabilities:
     #: with ``RENAME_EXCHANGE``): a reader listing either name sees one whole directory or the
     #: other. What a restated partition needs to reach directory readers whole.
     exchange_directories: bool = False
+    #: :meth:`Storage.copy` makes a hard link (no bytes copied, one inode under two names); else it
+    #: streams the bytes.
+    hard_links: bool = False
 
 
 class Entry(Protocol):
@@ -350,6 +353,17 @@ class Storage(ABC):
     @abstractmethod
     def rename(self, src: str, dst: str) -> None:
         """Move ``src`` to ``dst``; a missing ``src`` is a StorageError."""
+
+    def copy(self, src: str, dst: str) -> None:
+        """Give ``dst`` the bytes of file ``src`` (replacing a ``dst`` there): a hard link where
+        :attr:`Capabilities.hard_links` says so, else a streamed copy. For another tool's small files
+        (markers, sidecars) a restate carries into the partition it replaces."""
+        with self.open_input(src) as f, self.open_output(dst) as out:
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                out.write(chunk)
 
     def exchange_dirs(self, a: str, b: str, unless: str | None = None) -> bool:
         """Swap directories ``a`` and ``b`` in one step (``b`` absent: rename ``a`` to ``b``); True if it did.

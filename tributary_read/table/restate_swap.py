@@ -17,16 +17,30 @@ finishing the same commit (the writer and a reader rolling forward) never swap i
 
 Where the store cannot swap directories (object stores), a restate is refused before any
 work (:func:`tributary_read.table.restatement.check_storage`).
+
+The swap moves a whole directory, so it would also move aside what other tools keep in the
+partition. :func:`foreign` decides, per name, what is trib's own and what is not:
+
+* another tool's data or directory (a visible name): a directory reader (Hive) counts it, and
+  a swap would hide it. Such a partition is not restated (:func:`obstacle`, asked before any
+  work); nor is one that is, or lies under, a symbolic link (the swap would exchange the link).
+* another tool's marker or sidecar (``_SUCCESS``, ``.x.crc``): carried into the staging directory
+  just before the swap (:func:`carry_over`, a hard link where the store has them), so readers
+  still see it; whatever such entry appears after that is moved back right after (:func:`settle`).
 """
 
 from __future__ import annotations
 
 import posixpath
-from typing import Sequence
+from typing import Collection, Sequence
 
-from tributary_read.errors import InvalidInputError, VerificationError
+from dataclasses import dataclass
+
+from tributary_read.errors import InvalidInputError, StorageError, VerificationError
 from tributary_read.faults import crash_point
+from tributary_read.io.storage import ENTRY_DIR, ENTRY_FILE, STAGED_NAME
 from tributary_read.table.manifest import Commit, FileEntry
+from tributary_read.table.names import WRITTEN_NAME
 
 #: The staging directory's name: ``.<partition leaf>.restate-<run id>`` beside the partition's directory.
 STAGING_INFIX = ".restate-"
@@ -63,6 +77,133 @@ def is_staging_name(name: str) -> bool:
     return name.startswith(".") and STAGING_INFIX in name
 
 
+#: :func:`foreign`'s answers for another tool's entry: a visible name, or a hidden one (``.`` or ``_`` first).
+VISIBLE, HIDDEN = "visible", "hidden"
+#: Names an obstacle shows; the count of the rest follows.
+SHOWN = 3
+
+
+def foreign(name: str, committed: Collection[str] = ()) -> str | None:
+    """Whose entry ``name`` of a partition directory is, as a restate replacing the directory treats it.
+
+    None: trib's own, moved aside with the old files: one of ``committed`` (the names of the files the
+    table commits in that directory, where the caller knows them), a data file by its writers' names
+    (an uncommitted one is an orphan for ``trib clean``), a staged copy, a restate's marker (which says
+    which restate holds the partition, so never carried). Else another tool's: :data:`VISIBLE` (Hive and
+    Spark read it: the partition is not restated) or :data:`HIDDEN` (a marker or sidecar, carried into
+    the new partition). The check before the run, the carry-over and the move back after the swap all
+    ask here, so they never disagree.
+    """
+    if name in committed or WRITTEN_NAME.match(name) or STAGED_NAME.match(name) or is_marker_name(name) \
+            or is_staging_name(name):
+        return None
+    return HIDDEN if name[:1] in "._" else VISIBLE
+
+
+@dataclass(frozen=True)
+class Obstacle:
+    """Why partition ``directory`` cannot be restated now: a symbolic link on its way (``link``), or
+    entries of other tools a swap would hide (``names``: directories end in ``/``)."""
+
+    directory: str
+    link: str | None = None
+    names: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        if self.link == self.directory:
+            return f"{self.directory} is a symbolic link"
+        if self.link is not None:
+            return f"{self.directory} lies under the symbolic link {self.link}"
+        more = f" and {len(self.names) - SHOWN} more" if len(self.names) > SHOWN else ""
+        return f"{self.directory} ({', '.join(self.names[:SHOWN])}{more})"
+
+
+def obstacle(storage, directory: str, committed: Collection[str] = ()) -> Obstacle | None:
+    """What keeps partition ``directory`` from being restated, or None (see the module docstring);
+    ``committed``: :func:`foreign`'s.
+
+    A hidden entry trib cannot carry over (a symbolic link, a name that is not UTF-8) counts as a
+    visible one: nothing of another tool's is ever left behind silently.
+    """
+    parts = directory.split("/")
+    ways = ["/".join(parts[:i + 1]) for i in range(len(parts))]
+    links = storage.links(ways)
+    if links:
+        return Obstacle(directory, link=next(w for w in ways if w in links))
+    names = sorted(name + ("/" if is_dir else "") for name, is_dir, odd in _entries(storage, directory)
+                   if foreign(name, committed) == VISIBLE or (foreign(name, committed) == HIDDEN and odd))
+    return Obstacle(directory, names=tuple(names)) if names else None
+
+
+def _entries(storage, directory: str) -> list[tuple[str, bool, bool]]:
+    """``(name, is a directory, odd)`` of ``directory``'s entries; odd: not to be copied or listed into (a
+    symbolic link, a pipe or socket, a name that is not UTF-8)."""
+    infos, unlisted = storage.list_infos(directory, recursive=False)
+    rels = [storage._rel(i.path) for i in infos]
+    linked = storage.links([r for r, i in zip(rels, infos) if i.type != ENTRY_DIR])
+    out = [(posixpath.basename(r), i.type == ENTRY_DIR, r in linked or i.type not in (ENTRY_FILE, ENTRY_DIR))
+           for r, i in zip(rels, infos)]
+    return out + [(posixpath.basename(u.path), u.is_dir, True) for u in unlisted]
+
+
+def carry_over(storage, directory: str, staging: str) -> list[str]:
+    """Link or copy another tool's hidden entries of ``directory`` into ``staging`` (a directory file by
+    file); returns the paths made, for the caller to make durable before the swap."""
+    made = []
+    for name, is_dir, odd in _entries(storage, directory):
+        if odd or foreign(name) != HIDDEN:
+            continue
+        top = posixpath.join(directory, name)
+        for src in [f.path for f in storage.list(top)] if is_dir else [top]:
+            dst = posixpath.join(staging, posixpath.relpath(src, directory))
+            try:
+                storage.copy(src, dst)
+            except StorageError:
+                if storage.exists(src):
+                    raise
+                continue  # removed by its tool meanwhile: nothing to carry
+            made.append(dst)
+    return made
+
+
+def settle(storage, directory: str, aside: str, old: Collection[str] | None = None) -> list[str]:
+    """After the swap: another tool's entries that the old partition (now ``aside``) holds go back into
+    ``directory``. One that appeared after the carry-over is moved back; the original of a carried copy
+    replaces it (it may have changed since the copy), so the set-aside directory keeps trib's files only,
+    for ``trib clean``. ``old``: the names of the files the restate removed there (its commit's); without
+    them (a reader finishing a swap from the files alone) only hidden entries go back, never a file that
+    may be an old one of the partition. Idempotent; returns the paths moved back."""
+    moved = []
+    for name, is_dir, odd in _entries(storage, aside):
+        src, dst = posixpath.join(aside, name), posixpath.join(directory, name)
+        kind = foreign(name, old or ())
+        if kind is None or (old is None and kind == VISIBLE) or (odd and storage.exists(dst)):
+            continue  # trib's, or a link whose name the partition has again: never renamed over
+        if is_dir and not odd and storage.exists(dst):  # carried file by file: its originals go back the same way
+            for f in storage.list(src):
+                if _move_back(storage, f.path, posixpath.join(dst, posixpath.relpath(f.path, src))):
+                    moved.append(f.path)
+            infos, _ = storage.list_infos(src)
+            for d in sorted((storage._rel(i.path) for i in infos if i.type == ENTRY_DIR), reverse=True):
+                storage.remove_empty_dir(d)
+            storage.remove_empty_dir(src)
+        elif _move_back(storage, src, dst):
+            moved.append(src)
+    return moved
+
+
+def _move_back(storage, src: str, dst: str) -> bool:
+    try:
+        storage.rename(src, dst)
+    except StorageError:
+        if storage.exists(src):
+            raise
+        return False  # moved back by another process finishing the same swap
+    if storage.exists(src):  # a hard link of ``dst`` (its carried copy): renaming one name of a file over another does nothing
+        storage.delete(src)
+    return True
+
+
 def logical_path(path: str) -> str:
     """``path`` with a staging directory named as the partition it stages (or set aside): a file a reader
     is handed from there is judged by the name it has in the table (visible, its partition)."""
@@ -86,8 +227,10 @@ def prepare(storage, staging: str) -> str:
     return path
 
 
-def swap(table, directory: str, staging: str) -> bool:
-    """Swap ``staging`` in as ``directory``, unless it was already; True if this call swapped it.
+def swap(table, directory: str, staging: str, old: Collection[str] | None = None) -> bool:
+    """Swap ``staging`` in as ``directory``, unless it was already; True if this call swapped it. Other tools'
+    hidden entries are carried over before, and theirs that the old partition still holds moved back after
+    (``old``: :func:`settle`'s).
 
     The marker under neither name means a later restate of the partition was swapped in since
     (its staging directory now holds this one's content, marker included): nothing left to do. With
@@ -97,6 +240,7 @@ def swap(table, directory: str, staging: str) -> bool:
     st = table.storage
     done = posixpath.join(directory, marker(staging))
     if st.file_exists(done):
+        settle(st, directory, staging, old)  # a run that stopped right after the swap
         return False
     if not st.file_exists(posixpath.join(staging, marker(staging))):
         if st.file_exists(done):  # swapped between the two looks
@@ -105,15 +249,21 @@ def swap(table, directory: str, staging: str) -> bool:
             return False  # superseded: a later restate holds the partition
         raise VerificationError(f"restated partition {st.uri}/{directory}: neither it nor its staging directory "
                                 f"{staging} holds the restate's marker {marker(staging)}; run `trib verify`")
+    st.sync_many(carry_over(st, directory, staging))
     crash_point("restate.before_swap")
     swapped = st.exchange_dirs(staging, directory, unless=done)
     crash_point("restate.after_swap")
+    settle(st, directory, staging, old)
     return swapped
 
 
 def finish_restate(table, commit: Commit) -> list[str]:
     """After a restate commit: swap each restated partition in (idempotent); returns the directories swapped."""
-    return [r.directory for r in commit.restated if swap(table, r.directory, r.staging)]
+    old: dict[str, set[str]] = {}
+    for f in commit.removed:
+        d, _, name = f.path.rpartition("/")
+        old.setdefault(d, set()).add(name)
+    return [r.directory for r in commit.restated if swap(table, r.directory, r.staging, old.get(r.directory, set()))]
 
 
 def restaged(files: Sequence[FileEntry]) -> dict[tuple[str, str], list[FileEntry]]:
