@@ -497,3 +497,72 @@ def test_sigterm_sigint_and_hive_down_after_the_commit_are_finished_by_the_rerun
         assert rep["already_committed"] and _hive_rows(hs2_cursor, table) == want
     finally:
         hs2_cursor.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_other_tools_files_and_a_linked_partition_hold_it_back_until_moved_out_then_the_next_run_recomputes_it(
+        tmp_path):
+    """A partition the swap would take other tools' data from (or that is a symbolic link) is held back, the rest
+    committed (exit 17), and recomputed by the next run once the way is clear, though its late file was acked; a
+    backfill refuses it. Another tool's marker (``_SUCCESS``) is carried into the recomputed partition."""
+    import shutil
+
+    now = int(time.time() * 1000)
+    t0 = now - now % H - 30 * H
+    raw = Raw(tmp_path / "raw", t0)
+    job = _job(tmp_path, "restate")
+    out = tmp_path / "restate"
+    for h in range(3):
+        raw.write(h, "a.jsonl", ["u1", f"x{h}"])
+    _run(job, t0, 3)
+    hours = [LAY.for_time(t0 + h * H).path for h in range(3)]
+    (out / hours[0] / "_SUCCESS").write_text("")  # another tool's markers: carried over
+    (out / hours[0] / ".notes.crc").write_text("crc")
+    (out / hours[1] / "other.csv").write_text("1,2\n")  # another tool's data: a directory reader counts it
+    (out / hours[1] / "other-tool").mkdir()
+    aside = tmp_path / "elsewhere"
+    aside.mkdir()
+    shutil.move(str(out / hours[2]), str(aside / "h2"))  # the partition is a link to its data
+    (out / hours[2]).symlink_to(aside / "h2")
+    before = _rows_by_manifest(out)
+    for h in range(3):
+        raw.write(h, "late.jsonl", ["u2", "u3"])
+
+    r = run_trib("etl", "run", str(job), "--schedule-time", str(t0 + 4 * H), "--json", "-q")
+    line = one_line_error(r, 17, f"files trib did not write lie in output partition {hours[1]} (other-tool/, other.csv)",
+                          "held back, the rest committed; move them out of the table and the next run recomputes it",
+                          f"output partition {hours[2]} is a symbolic link", "make it a real directory")
+    assert line.count("held back") == 2, line
+    assert [x["partition"] for x in json.loads(r.stdout)["output"]["restated"]] == [hours[0]]
+    assert sorted(p.name for p in (out / hours[0]).iterdir() if p.name.startswith((".", "_"))
+                  and not p.name.startswith(".trib-")) == [".notes.crc", "_SUCCESS"]
+    set_aside = [p for p in out.glob(f"{hours[0].split('/')[0]}/.*restate-*") if p.is_dir()]
+    assert set_aside and not any((p / "_SUCCESS").exists() for p in set_aside)  # moved back, not left twice
+    assert [x for x in _rows_by_manifest(out) if x[0] != t0] == [x for x in before if x[0] != t0]  # held: as was
+    assert (out / hours[1] / "other.csv").read_text() == "1,2\n" and (out / hours[2]).is_symlink()
+
+    v = Table.load(str(out)).log.latest_version()  # a backfill refuses them, nothing committed
+    b = run_trib("etl", "run", str(job), "--restate", f"{iso(t0 + H)}/{iso(t0 + 3 * H)}", "-q")
+    one_line_error(b, 3, f"output partition {hours[1]} (other-tool/, other.csv)", f"{hours[2]} is a symbolic link",
+                   "nothing was committed", "run the backfill again")
+    assert Table.load(str(out)).log.latest_version() == v
+
+    (out / hours[1] / "other.csv").rename(tmp_path / "other.csv")  # the way out: moved out of the table
+    (out / hours[1] / "other-tool").rmdir()
+    (out / hours[2]).unlink()
+    shutil.move(str(aside / "h2"), str(out / hours[2]))
+    rep = _run(job, t0, 5)  # no new input: the held partitions are recomputed all the same
+    assert [(x["partition"], x["held_back"]) for x in rep["output"]["restated"]] == [(h, True) for h in hours[1:]]
+    want = sorted((h, u, e) for h, (u, e) in raw.truth().items())
+    assert _rows_by_manifest(out) == want == _rows_by_directory(out)
+
+    raw.write(0, "late-2.jsonl", ["u4"])  # entries another tool adds between the carry-over and the swap: moved back
+
+    def appear():
+        (out / hours[0] / "_appeared").write_text("")
+        (out / hours[0] / "appeared.txt").write_text("")
+
+    assert _stopped_then(job, t0 + 6 * H, "restate.before_swap", None, appear) == 0
+    assert [r.directory for r in Table.load(str(out)).log.read_commit(v + 2).restated] == [hours[0]]  # held: once
+    assert {"_SUCCESS", ".notes.crc", "_appeared", "appeared.txt"} <= {p.name for p in (out / hours[0]).iterdir()}
+    assert not [p for p in out.glob(f"{hours[0].split('/')[0]}/.*restate-*/*") if not p.name.startswith(
+        (".trib-", "part-"))]

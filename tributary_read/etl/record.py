@@ -96,6 +96,27 @@ def transaction_for(app_id: str, schedule_ms: int, schedule_time: str, record: R
     return Transaction(app_id, {SCHEDULE_KEY: schedule_ms}, meta)
 
 
+#: The meta key of a restate run's partitions held back for what lay in them (etl/restate.py ``owed``): the
+#: input that touched them was acked with the run's plan, so the next run finds them here.
+HELD_KEY = "restate_held"
+#: The meta key of the partitions a restate run recomputed because the job's last run held them back: what
+#: ``held_back`` in its ``output.restated`` says, for the run and for every later reader of its commit.
+OWED_KEY = "restate_owed"
+
+
+def with_held(t: Transaction, held: tuple[str, ...], owed: tuple[str, ...] = ()) -> Transaction:
+    """``t`` with the restate partitions its run held back, and those it recomputed for an earlier run that
+    held them back, recorded (``t`` itself when there are none)."""
+    meta = {**t.meta, **({HELD_KEY: list(held)} if held else {}), **({OWED_KEY: list(owed)} if owed else {})}
+    return Transaction(t.app_id, t.offsets, meta) if held or owed else t
+
+
+def held_partitions(t: Transaction | None, key: str = HELD_KEY) -> tuple[str, ...]:
+    """The partitions :func:`with_held` recorded in ``t`` under ``key`` (none for a transaction without)."""
+    held = (t.meta or {}).get(key) if t is not None else None
+    return tuple(str(d) for d in held) if isinstance(held, list) else ()
+
+
 def _opt(v: Any) -> str | None:
     return str(v) if v is not None and v != "" else None
 

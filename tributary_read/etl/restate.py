@@ -18,6 +18,11 @@ resolves anything), so the two cannot disagree.
 * The output's storage must swap two directories in one step, so that a directory reader (Hive,
   Spark over partitions) never sees a restated partition's old and new files together
   (``restatement.check_storage``, which asks the file system once).
+* A partition holding other tools' data, or reached through a symbolic link, is not recomputed: the
+  swap would hide their files, or exchange the link (``restate_swap.obstacle``). A scheduled run holds
+  it back, commits the rest and ends with exit 17; its commit records the partition, so every later run
+  recomputes it once the obstacle is gone, although the input that touched it was acked
+  (:func:`owed`). A backfill refuses it.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Mapping
 from tributary_read.errors import InvalidInputError
 from tributary_read.etl.spec import InputMode, InputSpec, OutputMode
 from tributary_read.table.layout import PartitionDir
-from tributary_read.table.restate_swap import logical_dir
+from tributary_read.table.restate_swap import Obstacle, logical_dir
 
 #: What every refusal ends with: the way that needs none of this.
 _OR_APPEND = 'or keep mode = "append" (the default) for SQL that maps rows to rows'
@@ -89,6 +94,11 @@ class Recompute:
     #: restates recomputed that feed it; what the run report names as each restated partition's cause
     #: (tributary_read/etl/restated.py). Empty for a backfill: no file caused it.
     causes: Mapping[str, tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]] = field(default_factory=dict)
+    #: output partitions held back for what lies in them (:func:`obstacles`): the commit records them for
+    #: the next run (:func:`owed`)
+    held: tuple[str, ...] = ()
+    #: output partitions recomputed because the job's last run held them back (:func:`owed`)
+    owed: tuple[str, ...] = ()
 
 
 def touched_dirs(layout, files, restated=()) -> dict[str, PartitionDir]:
@@ -133,7 +143,12 @@ def recompute(run, filesets) -> Recompute:
                 paths.extend(by_dir.get(d, ()))
                 if d in upstream:
                     dirs.append(d)
-    partitions = affected(run.output.layout, (p for t in touched for p in t.values()))
+    late = owed(run)
+    partitions = affected(run.output.layout, [*(p for t in touched for p in t.values()), *late.values()])
+    blocked = obstacles(run.output, partitions)
+    if blocked:  # held back before any work, the rest recomputed; the commit records them for the next run
+        run.held.extend(_held_lines(blocked, "held back, the rest committed", "and the next run recomputes it"))
+        partitions = {d: p for d, p in partitions.items() if d not in blocked}
     completes = [_complete(spec, src, partitions, plan, rep.skips)
                  for spec, src, (fs, plan), rep in zip(run.job.inputs, sources, filesets, run.inputs)]
     forgotten = _forgotten(run, sources, filesets, partitions, completes)
@@ -144,7 +159,51 @@ def recompute(run, filesets) -> Recompute:
         completes = [[f for f in files if logical_dir(f.path) in k] for k, files in zip(keep, completes)]
     out = [(replace(fs, files=tuple(files)), plan) for (fs, plan), files in zip(filesets, completes)]
     return Recompute(partitions, tuple(tuple(t) for t in touched), tuple(out),
-                     {o: tuple((tuple(p), tuple(d)) for p, d in c) for o, c in causes.items()})
+                     {o: tuple((tuple(p), tuple(d)) for p, d in c) for o, c in causes.items()}, tuple(blocked),
+                     tuple(d for d in late if d in partitions))
+
+
+def owed(run) -> dict[str, PartitionDir]:
+    """The output partitions the job's last scheduled run held back for what lay in them (other tools' files,
+    a symbolic link): recomputed by this run, as the input that touched them was acked with that run's plan."""
+    from tributary_read.etl.record import held_partitions
+
+    last = run.output.log.last_transaction(run.job.app_id)
+    held = held_partitions(last.transaction) if last is not None else ()
+    return {d: p for d in held if (p := run.output.layout.try_parse(d)) is not None}
+
+
+def obstacles(output, partitions: Mapping[str, PartitionDir]) -> dict[str, Obstacle]:
+    """The partitions among ``partitions`` of ``output`` that cannot be restated now, each with its
+    :class:`~tributary_read.table.restate_swap.Obstacle`. The output's state is read only when a name
+    found there is not one trib's writers give (a committed file is trib's whatever its name)."""
+    from tributary_read.table.restate_swap import obstacle
+
+    found = {d: o for d in partitions if (o := obstacle(output.storage, d)) is not None}
+    if any(o.names for o in found.values()):
+        committed: dict[str, set[str]] = {}
+        for f in output.log.state().files.values():
+            d, _, name = f.path.rpartition("/")
+            committed.setdefault(d, set()).add(name)
+        again = {d: o if o.link else obstacle(output.storage, d, committed.get(d, ())) for d, o in found.items()}
+        found = {d: o for d, o in again.items() if o is not None}
+    return found
+
+
+def _held_lines(blocked: Mapping[str, Obstacle], done: str, then: str) -> list[str]:
+    """One line per kind of obstacle, naming its partitions (the first few) and the way out."""
+    from tributary_read.table.restatement import named
+
+    foreign = [o.describe() for o in blocked.values() if not o.link]
+    linked = [o.describe() for o in blocked.values() if o.link]
+    out = []
+    if foreign:
+        out.append(f"files trib did not write lie in output partition {named(foreign)}, and a restate's directory "
+                   f"swap would hide them from directory readers: {done}; move them out of the table {then}")
+    if linked:
+        out.append(f"output partition {named(linked)}, so a restate's directory swap would exchange the link, not "
+                   f"the data: {done}; make it a real directory {then}")
+    return out
 
 
 def _forgotten(run, sources, filesets, partitions, completes) -> dict[str, str]:
@@ -206,6 +265,9 @@ def recompute_all(run, partitions: Mapping[str, PartitionDir], drop_removed: boo
     from tributary_read.read.fileset import FileSet, origin
     from tributary_read.table.restatement import affected, named
 
+    blocked = obstacles(run.output, partitions)
+    if blocked:
+        raise InvalidInputError("; ".join(_held_lines(blocked, "nothing was committed", "and run the backfill again")))
     sources = _sources(run.job)
     out = []
     fed: set[str] = set()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tributary_read.etl.record import BACKFILL_PREFIX
+from tributary_read.etl.record import BACKFILL_PREFIX, OWED_KEY, held_partitions
 from tributary_read.etl.report import iso_z
 from tributary_read.table.manifest import RestateInput
 
@@ -34,6 +34,7 @@ def restated(commit) -> tuple[dict[str, Any], ...]:
         return ()
     txn = commit.transaction
     backfill = txn is not None and txn.app_id.startswith(BACKFILL_PREFIX)
+    owed = set(held_partitions(txn, OWED_KEY))
     out = []
     for r in commit.restated:
         d: dict[str, Any] = {"partition": r.directory, "records_before": r.records_before,
@@ -43,6 +44,8 @@ def restated(commit) -> tuple[dict[str, Any], ...]:
                                                  "end": iso_z(txn.offsets["end_ms"])})
         else:
             d.update(cause="input", inputs=None if r.inputs is None else [i.to_json() for i in r.inputs])
+            if r.directory in owed:  # its input came with an earlier run, which held it back
+                d["held_back"] = True
         out.append(d)
     return tuple(out)
 
@@ -81,6 +84,8 @@ def cause_text(entry: Mapping[str, Any]) -> str:
             out.append(f"{i['view']}: {i['files'][0]}" + (f" and {more} more" if more else ""))
         if i.get("restated"):
             out.append(f"{i['view']}: restated {', '.join(i['restated'])}")
+    if entry.get("held_back"):
+        out.append("held back by the job's last run")
     return "; ".join(out)
 
 

@@ -35,7 +35,7 @@ from tributary_read.etl import ack_step, commit_step, hive_step, lineage_step, r
 from tributary_read.etl.job import InputSpec, Job
 from tributary_read.etl.lock import JobLock, lock_path
 from tributary_read.etl.runs import recorded
-from tributary_read.etl.record import SCHEDULE_KEY, InputRecord, RunRecord, find_commit
+from tributary_read.etl.record import SCHEDULE_KEY, InputRecord, RunRecord, find_commit, with_held
 from tributary_read.etl.record import transaction_for as _transaction
 from tributary_read.etl.report import STEPS, InputReport, OutputReport, RunReport, Step, iso_z
 from tributary_read.etl.restated import restated
@@ -225,6 +225,8 @@ class _Run:
             record = RunRecord(tuple(resolve_step.record(self, spec, fs, plan)
                                      for spec, (fs, plan) in zip(job.inputs, filesets)))
             txn = transaction_for(job, self.t, record)
+            if self.recompute is not None:  # partitions held back for what lies in them: the next run's to recompute
+                txn = with_held(txn, self.recompute.held, self.recompute.owed)
             if self.dry_run:
                 if job.hive is not None:  # what the real run would refuse, before it commits
                     self.hive_table = hive_step.check(self, filesets)
