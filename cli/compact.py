@@ -69,13 +69,19 @@ def compact(state: TribState, root, partitions, min_age, target_size, min_files,
                              options=state.resolve(root)[1])
     finally:
         committed = committer.close() if committer else None
+    mirror = None
+    if result.version and not dry_run:  # the Iceberg mirror replaces the same files in one snapshot
+        from tributary_read.iceberg.auto import after_commit
+
+        mirror = after_commit(t, result.version)
 
     def human():
         verb = "would merge" if dry_run else "merged"
         click.echo(f"{verb} {plan.files} files into {len(plan.groups)} in {plan.partitions} partitions "
                    f"({sum(g.bytes for g in plan.groups)} bytes, {sum(g.records for g in plan.groups)} records)"
                    + (f"; committed version {result.version}" if result.version else ""))
-    emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, human)
+    emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {}),
+                   **({"iceberg": mirror.to_json()} if mirror else {})}, human)
     if plan.held[0]:  # "merged 0 files" alone would read as nothing to do
         from tributary_read.read.min_age import compaction_note
 
@@ -84,3 +90,5 @@ def compact(state: TribState, root, partitions, min_age, target_size, min_files,
         raise type(committer.error)(f"compaction committed (version {result.version}), but refreshing the "
                                     f"partitions in Hive failed: {committer.error}; catch up with: "
                                     f"trib partitions commit {root}")
+    if mirror:  # the compaction is committed; only the Iceberg mirror is behind
+        mirror.raise_error()

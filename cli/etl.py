@@ -119,6 +119,7 @@ def run(state: TribState, job_file, schedule_time, restate, drop_removed_input, 
         report = backfill(job, restate, progress=progress, verbose=state.verbose,
                           drop_removed_input=drop_removed_input)
         emit(as_json, report.to_json(), lambda: _print_report(report))
+        report.raise_error()
         return
     try:
         report = run_job(job, schedule_time, dry_run=dry_run, progress=progress, full_sync=full_sync,
@@ -127,6 +128,7 @@ def run(state: TribState, job_file, schedule_time, restate, drop_removed_input, 
         emit(as_json, e.report.to_json(), lambda: _print_report(e.report))
         raise
     emit(as_json, report.to_json(), lambda: _print_report(report))
+    report.raise_error()  # the run is committed and reported; only its Iceberg mirror is behind
 
 
 def _print_report(r) -> None:
@@ -140,6 +142,9 @@ def _print_report(r) -> None:
         what = "already committed" if r.already_committed else "committed"
         click.echo(f"{head}: {what} version {r.version}: {o.files or 0} files, {o.records or 0} records "
                    f"in {len(o.partitions)} partitions of {o.table}")
+    if r.iceberg is not None and r.iceberg.error is None:
+        click.echo(f"  iceberg: {r.iceberg.setting.table} is at version {r.iceberg.version} "
+                   f"({r.iceberg.snapshots} snapshots added)")
     for a in r.recovered:
         verb = "would ack" if a.would_ack else "acked"
         click.echo(f"  {verb} plan {a.plan_id} of {a.consumer} left pending by the run of "

@@ -17,7 +17,7 @@ from tributary_read.table.timeunit import IntegerTimes, TimeUnit
 from .context import Duration, TribState, emit, json_option, pass_state
 from .lineage_hooks import chain, enabled, warn
 from .kafka_ingest import file_only_kafka_flags, follow_options, kafka_only_file_flags, kafka_options, run_kafka
-from .ingest_common import committer as table_committer, dead_letters_warning, given
+from .ingest_common import committer as table_committer, dead_letters_warning, given, mirror as table_mirror, mirrored
 from .spool_ingest import run_spool, spool_given, spool_options
 
 #: How an integer-time refusal names the settings here (see IntegerTimes.spelling).
@@ -182,11 +182,13 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
     roll = roll_policy(t, roll_size, roll_records, roll_inactivity)
     size = os.path.getsize(source) if os.path.isfile(source) else 0
     committer = table_committer(t)
+    mirror = table_mirror(t)
     lineage = _lineage(t, app_id, source, committer)
     kwargs = dict(time_spec=spec, commit_every=commit_every, protocol=protocol, roll=roll,
                   on_bad_record=on_bad_record, max_bad_fraction=max_bad_fraction, source_name=source_name,
                   final=final, final_after_ms=final_after,
-                  on_commit=chain(lineage and lineage.on_commit, committer and committer.on_commit), stop=stop,
+                  on_commit=chain(lineage and lineage.on_commit, committer and committer.on_commit,
+                                  mirror and mirror.on_commit), stop=stop,
                   on_start=lineage and lineage.on_start)
     try:
         if state.progress_enabled():
@@ -213,10 +215,13 @@ def _ingest(state: TribState, stop, root, source, app_id, source_name, spec: Tim
     if result.took_unterminated_line and not final:
         click.echo(f"trib: note: took the last line of {source}, which has no newline, as complete: the file "
                    f"was unchanged for --final-after", err=True)
-    emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, msg)
+    emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {}),
+                   **mirrored(mirror)}, msg)
     if committer and committer.error:  # the records are committed; only the partition commit is behind
         raise type(committer.error)(f"records committed, but the partition commit failed: {committer.error}; "
                                     f"catch up with: trib partitions commit {root}")
+    if mirror is not None:  # the records are committed; only the Iceberg mirror is behind
+        mirror.raise_error()
     if result.stopped_by:
         click.echo(f"trib: interrupted by {result.stopped_by}: stopped after committing offsets up to "
                    f"{result.last_offset}; run again to resume", err=True)

@@ -28,6 +28,18 @@ def committer(t):
     return committer_for(t)
 
 
+def mirror(t):
+    """The table's Iceberg mirror hook (tributary_read.iceberg.auto), or None when it mirrors nothing."""
+    from tributary_read.iceberg.auto import hook
+
+    return hook(t)
+
+
+def mirrored(mirror) -> dict:
+    """The ``iceberg`` key of a run's JSON: what the mirror after its last commit did (none: no key)."""
+    return {"iceberg": mirror.last.to_json()} if mirror is not None and mirror.last is not None else {}
+
+
 def dead_letters_warning(t, root, as_json: bool, result) -> None:
     """A run that kept dead letters says so on stderr: how many, the first, and whether only the allowance of
     the bad-record limit let them through (that line also with --json: the JSON holds ``bad_records``)."""
@@ -42,17 +54,21 @@ def dead_letters_warning(t, root, as_json: bool, result) -> None:
                    f"see them with: trib dead-letters list {root}", err=True)
 
 
-def finish(t, root, as_json: bool, result, msg: str, committer, committed, follow: bool, what: str) -> None:
+def finish(t, root, as_json: bool, result, msg: str, committer, committed, follow: bool, what: str,
+           mirror=None) -> None:
     """Print a continuous source's run (Kafka topics, a spool directory) and end with its exit status.
 
-    The partition commit's failure is the run's error (the records are committed); a bounded run stopped
-    by a signal exits 128 + signal, a follow run stopped by one has ended as asked (exit 0).
+    The partition commit's or the Iceberg mirror's failure is the run's error (the records are committed); a
+    bounded run stopped by a signal exits 128 + signal, a follow run stopped by one has ended as asked (exit 0).
     """
     dead_letters_warning(t, root, as_json, result)
-    emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {})}, msg)
+    emit(as_json, {**result.to_json(), **({"partition_commit": committed} if committed else {}),
+                   **mirrored(mirror)}, msg)
     if committer and committer.error:
         raise type(committer.error)(f"records committed, but the partition commit failed: {committer.error}; "
                                     f"catch up with: trib partitions commit {root}")
+    if mirror is not None:
+        mirror.raise_error()
     if result.stopped_by and not follow:
         click.echo(f"trib: interrupted by {result.stopped_by}: the {what} read so far are committed; run again "
                    "to resume", err=True)

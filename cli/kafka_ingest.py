@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .context import Duration, TribState
-from .ingest_common import committer as table_committer, finish, given
+from .ingest_common import committer as table_committer, finish, given, mirror as table_mirror
 from .lineage_hooks import chain, enabled, warn
 
 START_HELP = ("Where a partition the table has never seen starts: earliest (default), latest, or an ISO-8601 "
@@ -85,6 +85,7 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, follow: bool, c
     columns = parse_columns(kafka["kafka_columns"])
     t = state.table(root)
     committer = table_committer(t)
+    mirror = table_mirror(t)
     lineage = enabled(KafkaLineage(t, app_id, source.bootstrap, source.topics, warn, follow=follow),
                       committer)
 
@@ -97,8 +98,9 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, follow: bool, c
             t, source, app_id, time_spec=spec, follow=follow, commit_every=commit_every,
             commit_interval_s=commit_interval_ms / 1000, columns=columns, on_gap=kafka["on_gap"],
             protocol=protocol, roll=roll_for(t), on_bad_record=on_bad_record, max_bad_fraction=max_bad_fraction,
-            on_commit=chain(lineage and lineage.on_commit, committer and committer.on_commit), stop=stop,
-            progress=note if follow else None, on_start=lineage and lineage.on_start)
+            on_commit=chain(lineage and lineage.on_commit, committer and committer.on_commit,
+                            mirror and mirror.on_commit),
+            stop=stop, progress=note if follow else None, on_start=lineage and lineage.on_start)
     except BaseException as e:
         if lineage:
             lineage.failed(e)
@@ -122,4 +124,4 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, follow: bool, c
         click.echo("trib: warning: skipped " + ", ".join(f"{n} offsets of {tp}" for tp, n in result.skipped.items())
                    + ": the topic's retention deleted them before they were read; the commit records how many",
                    err=True)
-    finish(t, root, as_json, result, msg, committer, committed, follow, "records")
+    finish(t, root, as_json, result, msg, committer, committed, follow, "records", mirror)

@@ -129,17 +129,25 @@ def clean(state: TribState, root, older_than, dry_run, log_retention, as_json) -
     older than the log retention and below the newest checkpoint. Refused (exit 9,
     nothing deleted) on any problem `trib verify` reports.
     """
+    from tributary_read.iceberg.auto import before_delete
+    from tributary_read.table.retention import LogCleanup
+
     t = state.table(root)
     checked = require_consistent(t, "clean")  # one walk for the three kinds of deletion
     victims = run_clean(t, older_than, dry_run, checked=checked)
     from tributary_read.read.consumer import pending_files
 
-    expired = delete_removed(t, older_than, dry_run=dry_run, checked=checked, pending=pending_files(t))
-    trimmed = clean_log(t, log_retention, dry_run=dry_run, checked=checked)
+    # The Iceberg mirror registers every removal before their bytes go, and reads the commits the log trim drops
+    mirror = before_delete(t) if not dry_run else None
+    if mirror is None or mirror.error is None:
+        expired = delete_removed(t, older_than, dry_run=dry_run, checked=checked, pending=pending_files(t))
+        trimmed = clean_log(t, log_retention, dry_run=dry_run, checked=checked)
+    else:
+        expired, trimmed = [], LogCleanup(t.log.last_checkpoint() or 0, t.log.oldest_version())
     verb = "would delete" if dry_run else "deleted"
     data = {"dry_run": dry_run, "deleted": [{"path": v.path, "size": v.size} for v in victims],
             "expired_deleted": [{"path": v.path, "size": v.size} for v in expired],
-            "log": trimmed.to_json()}
+            "log": trimmed.to_json(), **({"iceberg": mirror.to_json()} if mirror else {})}
 
     def human():
         echo_capped([f"{verb}: {v.path}" for v in victims + expired])
@@ -151,6 +159,8 @@ def clean(state: TribState, root, older_than, dry_run, log_retention, as_json) -
                        f"older than the log retention; the log keeps versions {trimmed.oldest_retained} on "
                        f"(checkpoint {trimmed.checkpoint})")
     emit(as_json, data, human)
+    if mirror:
+        mirror.raise_error()
 
 
 @click.command()
@@ -175,8 +185,20 @@ def expire(state: TribState, root, older_than, grace, dry_run, as_json) -> None:
     """
     from tributary_read.hive.commit import success_file, unmark
 
+    from tributary_read.iceberg.auto import after_commit, before_delete
+
     t = state.table(root)
-    r = run_expire(t, older_than, grace, dry_run=dry_run)
+    mirrors: list = []
+
+    def mirror_first() -> bool:
+        """The removal registered in Iceberg before any bytes go (the commit's, or an earlier one's)."""
+        latest = t.log.latest_version()
+        m = after_commit(t, latest) if latest > start else before_delete(t)
+        mirrors.append(m)
+        return m is None or m.error is None
+    start = t.log.latest_version()
+    r = run_expire(t, older_than, grace, dry_run=dry_run, before_delete=mirror_first)
+    mirror = mirrors[0] if mirrors else None
     p = r.plan
     marker = success_file(t)
     # The partitions' data left the table at the commit: so does the mark that called them complete.
@@ -194,11 +216,13 @@ def expire(state: TribState, root, older_than, grace, dry_run, as_json) -> None:
         click.echo(f"{verb} {len(r.deleted)} files of removals older than the grace period")
         if unmarked:
             click.echo(f"removed the partition commit's {marker} from {len(unmarked)} expired partitions")
-    emit(as_json, {**r.to_json(), "unmarked": unmarked}, human)
+    emit(as_json, {**r.to_json(), "unmarked": unmarked, **({"iceberg": mirror.to_json()} if mirror else {})}, human)
     if kept:
         click.echo(f"trib: warning: {len(kept)} files in expired partitions are not in the log (written by "
                    f"other tools, or orphans) and were left alone, e.g. {kept[0].path}; see --json",
                    err=True)
+    if mirror:  # the expiry is committed; only the Iceberg mirror (and so the deletion) is behind
+        mirror.raise_error()
 
 
 COMMANDS = [log, recover, verify, clean, expire]

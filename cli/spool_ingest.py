@@ -6,7 +6,8 @@ from __future__ import annotations
 import click
 
 from .context import Duration, TribState
-from .ingest_common import committer as table_committer, finish, given
+from .ingest_common import committer as table_committer, finish, given, mirror as table_mirror
+from .lineage_hooks import chain
 
 
 def spool_options(f):
@@ -46,6 +47,7 @@ def run_spool(state: TribState, stop, root, app_id, spool: dict, follow: bool, c
                          spool["close_inactive"] / 1000, spool["on_complete"])
     t = state.table(root)
     committer = table_committer(t)
+    mirror = table_mirror(t)
 
     def note(line: str) -> None:
         if not state.quiet or line.startswith("warning:"):
@@ -56,7 +58,8 @@ def run_spool(state: TribState, stop, root, app_id, spool: dict, follow: bool, c
             t, source, app_id, time_spec=spec, follow=follow, commit_every=commit_every,
             commit_interval_s=commit_interval_ms / 1000, source_name=source_name, protocol=protocol,
             roll=roll_for(t), on_bad_record=on_bad_record, max_bad_fraction=max_bad_fraction,
-            allow_lost=spool["allow_lost"], on_commit=committer and committer.on_commit, stop=stop, progress=note)
+            allow_lost=spool["allow_lost"], stop=stop, progress=note,
+            on_commit=chain(committer and committer.on_commit, mirror and mirror.on_commit))
     finally:
         committed = committer.close() if committer else None
     stop.finished = True  # the run is over: a second signal now must not add a second, contradicting line
@@ -68,4 +71,4 @@ def run_spool(state: TribState, stop, root, app_id, spool: dict, follow: bool, c
     msg = (f"{result.records} records from {result.files_read} files of {source.directory} in {result.commits} "
            f"commits" + (f" ({'; '.join(extra)})" if extra else "")
            + f"; {result.tracked} open, {result.done} finished files remembered")
-    finish(t, root, as_json, result, msg, committer, committed, follow, "lines")
+    finish(t, root, as_json, result, msg, committer, committed, follow, "lines", mirror)

@@ -103,14 +103,35 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
 @click.option("--compact", "compact", multiple=True, metavar="KEY=VALUE",
               help="trib compact's setting (repeatable): min_age=1d, target_size=128M, min_files=5, period=1h "
                    "(default: the layout's), retention=7d (docs/compaction.md).")
+@click.option("--iceberg", "iceberg", metavar="NS.NAME",
+              help="Mirror every later commit into this Iceberg table ('' or --no-iceberg: stop); docs/iceberg.md.")
+@click.option("--iceberg-catalog", metavar="URI",
+              help="The mirror's catalog: sqlite:///PATH or postgresql://USER@HOST:PORT/DB (default: "
+                   "$TRIB_ICEBERG_CATALOG, else a SQLite catalog under ~/.local/state/trib/iceberg), "
+                   "recorded as a URI.")
+@click.option("--no-iceberg", is_flag=True, help="Stop mirroring commits into Iceberg (the Iceberg table stays).")
 @json_option
 @pass_state
-def set_(state: TribState, root, tracking, protocol, max_bad_fraction, final_after, compact, as_json) -> None:
-    """Change how ROOT's files are tracked, the protocol its writers use, trib ingest's or trib compact's defaults."""
-    if tracking is None and protocol is None and max_bad_fraction is None and final_after is None and not compact:
-        raise click.UsageError("give --tracking, --protocol, --max-bad-fraction, --final-after or --compact")
+def set_(state: TribState, root, tracking, protocol, max_bad_fraction, final_after, compact, iceberg,
+         iceberg_catalog, no_iceberg, as_json) -> None:
+    """Change how ROOT's files are tracked, the protocol its writers use, trib ingest's or trib compact's defaults,
+    or the Iceberg table it mirrors its commits into."""
+    mirror_given = iceberg is not None or no_iceberg
+    if tracking is None and protocol is None and max_bad_fraction is None and final_after is None and not compact \
+            and not mirror_given:
+        raise click.UsageError("give --tracking, --protocol, --max-bad-fraction, --final-after, --compact or --iceberg")
+    if no_iceberg and iceberg:
+        raise click.UsageError("--no-iceberg stops the mirror: drop --iceberg")
+    if iceberg_catalog is not None and not iceberg:
+        raise click.UsageError("--iceberg-catalog goes with --iceberg NS.NAME")
     t = state.table(root)
     old = t.config
+    mirror = None
+    if mirror_given:  # checked and recorded first: a refused mirror changes nothing else either
+        from tributary_read.iceberg.auto import read_setting, save_setting
+
+        before = read_setting(t)
+        mirror = save_setting(t, iceberg or None, iceberg_catalog)
     t = t.set(tracking=tracking, protocol=protocol,
               max_bad_fraction=parse_fraction(max_bad_fraction, "--max-bad-fraction")
               if max_bad_fraction is not None else None,
@@ -122,8 +143,19 @@ def set_(state: TribState, root, tracking, protocol, max_bad_fraction, final_aft
         ("final-after", format_duration_ms(old.final_after_ms), format_duration_ms(t.config.final_after_ms)),
         ("compact", old.compact.to_json(), t.config.compact.to_json()),
     ) if a != b]
-    emit(as_json, {"root": t.uri, "previous_tracking": old.tracking, "previous_protocol": old.protocol,
-                   **t.config.to_json()}, f"table {t.uri}: " + (", ".join(changed) or "unchanged"))
+    data = {"root": t.uri, "previous_tracking": old.tracking, "previous_protocol": old.protocol, **t.config.to_json()}
+    if mirror_given:
+        data["iceberg"] = mirror.to_json() if mirror else None
+        if before != mirror:
+            changed.append(f"iceberg {_mirror_text(before)} -> {_mirror_text(mirror)}")
+    emit(as_json, data, f"table {t.uri}: " + (", ".join(changed) or "unchanged"))
+    if mirror and before != mirror:
+        click.echo(f"trib: note: the next commit mirrors every version up to it; to register the versions "
+                   f"committed so far now: {mirror.catch_up(t.uri)}", err=True)
+
+
+def _mirror_text(m) -> str:
+    return f"{m.table} ({m.catalog})" if m else "none"
 
 
 @table.command("show")

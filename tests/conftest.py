@@ -475,6 +475,24 @@ def durable_kafka_broker(tmp_path_factory):
     yield from _broker(tmp_path_factory, "s3")
 
 
+# -- PostgreSQL: one throwaway server per session (an Iceberg SQL catalog on a server) -------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server on 127.0.0.1 (tests/postgres_server.py), started once; skips when Debian's
+    ``postgresql`` package is not installed, fails when it is and does not start."""
+    import postgres_server as pg
+
+    if pg.binaries() is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    try:
+        server = pg.start()
+    except RuntimeError as e:
+        pytest.fail(f"PostgreSQL did not start: {e}", pytrace=False)
+    yield server
+    pg.remove(server)
+
 
 # -- Secured Hive: one KDC, slapd, SASL metastore and two secured Thrift Servers per session ----
 

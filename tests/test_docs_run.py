@@ -54,6 +54,9 @@ NOT_RUN: list[tuple[str, str]] = [
     (r"^trib udfs\b", "builds the UDF jar with javac, a JVM (tests/test_udfs*.py)"),
     (r"^trib iceberg sync ROOT\b", "ROOT is a JSON-lines table here; docs/iceberg.md's walkthrough syncs a Parquet one "
      "(tests/test_iceberg.py)"),
+    (r"^trib table set ROOT --iceberg\b", "ROOT is a JSON-lines table here, which no mirror takes; docs/iceberg.md's "
+     "walkthrough sets one on a Parquet table (tests/test_iceberg_auto.py)"),
+    (r"postgresql://", "needs a PostgreSQL server (tests/test_iceberg_auto.py starts one)"),
     (r"^trib table set ROOT$", "a synopsis whose options are each optional, though set needs one"),
     (r"^trib dead-letters replay ROOT$", "a mention: the sentence adds ingest's time options in words"),
 ]

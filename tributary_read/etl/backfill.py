@@ -134,5 +134,8 @@ def _execute(run, start: int, end: int, partitions, drop_removed: bool) -> RunRe
     else:
         run._skip("sync", "no [hive] section")
     run._skip("ack", "a backfill moves no consumer")
+    from tributary_read.iceberg.auto import after_commit
+
+    run.iceberg = after_commit(run.output, result.version)  # a restate: one overwrite snapshot in the mirror
     lineage_step.completed(run)
     return run._report(txn, False, result.version)

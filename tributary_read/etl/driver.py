@@ -96,6 +96,7 @@ def _run(args) -> int:
         print(json.dumps(e.report.to_json(), indent=2, default=str), flush=True)
         raise
     print(json.dumps(report.to_json(), indent=2, default=str))
+    report.raise_error()  # the report first, then the mirror's exit 8 (its line names the catch-up)
     return 0
 
 

@@ -210,6 +210,9 @@ class RunReport:
     #: the Hive table looked up before the commit (:class:`~tributary_read.hive.ddl.TableCheck`): a dry run's
     #: check, or a table a run created; None otherwise
     hive_table: Any = None
+    #: what the output table's Iceberg mirror did after the commit (:class:`~tributary_read.iceberg.auto.Mirrored`);
+    #: None: the table mirrors nothing, or the run committed nothing
+    iceberg: Any = None
 
     @property
     def schedule_time(self) -> str:
@@ -233,6 +236,14 @@ class RunReport:
             d["given_schedule_time"] = iso_z(self.given_time_ms)
         if self.hive_table is not None:
             d["hive_table"] = self.hive_table.to_json()
+        if self.iceberg is not None:
+            d["iceberg"] = self.iceberg.to_json()
         if self.dry_run:
             d["sql_text"] = self.sql
         return d
+
+    def raise_error(self) -> None:
+        """End the run with its Iceberg mirror's failure (exit 8 or 10), once the report is printed: the
+        run's commit stands, and the error names the catch-up command."""
+        if self.iceberg is not None:
+            self.iceberg.raise_error()

@@ -37,6 +37,7 @@ from tributary_read.etl.lock import JobLock, lock_path
 from tributary_read.etl.runs import recorded
 from tributary_read.etl.record import SCHEDULE_KEY, InputRecord, RunRecord, find_commit, with_held
 from tributary_read.etl.record import transaction_for as _transaction
+from tributary_read.iceberg.auto import after_commit
 from tributary_read.etl.report import STEPS, InputReport, OutputReport, RunReport, Step, iso_z
 from tributary_read.etl.restated import restated
 from tributary_read.faults import crash_point
@@ -187,6 +188,7 @@ class _Run:
         self.recompute = None
         #: a backfill's interval of event time, ``[start_ms, end_ms)`` (etl/backfill.py); None: a scheduled run
         self.backfill: tuple[int, int] | None = None
+        self.iceberg = None  # what the output's Iceberg mirror did after the commit (iceberg.auto)
 
     def window(self, spec: InputSpec) -> TimeWindow:
         """A window input's window for this run (:func:`window_for`)."""
@@ -283,6 +285,7 @@ class _Run:
             self._step("ack", lambda: ack_step.ack(self, plans))
         else:
             self._skip("ack", "no consumer inputs")
+        self.iceberg = after_commit(self.output, committed.version)  # the output's Iceberg mirror, if it has one
         lineage_step.completed(self)
         return self._report(txn, already, committed.version)
 
@@ -295,7 +298,7 @@ class _Run:
         steps = tuple(sorted(self.steps, key=lambda s: order[s.name]))
         return RunReport(self.job.name, self.t, self.given, txn, dry, already, version, tuple(self.inputs),
                          self.out, self.hive, tuple(self.acked), tuple(self.recovered), steps,
-                         self.job.sql_path, self.job.sql, self.hive_table)
+                         self.job.sql_path, self.job.sql, self.hive_table, self.iceberg)
 
     def _committed(self, commit, record: RunRecord) -> None:
         """The report's inputs and output for a commit found in the log (a rerun, or a duplicate's).

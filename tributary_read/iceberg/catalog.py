@@ -1,6 +1,9 @@
 """Which Iceberg catalog a mirror writes to, named by one URI.
 
-``sqlite:///PATH`` is pyiceberg's SQL catalog on an embedded SQLite file: no server, the default. The
+``sqlite:///PATH`` is pyiceberg's SQL catalog on an embedded SQLite file: no server, the default.
+``postgresql://USER@HOST:PORT/DB`` is the same catalog on a PostgreSQL server (psycopg2; a password from
+``~/.pgpass`` or ``$PGPASSWORD`` as libpq reads them, so none is written into a table's setting); its
+warehouse is ``$TRIB_ICEBERG_WAREHOUSE``, else a folder under trib's state directory. The
 default URI is ``$TRIB_ICEBERG_CATALOG``, else a SQLite catalog under trib's state directory
 (:func:`tributary_read.paths.state_dir`), so two commands on one machine find the same catalog without
 being told. The warehouse (where Iceberg's metadata files go) sits beside the SQLite file: the data files
@@ -36,23 +39,51 @@ def sqlite_path(uri: str) -> str | None:
     return os.path.abspath(uri[len("sqlite:///"):])
 
 
+def check_name(name: str) -> str:
+    """An Iceberg table's name as a mirror takes it: ``NAMESPACE.NAME``, no empty part."""
+    if "." not in name.strip(".") or any(not part for part in name.split(".")):
+        raise InvalidInputError(f"Iceberg table name {name!r}: name it NAMESPACE.NAME (e.g. logs.events)")
+    return name
+
+
+def check_uri(uri: str) -> str:
+    """``uri`` if it names a catalog this trib opens: SQLite (made absolute) or PostgreSQL."""
+    path = sqlite_path(uri)
+    if path is not None:
+        return "sqlite:///" + path
+    if uri.startswith(POSTGRES):
+        return uri
+    raise InvalidInputError(f"catalog {uri!r}: this trib mirrors into a SQL catalog on SQLite (sqlite:///PATH) "
+                            "or PostgreSQL (postgresql://USER@HOST:PORT/DB); a Hive catalog is not supported yet")
+
+
+#: How a PostgreSQL catalog's URI starts; SQLAlchemy is handed it with psycopg2 named.
+POSTGRES = "postgresql://"
+#: Where a PostgreSQL catalog's tables write Iceberg metadata (a folder or a URI); default: the state dir.
+WAREHOUSE_ENV = "TRIB_ICEBERG_WAREHOUSE"
+
+
 def open_catalog(uri: str | None = None):
     """The pyiceberg catalog ``uri`` names (default: :func:`default_catalog_uri`).
 
-    Only SQLite for now: a PostgreSQL or Hive catalog is refused with one line rather than half-opened.
+    A Hive catalog is refused with one line rather than half-opened (:func:`check_uri`).
     """
     from tributary_read.iceberg import deps  # noqa: F401 - names the extra when pyiceberg is missing
 
-    uri = uri or default_catalog_uri()
+    uri = check_uri(uri or default_catalog_uri())
     path = sqlite_path(uri)
-    if path is None:
-        raise InvalidInputError(f"catalog {uri!r}: this trib mirrors into a SQLite catalog only "
-                                "(sqlite:///PATH); PostgreSQL and Hive catalogs are not supported yet")
+    if path is not None:
+        folder = os.path.join(os.path.dirname(path), "warehouse")
+        db = f"sqlite:///{path}"
+    else:
+        folder = os.environ.get(WAREHOUSE_ENV) or state_dir("iceberg", "warehouse")
+        db = "postgresql+psycopg2://" + uri[len(POSTGRES):]
+    if "://" not in folder:
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as e:
+            raise InvalidInputError(f"catalog {uri!r}: cannot create {folder}: {e.strerror or e}") from None
+        folder = "file://" + os.path.abspath(folder)
     from pyiceberg.catalog.sql import SqlCatalog
 
-    folder = os.path.dirname(path)
-    try:
-        os.makedirs(os.path.join(folder, "warehouse"), exist_ok=True)
-    except OSError as e:
-        raise InvalidInputError(f"catalog {uri!r}: cannot create {folder}: {e.strerror or e}") from None
-    return SqlCatalog(CATALOG_NAME, uri=f"sqlite:///{path}", warehouse="file://" + os.path.join(folder, "warehouse"))
+    return SqlCatalog(CATALOG_NAME, uri=db, warehouse=folder)

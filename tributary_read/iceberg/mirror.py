@@ -34,7 +34,7 @@ from tributary_read.errors import CommitConflictError, InvalidInputError, LogRet
 from tributary_read.faults import crash_point
 from tributary_read.iceberg import schema as shape
 from tributary_read.iceberg import summary as marks
-from tributary_read.iceberg.catalog import open_catalog
+from tributary_read.iceberg.catalog import check_name, open_catalog
 from tributary_read.table.config import Table
 from tributary_read.table.log import commit_path
 from tributary_read.table.manifest import KIND_DATA, OP_APPEND, OP_EXPIRE, Commit, FileEntry
@@ -67,8 +67,7 @@ class SyncResult:
 def sync(table: Table, name: str, catalog_uri: str | None = None) -> SyncResult:
     """Register every trib commit after the Iceberg table's position, in order; create the table on first use."""
     shape.check_parquet(table)
-    if "." not in name.strip(".") or any(not part for part in name.split(".")):
-        raise InvalidInputError(f"Iceberg table name {name!r}: name it NAMESPACE.NAME (e.g. logs.events)")
+    check_name(name)
     catalog = open_catalog(catalog_uri)
     ident = marks.identity(table)
     target = table.log.latest_version()

@@ -23,6 +23,7 @@ import json
 import posixpath
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError, ManifestCorruptError
 from tributary_read.table.log import CHECKPOINTS, COMMITS, LAST_CHECKPOINT, LOG_DIR, META_DIR, checkpoint_path, commit_path
@@ -112,7 +113,7 @@ def plan_expire(table: Table, state: TableState, older_than_ms: int, now_ms: int
 
 
 def expire(table: Table, older_than_ms: int, grace_ms: int, *, dry_run: bool = False,
-           now_ms: int | None = None) -> ExpireResult:
+           now_ms: int | None = None, before_delete: Callable[[], bool] | None = None) -> ExpireResult:
     """Record the removal of expired partitions in one commit, then delete what is past the grace.
 
     A lost race re-plans on the new latest state instead of committing a stale
@@ -123,6 +124,10 @@ def expire(table: Table, older_than_ms: int, grace_ms: int, *, dry_run: bool = F
 
     A table that ``verify`` finds inconsistent is refused before anything is
     committed or deleted: the state a removal is planned on may be missing commits.
+
+    ``before_delete``: called after the commit, before any file is deleted (the table's Iceberg mirror
+    registers the removal first, so no Iceberg snapshot a reader is sent to names deleted bytes); False:
+    delete nothing now, a later ``trib expire`` or ``trib clean`` does.
     """
     check_grace(grace_ms)
     now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -150,6 +155,8 @@ def expire(table: Table, older_than_ms: int, grace_ms: int, *, dry_run: bool = F
     # rise (the previous one's + 1 ms at least), so a removal made in the previous commit's millisecond is
     # stamped a moment ahead of this clock: its own time counts as now.
     at = now_ms if now_ms is not None else max(int(time.time() * 1000), stamped)
+    if not dry_run and before_delete is not None and not before_delete():
+        return ExpireResult(plan, version, (), dry_run)
     deleted = delete_removed(table, grace_ms, dry_run=dry_run, now_ms=at, checked=checked)
     return ExpireResult(plan, version, tuple(deleted), dry_run)
 

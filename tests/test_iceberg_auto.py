@@ -1,0 +1,205 @@
+"""A table that mirrors itself: ``trib table set --iceberg`` and then ingest, ``trib compact``, ``trib expire``,
+``trib clean`` and an hourly ``trib etl run`` each leave the Iceberg table equal to trib's rows (pyiceberg's
+scan and DuckDB's, partition column included), with no ``trib iceberg sync`` run by hand.
+
+The catalog down (a real PostgreSQL server, stopped): the command exits 8 naming the catch-up command, its
+commit stands and nothing is deleted; that command, run as printed once the server is back, registers each
+commit exactly once. Without pyiceberg: exit 10 naming the extra, the commit standing too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, invoke_trib, run_trib
+from helpers import LAYOUT, PARTITION
+from test_iceberg import OLD, RECENT, _check, _ingest, _iceberg, _live_paths, _pyiceberg_rows, _table, _trib_rows
+
+pytest.importorskip("pyiceberg")
+
+pytestmark = pytest.mark.integration
+
+
+def _set(root: Path, *args: str, code: int = 0) -> dict:
+    proc = invoke_trib("table", "set", str(root), *args, "--json")
+    assert proc.returncode == code, proc.stderr
+    return json.loads(proc.stdout) if code == 0 else {"stderr": proc.stderr}
+
+
+def _versions(catalog: str, name: str = "db.events") -> list[str]:
+    return [s.summary["trib.version"] for s in _iceberg(catalog, name).snapshots()]
+
+
+def _latest(root: Path) -> int:
+    from tributary_read.table.config import Table
+
+    return Table.load(str(root)).log.latest_version()
+
+
+def test_every_commit_mirrors_itself_ingest_late_files_compaction_expiry_and_clean(tmp_path):
+    root = _table(tmp_path)
+    cat = f"sqlite:///{tmp_path / 'catalog' / 'iceberg.db'}"
+    out = _set(root, "--iceberg", "db.events", "--iceberg-catalog", cat)
+    assert out["iceberg"] == {"table": "db.events", "catalog": cat}
+    # table.json is untouched (an older trib, which refuses keys it does not know, still reads the table)
+    assert "iceberg" not in json.loads((root / "_tributary" / "table.json").read_text())
+
+    _ingest(root, tmp_path, (*OLD, *RECENT), 5, 0)
+    _check(root, cat)
+    _ingest(root, tmp_path, OLD, 3, 100)  # late files into old partitions
+    _ingest(root, tmp_path, RECENT, 3, 200, extra="score")  # and a late field
+    _check(root, cat)
+    assert _versions(cat) == ["1", "2", "3"]
+
+    done = invoke_trib("compact", str(root), "--min-age", "0s", "--min-files", "2", "--json", check=True)
+    assert json.loads(done.stdout)["iceberg"] == {"iceberg_table": "db.events", "catalog": cat, "version": 4,
+                                                  "snapshots": 1, "error": None}
+    _check(root, cat)
+    assert _iceberg(cat).current_snapshot().summary.operation.value == "overwrite"
+
+    # The expiry is registered before its files are deleted (--grace 0s deletes them in this run).
+    gone = json.loads(invoke_trib("expire", str(root), "--older-than", "3d", "--grace", "0s", "--json",
+                                  check=True).stdout)
+    assert gone["iceberg"]["version"] == gone["version"] == 5 and gone["deleted"]
+    _check(root, cat)
+    assert len({dt for _, dt in _pyiceberg_rows(_iceberg(cat))}) == len(RECENT)
+    cleaned = json.loads(invoke_trib("clean", str(root), "--older-than", "0s", "--json", check=True).stdout)
+    assert cleaned["iceberg"]["version"] == 5 and cleaned["iceberg"]["snapshots"] == 0
+    assert _versions(cat) == ["1", "2", "3", "4", "5"]
+
+    # --no-iceberg stops the mirror (the Iceberg table stays as it was); '' does the same.
+    assert _set(root, "--no-iceberg")["iceberg"] is None
+    _ingest(root, tmp_path, RECENT, 1, 300)
+    assert _versions(cat)[-1] == "5" and _latest(root) == 6
+    _set(root, "--iceberg", "db.events", "--iceberg-catalog", cat)
+    assert _set(root, "--iceberg", "")["iceberg"] is None
+    assert not (root / "_tributary" / "iceberg" / "mirror.json").exists()
+
+    # A mirror every commit would fail on is refused when it is set, and nothing is recorded.
+    jsonl = _table(tmp_path, "jsonl")
+    refused = _set(jsonl, "--iceberg", "db.text", code=3)["stderr"]
+    assert "only Parquet tables mirror into Iceberg" in refused and refused.count("\n") == 1
+    assert "NAMESPACE.NAME" in _set(root, "--iceberg", "events", code=3)["stderr"]
+    assert "postgresql://" in _set(root, "--iceberg", "db.x", "--iceberg-catalog", "thrift://h:9083", code=3)["stderr"]
+    assert not (jsonl / "_tributary" / "iceberg").exists()
+
+
+def _catch_up(stderr: str) -> list[str]:
+    """The catch-up command an exit-8 line names, as argv."""
+    (line,) = stderr.strip().splitlines()
+    cmd = shlex.split(line.split("catch up with: ", 1)[1].split(" (or stop", 1)[0])
+    assert cmd[:3] == ["trib", "iceberg", "sync"]
+    return cmd[1:]
+
+
+def test_a_postgres_catalog_down_fails_the_mirror_not_the_commit(tmp_path, postgres_server):
+    root = _table(tmp_path)
+    cat = postgres_server.uri
+    _set(root, "--iceberg", "db.events", "--iceberg-catalog", cat)
+    _ingest(root, tmp_path, (*OLD, *RECENT), 3, 0)
+    _check(root, cat)
+
+    postgres_server.stop()
+    try:
+        src = tmp_path / "late.jsonl"  # late records into the old partitions
+        src.write_text("".join(json.dumps({"id": 500 + i, "ts": ms, "name": "late"}) + "\n"
+                               for i, ms in enumerate(_hours(OLD))))
+        failed = invoke_trib("ingest", str(root), "--source", str(src), "--app-id", "late", "--time-field", "ts")
+        assert failed.returncode == 8, failed.stderr
+        assert f"version 2 of {root.as_uri()} is committed" in failed.stderr
+        assert f"catch up with: trib iceberg sync {root.as_uri()} --table db.events --catalog {cat}" in failed.stderr
+        assert _latest(root) == 2  # the commit stands
+        assert sum(1 for i, _ in _trib_rows(root) if i >= 500) == len(OLD)
+
+        # An expiry with the catalog down: committed, but no file deleted (the Iceberg table still names them).
+        expired = invoke_trib("expire", str(root), "--older-than", "3d", "--grace", "0s")
+        assert expired.returncode == 8 and "version 3" in expired.stderr, expired.stderr
+        assert _latest(root) == 3
+        removed = _removed(root)
+        assert removed and all((root / p).exists() for p in removed)
+        argv = _catch_up(expired.stderr)
+    finally:
+        postgres_server.start()
+
+    out = json.loads(invoke_trib(*argv, "--json", check=True).stdout)
+    assert [s["version"] for s in out["snapshots"]] == [2, 3]
+    _check(root, cat)
+    assert _versions(cat) == ["1", "2", "3"]
+    again = json.loads(invoke_trib(*argv, "--json", check=True).stdout)
+    assert again["snapshots"] == [] and _versions(cat) == ["1", "2", "3"]
+    # The removed files go once the mirror has registered their removal.
+    invoke_trib("clean", str(root), "--older-than", "0s", check=True)
+    assert not any((root / p).exists() for p in removed)
+    _check(root, cat)
+
+
+def _hours(hours) -> list[int]:
+    from test_iceberg import HOUR, _now_hour
+
+    return [_now_hour() + h * HOUR + 7_000 for h in hours]
+
+
+def _removed(root: Path) -> list[str]:
+    from tributary_read.table.config import Table
+
+    return sorted(Table.load(str(root)).log.state().removed)
+
+
+def test_without_the_iceberg_extra_a_commit_stands_and_exits_10(tmp_path):
+    root = _table(tmp_path)
+    cat = f"sqlite:///{tmp_path / 'iceberg.db'}"
+    _set(root, "--iceberg", "db.events", "--iceberg-catalog", cat)
+    src = tmp_path / "s.jsonl"
+    src.write_text(json.dumps({"id": 1, "ts": _hours(RECENT)[0], "name": "a"}) + "\n")
+    # A machine without pyiceberg: its import fails, as it does when the package is absent.
+    code = ("import sys; sys.modules['pyiceberg'] = None; import tributary_read; "
+            "assert 'pyiceberg' not in [m for m in sys.modules if sys.modules[m] is not None]; "
+            "from tributary_read.cli.main import main; main()")
+    proc = subprocess.run([sys.executable, "-c", code, "ingest", str(root), "--source", str(src), "--app-id", "a",
+                           "--time-field", "ts"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 10, proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line and "pip install 'tributary-read[iceberg]'" in line
+    assert f"version 1 of {root.as_uri()} is committed" in line and "trib iceberg sync" in line
+    assert _latest(root) == 1
+
+
+def test_an_hourly_etl_run_mirrors_its_output(tmp_path, warm_spark):
+    from etl_data import LAYOUT as RAW_LAYOUT, create_output_table, write_job
+
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    invoke_trib("table", "create", str(raw), "--layout", RAW_LAYOUT, "--partition", PARTITION, check=True)
+    hour = _hours(RECENT)[0] // 3_600_000 * 3_600_000
+    src = tmp_path / "raw.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "ts": hour + i * 1000, "msg": f"m{i}"}) + "\n" for i in range(6)))
+    invoke_trib("ingest", str(raw), "--source", str(src), "--app-id", "raw", "--time-field", "ts", check=True)
+    create_output_table(out)
+    cat = f"sqlite:///{tmp_path / 'iceberg.db'}"
+    _set(out, "--iceberg", "db.hourly", "--iceberg-catalog", cat)
+    job = write_job(tmp_path / "jobs", name="hourly", raw=raw, out=out)
+    when = _iso(hour + 3_600_000 + 300_000)
+    proc = run_trib("etl", "run", str(job), "--schedule-time", when, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["iceberg"] == {"iceberg_table": "db.hourly", "catalog": cat, "version": doc["version"],
+                              "snapshots": 1, "error": None}
+    ice = _iceberg(cat, "db.hourly")
+    got = ice.scan(selected_fields=("id", "dt")).to_arrow()
+    assert sorted(zip(got.column("id").to_pylist(), got.column("dt").to_pylist())) == sorted(_trib_rows(out))
+    assert len(got) == 6 and set(_live_paths(ice).values()) == {1}
+
+
+def _iso(ms: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+assert LAYOUT  # the trib tables here use the suite's layout (helpers), the ETL's raw table etl_data's
