@@ -164,9 +164,13 @@ def _mirror_text(m) -> str:
 @pass_state
 def show(state: TribState, root, as_json) -> None:
     """Print a table's properties and latest version."""
+    from tributary_read.iceberg.auto import read_setting
+
     t = state.table(root)
     latest = t.log.latest_version()
-    data = {"root": t.uri, "latest_version": latest, **t.config.to_json()}
+    mirror = read_setting(t)
+    data = {"root": t.uri, "latest_version": latest, **t.config.to_json(),
+            "iceberg": mirror.to_json() if mirror else None}
 
     def human():
         c = t.config
@@ -178,4 +182,6 @@ def show(state: TribState, root, as_json) -> None:
         click.echo(f"ingest    max bad fraction {c.max_bad_fraction:g}, final after "
                    f"{format_duration_ms(c.final_after_ms)}")
         click.echo(f"version   {latest}")
+        if mirror:
+            click.echo(f"iceberg   every commit mirrored into {mirror.table} ({mirror.catalog})")
     emit(as_json, data, human)

@@ -49,6 +49,8 @@ def test_every_commit_mirrors_itself_ingest_late_files_compaction_expiry_and_cle
     assert out["iceberg"] == {"table": "db.events", "catalog": cat}
     # table.json is untouched (an older trib, which refuses keys it does not know, still reads the table)
     assert "iceberg" not in json.loads((root / "_tributary" / "table.json").read_text())
+    shown = json.loads(invoke_trib("table", "show", str(root), "--json", check=True).stdout)
+    assert shown["iceberg"] == {"table": "db.events", "catalog": cat}
 
     _ingest(root, tmp_path, (*OLD, *RECENT), 5, 0)
     _check(root, cat)

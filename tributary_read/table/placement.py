@@ -37,7 +37,7 @@ from tributary_read.table.manifest import FORMAT, FORMAT_VERSION, KIND_DATA, Fil
 #: The settings the table's first commit was written with (log.py's META_DIR, spelled out: log.py imports this).
 PINNED = "_tributary/placement.json"
 #: What ``trib table set`` may change: every other setting defines what committed files mean.
-SETTABLE = "tracking, protocol, ingest's and compact's defaults"
+SETTABLE = "tracking, protocol, ingest's and compact's defaults, and the Iceberg mirror"
 
 
 def check_placement(expected: Placement | None, recorded: Placement | None, files: Iterable[FileEntry],
