@@ -58,9 +58,19 @@ def test_every_commit_mirrors_itself_ingest_late_files_compaction_expiry_and_cle
     _ingest(root, tmp_path, RECENT, 3, 200, extra="score")  # and a late field
     _check(root, cat)
     assert _versions(cat) == ["1", "2", "3"]
+    # A spool directory's ingest (the continuous sources' path, Kafka's too) mirrors each of its commits.
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "app.log").write_text("".join(json.dumps({"id": 400 + i, "ts": ms, "name": "s"}) + "\n"
+                                           for i, ms in enumerate(_hours((*OLD, *RECENT)))))
+    run = json.loads(invoke_trib("ingest", str(root), "--source-dir", str(spool), "--app-id", "spool",
+                                 "--time-field", "ts", "--json", check=True).stdout)
+    assert run["iceberg"]["version"] == 4 and run["iceberg"]["error"] is None
+    _check(root, cat)
+    assert _versions(cat) == ["1", "2", "3", "4"]
 
     done = invoke_trib("compact", str(root), "--min-age", "0s", "--min-files", "2", "--json", check=True)
-    assert json.loads(done.stdout)["iceberg"] == {"iceberg_table": "db.events", "catalog": cat, "version": 4,
+    assert json.loads(done.stdout)["iceberg"] == {"iceberg_table": "db.events", "catalog": cat, "version": 5,
                                                   "snapshots": 1, "error": None}
     _check(root, cat)
     assert _iceberg(cat).current_snapshot().summary.operation.value == "overwrite"
@@ -68,17 +78,18 @@ def test_every_commit_mirrors_itself_ingest_late_files_compaction_expiry_and_cle
     # The expiry is registered before its files are deleted (--grace 0s deletes them in this run).
     gone = json.loads(invoke_trib("expire", str(root), "--older-than", "3d", "--grace", "0s", "--json",
                                   check=True).stdout)
-    assert gone["iceberg"]["version"] == gone["version"] == 5 and gone["deleted"]
+    assert gone["iceberg"]["version"] == gone["version"] == 6 and gone["deleted"]
     _check(root, cat)
     assert len({dt for _, dt in _pyiceberg_rows(_iceberg(cat))}) == len(RECENT)
     cleaned = json.loads(invoke_trib("clean", str(root), "--older-than", "0s", "--json", check=True).stdout)
-    assert cleaned["iceberg"]["version"] == 5 and cleaned["iceberg"]["snapshots"] == 0
-    assert _versions(cat) == ["1", "2", "3", "4", "5"]
+    assert cleaned["iceberg"]["version"] == 6 and cleaned["iceberg"]["snapshots"] == 0
+    assert _versions(cat) == ["1", "2", "3", "4", "5", "6"]
+    assert invoke_trib("verify", str(root)).returncode == 0  # the setting's file is trib's metadata
 
     # --no-iceberg stops the mirror (the Iceberg table stays as it was); '' does the same.
     assert _set(root, "--no-iceberg")["iceberg"] is None
     _ingest(root, tmp_path, RECENT, 1, 300)
-    assert _versions(cat)[-1] == "5" and _latest(root) == 6
+    assert _versions(cat)[-1] == "6" and _latest(root) == 7
     _set(root, "--iceberg", "db.events", "--iceberg-catalog", cat)
     assert _set(root, "--iceberg", "")["iceberg"] is None
     assert not (root / "_tributary" / "iceberg" / "mirror.json").exists()
@@ -133,6 +144,16 @@ def test_a_postgres_catalog_down_fails_the_mirror_not_the_commit(tmp_path, postg
     assert [s["version"] for s in out["snapshots"]] == [2, 3]
     _check(root, cat)
     assert _versions(cat) == ["1", "2", "3"]
+    # A spool directory's ingest (the continuous sources' path, Kafka's too) mirrors each of its commits.
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "app.log").write_text("".join(json.dumps({"id": 400 + i, "ts": ms, "name": "s"}) + "\n"
+                                           for i, ms in enumerate(_hours((*OLD, *RECENT)))))
+    run = json.loads(invoke_trib("ingest", str(root), "--source-dir", str(spool), "--app-id", "spool",
+                                 "--time-field", "ts", "--json", check=True).stdout)
+    assert run["iceberg"]["version"] == 4 and run["iceberg"]["error"] is None
+    _check(root, cat)
+    assert _versions(cat) == ["1", "2", "3", "4"]
     again = json.loads(invoke_trib(*argv, "--json", check=True).stdout)
     assert again["snapshots"] == [] and _versions(cat) == ["1", "2", "3"]
     # The removed files go once the mirror has registered their removal.
