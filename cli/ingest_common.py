@@ -28,11 +28,12 @@ def committer(t):
     return committer_for(t)
 
 
-def mirror(t):
-    """The table's Iceberg mirror hook (tributary_read.iceberg.auto), or None when it mirrors nothing."""
+def mirror(t, follow: bool = False):
+    """The table's Iceberg mirror hook (tributary_read.iceberg.auto), or None when it mirrors nothing; a
+    ``follow`` run, which may never end with the failure's exit 8, warns of each outage as it starts."""
     from tributary_read.iceberg.auto import hook
 
-    return hook(t)
+    return hook(t, (lambda line: click.echo(f"trib: warning: {line}", err=True)) if follow else None)
 
 
 def mirrored(mirror) -> dict:

@@ -85,7 +85,7 @@ def run_kafka(state: TribState, stop, root, app_id, kafka: dict, follow: bool, c
     columns = parse_columns(kafka["kafka_columns"])
     t = state.table(root)
     committer = table_committer(t)
-    mirror = table_mirror(t)
+    mirror = table_mirror(t, follow)
     lineage = enabled(KafkaLineage(t, app_id, source.bootstrap, source.topics, warn, follow=follow),
                       committer)
 

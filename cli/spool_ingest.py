@@ -47,7 +47,7 @@ def run_spool(state: TribState, stop, root, app_id, spool: dict, follow: bool, c
                          spool["close_inactive"] / 1000, spool["on_complete"])
     t = state.table(root)
     committer = table_committer(t)
-    mirror = table_mirror(t)
+    mirror = table_mirror(t, follow)
 
     def note(line: str) -> None:
         if not state.quiet or line.startswith("warning:"):

@@ -144,16 +144,6 @@ def test_a_postgres_catalog_down_fails_the_mirror_not_the_commit(tmp_path, postg
     assert [s["version"] for s in out["snapshots"]] == [2, 3]
     _check(root, cat)
     assert _versions(cat) == ["1", "2", "3"]
-    # A spool directory's ingest (the continuous sources' path, Kafka's too) mirrors each of its commits.
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    (spool / "app.log").write_text("".join(json.dumps({"id": 400 + i, "ts": ms, "name": "s"}) + "\n"
-                                           for i, ms in enumerate(_hours((*OLD, *RECENT)))))
-    run = json.loads(invoke_trib("ingest", str(root), "--source-dir", str(spool), "--app-id", "spool",
-                                 "--time-field", "ts", "--json", check=True).stdout)
-    assert run["iceberg"]["version"] == 4 and run["iceberg"]["error"] is None
-    _check(root, cat)
-    assert _versions(cat) == ["1", "2", "3", "4"]
     again = json.loads(invoke_trib(*argv, "--json", check=True).stdout)
     assert again["snapshots"] == [] and _versions(cat) == ["1", "2", "3"]
     # The removed files go once the mirror has registered their removal.

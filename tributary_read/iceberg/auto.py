@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
+from typing import Callable
 
 from tributary_read.errors import ManifestCorruptError, MetastoreError, MissingDependencyError, TributaryError
 from tributary_read.exits import one_line
@@ -153,20 +154,26 @@ class MirrorHook:
 
     A failed mirror does not stop the run (its records are committed); the next commit's mirror catches up
     what the last one missed. :attr:`last` is the newest outcome: the run ends with its error, if any.
+    ``warn`` is told each failure as it happens (once per outage), so a ``--follow`` run that never ends
+    does not fail in silence.
     """
 
-    def __init__(self, table: Table):
+    def __init__(self, table: Table, warn: Callable[[str], None] | None = None):
         self.table = table
+        self.warn = warn
         self.last: Mirrored | None = None
 
     def on_commit(self, commit) -> None:
+        was_failing = self.last is not None and self.last.error is not None
         self.last = after_commit(self.table, commit.version)
+        if self.warn and self.last is not None and self.last.error is not None and not was_failing:
+            self.warn(f"{self.last.error} (the run goes on: each later commit retries the mirror)")
 
     def raise_error(self) -> None:
         if self.last is not None:
             self.last.raise_error()
 
 
-def hook(table: Table) -> MirrorHook | None:
+def hook(table: Table, warn: Callable[[str], None] | None = None) -> MirrorHook | None:
     """A :class:`MirrorHook` for ``table``, or None when it mirrors nothing (read once per run)."""
-    return MirrorHook(table) if read_setting(table) is not None else None
+    return MirrorHook(table, warn) if read_setting(table) is not None else None
