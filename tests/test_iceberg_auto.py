@@ -152,6 +152,55 @@ def test_a_postgres_catalog_down_fails_the_mirror_not_the_commit(tmp_path, postg
     _check(root, cat)
 
 
+def test_a_follow_run_warns_once_when_its_catalog_is_unreachable_and_ends_with_exit_8(tmp_path):
+    """A --follow ingest may never end: it warns when its mirror starts failing (once for the outage, not per
+    commit), keeps committing, and a stop ends it with the mirror's exit 8 and the catch-up command."""
+    import signal
+    import socket
+    import time
+
+    from conftest import TRIB
+
+    root = _table(tmp_path)
+    with socket.socket() as s:  # a port nothing listens on once the socket is closed
+        s.bind(("127.0.0.1", 0))
+        dead = f"postgresql://trib@127.0.0.1:{s.getsockname()[1]}/postgres"
+    _set(root, "--iceberg", "db.events", "--iceberg-catalog", dead)
+    d = tmp_path / "logs"
+    d.mkdir()
+    log = d / "app.log"
+
+    def write(first: int) -> None:
+        with log.open("a") as f:
+            f.writelines(json.dumps({"id": first + i, "ts": ms, "name": "f"}) + "\n"
+                         for i, ms in enumerate(_hours(RECENT)))
+
+    def wait_for(version: int) -> None:
+        deadline = time.monotonic() + 60
+        while _latest(root) < version and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _latest(root) >= version, p.poll()
+
+    write(0)
+    p = subprocess.Popen([*TRIB, "ingest", str(root), "--source-dir", str(d), "--app-id", "f", "--time-field", "ts",
+                          "--follow", "--commit-interval", "200ms", "--close-inactive", "30s"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        wait_for(1)
+        write(100)
+        wait_for(2)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == 8, err
+    warnings = [line for line in err.splitlines() if line.startswith("trib: warning:") and "Iceberg" in line]
+    assert len(warnings) == 1 and "version 1 of" in warnings[0] and "each later commit retries" in warnings[0]
+    (error,) = [line for line in err.splitlines() if line.startswith("trib: error:")]
+    assert f"catch up with: trib iceberg sync {root.as_uri()} --table db.events --catalog {dead}" in error
+    assert sorted(i for i, _ in _trib_rows(root)) == [0, 1, 100, 101]  # every commit stands
+
+
 def _hours(hours) -> list[int]:
     from test_iceberg import HOUR, _now_hour
 
