@@ -18,8 +18,11 @@ import json
 import shlex
 from dataclasses import dataclass
 from typing import Callable
+from urllib.parse import urlsplit
 
-from tributary_read.errors import ManifestCorruptError, MetastoreError, MissingDependencyError, TributaryError
+from tributary_read.errors import (
+    InvalidInputError, ManifestCorruptError, MetastoreError, MissingDependencyError, TributaryError,
+)
 from tributary_read.exits import one_line
 from tributary_read.table.config import Table
 from tributary_read.table.log import META_DIR
@@ -80,7 +83,11 @@ def save_setting(table: Table, name: str | None, catalog: str | None) -> MirrorS
 
     check_parquet(table)
     check_name(name)
-    setting = MirrorSetting(name, check_uri(catalog or default_catalog_uri()))
+    uri = check_uri(catalog or default_catalog_uri())
+    if urlsplit(uri).password is not None:  # the setting is a file anyone who reads the table reads
+        raise InvalidInputError("--iceberg-catalog: give the password in ~/.pgpass or $PGPASSWORD, not in the URI "
+                                "(the mirror setting is stored in the table, and error lines print the URI)")
+    setting = MirrorSetting(name, uri)
     table.storage.makedirs(SETTING.rpartition("/")[0])
     table.storage.replace(SETTING, json.dumps(setting.to_json(), indent=2, sort_keys=True).encode())
     return setting
