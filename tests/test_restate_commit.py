@@ -228,10 +228,13 @@ def test_a_reader_of_new_data_is_refused_at_a_restate_and_a_reader_behind_it_get
     assert sorted(os.path.basename(x.path) for x in manifest_files(t).files) == ["part-r1.jsonl"]
 
 
-def test_a_store_that_cannot_swap_directories_refuses_a_restate(tmp_path):
+def test_a_store_that_cannot_swap_directories_moves_a_restated_partition_and_never_swaps(tmp_path):
+    """Such a store is not refused: its restates move the partition (tests/test_restate_move.py)."""
+    from tributary_read.table.restate_swap import moves
+
     st = MemoryStorage("memory://restate-test")
-    with pytest.raises(InvalidInputError, match="swaps two directories in one step"):
-        check_storage(st)
+    check_storage(st)
+    assert moves(st) and not moves(_table(tmp_path).storage)
     with pytest.raises(StorageError, match="cannot swap two directories"):
         st.exchange_dirs("a", "b")
 

@@ -152,7 +152,8 @@ def commit(run: _Run, txn: Transaction, base_version: int, empty: bool, filesets
                            schema_change=run.job.output.schema_change,
                            count=[frame for _, frame in run.count_frames],
                            restate=run.recompute.partitions if run.recompute is not None else None,
-                           restate_causes=recorded(run))
+                           restate_causes=recorded(run),
+                           restate_by=str(run.job.output.restate_by) if run.job.output.restate_by else None)
         except Exception as e:  # noqa: BLE001 - Spark's own errors: only a planned file's becomes exit 7
             if isinstance(e, TributaryError) and not isinstance(e, StorageError):
                 raise

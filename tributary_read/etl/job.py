@@ -305,7 +305,7 @@ class _Parser(_InputParser):
             raise self.fail(f"output.schema_change {change!r}: choose {' or '.join(SCHEMA_CHANGES)}")
         mode = self.choice(OutputMode, d, "mode", "output", "append")
         root, options = self.root_of(table)
-        return OutputSpec(table, root, col, options, times, change, mode)
+        return OutputSpec(table, root, col, options, times, change, mode, self.restate_by(d, mode))
 
     def hive(self, x: Any) -> HiveSpec:
         d = self.table_of(x, "hive")

@@ -36,6 +36,16 @@ class _InputParser:
         except InvalidInputError as e:
             raise self.fail(str(e)) from None
 
+    def restate_by(self, d: Mapping, mode):
+        """``[output] restate_by`` (None: absent), for a restate job only (``mode``: the output's)."""
+        from tributary_read.etl.spec import OutputMode, RestateBy
+
+        if "restate_by" not in d:
+            return None
+        if mode is not OutputMode.RESTATE:
+            raise self.fail('output.restate_by is for a restate job: add mode = "restate", or drop restate_by')
+        return self.choice(RestateBy, d, "restate_by", "output", "swap")
+
     def input(self, x: Any, i: int, job: str) -> InputSpec:
         section = f"inputs[{i}]"
         d = self.table_of(x, section)

@@ -15,9 +15,12 @@ resolves anything), so the two cannot disagree.
   feed which partition: refused. A layout that is really by arrival time is caught at run time:
   a row whose time lies outside the partitions the run recomputes refuses the run, nothing
   committed (``restatement.check_rows``).
-* The output's storage must swap two directories in one step, so that a directory reader (Hive,
-  Spark over partitions) never sees a restated partition's old and new files together
-  (``restatement.check_storage``, which asks the file system once).
+* On a local file system the output's storage must swap two directories in one step, so that a
+  directory reader (Hive, Spark over partitions) never sees a restated partition's old and new files
+  together (``restatement.check_storage``, which asks the file system once). A store that cannot
+  (S3, HDFS) moves a restated partition into a new directory and its Hive location there
+  (table/restate_swap.py): Hive and trib's readers see it whole, a plain directory reader of the
+  table's root keeps seeing the old partition. Such a job must keep a ``[hive]`` table.
 * A partition holding other tools' data, or reached through a symbolic link, is not recomputed: the
   swap would hide their files, or exchange the link (``restate_swap.obstacle``). A scheduled run holds
   it back, commits the rest and ends with exit 17; its commit records the partition, so every later run
@@ -74,9 +77,18 @@ def check(job, output=None) -> None:
         from tributary_read.table.config import Table
 
         output = Table.load(job.output.root, job.output.storage_options)
+    from tributary_read.table.restate_swap import moves
     from tributary_read.table.restatement import check_storage
 
-    check_storage(output.storage)
+    by = str(job.output.restate_by) if job.output.restate_by is not None else None
+    check_storage(output.storage, by)
+    if moves(output.storage, by) and job.hive is None:
+        why, out = (('restate_by = "move"', 'drop restate_by = "move"') if by == "move" else
+                    ("it cannot swap directories", "put the output on a local file system"))
+        raise InvalidInputError(
+            f"{job.path or job.name}: output {output.uri}: a restate moves each recomputed partition into a new "
+            f"directory ({why}), which only Hive (its location moved by the sync) and trib's readers follow, so "
+            f"other directory readers would see stale partitions: add a [hive] section, {out}, {_OR_APPEND}")
 
 
 @dataclass(frozen=True)

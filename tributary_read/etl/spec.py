@@ -32,6 +32,17 @@ class OutputMode(Choice):
     RESTATE = "restate"
 
 
+class RestateBy(Choice):
+    """``[output] restate_by``: how a restate job's recomputed partition reaches directory readers (docs/etl.md).
+    Unset: ``swap`` where the output's file system can swap two directories (a local Linux one), else ``move``."""
+
+    #: the partition's directory and the new files' directory swap names in one step: every reader exact
+    SWAP = "swap"
+    #: the new files stay in a directory of their own and the Hive sync moves the partition's location
+    #: there (as ``INSERT OVERWRITE`` does): Hive and trib exact, a plain directory reader sees the old one
+    MOVE = "move"
+
+
 class Restated(Choice):
     """``[[inputs]] restated``: what an append job does with an input table's restated partitions."""
 
@@ -150,11 +161,14 @@ class OutputSpec:
     #: before writing; ``allow``: it commits, and the new columns become the recorded ones
     schema_change: str = "refuse"
     mode: OutputMode = OutputMode.APPEND
+    #: a restate job's ``restate_by`` (None: decided by the output's storage, table/restate_swap.py)
+    restate_by: RestateBy | None = None
 
     def to_json(self) -> dict:
         return {"table": self.table, "root": self.root, "time_column": self.time_column,
                 "time_unit": None if self.times.unit is None else str(self.times.unit),
-                "allow_any_time": self.times.allow_any, "schema_change": self.schema_change, "mode": str(self.mode)}
+                "allow_any_time": self.times.allow_any, "schema_change": self.schema_change, "mode": str(self.mode),
+                **({"restate_by": str(self.restate_by)} if self.restate_by is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -254,7 +268,7 @@ _INPUT_KEYS = {"table", "view", "mode", "consumer", "tracking", "state_dir", "lo
 _CONSUMER_ONLY = {"consumer", "tracking", "state_dir", "lookback", "min_age", "full_scan_every", "initial_position",
                   "allow_beyond_horizon", "allow_changed", "max_files"}
 _WINDOW_ONLY = {"window", "window_form", "lag"}
-_OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time", "schema_change", "mode"}
+_OUTPUT_KEYS = {"table", "time_column", "time_unit", "allow_any_time", "schema_change", "mode", "restate_by"}
 _HIVE_KEYS = {"table", "metastore", "location_base", "batch_size", "state_dir", "full_sync_every", "create"}
 _SPARK_KEYS = {"master", "conf", "deploy_mode", "archives", "remote"}
 

@@ -53,7 +53,7 @@ from tributary_read.hive.metastore import Metastore, open_metastore
 from tributary_read.hive.model import TableName
 from tributary_read.hive.uri import MetastoreURI
 from tributary_read.hive.state import Known, StateStore, SyncState
-from tributary_read.hive.sync import location_for
+from tributary_read.hive.sync import Locator
 
 POLICIES = ("metastore", "success-file")
 CLOCKS = ("processing", "event")
@@ -318,9 +318,10 @@ class PartitionCommitter:
         self.relocated.extend(m.relocated)
         if not dry_run:
             placed = {s.lower() for s in m.added + m.relocated}
+            where = Locator.of(self.table, base)
             for d, p in parts.items():
                 if p.spec.lower() in placed:
-                    self.locations[p.spec.lower()] = location_for(self.table.storage, d, base)
+                    self.locations[p.spec.lower()] = where(d)
         return m
 
     def _unmounted(self, mark: _Mark, version: int, files: Callable[[], Any],
@@ -518,8 +519,11 @@ def mount_commit(table: Table, ms: Metastore, hive: TableName, parts: Mapping[st
     table): each touched partition is looked up by its values. A missing one is
     added (IF NOT EXISTS, so a concurrent mount is harmless); one that exists
     received new files (late data), so its statistics are refreshed as a full
-    sync would, and if it points away from its directory it is moved back there
-    (the commit's rows are in that directory: Hive would not show them).
+    sync would, and if it points away from its directory it is moved there (the
+    commit's rows are in that directory: Hive would not show them). Its directory
+    is where its live files are (:class:`~tributary_read.hive.sync.Locator`): a
+    restate on a store that cannot swap directories (S3, HDFS) moves a partition
+    into a new directory, and this is the ``SET LOCATION`` that shows it.
     Idempotent: a rerun after a crash mounts the same commit again.
     A commit touching more than :data:`LIST_ABOVE` partitions (a backfill, a
     catch-up) lists the partitions once instead, and describes only those that
@@ -533,8 +537,9 @@ def mount_commit(table: Table, ms: Metastore, hive: TableName, parts: Mapping[st
     if len(parts) > LIST_ABOVE:  # one listing beats a lookup each (a backfill: mostly new partitions)
         listed = {h.spec.lower(): h for h in ms.list_partitions(hive, with_locations=ms.lists_locations)}
     new, moved, existing = [], [], []
+    where = Locator.of(table, location_base)  # a restate that moved a partition moves its location here
     for d, p in sorted(parts.items()):
-        target = location_for(table.storage, d, location_base)
+        target = where(d)
         if listed is None:
             cur = ms.describe_partition(hive, p.values)
         else:
@@ -571,12 +576,15 @@ def partitions_of_commit(table: Table, commit) -> dict[str, PartitionDir]:
 
 
 def partitions_of_files(table: Table, files) -> dict[str, PartitionDir]:
-    """The partition directories (parsed by the table's layout) that ``files``' data files are in."""
+    """The partition directories (parsed by the table's layout) that ``files``' data files are in (a moved
+    restate's files by their partition's directory, not the one they lie in)."""
+    from tributary_read.table.restate_swap import logical_dir
+
     out: dict[str, PartitionDir] = {}
     for f in files:
         if f.kind != KIND_DATA:
             continue
-        d = posixpath.dirname(f.path)
+        d = logical_dir(f.path)
         if d not in out:
             p = table.layout.try_parse(d)
             if p is not None:

@@ -127,6 +127,33 @@ def location_for(storage: Storage, directory: str, base: str | None = None) -> s
     return f"{base.rstrip('/')}/{directory}" if base else storage.uri_for(directory)
 
 
+@dataclass(frozen=True)
+class Locator:
+    """Each partition's Hive location, from where its live files are in the trib state: a partition a restate
+    moved (tributary_read/table/restate_swap.py) lies in a directory of its own, and its layout directory
+    still holds the old files. Every sync, mount and re-create asks this, never the layout alone."""
+
+    storage: Storage
+    base: str | None = None
+    #: partition directory -> the directory a moved restate left its files in
+    moved: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, table: Table, base: str | None = None) -> Locator:
+        """The table's locator; the state is read only on a table that ever restated (one marker look)."""
+        from tributary_read.table.log import RESTATED_MARKER
+        from tributary_read.table.restate_swap import partition_dir
+
+        if not table.storage.exists(RESTATED_MARKER):
+            return cls(table.storage, base)
+        state = table.log.state()
+        return cls(table.storage, base, {d: partition_dir(state, d) for d in state.locations})
+
+    def __call__(self, directory: str) -> str:
+        """Partition ``directory``'s location as Hive should have it."""
+        return location_for(self.storage, self.moved.get(directory, directory), self.base)
+
+
 def fingerprints(listing: Listing) -> dict[str, Fingerprint]:
     """Per partition directory, its visible files (empty directories included)."""
     acc: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
@@ -162,8 +189,12 @@ def plan_sync(table: Table, ms: Metastore, hive: TableName, options: SyncOptions
 
     t0 = time.perf_counter()
     listing = scan(table.storage, layout)  # any listing error raises here, before any DDL
-    dirs = listing.partitions
+    dirs = dict(listing.partitions)
     fps = fingerprints(listing)
+    where = Locator.of(table, options.location_base)
+    for d in where.moved:  # a moved partition whose old files `trib clean` removed is there all the same
+        if d not in dirs and (p := layout.try_parse(d)) is not None:
+            dirs[d], fps[d] = p, Fingerprint(0, 0, 0)
     by_spec: dict[str, str] = {}
     skipped = _skipped_dirs(listing)
     for d, p in sorted(dirs.items()):
@@ -220,7 +251,7 @@ def plan_sync(table: Table, ms: Metastore, hive: TableName, options: SyncOptions
     add, relocate, drop, refresh = [], [], [], []
     next_state: dict[str, Known] = {}
     for spec, d in sorted(by_spec.items(), key=lambda x: x[1]):
-        fp, target = fps[d], location_for(table.storage, d, base)
+        fp, target = fps[d], where(d)
         pd = dirs[d]
         if spec not in managed:
             add.append(PlanEntry(pd.spec, pd.values, d, target, files=fp.files, bytes=fp.bytes))
@@ -247,7 +278,7 @@ def plan_sync(table: Table, ms: Metastore, hive: TableName, options: SyncOptions
         if spec in by_spec:
             continue
         loc = current[spec].location
-        expected = location_for(table.storage, d, base)
+        expected = where(d)
         if loc is not None and not same_location(loc, expected):
             skipped.append(Skip("partition", p.spec, f"points at {loc}, not at its layout directory; left alone"))
             next_state[spec] = known.get(spec) or Known(loc)

@@ -81,7 +81,7 @@ class _Walk:
                     self.added[e.path] = (e, c.version)
                     self.holder.pop(e.path, None)
                 return
-            staging = {r.directory: r.staging for r in c.restated}
+            staging = {r.directory: r.staging for r in c.restated if not r.moved}  # a moved one leaves them
             for e in c.removed:
                 d = e.path.rpartition("/")[0]
                 if e.path in self.added and d in staging:

@@ -29,7 +29,6 @@ the version it asked at, and the question is not asked again.
 from __future__ import annotations
 
 import json
-import posixpath
 from dataclasses import dataclass, replace
 from typing import Iterator, Mapping, Sequence
 
@@ -92,8 +91,11 @@ class WriteResult:
 
 
 def partitions_of(files) -> tuple[str, ...]:
-    """The partition directories of the data files among ``files``, sorted."""
-    return tuple(sorted({posixpath.dirname(f.path) for f in files if f.kind == KIND_DATA}))
+    """The partition directories of the data files among ``files``, sorted (a moved restate's files by their
+    partition's, not the directory they lie in)."""
+    from tributary_read.table.restate_swap import logical_dir
+
+    return tuple(sorted({logical_dir(f.path) for f in files if f.kind == KIND_DATA}))
 
 
 def table_columns(log: ManifestLog, version: int | None = None) -> list[tuple[str, str, bool]] | None:
@@ -164,7 +166,7 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
           options: Mapping[str, str] | None = None, time_unit: TimeUnit | str | IntegerTimes | None = None,
           allow_any_time: bool = False, base_version: int | None = None,
           schema_change: str = "refuse", count: Sequence = (), restate: Mapping | None = None,
-          restate_causes: Mapping | None = None) -> WriteResult:
+          restate_causes: Mapping | None = None, restate_by: str | None = None) -> WriteResult:
     """Write ``df`` into ``table`` (a Table, or a root URI / trib.toml alias with
     storage ``options``), routing each row by ``time_column``, and commit once.
 
@@ -213,7 +215,8 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     ``restate``: the partitions this write recomputes whole (directory -> PartitionDir,
     :mod:`tributary_read.table.restatement`): every file is staged in its partition's staging directory,
     a row outside them refuses the write (nothing committed), and the commit is one restate of
-    exactly these partitions, swapped in after it (:mod:`tributary_read.table.restate_swap`).
+    exactly these partitions, swapped in after it (:mod:`tributary_read.table.restate_swap`), or moved:
+    ``restate_by`` ``"move"``, or a store that cannot swap (:func:`~tributary_read.table.restate_swap.moves`).
     ``restate_causes``: directory -> what caused its recompute (``RestateInput``s), kept in the commit.
     """
     from tributary_read.spark import require_pyspark
@@ -259,9 +262,9 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
     if restate is not None:
         from tributary_read.table.restatement import check_storage
 
-        check_storage(tbl.storage)
+        check_storage(tbl.storage, restate_by)
     task = _WriteTask(tbl.uri, opts, run_id, time_col, tbl.config.format != "parquet", protocol.value, times,
-                      latest, restate_run=run_id if restate is not None else None)
+                      latest, restate_run=run_id if restate is not None else None, restate_by=restate_by)
     try:
         rows = _with_counts(projected.mapInArrow(task, _task_schema()), count).collect()
     except Exception as e:  # noqa: BLE001 - py4j wraps the executor's exception in a Java one
@@ -292,7 +295,7 @@ def write(df, table: Table | str, *, time_column: str, transaction: Transaction 
         from tributary_read.table.restatement import restatements
 
         try:
-            restated = restatements(tbl.storage, run_id, restate, files, restate_causes)
+            restated = restatements(tbl.storage, run_id, restate, files, restate_causes, restate_by)
         except InvalidInputError:
             _discard(tbl, files)  # never handed to a commit: ours to delete
             raise
@@ -400,10 +403,10 @@ class _WriteTask:
 
     def __init__(self, root: str, options: Mapping[str, str], run_id: str, time_column: str, lines: bool,
                  protocol: str = "direct", times: IntegerTimes = IntegerTimes(), latest_ms: int | None = None,
-                 restate_run: str | None = None):
+                 restate_run: str | None = None, restate_by: str | None = None):
         self.root, self.options, self.run_id = root, dict(options), run_id
         self.time_column, self.lines, self.protocol = time_column, lines, protocol
-        self.times, self.latest_ms, self.restate_run = times, latest_ms, restate_run
+        self.times, self.latest_ms, self.restate_run, self.restate_by = times, latest_ms, restate_run, restate_by
 
     def writer_id(self, attempt_id: int) -> str:
         stamp, _, rand = self.run_id.rpartition("-")
@@ -419,7 +422,7 @@ class _WriteTask:
         fault = ctx.attemptNumber() == 0 and ctx.getLocalProperty(FAULT_PROPERTY) == "fail_first_attempt"
         table = Table.load(self.root, self.options)
         writer = TableWriter(table, protocol=self.protocol, writer_id=self.writer_id(ctx.taskAttemptId()),
-                             restate_run=self.restate_run)
+                             restate_run=self.restate_run, restate_by=self.restate_by)
         bad, samples, implausible = 0, [], []
         try:
             for batch in batches:

@@ -152,11 +152,13 @@ def restatement(state: TableState, restated: Sequence[Restatement]
     partition that landed meanwhile holds the same records in other files, and a restate that
     named the files it read would leave the compacted copy beside the new files.
     """
+    from tributary_read.table.restate_swap import logical_dir  # a moved partition's files lie in its own directory
+
     dirs = {r.directory for r in restated}
-    gone = tuple(f for f in state.files.values() if f.kind == KIND_DATA and posixpath.dirname(f.path) in dirs)
+    gone = tuple(f for f in state.files.values() if f.kind == KIND_DATA and logical_dir(f.path) in dirs)
     records: dict[str, int] = {}
     for f in gone:
-        d = posixpath.dirname(f.path)
+        d = logical_dir(f.path)
         records[d] = records.get(d, 0) + f.records
     return gone, tuple(dataclasses.replace(r, records_before=records.get(r.directory, 0)) for r in restated)
 

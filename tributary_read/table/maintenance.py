@@ -190,6 +190,7 @@ def clean(table: Table, older_than_ms: int, dry_run: bool = False, *,
         # a staging directory a committed file is staged in, or a removed one set aside in: not abandoned
         used = {f.staged.rpartition("/")[0] for f in state.files.values() if f.staged}
         used |= {r.restated for r in state.removed.values() if r.restated}
+        used |= set(state.locations.values())  # where a moved restate left a partition: its live directory
         victims = [v for v in victims if v.path not in live and _staging_dir(v.path) not in used]
         for v in victims:
             table.storage.delete(v.path)

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from tributary_read.errors import InvalidInputError, ManifestCorruptError, UnsupportedFormatVersionError
 from tributary_read.io.storage import safe_relpath
+from tributary_read.table.restate_swap import logical_dir
 
 FORMAT = "tributary-manifest"
 FORMAT_VERSION = 1
@@ -98,6 +99,11 @@ class Restatement:
     finds it made) names the same causes as the run that made it. Optional and informational: None where
     the writer recorded none (a backfill, a trib from before it), and a reader that does not know the field
     still reads the same files (no format version of its own).
+
+    ``moved``: the store cannot swap directories (S3, HDFS), so the new files are committed
+    where they were written, ``staging/NAME``, and stay there; the Hive sync moves the
+    partition's location to ``staging`` (table/restate_swap.py), and the old files stay in
+    their directory as any removed file does until ``trib clean``.
     """
 
     partition: Mapping[str, str] = field(hash=False)
@@ -106,6 +112,7 @@ class Restatement:
     records_before: int
     records_after: int
     inputs: tuple[RestateInput, ...] | None = None
+    moved: bool = False
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"partition": dict(self.partition), "directory": self.directory,
@@ -113,6 +120,8 @@ class Restatement:
                              "records_after": self.records_after}
         if self.inputs is not None:
             d["inputs"] = [i.to_json() for i in self.inputs]
+        if self.moved:
+            d["moved"] = True
         return d
 
     @classmethod
@@ -123,10 +132,12 @@ class Restatement:
         before, after = d["records_before"], d["records_after"]
         if not _is_count(before) or not _is_count(after):
             raise ValueError("restated records must be non-negative integers")
-        inputs = d.get("inputs")
+        inputs, moved = d.get("inputs"), d.get("moved", False)
+        if not isinstance(moved, bool):
+            raise ValueError("restated.moved must be a boolean")
         return cls(part, safe_relpath(d["directory"]), safe_relpath(d["staging"]), before, after,
                    None if inputs is None else tuple(RestateInput.from_json(i)
-                                                     for i in _objects(inputs, "restated.inputs")))
+                                                     for i in _objects(inputs, "restated.inputs")), moved)
 
 
 @dataclass(frozen=True)
@@ -447,8 +458,9 @@ def check_replace(added: tuple[FileEntry, ...], removed: tuple[FileEntry, ...]) 
 def check_restate(added: tuple[FileEntry, ...], removed: tuple[FileEntry, ...],
                   restated: tuple[Restatement, ...]) -> None:
     """A restate's files are exactly its partitions' before and after: every file it adds is staged in
-    its partition's staging directory, every file it removes lies in its partition's directory, and
-    each partition's record counts match its files. ValueError otherwise.
+    its partition's staging directory (a moved restate's lies there), every file it removes lies in its
+    partition's directory (or in the directory an earlier moved restate left its files in), and each
+    partition's record counts match its files. ValueError otherwise.
 
     Checked by the committer and by every reader, so a restate can neither leave a stray file of
     another partition in the table nor misreport what it changed (the run report and the readers
@@ -474,9 +486,13 @@ def check_restate(added: tuple[FileEntry, ...], removed: tuple[FileEntry, ...],
             r = by_part[key]
             if f.kind != KIND_DATA or (sign == 0 and f.sources):  # it may remove a compacted file, not add one
                 raise ValueError(f"a restate commit adds and removes only data files, not {f.path}")
-            if posixpath.dirname(f.path) != r.directory:
+            if sign == 0 and r.moved:
+                if posixpath.dirname(f.path) != r.staging or f.staged is not None \
+                        and posixpath.dirname(f.staged) != r.staging:
+                    raise ValueError(f"{f.path} is not in {r.staging}, where {_spec(key)} moves")
+            elif logical_dir(f.path) != r.directory or sign == 0 and posixpath.dirname(f.path) != r.directory:
                 raise ValueError(f"{f.path} is not in {r.directory}, the directory of {_spec(key)}")
-            if sign == 0 and f.staged != posixpath.join(r.staging, posixpath.basename(f.path)):
+            elif sign == 0 and f.staged != posixpath.join(r.staging, posixpath.basename(f.path)):
                 raise ValueError(f"{f.path} must be staged in {r.staging}")
             counts[key][sign] += f.records
     for key, r in by_part.items():

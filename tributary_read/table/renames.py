@@ -19,6 +19,7 @@ leaving the original visible beside its compacted copy (docs/compaction.md,
 
 from __future__ import annotations
 
+import posixpath
 from typing import Sequence
 
 from tributary_read.errors import StorageError, VerificationError
@@ -188,7 +189,11 @@ def roll_forward(table: Table, files: Sequence[FileEntry]) -> list[str]:
 def roll_forward_commit(table: Table, commit: Commit) -> list[str]:
     """Finish what ``commit``'s writer may have left after the commit point: its files' renames, or, for a
     restate, the swap of every partition it restates (one the recompute emptied has no file to find it by)."""
-    return finish_restate(table, commit) if commit.restated else roll_forward(table, commit.files)
+    if not commit.restated:
+        return roll_forward(table, commit.files)
+    moved = {r.staging for r in commit.restated if r.moved}  # their files stay put: only renamed in (HDFS)
+    return finish_restate(table, commit) + roll_forward(
+        table, [f for f in commit.files if posixpath.dirname(f.path) in moved])
 
 
 def finish_renames(table: Table, entries) -> dict[str, str]:

@@ -15,8 +15,14 @@ one look: the marker is in the partition's directory once it was. The look and t
 under one lock (:meth:`~tributary_read.io.storage.Storage.exchange_dirs`), so two processes
 finishing the same commit (the writer and a reader rolling forward) never swap it back.
 
-Where the store cannot swap directories (object stores), a restate is refused before any
-work (:func:`tributary_read.table.restatement.check_storage`).
+Where the store cannot swap directories (S3, HDFS: :func:`moves`), a restate takes the Hive-native
+way, as ``INSERT OVERWRITE`` does: the new files are written into the same hidden sibling and stay
+there (their manifest paths are there, nothing is renamed); trib's readers take them as the
+partition's files (:func:`logical_path`), and the Hive sync moves the partition's location in the
+metastore to that directory after the commit (:func:`partition_dir`, the one owner of where a
+partition's files are now). The old files stay where they were until ``trib clean`` removes them
+like any removed file. A plain directory reader of the table's root then sees the old partition:
+such a job must keep a Hive table (:func:`tributary_read.etl.restate.check`).
 
 The swap moves a whole directory, so it would also move aside what other tools keep in the
 partition. :func:`foreign` decides, per name, what is trib's own and what is not:
@@ -32,20 +38,37 @@ partition. :func:`foreign` decides, per name, what is trib's own and what is not
 from __future__ import annotations
 
 import posixpath
-from typing import Collection, Sequence
+from typing import TYPE_CHECKING, Collection, Sequence
 
 from dataclasses import dataclass
 
 from tributary_read.errors import InvalidInputError, StorageError, VerificationError
 from tributary_read.faults import crash_point
 from tributary_read.io.storage import ENTRY_DIR, ENTRY_FILE, STAGED_NAME
-from tributary_read.table.manifest import Commit, FileEntry
 from tributary_read.table.names import WRITTEN_NAME
+
+if TYPE_CHECKING:  # pragma: no cover - the manifest checks a restate's paths by this module's names
+    from tributary_read.table.manifest import Commit, FileEntry
 
 #: The staging directory's name: ``.<partition leaf>.restate-<run id>`` beside the partition's directory.
 STAGING_INFIX = ".restate-"
 #: The marker file in a staging directory: ``.trib-<its name without the dot>``.
 MARKER_PREFIX = ".trib-"
+
+
+def moves(storage, by: str | None = None) -> bool:
+    """Whether a restate on ``storage`` moves the partition (new files stay in their own directory, the Hive
+    sync moves the partition's location) rather than swapping two directories: the job asks for it
+    (``by`` = ``"move"``, a job's ``[output] restate_by``), or the store cannot swap (``"swap"`` asked there is
+    refused by :func:`~tributary_read.table.restatement.check_storage`)."""
+    return by == "move" or not storage.capabilities.exchange_directories
+
+
+def partition_dir(state, directory: str) -> str:
+    """Where the live files of partition ``directory`` are now: the directory of its newest moved restate
+    (:func:`moves`), else ``directory`` itself. Every Hive partition location is derived from this, never
+    from the layout alone (a moved partition's layout directory still holds its old files)."""
+    return state.locations.get(directory, directory)
 
 
 def staging_dir(directory: str, run_id: str) -> str:
@@ -258,12 +281,14 @@ def swap(table, directory: str, staging: str, old: Collection[str] | None = None
 
 
 def finish_restate(table, commit: Commit) -> list[str]:
-    """After a restate commit: swap each restated partition in (idempotent); returns the directories swapped."""
+    """After a restate commit: swap each restated partition in (idempotent); returns the directories swapped.
+    A moved restate (:attr:`Restatement.moved`) has nothing to swap: its files stay where they were written."""
     old: dict[str, set[str]] = {}
     for f in commit.removed:
         d, _, name = f.path.rpartition("/")
         old.setdefault(d, set()).add(name)
-    return [r.directory for r in commit.restated if swap(table, r.directory, r.staging, old.get(r.directory, set()))]
+    return [r.directory for r in commit.restated
+            if not r.moved and swap(table, r.directory, r.staging, old.get(r.directory, set()))]
 
 
 def restaged(files: Sequence[FileEntry]) -> dict[tuple[str, str], list[FileEntry]]:

@@ -19,7 +19,6 @@ SQL does not keep event time, and the run commits nothing.
 
 from __future__ import annotations
 
-import posixpath
 import uuid
 
 from typing import Iterable, Mapping
@@ -87,7 +86,8 @@ def named(directories: list[str], shown: int = 3) -> str:
 
 
 def restatements(storage, run_id: str, partitions: Mapping[str, PartitionDir], files: Iterable[FileEntry],
-                 causes: Mapping[str, tuple[RestateInput, ...]] | None = None) -> tuple[Restatement, ...]:
+                 causes: Mapping[str, tuple[RestateInput, ...]] | None = None, by: str | None = None
+                 ) -> tuple[Restatement, ...]:
     """One :class:`Restatement` per partition the run restates, with the records its new files hold (the
     commit counts the records before, on the state it lands on) and, from ``causes`` (directory -> its
     inputs), what caused it (None: not recorded).
@@ -95,37 +95,46 @@ def restatements(storage, run_id: str, partitions: Mapping[str, PartitionDir], f
     A partition the recompute left without rows still gets a staging directory (its marker only): the
     swap then empties it, where leaving it alone would keep records its input no longer has.
     """
-    from tributary_read.table.restate_swap import prepare, staging_dir
+    from tributary_read.table.restate_swap import logical_dir, moves, prepare, staging_dir
 
     files = list(files)
-    check_rows({posixpath.dirname(f.path) for f in files}, partitions)
+    check_rows({logical_dir(f.path) for f in files}, partitions)
     after: dict[str, int] = {}
     for f in files:
-        d = posixpath.dirname(f.path)
+        d = logical_dir(f.path)
         after[d] = after.get(d, 0) + f.records
     out = []
+    moved = moves(storage, by)
     for d, p in partitions.items():
         staging = staging_dir(d, run_id)
         if d not in after:
             storage.sync_many([prepare(storage, staging)])
         out.append(Restatement(dict(p.values), d, staging, 0, after.get(d, 0),
-                               None if causes is None else tuple(causes.get(d, ()))))
+                               None if causes is None else tuple(causes.get(d, ())), moved))
     return tuple(out)
 
 
-def check_storage(storage) -> None:
+def check_storage(storage, by: str | None = None) -> None:
     """Refuse a restate where directory readers could not see a restated partition whole, before any work.
 
-    The storage class says whether it can swap directories at all; the file system under a local
-    table is then asked by doing it once (``_tributary/.swap-probe-…``): NFS and some FUSE mounts
-    refuse ``RENAME_EXCHANGE``, which found only at the swap would leave a committed restate not
-    swapped in.
+    A store that cannot swap directories at all (S3, HDFS) moves a restated partition instead
+    (:func:`~tributary_read.table.restate_swap.moves`; a job keeps it exact for Hive only, which
+    :func:`tributary_read.etl.restate.check` demands). On a local table the file system is asked by
+    swapping once (``_tributary/.swap-probe-…``): NFS and some FUSE mounts refuse
+    ``RENAME_EXCHANGE``, which found only at the swap would leave a committed restate not swapped in.
     """
+    from tributary_read.table.restate_swap import moves
+
     why = ("restating partitions needs a file system that swaps two directories in one step (a local Linux "
            "file system such as ext4, xfs, btrfs or tmpfs); on this store a directory reader could see a restated "
            "partition's old and new files together")
+    if by == "move":
+        return
     if not storage.capabilities.exchange_directories:
-        raise InvalidInputError(f"{storage.uri}: {why}")
+        if by == "swap":
+            raise InvalidInputError(f"{storage.uri}: {why}: drop restate_by = \"swap\" (a restate then moves the "
+                                    "partition, for Hive) or put the output on a local file system")
+        return
     if (type(storage), storage.uri) in _SWAPS:  # asked once per process: a run asks at its check and at its write
         return
     probe = f"{META_DIR}/.swap-probe-{uuid.uuid4().hex[:12]}"

@@ -119,6 +119,11 @@ class TableState:
     added: Mapping[str, int] = field(default_factory=dict, hash=False)
     #: The layout and format of the newest commit that recorded them (table/placement.py).
     settings: Placement | None = None
+    #: Partition directory -> the directory its live files are in, for each partition a moved restate
+    #: recomputed last (:attr:`~tributary_read.table.manifest.Restatement.moved`): kept here, not derived
+    #: from the files, because one the recompute emptied has none. Read through
+    #: :func:`tributary_read.table.restate_swap.partition_dir`.
+    locations: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def apply(self, c: Commit) -> TableState:
         return self.apply_all((c,))
@@ -133,6 +138,7 @@ class TableState:
         apps = dict(self.apps)
         removed = dict(self.removed)
         added = dict(self.added)
+        locations = dict(self.locations)
         version, settings = self.version, self.settings
         for c in commits:
             if removed:
@@ -143,7 +149,13 @@ class TableState:
                 added[f.path] = c.version
                 removed.pop(f.path, None)
             holder = {s.path: f.path for f in c.files for s in f.sources} if c.operation == OP_REPLACE else {}
-            aside = {r.directory: r.staging for r in c.restated} if c.operation == OP_RESTATE else {}
+            # a swapped restate sets its removed files aside in its staging directory; a moved one leaves them
+            aside = {r.directory: r.staging for r in c.restated if not r.moved} if c.operation == OP_RESTATE else {}
+            for r in c.restated:
+                if r.moved:
+                    locations[r.directory] = r.staging
+                else:
+                    locations.pop(r.directory, None)
             for f in c.removed:
                 gone = files.pop(f.path, None)
                 added.pop(f.path, None)
@@ -159,7 +171,7 @@ class TableState:
                                               AppState(c.version, c.transaction, dict(c.transaction.offsets)))
             version = c.version
             settings = c.settings if c.settings is not None else settings
-        return TableState(version, files, apps, removed, added, settings)
+        return TableState(version, files, apps, removed, added, settings, locations)
 
     @property
     def compacted(self) -> bool:
@@ -169,8 +181,10 @@ class TableState:
     @property
     def restated(self) -> bool:
         """Whether the state remembers files a restate removed, or holds a restate's files not swapped in yet
-        (its checkpoint is version 3: a trib that rolls staged files forward one by one must refuse it)."""
-        return any(r.restated for r in self.removed.values()) or bool(restaged(list(self.files.values())))
+        (its checkpoint is version 3: a trib that rolls staged files forward one by one must refuse it), or
+        partitions a moved restate left in a directory of their own (one that reads by layout must refuse it)."""
+        return any(r.restated for r in self.removed.values()) or bool(restaged(list(self.files.values()))) \
+            or bool(self.locations)
 
     def to_json(self) -> dict:
         version = RESTATE_FORMAT_VERSION if self.restated else REPLACE_FORMAT_VERSION if self.compacted else None
@@ -186,6 +200,8 @@ class TableState:
             **({"added": [[p, v] for p, v in self.added.items()]} if self.added else {}),
             # Optional within version 1: the placement the commits were written with.
             **({"settings": self.settings.to_json()} if self.settings is not None else {}),
+            # Within version 3: where moved restates left partitions' files.
+            **({"locations": dict(self.locations)} if self.locations else {}),
         }
 
     @classmethod
@@ -209,6 +225,10 @@ class TableState:
                 if p in files:
                     added[p] = v
             settings = Placement.from_json(d["settings"]) if "settings" in d else None
-            return cls(int(d["version"]), files, apps, removed, added, settings)
+            locations = d.get("locations", {})
+            if not isinstance(locations, dict) or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in locations.items()):
+                raise ValueError("locations must map partition directories to directories")
+            return cls(int(d["version"]), files, apps, removed, added, settings, locations)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ManifestCorruptError(f"corrupt checkpoint {where}: {e}") from None

@@ -54,14 +54,16 @@ class TableWriter:
         close_threads: files closed concurrently at a commit (encode, upload); flush() syncs them together.
         restate_run: a restate's run id (``[output] mode = "restate"``): each file is written in its
             partition's staging directory for that run (table/restate_swap.py), whatever the protocol,
-            and reaches its final name only with the whole partition, when the committed restate is swapped in.
+            and reaches its final name only with the whole partition, when the committed restate is swapped in;
+            or, where the restate moves the partition (``restate_by``, :func:`~tributary_read.table.restate_swap.moves`),
+            is committed there and stays.
     """
 
     def __init__(self, table: Table, protocol: Protocol | str | None = None, roll: RollPolicy | None = None,
                  writer_id: str | None = None, clock: Callable[[], float] = time.monotonic,
-                 close_threads: int = 8, restate_run: str | None = None):
+                 close_threads: int = 8, restate_run: str | None = None, restate_by: str | None = None):
         self.table = table
-        self.restate_run = restate_run
+        self.restate_run, self.restate_by = restate_run, restate_by
         self._markers: dict[str, str] = {}  # restate: staging directory -> its marker, made with its first file
         self._markers_synced = 0
         self.storage = table.storage
@@ -378,12 +380,15 @@ class TableWriter:
         self._seq += 1
         path = f"{part.path}/part-{self.writer_id}-{self._seq:06d}{self._suffix}"
         if self.restate_run is not None:
-            from tributary_read.table.restate_swap import prepare, in_staging, staging_dir
+            from tributary_read.table.restate_swap import moves, prepare, in_staging, staging_dir
 
             staging = staging_dir(part.path, self.restate_run)
             if staging not in self._markers:
                 self._markers[staging] = prepare(self.storage, staging)
             write_path = in_staging(staging, path)
+            if moves(self.storage, self.restate_by):  # no swap: the file is committed where it is written, and stays there
+                path = write_path
+                write_path = staged_name(path) if self.protocol is Protocol.RENAME else path
         else:
             write_path = staged_name(path) if self.protocol is Protocol.RENAME else path
         raw = self.storage.open_output(write_path)
