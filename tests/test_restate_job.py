@@ -89,3 +89,17 @@ def test_a_stream_job_cannot_restate(tmp_path):
         f'[job]\nname = "s"\nsql = "q.sql"\n\n[stream]\nsource = "rate"\ncheckpoint = "{tmp_path / "cp"}"\n\n'
         f'[output]\ntable = "{out}"\ntime_column = "timestamp"\nmode = "restate"\n')
     one_line_error(invoke_trib("etl", "check", tmp_path / "s.toml"), 3, "output.mode restate is for trib etl run")
+
+
+def test_restate_by_is_parsed_for_a_restate_job_only_and_move_needs_a_hive_section(tmp_path):
+    """``restate_by = "move"`` on a local output takes the way of S3 and HDFS: without ``[hive]`` no directory
+    reader would stay exact, refused in one line naming the ways out; an append job's restate_by is refused."""
+    path = _job(tmp_path)
+    path.write_text(path.read_text().replace('mode = "restate"', 'mode = "restate"\nrestate_by = "move"'))
+    assert Job.load(path).to_json()["output"]["restate_by"] == "move"
+    one_line_error(invoke_trib("etl", "check", path), 3, 'restate_by = "move"', "stale partitions",
+                   "add a [hive] section", 'drop restate_by = "move"')
+    path.write_text(path.read_text().replace('restate_by = "move"', 'restate_by = "swap"'))
+    assert invoke_trib("etl", "check", path).returncode == 0  # a local file system swaps
+    path.write_text(path.read_text().replace('mode = "restate"\n', ""))
+    one_line_error(invoke_trib("etl", "check", path), 3, "output.restate_by is for a restate job")

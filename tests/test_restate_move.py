@@ -144,3 +144,10 @@ def test_a_restate_writer_on_s3_writes_into_the_new_directory_and_hive_is_pointe
     assert where(d) == t.storage.uri_for(staging_dir(d, "r7"))
     assert where("1970_01_01/01") == t.storage.uri_for("1970_01_01/01")
     assert sorted(f.path for f in manifest_files(t).files) == sorted([new.path, stale])
+
+
+def test_swap_asked_where_the_store_cannot_swap_is_refused():
+    from tributary_read.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match='swaps two directories in one step.*drop restate_by = "swap"'):
+        check_storage(_table().storage, "swap")

@@ -297,7 +297,7 @@ def plan_sync(table: Table, ms: Metastore, hive: TableName, options: SyncOptions
         refused = (f"refusing to drop {len(drop)} of {len(managed)} partitions of {hive} "
                    f"(more than --max-drop-fraction {options.max_drop_fraction:g}); a partial or failed "
                    "listing looks like this. Check the directories, then rerun with --force")
-    elif len(relocate) > limit:
+    elif len([e for e in relocate if e.directory not in where.moved]) > limit:  # a restate's move is intended
         # Most often the same files spelled differently (hdfs://nameservice vs hdfs://host:8020).
         refused = (f"refusing to relocate {len(relocate)} of {len(managed)} partitions of {hive}: e.g. "
                    f"{relocate[0].previous} -> {relocate[0].location}. If only the file system's name differs, "
