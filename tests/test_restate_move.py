@@ -151,3 +151,16 @@ def test_swap_asked_where_the_store_cannot_swap_is_refused():
 
     with pytest.raises(InvalidInputError, match='swaps two directories in one step.*drop restate_by = "swap"'):
         check_storage(_table().storage, "swap")
+
+
+def test_an_append_into_a_moved_partition_is_refused_and_other_partitions_take_appends():
+    """Its file would lie beside the old files, where Hive no longer reads the partition."""
+    from tributary_read.errors import InvalidInputError
+
+    t = _table()
+    _append(t, P1, "a.jsonl", 3, 0)
+    c = _restate(t, {P1: 2}, "r1", 1)
+    with pytest.raises(InvalidInputError, match=f"partition {P1} of .* moved it to {c.restated[0].staging}"):
+        _append(t, P1, "late.jsonl", 1, 2)
+    assert t.log.latest_version() == c.version
+    _append(t, P2, "b.jsonl", 1, 3)

@@ -470,6 +470,8 @@ class ManifestLog:
             self.storage.create_if_absent(COMPACTED_MARKER, b"{}\n")
         if restated:
             self.storage.create_if_absent(RESTATED_MARKER, b"{}\n")
+        # an append into a partition a restate moved would be invisible to Hive (restate_swap.check_not_moved)
+        appends = bool(files) and not (restated or replace or removed) and self.storage.exists(RESTATED_MARKER)
         commit_id = new_commit_id(writer)
         deadline = time.monotonic() + timeout_s
         v, losses = base + 1, 0
@@ -481,6 +483,10 @@ class ManifestLog:
                 _check_restate(tuple(files), gone, now)
             else:
                 gone = tuple(removed(self.state(v - 1)) if callable(removed) else removed)
+            if appends:
+                from tributary_read.table.restate_swap import check_not_moved
+
+                check_not_moved(self.state(v - 1), files, self.storage.uri)
             if replace:
                 _check_replace(tuple(files), gone, self.state(v - 1))
             # Against the commit this slot follows (a lost race has just read it; commits never change).

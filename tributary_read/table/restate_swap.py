@@ -71,6 +71,18 @@ def partition_dir(state, directory: str) -> str:
     return state.locations.get(directory, directory)
 
 
+def check_not_moved(state, files, uri: str) -> None:
+    """Refuse an append into a partition a restate moved (one line, nothing committed): its new file would lie in
+    the layout directory, beside the old files, where Hive no longer looks; only a restate writes it since."""
+    for f in files:
+        d = posixpath.dirname(f.path)
+        if d in state.locations:
+            raise InvalidInputError(
+                f"partition {d} of {uri} was recomputed by a restate that moved it to {state.locations[d]} (where "
+                f"Hive reads it), so {f.path} appended there would be invisible to Hive; nothing was committed: "
+                "write this partition only through its restate job")
+
+
 def staging_dir(directory: str, run_id: str) -> str:
     """The hidden sibling of partition ``directory`` that run ``run_id`` stages its new files in."""
     parent, _, leaf = directory.rpartition("/")
