@@ -144,6 +144,11 @@ def test_a_restate_writer_on_s3_writes_into_the_new_directory_and_hive_is_pointe
     assert where(d) == t.storage.uri_for(staging_dir(d, "r7"))
     assert where("1970_01_01/01") == t.storage.uri_for("1970_01_01/01")
     assert sorted(f.path for f in manifest_files(t).files) == sorted([new.path, stale])
+    from tributary_read.table.maintenance import clean, verify
+
+    report = verify(t)  # the old file is a removed one, the new directory's marker trib's own: nothing wrong
+    assert not report.problems and not report.orphans and kept in {f.path for f in report.removed}
+    assert clean(t, 0) == [] and t.storage.exists(new.path)
 
 
 def test_swap_asked_where_the_store_cannot_swap_is_refused():
