@@ -241,7 +241,8 @@ def plan_sync(table: Table, ms: Metastore, hive: TableName, options: SyncOptions
     for spec, (p, d) in managed.items():
         if ms.lists_locations:
             current[spec] = p
-        elif spec in known and not options.check_locations:
+        elif spec in known and not options.check_locations and (  # a run's sync may have moved it since
+                d not in where.moved or same_location(known[spec].location, where(d))):
             current[spec] = HivePartition(p.values, known[spec].location)
         else:
             described += 1
