@@ -588,7 +588,7 @@ def test_a_moved_restate_shows_hive_the_recomputed_hour_and_a_kill9_before_the_m
     suite's Hive cannot read s3a://), a restated hour's new files stay in a directory of their own and the sync
     moves the partition's location there: HiveServer2 and trib's reader count the hour exactly, before the move
     (killed between the commit and the sync) the old version, whole; a plain directory reader of the root sees
-    none of it (docs/etl.md). On S3 a restate job without a [hive] section is refused by `trib etl check`."""
+    none of it (docs/etl.md); a daily restate job downstream recomputes the moved hour's day from the moved files. On S3 a restate job without a [hive] section is refused by `trib etl check`."""
     import uuid
 
     now = int(time.time() * 1000)
@@ -615,6 +615,9 @@ def test_a_moved_restate_shows_hive_the_recomputed_hour_and_a_kill9_before_the_m
         placed = _location(hive_services, table, hour0)
         assert f"/.{hour0.rpartition('/')[2]}.restate-" in placed  # its directory of the first computation
 
+        daily = _daily_job(tmp_path, "restate", out)  # downstream: a daily restate job over the moved hourly table
+        _run(daily, t0, 2)
+
         raw.write(0, "late.jsonl", ["u3", "u1"])  # hour 0 again: restated, moved
         want = sorted((h, u, e) for h, (u, e) in raw.truth().items())
         r = run_trib("etl", "run", str(job), "--schedule-time", str(t0 + 3 * H), "-q",
@@ -627,6 +630,16 @@ def test_a_moved_restate_shows_hive_the_recomputed_hour_and_a_kill9_before_the_m
         moved = _location(hive_services, table, hour0)
         assert moved != placed and f"/.{hour0.rpartition('/')[2]}.restate-" in moved
         assert _hive_rows(hs2_cursor, table) == want == _rows_by_manifest(out) and plain() == []
+        day = 24 * H
+        days = {d: (sum(e for h, _, e in want if h - h % day == d), max(u for h, u, _ in want if h - h % day == d))
+                for d in {h - h % day for h, _, _ in want}}
+        restated = _run(daily, t0, 3)["output"]["restated"]  # the moved hour's day, recomputed downstream
+        assert [r["partition"] for r in restated] == [hour0.split("/")[0]]
+        import pyarrow.dataset as ds
+
+        tab = ds.dataset(str(tmp_path / "daily-restate"), format="parquet", ignore_prefixes=[".", "_"]).to_table()
+        got = sorted(zip(tab["ts"].to_pylist(), tab["events"].to_pylist(), tab["peak"].to_pylist()))
+        assert got == sorted((d, e, u) for d, (e, u) in days.items())  # swapped in (a local output): read as a directory
 
         full = run_trib("etl", "run", str(job), "--schedule-time", str(t0 + 4 * H), "--full-sync", "--json", "-q")
         assert full.returncode == 0, full.stderr  # a full sync derives the location from the state: kept there
