@@ -333,3 +333,69 @@ def test_without_the_extra_the_sync_names_it(tmp_path):
     helped = subprocess.run([sys.executable, "-c", code, "iceberg", "sync", "--help"], capture_output=True,
                             text=True, env=env)
     assert helped.returncode == 0 and "NS.NAME" in helped.stdout
+
+
+def test_many_commits_merge_manifests_keep_a_bounded_history_and_read_the_same(tmp_path):
+    """45 one-file commits mirrored one sync each, then in one batch, with 8 snapshots kept: manifests merge
+    (each live file listed once), the history stays at 8, the metadata of expired snapshots is deleted, a
+    kept old snapshot reads as trib's table did at its version, and a compaction after it is one overwrite."""
+    from tributary_read.iceberg import appends, mirror
+    from tributary_read.table.config import Table, TableConfig
+    from tributary_read.table.layout import Layout
+    from tributary_read.table.manifest import FileEntry, SourceFile, Transaction
+    from tributary_read.table.renames import finish_replace
+
+    cat = _catalog(tmp_path)
+    t = Table.create(str(tmp_path / "m"), TableConfig(Layout(LAYOUT, PARTITION), format="parquet"))
+    root = Path(t.storage.abspath(""))
+
+    def write(i: int) -> None:
+        d = f"2026_11_28/0{6 + i % 2}"
+        path = f"{d}/part-{i}.parquet"
+        t.log.commit([FileEntry(path, _parquet(t, path, [i]), 1, {"dt": "20261128" + d[-2:]})],
+                     Transaction("w", {"src": i}))
+
+    write(0)
+    _sync(root, cat)  # the CLI creates the table; then the history is cut short to show it bounded
+    with _iceberg(cat).transaction() as tx:
+        tx.set_properties({appends.KEEP_PROPERTY: "8"})
+    for i in range(1, 25):
+        write(i)
+        assert mirror.sync(t, "db.events", cat).version == i + 1
+    for i in range(25, 45):
+        write(i)
+    out = mirror.sync(t, "db.events", cat)
+    assert [s["version"] for s in out.snapshots] == list(range(26, 46))
+    _check(root, cat)
+    ice = _iceberg(cat)
+    assert [s.summary["trib.version"] for s in ice.snapshots()] == [str(v) for v in range(38, 46)]
+    manifests = ice.current_snapshot().manifests(ice.io)
+    assert len(manifests) < 10  # 45 commits' manifests merged by tiers of 10
+
+    # Nothing in the metadata directory that no kept snapshot names: expired lists and merged-away manifests
+    # were deleted after their commits.
+    named = set()
+    for s in ice.snapshots():
+        named.add(s.manifest_list)
+        named.update(m.manifest_path for m in s.manifests(ice.io))
+    meta = ice.metadata.location.removeprefix("file://") + "/metadata"
+    assert {f"file://{p}" for p in glob.glob(f"{meta}/*.avro")} == named
+
+    # Time travel to the oldest kept snapshot: trib's files at version 38.
+    oldest = ice.snapshots()[0]
+    old = ice.scan(snapshot_id=oldest.snapshot_id, selected_fields=("id", "dt")).to_arrow()
+    assert sorted(old.column("id").to_pylist()) == list(range(38))
+
+    # A compaction of one partition (as trib compact commits it): its files sit in merged manifests, which
+    # pyiceberg's overwrite rewrites without them.
+    inputs = [f for f in t.log.state().files.values() if f.partition["dt"] == "2026112806"]
+    ids = sorted(int(f.path.rsplit("-", 1)[1].split(".")[0]) for f in inputs)
+    path = "2026_11_28/06/compacted.parquet"
+    sources = tuple(SourceFile(f.path, int(f.path.rsplit("-", 1)[1].split(".")[0]) + 1, 1) for f in inputs)
+    c = t.log.commit([FileEntry(path, _parquet(t, path, ids), len(ids), {"dt": "2026112806"}, sources=sources)],
+                     removed=inputs, replace=True)
+    finish_replace(t, c.files, c.removed)  # the originals set aside, as trib compact does after its commit
+    out = mirror.sync(t, "db.events", cat)
+    assert [(s["operation"], s["added"], s["removed"]) for s in out.snapshots] == [("replace", 1, len(inputs))]
+    _check(root, cat)
+    assert _iceberg(cat).current_snapshot().summary.operation.value == "overwrite"

@@ -9,6 +9,10 @@ footers. Each trib commit becomes one Iceberg snapshot, in version order:
   files they remove and adds the files they add, so no reader sees both or neither;
 * an expiry deletes its files.
 
+Appends are written by :mod:`tributary_read.iceberg.appends` from pyiceberg's lower-level pieces, several
+to one catalog commit, with manifests merged and the history bounded, so a commit costs the same at a
+million files as at a hundred; the rarer commits above go through pyiceberg's transaction.
+
 Each snapshot's summary names the trib version it registers (:mod:`tributary_read.iceberg.summary`), so
 the Iceberg table alone says where a rerun resumes. pyiceberg's own retry of a failed catalog commit is
 turned off for the mirror's tables: it would re-apply a commit on top of a concurrent mirror's copy of the
@@ -32,6 +36,7 @@ from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles
 
 from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError
 from tributary_read.faults import crash_point
+from tributary_read.iceberg import appends
 from tributary_read.iceberg import schema as shape
 from tributary_read.iceberg import summary as marks
 from tributary_read.iceberg.catalog import check_name, open_catalog
@@ -41,7 +46,9 @@ from tributary_read.table.manifest import KIND_DATA, OP_APPEND, OP_EXPIRE, Commi
 from tributary_read.table.renames import finish_renames, locations
 
 #: Table properties the mirror sets on the tables it creates. No retry: see the module docstring.
-PROPERTIES = {TableProperties.COMMIT_NUM_RETRIES: "0", "format-version": "2"}
+PROPERTIES = {TableProperties.COMMIT_NUM_RETRIES: "0", "format-version": "2",
+              # Each commit writes a new metadata file; keep Iceberg's default 100 of them, not every one.
+              TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true"}
 #: How many concurrent mirrors' commits one run reads back before it gives up (each is progress).
 MAX_CONFLICTS = 100
 #: Footers read at once: each is a small ranged read, mostly latency on remote stores.
@@ -95,12 +102,14 @@ def sync(table: Table, name: str, catalog_uri: str | None = None) -> SyncResult:
     return result
 
 
-def _reveal(table: Table, files: list[FileEntry], live) -> None:
-    """Finish the renames of ``files`` still live (the rename protocol: a writer killed between its commit and
-    its renames, or a restate not yet swapped in, leaves them under hidden names), before Iceberg is told
-    their final names, as every trib reader does before it hands out a path. Files a later commit removed
-    are left alone: their bytes may be set aside or deleted, and no current snapshot names them."""
-    mine = [f for f in files if f.staged and f.path in live]
+def _reveal(table: Table, files: list[FileEntry]) -> None:
+    """Finish the renames of ``files`` (those no later commit removed: the rename protocol: a writer killed
+    between its commit and its renames, or a restate not yet swapped in, leaves them under hidden names),
+    before Iceberg is told their final names, as every trib reader does before it hands out a path. Files a
+    later commit removed are left alone by the caller: their bytes may be set aside or deleted, and no
+    current snapshot names them. (Which files are removed later is read from the commits being mirrored,
+    not from the table's whole state, which costs as much as the table is large.)"""
+    mine = [f for f in files if f.staged]
     if mine:
         finish_renames(table, mine)
 
@@ -131,22 +140,93 @@ def _position(ice: IcebergTable | None, ident: dict[str, str], name: str) -> int
 def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: dict[str, str],
             result: SyncResult, target: int) -> IcebergTable:
     """Register the commits after ``result.version`` up to ``target``; raises CommitFailedException when a
-    concurrent mirror committed first (nothing of this run's snapshot landed then)."""
+    concurrent mirror committed first (nothing of this run's pending snapshots landed then).
+
+    Appends are batched (:mod:`tributary_read.iceberg.appends`); a commit that changes the schema, replaces
+    or deletes files first commits the batch, then goes through pyiceberg's own snapshot producers."""
     keys = table.layout.keys
-    live = table.log.state(target).files
-    for commit in _commits(table, result.version, target):
+    commits = list(_commits(table, result.version, target))
+    removed_at: dict[str, int] = {}  # path -> the last version that removed it, for _reveal
+    for c in commits:
+        for f in c.removed:
+            removed_at[f.path] = c.version
+    batch: appends.Appender | None = None
+    pending: list[dict] = []
+
+    def flush() -> None:
+        nonlocal ice, batch
+        if batch is None or not len(batch):
+            return
+        crash_point("iceberg-prepared")
+        ice = batch.commit()
+        crash_point("iceberg-committed")
+        result.version = pending[-1]["version"]
+        result.snapshots += pending
+        pending.clear()
+        batch = None
+
+    for commit in commits:
         crash_point("iceberg-listed")
         added = [f for f in commit.files if f.kind == KIND_DATA]
-        _reveal(table, added, live)
+        _reveal(table, [f for f in added if removed_at.get(f.path, 0) <= commit.version])
         footers = _footers(table, added)
         if ice is None:
             ice = _create(catalog, name, ident, keys, next((f for f in footers if f is not None), None))
-        ice = _commit(table, ice, ident, keys, commit, added, footers)
-        result.version = commit.version
-        result.snapshots.append({"version": commit.version, "operation": commit.operation,
-                                 "added": len(added), "removed": sum(f.kind == KIND_DATA for f in commit.removed)})
+        record = {"version": commit.version, "operation": commit.operation, "added": len(added),
+                  "removed": sum(f.kind == KIND_DATA for f in commit.removed)}
+        if record["removed"] or commit.operation == OP_EXPIRE or _widens(ice, footers):
+            flush()
+            assert ice is not None
+            ice = _commit(table, ice, ident, keys, commit, added, footers)
+            result.version = commit.version
+            result.snapshots.append(record)
+            continue
+        if batch is None:
+            keep = appends.kept(ice.properties, name)
+            batch = appends.Appender(ice, keep)
+        metadata = ice.metadata
+        _check_columns(table, metadata, added, footers)
+        batch.append(_data_files(table, metadata, keys, commit, added, footers), _props(ident, commit))
+        pending.append(record)
+        if len(batch) >= min(appends.BATCH, batch.keep or appends.BATCH):
+            flush()
+    flush()
     assert ice is not None or result.version == target
     return ice  # type: ignore[return-value]
+
+
+def _widens(ice: IcebergTable, footers: list) -> bool:
+    """Whether a file of the commit has a column the Iceberg schema lacks (a schema update goes first)."""
+    schema = ice.metadata.schema()
+    return any(footer is not None and shape.new_columns(schema, footer.schema.to_arrow_schema()) for footer in footers)
+
+
+def _schemas(added: list[FileEntry], footers: list) -> list[tuple[FileEntry, pa.Schema]]:
+    """Each distinct column set among the commit's footers, with the first file that has it."""
+    seen: list[tuple[FileEntry, pa.Schema]] = []
+    for f, footer in zip(added, footers):
+        if footer is None:
+            continue
+        cols = footer.schema.to_arrow_schema()
+        if not any(cols.equals(s) for _, s in seen):
+            seen.append((f, cols))
+    return seen
+
+
+def _check_columns(table: Table, metadata, added: list[FileEntry], footers: list) -> None:
+    """Refuse a file whose columns do not fit the Iceberg schema, each distinct footer schema checked once."""
+    for f, cols in _schemas(added, footers):
+        shape.check_compatible(metadata.schema(), cols, table.storage.uri_for(f.path), metadata.format_version)
+
+
+def _props(ident: dict[str, str], commit: Commit) -> dict[str, str]:
+    return {**ident, marks.VERSION: str(commit.version), marks.OPERATION: commit.operation}
+
+
+def _data_files(table: Table, metadata, keys: list[str], commit: Commit, added: list[FileEntry], footers: list):
+    log_uri = table.storage.uri_for(commit_path(commit.version))
+    return [shape.data_file(metadata, table.storage.uri_for(f.path), f, keys, log_uri, footer)
+            for f, footer in zip(added, footers)]
 
 
 def _commits(table: Table, position: int, target: int):
@@ -197,30 +277,25 @@ def _create(catalog, name: str, ident: dict[str, str], keys: list[str], footer) 
 
 def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], keys: list[str], commit: Commit,
             added: list[FileEntry], footers: list) -> IcebergTable:
-    """One trib commit as one Iceberg snapshot (its schema's new columns in the same catalog commit)."""
+    """One trib commit that widens the schema, replaces or deletes files, as one Iceberg snapshot through
+    pyiceberg's transaction (its schema's new columns in the same catalog commit). Its deep copies of the
+    table metadata cost as much as the kept history is long, which :mod:`~tributary_read.iceberg.appends`
+    bounds; appends, the frequent case, do not come here unless they add a column."""
     tx = ice.transaction()
     # The table's metadata as this snapshot sees it. The transaction's view is a deep copy of the whole
     # metadata, every snapshot included, at each access: taken only after a schema change was staged.
     metadata = ice.metadata
-    seen: list[pa.Schema] = []
-    for f, footer in zip(added, footers):
-        if footer is None:
-            continue
-        cols = footer.schema.to_arrow_schema()
-        if any(cols.equals(s) for s in seen):
-            continue
-        seen.append(cols)
+    for _, cols in _schemas(added, footers):
         if shape.new_columns(metadata.schema(), cols):
             with tx.update_schema() as update:
                 update.union_by_name(cols)
             metadata = tx.table_metadata
-        shape.check_compatible(metadata.schema(), cols, table.storage.uri_for(f.path), metadata.format_version)
+    _check_columns(table, metadata, added, footers)
     log_uri = table.storage.uri_for(commit_path(commit.version))
-    props = {**ident, marks.VERSION: str(commit.version), marks.OPERATION: commit.operation}
-    adds = [shape.data_file(metadata, table.storage.uri_for(f.path), f, keys, log_uri, footer)
-            for f, footer in zip(added, footers)]
+    adds = _data_files(table, metadata, keys, commit, added, footers)
     dels = [shape.data_file(metadata, table.storage.uri_for(f.path), f, keys, log_uri)
             for f in commit.removed if f.kind == KIND_DATA]
+    props = _props(ident, commit)
     producer: _OverwriteFiles | _FastAppendFiles
     if dels or commit.operation == OP_EXPIRE:
         op = Operation.DELETE if commit.operation == OP_EXPIRE else Operation.OVERWRITE
