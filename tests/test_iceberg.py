@@ -339,6 +339,7 @@ def test_many_commits_merge_manifests_keep_a_bounded_history_and_read_the_same(t
     """45 one-file commits mirrored one sync each, then in one batch, with 8 snapshots kept: manifests merge
     (each live file listed once), the history stays at 8, the metadata of expired snapshots is deleted, a
     kept old snapshot reads as trib's table did at its version, and a compaction after it is one overwrite."""
+    from tributary_read.errors import InvalidInputError
     from tributary_read.iceberg import appends, mirror
     from tributary_read.table.config import Table, TableConfig
     from tributary_read.table.layout import Layout
@@ -399,3 +400,11 @@ def test_many_commits_merge_manifests_keep_a_bounded_history_and_read_the_same(t
     assert [(s["operation"], s["added"], s["removed"]) for s in out.snapshots] == [("replace", 1, len(inputs))]
     _check(root, cat)
     assert _iceberg(cat).current_snapshot().summary.operation.value == "overwrite"
+
+    # A history bound that is not a count is refused with one line naming the property; nothing is added.
+    with _iceberg(cat).transaction() as tx:
+        tx.set_properties({appends.KEEP_PROPERTY: "a week"})
+    write(45)
+    with pytest.raises(InvalidInputError, match="trib.snapshots-kept = 'a week' is not a count"):
+        mirror.sync(t, "db.events", cat)
+    assert _iceberg(cat).current_snapshot().summary["trib.version"] == "46"
