@@ -46,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stream-args", default="--hive", help="extra arguments for bench_stream.py (quoted)")
     ap.add_argument("--late-data-args", default="", help="extra arguments for bench_late_data.py (quoted)")
     ap.add_argument("--restate-args", default="", help="extra arguments for bench_restate.py (quoted)")
+    ap.add_argument("--iceberg-args", default="", help="extra arguments for bench_iceberg.py (quoted)")
     ap.add_argument("--skip", default="",
                     help="comma list of writer,commit,listing,cli,hive,etl-hive,spark-read,etl,warm-etl,spark-listing,"
-                         "commit-contention,window-query,readers,late-data,restate,ledger,untracked,hourly,kafka,report,compact,metrics,spool,"
+                         "commit-contention,window-query,readers,late-data,restate,iceberg,ledger,untracked,hourly,kafka,report,compact,metrics,spool,"
                          "stream to skip")
     ap.add_argument("--output", default=str(HERE / "results.md"), help="summary file (default benchmarks/results.md)")
     args = ap.parse_args(argv)
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                                ("readers", "bench_readers.py", args.readers_args),
                                ("late-data", "bench_late_data.py", args.late_data_args),
                                ("restate", "bench_restate.py", args.restate_args),
+                               ("iceberg", "bench_iceberg.py", args.iceberg_args),
                                ("ledger", "bench_ledger.py", ""),
                                ("untracked", "bench_untracked.py", ""),
                                ("hourly", "bench_hourly.py", ""),
