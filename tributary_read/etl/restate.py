@@ -189,14 +189,11 @@ def obstacles(output, partitions: Mapping[str, PartitionDir]) -> dict[str, Obsta
     """The partitions among ``partitions`` of ``output`` that cannot be restated now, each with its
     :class:`~tributary_read.table.restate_swap.Obstacle`. The output's state is read only when a name
     found there is not one trib's writers give (a committed file is trib's whatever its name)."""
-    from tributary_read.table.restate_swap import obstacle
+    from tributary_read.table.restate_swap import names_by_dir, obstacle
 
     found = {d: o for d in partitions if (o := obstacle(output.storage, d)) is not None}
     if any(o.names for o in found.values()):
-        committed: dict[str, set[str]] = {}
-        for f in output.log.state().files.values():
-            d, _, name = f.path.rpartition("/")
-            committed.setdefault(d, set()).add(name)
+        committed = names_by_dir(output.log.state().files.values())
         again = {d: o if o.link else obstacle(output.storage, d, committed.get(d, ())) for d, o in found.items()}
         found = {d: o for d, o in again.items() if o is not None}
     return found

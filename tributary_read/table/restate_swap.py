@@ -118,6 +118,16 @@ VISIBLE, HIDDEN = "visible", "hidden"
 SHOWN = 3
 
 
+def names_by_dir(files) -> dict[str, set[str]]:
+    """The base names of ``files`` by the directory they lie in: the names :func:`foreign` takes as trib's
+    (``committed``: a table's files; :func:`settle`'s ``old``: those a restate removed)."""
+    out: dict[str, set[str]] = {}
+    for f in files:
+        d, _, name = f.path.rpartition("/")
+        out.setdefault(d, set()).add(name)
+    return out
+
+
 def foreign(name: str, committed: Collection[str] = ()) -> str | None:
     """Whose entry ``name`` of a partition directory is, as a restate replacing the directory treats it.
 
@@ -295,10 +305,7 @@ def swap(table, directory: str, staging: str, old: Collection[str] | None = None
 def finish_restate(table, commit: Commit) -> list[str]:
     """After a restate commit: swap each restated partition in (idempotent); returns the directories swapped.
     A moved restate (:attr:`Restatement.moved`) has nothing to swap: its files stay where they were written."""
-    old: dict[str, set[str]] = {}
-    for f in commit.removed:
-        d, _, name = f.path.rpartition("/")
-        old.setdefault(d, set()).add(name)
+    old = names_by_dir(commit.removed)
     return [r.directory for r in commit.restated
             if not r.moved and swap(table, r.directory, r.staging, old.get(r.directory, set()))]
 
