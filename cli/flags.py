@@ -70,7 +70,6 @@ FLAGS = {
     "close_inactive": "--close-inactive",
     "allow_lost": "--allow-lost",
     "restate_interval": "--restate",
-    "iceberg_catalog": "--iceberg-catalog",
     "drop_removed_input": "--drop-removed-input",
 }
 

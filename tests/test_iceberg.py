@@ -256,6 +256,10 @@ def test_refusals_commit_nothing(tmp_path):
     assert "not created by trib iceberg sync" in err
     assert c.load_table("db.foreign").current_snapshot() is None
 
+    # A catalog URI with a password (argv shows it to every user): refused, never echoed, nothing opened.
+    err = _sync(one, "postgresql://u:s3cret@127.0.0.1:1/d", code=3)["stderr"]
+    assert "~/.pgpass" in err and "s3cret" not in err and err.count("\n") == 1
+
 
 def _parquet(table, path: str, ids: list[int]) -> int:
     import pyarrow as pa

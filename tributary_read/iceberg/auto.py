@@ -18,7 +18,6 @@ import json
 import shlex
 from dataclasses import dataclass
 from typing import Callable
-from urllib.parse import urlsplit
 
 from tributary_read.errors import (
     InvalidInputError, ManifestCorruptError, MetastoreError, MissingDependencyError, TributaryError,
@@ -84,11 +83,6 @@ def save_setting(table: Table, name: str | None, catalog: str | None) -> MirrorS
     check_parquet(table)
     check_name(name)
     uri = check_uri(catalog or default_catalog_uri())
-    if urlsplit(uri).password is not None:  # the setting is a file anyone who reads the table reads
-        words = "the Iceberg catalog URI"  # the CLI's --iceberg-catalog (cli/flags.py)
-        raise InvalidInputError(f"{words}: give the password in ~/.pgpass or $PGPASSWORD, not in the URI "
-                                "(the mirror setting is stored in the table, and error lines print the URI)",
-                                iceberg_catalog=words)
     setting = MirrorSetting(name, uri)
     table.storage.makedirs(SETTING.rpartition("/")[0])
     table.storage.replace(SETTING, json.dumps(setting.to_json(), indent=2, sort_keys=True).encode())

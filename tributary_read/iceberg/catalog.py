@@ -13,6 +13,7 @@ stay where trib wrote them, only metadata is written.
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.paths import state_dir
@@ -47,11 +48,16 @@ def check_name(name: str) -> str:
 
 
 def check_uri(uri: str) -> str:
-    """``uri`` if it names a catalog this trib opens: SQLite (made absolute) or PostgreSQL."""
+    """``uri`` if it names a catalog this trib opens: SQLite (made absolute) or PostgreSQL (without a password:
+    every front end, ``--catalog``, ``--iceberg-catalog`` and ``$TRIB_ICEBERG_CATALOG``, comes through here)."""
     path = sqlite_path(uri)
     if path is not None:
         return "sqlite:///" + path
     if uri.startswith(POSTGRES):
+        if urlsplit(uri).password is not None:  # never echoed: the message names the catalog without it
+            raise InvalidInputError(
+                "a PostgreSQL catalog URI with a password: give the password in ~/.pgpass or $PGPASSWORD, not in "
+                "the URI (a URI shows in process lists and error lines, and a mirror setting stores it in the table)")
         return uri
     raise InvalidInputError(f"catalog {uri!r}: this trib mirrors into a SQL catalog on SQLite (sqlite:///PATH) "
                             "or PostgreSQL (postgresql://USER@HOST:PORT/DB); a Hive catalog is not supported yet")
