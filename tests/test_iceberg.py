@@ -412,3 +412,27 @@ def test_many_commits_merge_manifests_keep_a_bounded_history_and_read_the_same(t
     with pytest.raises(InvalidInputError, match="trib.snapshots-kept = 'a week' is not a count"):
         mirror.sync(t, "db.events", cat)
     assert _iceberg(cat).current_snapshot().summary["trib.version"] == "46"
+
+
+def test_no_merge_writes_more_entries_than_its_bound(tmp_path, monkeypatch):
+    """A merge stops at MERGE_MAX_FILES entries (the slowest sync and an overwrite's rewrite stay bounded), and
+    every live file is still listed exactly once."""
+    from tributary_read.iceberg import appends, mirror
+    from tributary_read.table.config import Table, TableConfig
+    from tributary_read.table.layout import Layout
+    from tributary_read.table.manifest import FileEntry, Transaction
+
+    monkeypatch.setattr(appends, "MERGE_MAX_FILES", 6)
+    monkeypatch.setattr(appends, "MERGE_FANOUT", 3)
+    cat = _catalog(tmp_path)
+    t = Table.create(str(tmp_path / "m"), TableConfig(Layout(LAYOUT, PARTITION), format="parquet"))
+    root = Path(t.storage.abspath(""))
+    for i in range(40):
+        path = f"2026_11_28/06/part-{i}.parquet"
+        t.log.commit([FileEntry(path, _parquet(t, path, [i]), 1, {"dt": "2026112806"})], Transaction("w", {"s": i}))
+        if i % 4 == 3:
+            mirror.sync(t, "db.events", cat)
+    ice = _iceberg(cat)
+    sizes = [(m.added_files_count or 0) + (m.existing_files_count or 0) for m in ice.current_snapshot().manifests(ice.io)]
+    assert sum(sizes) == 40 and max(sizes) <= 6 and len(sizes) < 20, sizes
+    _check(root, cat)

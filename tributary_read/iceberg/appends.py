@@ -15,8 +15,9 @@ Three things keep each snapshot's cost flat as the table grows:
   manifests of the same tier (their file count's power of the fan-out) are listed, they are rewritten as
   one of the next tier, their entries kept as ``EXISTING`` with their own snapshot and sequence numbers;
   a manifest that reached :data:`MANIFEST_TARGET_BYTES` (Iceberg's ``commit.manifest.target-size-bytes``
-  default) is left alone. A manifest list names a few dozen manifests at a million files, and each file is
-  rewritten about log_fanout(files) times over the table's life.
+  default) or half of :data:`MERGE_MAX_FILES` entries is left alone, so no one sync rewrites more than that
+  many entries. A manifest list names about a hundred manifests at a million files, and each file is
+  rewritten at most log_fanout(MERGE_MAX_FILES) times over the table's life.
 * **A bounded history.** Each commit expires the snapshots beyond the newest :data:`KEEP_PROPERTY` (a
   table property, :data:`DEFAULT_KEEP`; 0 keeps all, at a cost that grows again), in the same catalog
   commit, and then deletes the manifest lists and manifests only expired snapshots named. Branch and tag
@@ -59,6 +60,10 @@ BATCH = 50
 MERGE_FANOUT = 10
 #: A manifest this large is never merged again (Iceberg's default target size of a merged manifest).
 MANIFEST_TARGET_BYTES = 8 * 1024 * 1024
+#: A merge writes at most this many entries, and a manifest of half as many is not merged again. It bounds
+#: the slowest sync (pyiceberg writes Avro in Python, about 0.25-0.5 ms an entry: a merge into one
+#: 100,000-entry manifest took 52 s) and what an overwrite rewrites to drop one file from its manifest.
+MERGE_MAX_FILES = 10_000
 
 
 def kept(properties: dict[str, str], name: str) -> int:
@@ -70,9 +75,29 @@ def kept(properties: dict[str, str], name: str) -> int:
     return int(raw)
 
 
+def _files(m: ManifestFile) -> int:
+    return (m.added_files_count or 0) + (m.existing_files_count or 0)
+
+
 def _tier(m: ManifestFile) -> int:
-    files = (m.added_files_count or 0) + (m.existing_files_count or 0)
-    return int(math.log(max(files, 1), MERGE_FANOUT))
+    return int(math.log(max(_files(m), 1), MERGE_FANOUT))
+
+
+def _full(m: ManifestFile) -> bool:
+    """A manifest no merge takes again: large in bytes or in entries."""
+    return m.manifest_length >= MANIFEST_TARGET_BYTES or 2 * _files(m) >= MERGE_MAX_FILES
+
+
+def _group(manifests: list[ManifestFile]) -> list[ManifestFile]:
+    """The manifests of one tier that merge: the smallest first, as many as fit in :data:`MERGE_MAX_FILES`."""
+    take: list[ManifestFile] = []
+    total = 0
+    for m in sorted(manifests, key=_files):
+        if take and total + _files(m) > MERGE_MAX_FILES:
+            break
+        take.append(m)
+        total += _files(m)
+    return take
 
 
 class Appender:
@@ -152,13 +177,13 @@ class Appender:
         while True:
             tiers: dict[int, list[ManifestFile]] = {}
             for m in manifests:
-                if (m.content == ManifestContent.DATA and m.partition_spec_id == spec_id
-                        and m.manifest_length < MANIFEST_TARGET_BYTES):
+                if m.content == ManifestContent.DATA and m.partition_spec_id == spec_id and not _full(m):
                     tiers.setdefault(_tier(m), []).append(m)
-            full = [group for _, group in sorted(tiers.items()) if len(group) >= MERGE_FANOUT]
-            if not full:
+            ready = [_group(group) for _, group in sorted(tiers.items()) if len(group) >= MERGE_FANOUT]
+            ready = [group for group in ready if len(group) > 1]
+            if not ready:
                 return manifests
-            group = full[0]
+            group = ready[0]
             md = self.metadata
             with write_manifest(md.format_version, md.spec(), md.schema(), self.io.new_output(self._new_path(
                     _new_manifest_file_name(self.files, self.commit_uuid))), snapshot_id, self.compression) as w:
