@@ -165,10 +165,11 @@ def test_a_mirror_follows_ingest_late_files_compaction_and_expiry(tmp_path):
     # A rerun registers nothing: no snapshot, no entry twice. pyiceberg's commit retry, turned back on by
     # hand, is turned off again (it would re-apply a commit a concurrent mirror registered).
     with _iceberg(cat).transaction() as tx:
-        tx.set_properties({"commit.retry.num-retries": "4"})
+        tx.set_properties({"commit.retry.num-retries": "4", "gc.enabled": "true"})
     before = len(_iceberg(cat).snapshots())
     out = _sync(root, cat)
     assert _iceberg(cat).properties["commit.retry.num-retries"] == "0"
+    assert _iceberg(cat).properties["gc.enabled"] == "false"  # Iceberg's maintenance never deletes trib's files
     assert out["snapshots"] == [] and out["start_version"] == out["version"] == 5
     assert len(_iceberg(cat).snapshots()) == before
     _check(root, cat)
@@ -436,3 +437,53 @@ def test_no_merge_writes_more_entries_than_its_bound(tmp_path, monkeypatch):
     sizes = [(m.added_files_count or 0) + (m.existing_files_count or 0) for m in ice.current_snapshot().manifests(ice.io)]
     assert sum(sizes) == 40 and max(sizes) <= 6 and len(sizes) < 20, sizes
     _check(root, cat)
+
+
+def _hold(root: Path, cat: str, point: str) -> subprocess.Popen:
+    """A ``trib iceberg sync`` stopped (SIGSTOP) at ``point``, to let the test act in that gap."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIB_STOP_AT": point}
+    held = subprocess.Popen([*TRIB, "iceberg", "sync", str(root), "--table", "db.events", "--catalog", cat, "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while not _stopped(held.pid) and time.time() < deadline and held.poll() is None:
+        time.sleep(0.05)
+    assert _stopped(held.pid), f"the mirror never reached {point}"
+    return held
+
+
+def test_a_catalog_that_goes_down_mid_sync_loses_and_doubles_nothing(tmp_path, postgres_server):
+    """The PostgreSQL catalog stopped before a sync, while a sync is between building a snapshot and committing
+    it, and while it is between a committed batch and its next commit: one line each, exit 8 where nothing
+    was sent and exit 12 where a catalog commit's outcome is unknown; once the catalog is back, a rerun
+    registers each commit exactly once."""
+    from tributary_read.iceberg.catalog import open_catalog
+
+    root, cat = _table(tmp_path), postgres_server.uri
+    for k in range(3):
+        _ingest(root, tmp_path, (OLD[0], RECENT[k % 2]), 2, 1000 * k)
+    invoke_trib("compact", str(root), "--min-age", "0s", "--min-files", "2", check=True)  # version 4: a replace
+    for point, landed, code in ((None, [], 8), ("iceberg-prepared", [], 12),
+                                ("iceberg-committed", ["1", "2", "3"], 12)):
+        held = _hold(root, cat, point) if point else None
+        postgres_server.stop()
+        try:
+            if held is None:
+                proc = invoke_trib("iceberg", "sync", str(root), "--table", "db.events", "--catalog", cat)
+                returncode, err = proc.returncode, proc.stderr
+            else:
+                held.send_signal(signal.SIGCONT)
+                _, err = held.communicate(timeout=120)
+                returncode = held.returncode
+            assert returncode == code, (point, err)
+            assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+            assert ("may have landed" in err) == (code == 12), err
+        finally:
+            postgres_server.start()
+        catalog = open_catalog(cat)
+        if catalog.table_exists("db.events"):
+            assert [s.summary["trib.version"] for s in _iceberg(cat).snapshots()] == landed, point
+        out = _sync(root, cat)
+        assert out["version"] == 4 and [s["version"] for s in out["snapshots"]] == list(range(len(landed) + 1, 5))
+        assert [s.summary["trib.version"] for s in _iceberg(cat).snapshots()] == ["1", "2", "3", "4"], point
+        _check(root, cat)
+        catalog.drop_table("db.events")  # (not purge_table: it would delete trib's data files)

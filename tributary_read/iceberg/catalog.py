@@ -13,9 +13,12 @@ stay where trib wrote them, only metadata is written.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
-from tributary_read.errors import InvalidInputError
+from tributary_read.errors import CommitStateUnknownError, InvalidInputError, MetastoreError
+from tributary_read.exits import one_line
 from tributary_read.paths import state_dir
 
 #: The environment variable that names the default catalog.
@@ -93,3 +96,33 @@ def open_catalog(uri: str | None = None):
     from pyiceberg.catalog.sql import SqlCatalog
 
     return SqlCatalog(CATALOG_NAME, uri=db, warehouse=folder)
+
+
+def _outages() -> tuple[type[BaseException], ...]:
+    """The exceptions that mean the catalog did not answer (a server down, a dropped connection, a locked
+    SQLite file), as opposed to an answer: each catalog's client raises its own."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    return (OperationalError, InterfaceError, ConnectionError, TimeoutError)
+
+
+@contextmanager
+def answering(uri: str, committing: str | None = None) -> Iterator[None]:
+    """Turn a catalog that did not answer into trib's errors, in one line without the password-free URI's
+    secrets (it has none: :func:`check_uri`).
+
+    ``committing`` names what a catalog commit inside the block registers: a failure there is
+    :class:`CommitStateUnknownError` (exit 12), since the commit may have landed before the connection
+    dropped; the next sync reads the table back and registers what is missing, once. Anywhere else the
+    outage is :class:`MetastoreError` (exit 8): nothing was committed, run again once the catalog is back."""
+    try:
+        yield
+    except _outages() as e:
+        cause = f"{type(e).__name__}: {one_line(str(e).split(chr(10))[0])}"
+        if committing:
+            raise CommitStateUnknownError(
+                f"Iceberg catalog {uri} stopped answering during the commit of {committing} ({cause}): it may "
+                "have landed; run trib iceberg sync again once the catalog is back: it reads the table back and "
+                "registers what is missing, once") from None
+        raise MetastoreError(f"Iceberg catalog {uri} did not answer ({cause}); nothing was registered by this "
+                             "step: run trib iceberg sync again once the catalog is back") from None

@@ -39,14 +39,20 @@ from tributary_read.faults import crash_point
 from tributary_read.iceberg import appends
 from tributary_read.iceberg import schema as shape
 from tributary_read.iceberg import summary as marks
-from tributary_read.iceberg.catalog import check_name, open_catalog
+from tributary_read.iceberg.catalog import answering, check_name, check_uri, default_catalog_uri, open_catalog
 from tributary_read.table.config import Table
 from tributary_read.table.log import commit_path
 from tributary_read.table.manifest import KIND_DATA, OP_APPEND, OP_EXPIRE, Commit, FileEntry
 from tributary_read.table.renames import finish_renames, locations
 
 #: Table properties the mirror sets on the tables it creates. No retry: see the module docstring.
-PROPERTIES = {TableProperties.COMMIT_NUM_RETRIES: "0", "format-version": "2",
+#: ``gc.enabled = false``: the data files are trib's, and trib's ``expire`` and ``clean`` delete them; Iceberg's
+#: own maintenance (Spark's ``expire_snapshots``, ``remove_orphan_files``, ``DROP TABLE ... PURGE``) refuses
+#: to delete data files of such a table, as it does for a table made by Iceberg's ``snapshot`` procedure.
+GC_ENABLED = "gc.enabled"
+#: Settings the mirror holds its tables to: set at creation, and set back by every sync if changed.
+ENFORCED = {TableProperties.COMMIT_NUM_RETRIES: "0", GC_ENABLED: "false"}
+PROPERTIES = {**ENFORCED, "format-version": "2",
               # Each commit writes a new metadata file; keep Iceberg's default 100 of them, not every one.
               TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true"}
 #: How many concurrent mirrors' commits one run reads back before it gives up (each is progress).
@@ -75,12 +81,18 @@ def sync(table: Table, name: str, catalog_uri: str | None = None) -> SyncResult:
     """Register every trib commit after the Iceberg table's position, in order; create the table on first use."""
     shape.check_parquet(table)
     check_name(name)
-    catalog = open_catalog(catalog_uri)
+    uri = check_uri(catalog_uri or default_catalog_uri())
+    with answering(uri):
+        return _sync(table, name, uri)
+
+
+def _sync(table: Table, name: str, uri: str) -> SyncResult:
+    catalog = open_catalog(uri)
     ident = marks.identity(table)
     target = table.log.latest_version()
     ice = _load(catalog, name, ident)
     start = _position(ice, ident, name)
-    result = SyncResult(table.uri, name, catalog_uri or "", start, start)
+    result = SyncResult(table.uri, name, uri, start, start)
     conflicts = 0
     while result.version < target:
         try:
@@ -120,9 +132,10 @@ def _load(catalog, name: str, ident: dict[str, str]) -> IcebergTable | None:
     except NoSuchIcebergTable:
         return None
     marks.check_owner(ice.properties, ident, name)
-    if ice.properties.get(TableProperties.COMMIT_NUM_RETRIES) != "0":  # set back if someone changed it
+    changed = {k: v for k, v in ENFORCED.items() if ice.properties.get(k) != v}
+    if changed:  # set back if someone changed them (or a table made by an older trib lacks one)
         with ice.transaction() as tx:
-            tx.set_properties({TableProperties.COMMIT_NUM_RETRIES: "0"})
+            tx.set_properties(changed)
         ice = catalog.load_table(name)
     return ice
 
@@ -158,7 +171,8 @@ def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: d
         if batch is None or not len(batch):
             return
         crash_point("iceberg-prepared")
-        ice = batch.commit()
+        with answering(result.catalog, committing=_versions(pending[0]["version"], pending[-1]["version"])):
+            ice = batch.commit()
         crash_point("iceberg-committed")
         result.version = pending[-1]["version"]
         result.snapshots += pending
@@ -177,7 +191,8 @@ def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: d
         if record["removed"] or commit.operation == OP_EXPIRE or _widens(ice, footers):
             flush()
             assert ice is not None
-            ice = _commit(table, ice, ident, keys, commit, added, footers)
+            with answering(result.catalog, committing=_versions(commit.version, commit.version)):
+                ice = _commit(table, ice, ident, keys, commit, added, footers)
             result.version = commit.version
             result.snapshots.append(record)
             continue
@@ -193,6 +208,10 @@ def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: d
     flush()
     assert ice is not None or result.version == target
     return ice  # type: ignore[return-value]
+
+
+def _versions(first: int, last: int) -> str:
+    return f"version {first}" if first == last else f"versions {first}-{last}"
 
 
 def _widens(ice: IcebergTable, footers: list) -> bool:
