@@ -236,7 +236,10 @@ def test_without_the_iceberg_extra_a_commit_stands_and_exits_10(tmp_path):
     assert _latest(root) == 1
 
 
-def test_an_hourly_etl_run_mirrors_its_output(tmp_path, warm_spark):
+@pytest.mark.parametrize("mode", ["append", "restate"])
+def test_an_hourly_etl_run_mirrors_its_output(tmp_path, warm_spark, mode):
+    """An hourly job's output mirrors itself; a restate job's late-data restatement and a backfill of it are
+    one overwrite snapshot each."""
     from etl_data import LAYOUT as RAW_LAYOUT, create_output_table, write_job
 
     raw, out = tmp_path / "raw", tmp_path / "out"
@@ -248,7 +251,7 @@ def test_an_hourly_etl_run_mirrors_its_output(tmp_path, warm_spark):
     create_output_table(out)
     cat = f"sqlite:///{tmp_path / 'iceberg.db'}"
     _set(out, "--iceberg", "db.hourly", "--iceberg-catalog", cat)
-    job = write_job(tmp_path / "jobs", name="hourly", raw=raw, out=out)
+    job = write_job(tmp_path / "jobs", name="hourly", raw=raw, out=out, output_mode=mode)
     when = _iso(hour + 3_600_000 + 300_000)
     proc = run_trib("etl", "run", str(job), "--schedule-time", when, "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -259,6 +262,35 @@ def test_an_hourly_etl_run_mirrors_its_output(tmp_path, warm_spark):
     got = ice.scan(selected_fields=("id", "dt")).to_arrow()
     assert sorted(zip(got.column("id").to_pylist(), got.column("dt").to_pylist())) == sorted(_trib_rows(out))
     assert len(got) == 6 and set(_live_paths(ice).values()) == {1}
+    if mode != "restate":
+        return
+
+    # Late records into the same hour: the next run restates its output partition, one overwrite snapshot.
+    src.write_text("".join(json.dumps({"id": i, "ts": hour + i * 1000, "msg": f"m{i}"}) + "\n" for i in range(6, 9)))
+    invoke_trib("ingest", str(raw), "--source", str(src), "--app-id", "raw2", "--time-field", "ts", check=True)
+    proc = run_trib("etl", "run", str(job), "--schedule-time", _iso(hour + 2 * 3_600_000 + 300_000), "--json",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert [r["records_after"] for r in doc["output"]["restated"]] == [9] and doc["iceberg"]["error"] is None
+    ice = _iceberg(cat, "db.hourly")
+    assert ice.current_snapshot().summary.operation.value == "overwrite"
+    got = ice.scan(selected_fields=("id", "dt")).to_arrow()
+    assert sorted(zip(got.column("id").to_pylist(), got.column("dt").to_pylist())) == sorted(_trib_rows(out))
+    assert len(got) == 9 and set(_live_paths(ice).values()) == {1}
+
+    # A backfill of that hour (after a fix to the SQL): mirrored too, as one more overwrite.
+    (tmp_path / "jobs" / "hourly.sql").write_text("SELECT id * 10 AS id, ts, msg FROM raw\n")
+    proc = run_trib("etl", "run", str(job), "--restate", f"{_iso(hour)}/{_iso(hour + 3_600_000)}", "--json",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["iceberg"]["error"] is None and doc["iceberg"]["version"] == doc["version"], doc
+    ice = _iceberg(cat, "db.hourly")
+    got = ice.scan(selected_fields=("id", "dt")).to_arrow()
+    assert sorted(got.column("id").to_pylist()) == [10 * i for i in range(9)]
+    assert sorted(zip(got.column("id").to_pylist(), got.column("dt").to_pylist())) == sorted(_trib_rows(out))
+    assert _versions(cat, "db.hourly") == [str(v) for v in range(1, doc["version"] + 1)]
 
 
 def _iso(ms: int) -> str:
@@ -268,3 +300,42 @@ def _iso(ms: int) -> str:
 
 
 assert LAYOUT  # the trib tables here use the suite's layout (helpers), the ETL's raw table etl_data's
+
+
+def test_a_kafka_ingest_mirrors_each_commit_and_one_killed_mid_mirror_is_caught_up_by_the_next(tmp_path, kafka_broker):
+    """``trib ingest --kafka`` into a mirrored Parquet table: each of its commits is one snapshot (late records
+    into old hours included). An ingest killed -9 after its trib commit, before the catalog commit, leaves
+    the mirror behind; the next ingest's mirror registers the missed commit and its own, each once."""
+    import uuid
+
+    topic = f"ice-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, 2)
+    hours = _hours((*OLD, *RECENT))
+
+    def produce(start: int, n: int) -> None:
+        for p in range(2):
+            kafka_broker.produce(topic, [{"id": i, "ts": hours[i % len(hours)] + i, "name": f"k{i}"}
+                                         for i in range(start, start + n) if i % 2 == p], partition=p)
+
+    root = _table(tmp_path)
+    cat = f"sqlite:///{tmp_path / 'iceberg.db'}"
+    _set(root, "--iceberg", "db.events", "--iceberg-catalog", cat)
+    args = ("ingest", str(root), "--kafka", kafka_broker.bootstrap, "--topic", topic, "--app-id", "feed",
+            "--time-field", "ts", "--commit-every", "40")
+    produce(0, 100)
+    doc = json.loads(invoke_trib(*args, "--json", check=True).stdout)
+    assert doc["records"] == 100 and doc["commits"] == 3 and doc["iceberg"]["error"] is None, doc
+    assert _versions(cat) == ["1", "2", "3"]
+    _check(root, cat)
+
+    produce(100, 30)
+    killed = run_trib(*args, env={"TRIB_CRASH_AT": "iceberg-prepared"})
+    assert killed.returncode == -9, killed.stderr
+    assert _latest(root) == 4 and _versions(cat) == ["1", "2", "3"]  # committed, not mirrored
+
+    produce(130, 30)
+    doc = json.loads(invoke_trib(*args, "--json", check=True).stdout)
+    assert doc["records"] == 30 and doc["iceberg"]["error"] is None, doc
+    assert _versions(cat) == ["1", "2", "3", "4", "5"]
+    assert sorted(i for i, _ in _trib_rows(root)) == list(range(160))
+    _check(root, cat)
