@@ -224,8 +224,10 @@ def stream(state: TribState, job_file, trigger, available_now, restart, quiet, a
     spark = session(job, progress)
     with stop_on_signals(restore=False) as stop:
         report = stream_job(job, spark=spark, trigger_ms=trigger, available_now=available_now or None,
-                            restart=restart, stop=stop, progress=progress)
+                            restart=restart, stop=stop, progress=progress,
+                            warn=lambda line: click.echo(f"trib: warning: {line}", err=True))
     emit(as_json, report.to_json(), lambda: _print_stream(report))
+    report.raise_error()
 
 
 def _print_stream(r) -> None:

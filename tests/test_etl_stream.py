@@ -81,6 +81,26 @@ def _ids(root: Path) -> list[int]:
     return sorted(out)
 
 
+def _parquet_rows(root: Path) -> list[tuple[int, str]]:
+    """(id, dt) of each row in a Parquet table's committed files."""
+    import pyarrow.parquet as pq
+
+    from tributary_read.table.config import Table
+
+    return sorted((i, f.partition["dt"]) for f in Table.load(str(root)).log.state().files.values()
+                  for i in pq.read_table(root / f.path, columns=["id"]).column("id").to_pylist())
+
+
+def _parquet_ids(root: Path) -> list[int]:
+    return sorted(i for i, _ in _parquet_rows(root))
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
 def _verify(root: Path) -> None:
     v = invoke_trib("verify", str(root), "--json")
     assert v.returncode == 0, v.stdout + v.stderr
@@ -229,14 +249,30 @@ def _cli(job: Path, *args: str) -> subprocess.Popen:
 def test_the_cli_drains_a_file_stream_and_sigterm_stops_a_rate_stream_between_batches(tmp_path):
     """Both in processes of their own. The rate source numbers its rows 0, 1, 2, ...: after two runs
     stopped by SIGTERM (exit 0) and restarted from the checkpoint, the table holds a prefix of those
-    numbers, each once."""
-    out, inbox = _table(tmp_path / "out"), tmp_path / "in"
+    numbers, each once. The file stream's output is a Parquet table that mirrors itself into Iceberg: each
+    batch's commit is one snapshot, and Iceberg's readers return the table's rows."""
+    out, inbox = tmp_path / "out", tmp_path / "in"
+    invoke_trib("table", "create", str(out), "--layout", LAYOUT, "--partition", PARTITION, "--format", "parquet",
+                check=True)
+    catalog = f"sqlite:///{tmp_path / 'iceberg.db'}"
+    has_iceberg = _has("pyiceberg")
+    if has_iceberg:
+        invoke_trib("table", "set", str(out), "--iceberg", "db.stream", "--iceberg-catalog", catalog, check=True)
     inbox.mkdir()
     want = _drop(inbox, 0) + _drop(inbox, 1)
     p = _cli(_job(tmp_path / "files", out=out, inbox=inbox), "--available-now")
     stdout, stderr = p.communicate(timeout=300)
     assert p.returncode == 0, stderr
-    assert json.loads(stdout)["batches"] == 2 and _ids(out) == sorted(want)
+    report = json.loads(stdout)
+    assert report["batches"] == 2 and _parquet_ids(out) == sorted(want)
+    if has_iceberg:
+        from tributary_read.iceberg.catalog import open_catalog
+
+        assert report["iceberg"]["error"] is None and report["iceberg"]["version"] == 2, report
+        ice = open_catalog(catalog).load_table("db.stream")
+        assert [s.summary["trib.version"] for s in ice.snapshots()] == ["1", "2"]
+        got = ice.scan(selected_fields=("id", "dt")).to_arrow()
+        assert sorted(zip(got.column("id").to_pylist(), got.column("dt").to_pylist())) == _parquet_rows(out)
 
     rate = _table(tmp_path / "rate")
     sql = "SELECT value AS id, timestamp AS ts FROM events_in"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from tributary_read.errors import InvalidInputError
 from tributary_read.etl.job import Job
@@ -38,19 +38,31 @@ class StreamReport:
     version: int | None  # the output's version after this run's last commit
     stopped_by: str | None
     checkpoint: str
+    #: what the output's Iceberg mirror did after the last commit (iceberg.auto.Mirrored), if it has one
+    iceberg: Any = None
 
     def to_json(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
+        d = {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items() if k != "iceberg"}
+        if self.iceberg is not None:
+            d["iceberg"] = self.iceberg.to_json()
+        return d
+
+    def raise_error(self) -> None:
+        """End the run with the mirror's failure (exit 8, the catch-up command), once the report is printed."""
+        if self.iceberg is not None:
+            self.iceberg.raise_error()
 
 
 def stream_job(job: Job, *, spark=None, trigger_ms: int | None = None, available_now: bool | None = None,
-               restart: bool = False, stop=None, progress: Callable[[str], None] | None = None) -> StreamReport:
+               restart: bool = False, stop=None, progress: Callable[[str], None] | None = None,
+               warn: Callable[[str], None] | None = None) -> StreamReport:
     """Run ``job``'s streaming query until its input is drained (available-now) or ``stop`` is set.
 
     ``trigger_ms`` / ``available_now`` override the job's ``[stream] trigger``. ``restart``: accept a
     checkpoint other than the one the table's last batch came from (a lost checkpoint; see
     docs/streaming.md: the source must start where that batch ended). ``stop``: a StopRequest
-    (:func:`tributary_read.write.ingest.stop_on_signals`).
+    (:func:`tributary_read.write.ingest.stop_on_signals`). ``warn``: told when the output's Iceberg mirror
+    starts failing (default: ``progress``); the query goes on, and the report's ``iceberg`` says how it ended.
     """
     job.needs("stream")
     spec = job.stream
@@ -69,7 +81,7 @@ def stream_job(job: Job, *, spark=None, trigger_ms: int | None = None, available
                                 "job's SQL selects from its [stream] view")
     sink = StreamSink(job.output.root, job.name, job.output.time_column, job.output.storage_options,
                       job.output.times, restart, _mount(job, spark) if job.hive is not None else None,
-                      spec.checkpoint)
+                      spec.checkpoint, warn or say)
     writer = rows.writeStream.foreachBatch(sink).option("checkpointLocation", spec.checkpoint).queryName(job.name)
     now = spec.available_now if available_now is None else available_now
     every = trigger_ms if trigger_ms is not None else spec.trigger_ms
@@ -82,7 +94,7 @@ def stream_job(job: Job, *, spark=None, trigger_ms: int | None = None, available
         f"checkpoint {spec.checkpoint}")
     stopped_by = _run(q, sink, stop, say)
     return StreamReport(job.name, sink.app_id, str(q.id), sink.batches, tuple(sink.skipped), sink.records,
-                        sink.version, stopped_by, spec.checkpoint)
+                        sink.version, stopped_by, spec.checkpoint, sink.mirror.last if sink.mirror else None)
 
 
 def session(job: Job, say: Callable[[str], None] | None = None):

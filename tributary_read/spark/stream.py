@@ -87,6 +87,8 @@ class StreamSink:
     mount: Callable[[object, object], None] | None = None
     #: the query's checkpointLocation: each batch's source offsets, read from it, go into its commit
     checkpoint: str | None = None
+    #: told when the table's Iceberg mirror starts failing (once per outage); the query goes on
+    warn: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         self.app_id = stream_app_id(self.query)
@@ -101,6 +103,7 @@ class StreamSink:
         self.version: int | None = None
         self.busy = False  # inside a batch: a graceful stop waits for it to end
         self.error: TributaryError | None = None  # what failed the last batch, as trib raised it
+        self.mirror = None  # the table's Iceberg mirror hook (iceberg.auto.MirrorHook), False when it has none
 
     def _open(self):
         if self._table is None:
@@ -157,6 +160,20 @@ class StreamSink:
         self.records += result.records
         self.version = result.version
         self._mount(result)
+        self._mirror(result)
+
+    def _mirror(self, result) -> None:
+        """The batch's commit into the table's Iceberg mirror, if it has one (``trib table set --iceberg``).
+        A failure does not fail the query (the batch is committed); the next batch's mirror catches up, and
+        :attr:`mirror`'s last outcome says how the run ends."""
+        if result.commit is None or result.already_committed:
+            return
+        if self.mirror is None:
+            from tributary_read.iceberg.auto import hook
+
+            self.mirror = hook(self._open(), self.warn) or False
+        if self.mirror:
+            self.mirror.on_commit(result.commit)
 
     def _mount(self, result) -> None:
         """Partitions mounted in Hive as the table's partition-commit policy says, on every commit."""
