@@ -487,3 +487,37 @@ def test_a_catalog_that_goes_down_mid_sync_loses_and_doubles_nothing(tmp_path, p
         assert [s.summary["trib.version"] for s in _iceberg(cat).snapshots()] == ["1", "2", "3", "4"], point
         _check(root, cat)
         catalog.drop_table("db.events")  # (not purge_table: it would delete trib's data files)
+
+
+def test_a_table_on_s3_mirrors_with_s3_uris_that_pyiceberg_reads(tmp_path, s3_root, s3_server):
+    """A trib table on S3 (moto): the mirror registers its files as ``s3://`` URIs, and pyiceberg, given only the
+    store's endpoint and keys as FileIO properties, reads the rows trib reads, ``dt`` included."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from tributary_read.table.config import Table
+
+    invoke_trib("table", "create", s3_root, "--layout", LAYOUT, "--partition", PARTITION, "--format", "parquet",
+                check=True)
+    src = tmp_path / "s3.jsonl"
+    base = _now_hour()
+    src.write_text("".join(json.dumps({"id": i, "ts": base - (i % 3) * HOUR, "name": f"s{i}"}) + "\n"
+                           for i in range(30)))
+    invoke_trib("ingest", s3_root, "--source", str(src), "--app-id", "s3", "--time-field", "ts", check=True)
+    cat = _catalog(tmp_path)
+    out = json.loads(invoke_trib("iceberg", "sync", s3_root, "--table", "db.s3", "--catalog", cat, "--json",
+                                 check=True).stdout)
+    assert out["version"] == 1
+    import pyarrow.parquet as pq
+
+    t = Table.load(s3_root)
+    want: Counter = Counter()
+    for f in t.log.state().files.values():
+        with t.storage.open_input(f.path) as handle:
+            want.update((i, f.partition["dt"]) for i in pq.read_table(handle, columns=["id"]).column("id").to_pylist())
+    catalog = SqlCatalog("trib", uri=cat, warehouse=f"file://{tmp_path / 'catalog' / 'warehouse'}", **{
+        "s3.endpoint": s3_server["endpoint_url"], "s3.access-key-id": "testing",
+        "s3.secret-access-key": "testing", "s3.region": "us-east-1"})
+    ice = catalog.load_table("db.s3")
+    assert set(_live_paths(ice)) == {t.storage.uri_for(f.path) for f in t.log.state().files.values()}
+    assert all(p.startswith("s3://trib/") for p in _live_paths(ice))
+    assert _pyiceberg_rows(ice) == want and sum(want.values()) == 30
