@@ -73,7 +73,7 @@ def test_every_commit_mirrors_itself_ingest_late_files_compaction_expiry_and_cle
     assert json.loads(done.stdout)["iceberg"] == {"iceberg_table": "db.events", "catalog": cat, "version": 5,
                                                   "snapshots": 1, "error": None}
     _check(root, cat)
-    assert _iceberg(cat).current_snapshot().summary.operation.value == "overwrite"
+    assert _iceberg(cat).current_snapshot().summary.operation.value == "replace"
 
     # The expiry is registered before its files are deleted (--grace 0s deletes them in this run).
     gone = json.loads(invoke_trib("expire", str(root), "--older-than", "3d", "--grace", "0s", "--json",

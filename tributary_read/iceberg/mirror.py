@@ -5,8 +5,9 @@ manifest (path, size, record count, partition values) plus the column statistics
 footers. Each trib commit becomes one Iceberg snapshot, in version order:
 
 * an append (ingest, an ETL run) is a fast append of its files;
-* a replace (``trib compact``) and a restate (a restated partition) are one overwrite that deletes the
-  files they remove and adds the files they add, so no reader sees both or neither;
+* a replace (``trib compact``) and a restate (a restated partition) are one snapshot that deletes the
+  files they remove and adds the files they add, so no reader sees both or neither: Iceberg's ``replace``
+  for a compaction (the records unchanged), ``overwrite`` for a restate;
 * an expiry deletes its files.
 
 Appends are written by :mod:`tributary_read.iceberg.appends` from pyiceberg's lower-level pieces, several
@@ -31,7 +32,7 @@ import pyarrow.parquet as pq
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError as NoSuchIcebergTable, TableAlreadyExistsError
 from pyiceberg.table import Table as IcebergTable, TableProperties
 from pyiceberg.table.name_mapping import create_mapping_from_schema
-from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles
 
 from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError
@@ -42,7 +43,7 @@ from tributary_read.iceberg import summary as marks
 from tributary_read.iceberg.catalog import answering, check_name, check_uri, default_catalog_uri, open_catalog
 from tributary_read.table.config import Table
 from tributary_read.table.log import commit_path
-from tributary_read.table.manifest import KIND_DATA, OP_APPEND, OP_EXPIRE, Commit, FileEntry
+from tributary_read.table.manifest import KIND_DATA, OP_APPEND, OP_EXPIRE, OP_REPLACE, Commit, FileEntry
 from tributary_read.table.renames import finish_renames, locations
 
 #: Table properties the mirror sets on the tables it creates. No retry: see the module docstring.
@@ -316,7 +317,9 @@ def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], keys: list[s
             for f in commit.removed if f.kind == KIND_DATA]
     props = _props(ident, commit)
     producer: _OverwriteFiles | _FastAppendFiles
-    if dels or commit.operation == OP_EXPIRE:
+    if dels and commit.operation == OP_REPLACE:  # a compaction: the same records in fewer files
+        producer = _ReplaceFiles(operation=Operation.OVERWRITE, transaction=tx, io=ice.io, snapshot_properties=props)
+    elif dels or commit.operation == OP_EXPIRE:
         op = Operation.DELETE if commit.operation == OP_EXPIRE else Operation.OVERWRITE
         producer = _OverwriteFiles(operation=op, transaction=tx, io=ice.io, snapshot_properties=props)
     else:
@@ -330,3 +333,15 @@ def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], keys: list[s
     ice = tx.commit_transaction()
     crash_point("iceberg-committed")
     return ice
+
+
+class _ReplaceFiles(_OverwriteFiles):
+    """pyiceberg's overwrite, labelled ``replace``: files added and removed with the table's records unchanged
+    (a ``trib compact``). Incremental Iceberg readers skip a ``replace`` snapshot, where an ``overwrite``
+    stops Spark's streaming read of the table. pyiceberg 0.12 computes the totals of a summary for append,
+    overwrite and delete only; the totals of a replace are an overwrite's, so the summary is built as one
+    and relabelled."""
+
+    def _summary(self, snapshot_properties=None) -> Summary:
+        built = super()._summary(snapshot_properties or {})
+        return Summary(operation=Operation.REPLACE, **built.additional_properties)
