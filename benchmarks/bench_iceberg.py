@@ -126,7 +126,7 @@ def _history_like_add_files(ice, src: Source, upto: int) -> None:
     from tributary_read.iceberg import appends
     from tributary_read.iceberg import schema as shape
 
-    keys = src.table.layout.keys
+    part = shape.Partitioning(src.table, None)
     every: list = []
     step = 500
     for lo in range(0, upto, step):
@@ -139,7 +139,7 @@ def _history_like_add_files(ice, src: Source, upto: int) -> None:
         for i in range(lo, min(upto, lo + step)):
             sid = md.new_snapshot_id()
             seq += 1
-            files = [shape.data_file(md, uri, e, keys, "bench") for uri, e in
+            files = [shape.data_file(md, uri, e, part, "bench") for uri, e in
                      zip(src.uris(i), (src.table.log.read_commit(i + 1).files))]
             loc = ice.location_provider().new_metadata_location
             with write_manifest(2, spec, schema, ice.io.new_output(loc(f"{cu}-m{i}.avro")), sid, "deflate") as w:

@@ -71,6 +71,7 @@ FLAGS = {
     "allow_lost": "--allow-lost",
     "restate_interval": "--restate",
     "drop_removed_input": "--drop-removed-input",
+    "partition_by": "--partition-by/--iceberg-partition-by",
 }
 
 

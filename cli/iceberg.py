@@ -22,15 +22,18 @@ def iceberg() -> None:
 @click.option("--catalog", "catalog_uri", metavar="URI",
               help="sqlite:///PATH (default: $TRIB_ICEBERG_CATALOG, else a SQLite catalog under "
                    "~/.local/state/trib/iceberg).")
+@click.option("--partition-by", "partition_by", metavar="hour(COL)|day(COL)",
+              help="Also partition a new Iceberg table by this transform of the timestamp column COL (identity "
+                   "on the layout's keys stays); fixed at creation (docs/iceberg.md).")
 @json_option
 @pass_state
-def sync(state: TribState, root, name, catalog_uri, as_json) -> None:
+def sync(state: TribState, root, name, catalog_uri, partition_by, as_json) -> None:
     """Bring the Iceberg table up to ROOT's latest version: one snapshot per trib commit, in order."""
     from tributary_read.iceberg.catalog import default_catalog_uri
     from tributary_read.iceberg.mirror import sync as mirror
 
     table = state.table(root)
-    result = mirror(table, name, catalog_uri or default_catalog_uri())
+    result = mirror(table, name, catalog_uri or default_catalog_uri(), partition_by)
     added = sum(s["added"] for s in result.snapshots)
     removed = sum(s["removed"] for s in result.snapshots)
     human = (f"{name} is at version {result.version} of {table.uri}: {len(result.snapshots)} snapshots "

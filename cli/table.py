@@ -109,11 +109,14 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
               help="The mirror's catalog: sqlite:///PATH or postgresql://USER@HOST:PORT/DB (default: "
                    "$TRIB_ICEBERG_CATALOG, else a SQLite catalog under ~/.local/state/trib/iceberg), "
                    "recorded as a URI.")
+@click.option("--iceberg-partition-by", metavar="hour(COL)|day(COL)",
+              help="Also partition the Iceberg table, when the mirror creates it, by this transform of the "
+                   "timestamp column COL (as trib iceberg sync --partition-by).")
 @click.option("--no-iceberg", is_flag=True, help="Stop mirroring commits into Iceberg (the Iceberg table stays).")
 @json_option
 @pass_state
 def set_(state: TribState, root, tracking, protocol, max_bad_fraction, final_after, compact, iceberg,
-         iceberg_catalog, no_iceberg, as_json) -> None:
+         iceberg_catalog, iceberg_partition_by, no_iceberg, as_json) -> None:
     """Change how ROOT's files are tracked, the protocol its writers use, trib ingest's or trib compact's defaults,
     or the Iceberg table it mirrors its commits into."""
     mirror_given = iceberg is not None or no_iceberg
@@ -124,6 +127,8 @@ def set_(state: TribState, root, tracking, protocol, max_bad_fraction, final_aft
         raise click.UsageError("--no-iceberg stops the mirror: drop --iceberg")
     if iceberg_catalog is not None and not iceberg:
         raise click.UsageError("--iceberg-catalog goes with --iceberg NS.NAME")
+    if iceberg_partition_by is not None and not iceberg:
+        raise click.UsageError("--iceberg-partition-by goes with --iceberg NS.NAME")
     t = state.table(root)
     old = t.config
     mirror = None
@@ -131,7 +136,7 @@ def set_(state: TribState, root, tracking, protocol, max_bad_fraction, final_aft
         from tributary_read.iceberg.auto import read_setting, save_setting
 
         before = read_setting(t)
-        mirror = save_setting(t, iceberg or None, iceberg_catalog)
+        mirror = save_setting(t, iceberg or None, iceberg_catalog, iceberg_partition_by)
     t = t.set(tracking=tracking, protocol=protocol,
               max_bad_fraction=parse_fraction(max_bad_fraction, "--max-bad-fraction")
               if max_bad_fraction is not None else None,
@@ -155,7 +160,8 @@ def set_(state: TribState, root, tracking, protocol, max_bad_fraction, final_aft
 
 
 def _mirror_text(m) -> str:
-    return f"{m.table} ({m.catalog})" if m else "none"
+    by = f", partitioned also by {m.partition_by}" if m and m.partition_by else ""
+    return f"{m.table} ({m.catalog}{by})" if m else "none"
 
 
 @table.command("show")
@@ -183,5 +189,5 @@ def show(state: TribState, root, as_json) -> None:
                    f"{format_duration_ms(c.final_after_ms)}")
         click.echo(f"version   {latest}")
         if mirror:
-            click.echo(f"iceberg   every commit mirrored into {mirror.table} ({mirror.catalog})")
+            click.echo(f"iceberg   every commit mirrored into {_mirror_text(mirror)}")
     emit(as_json, data, human)

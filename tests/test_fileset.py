@@ -262,7 +262,7 @@ def test_every_flag_the_library_can_name_is_a_real_flag():
     help_text = "".join(run_trib(*cmd, "--help", check=True).stdout for cmd in
                         ([], ["files"], ["ingest"], ["clean"], ["consumer", "reset"], ["consumer", "replay"], ["expire"],
                          ["partitions", "sync"], ["partitions", "configure"], ["hive", "create-table"],
-                         ["sql"], ["etl", "run"], ["table", "set"]))
+                         ["sql"], ["etl", "run"], ["table", "set"], ["iceberg", "sync"]))
     for flags in FLAGS.values():
         for flag in re.findall(r"--[a-z-]+", flags):
             assert flag in help_text, flag

@@ -94,7 +94,8 @@ def _pyiceberg_rows(ice) -> Counter:
     return Counter(zip(t.column("id").to_pylist(), t.column("dt").to_pylist()))
 
 
-def _duckdb_rows(ice) -> Counter:
+def _duckdb_rows(ice, where: str = "") -> Counter:
+    """(id, dt) of every row DuckDB's iceberg_scan returns (``where``: a SQL condition on the rows)."""
     import duckdb
 
     ext = glob.glob(os.path.join(site.getsitepackages()[0], "duckdb_ext", "extensions", f"v{duckdb.__version__}",
@@ -103,7 +104,8 @@ def _duckdb_rows(ice) -> Counter:
     con = duckdb.connect(config={"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
     con.execute(f"LOAD '{ext[0]}/avro.duckdb_extension'")
     con.execute(f"LOAD '{ext[0]}/iceberg.duckdb_extension'")
-    rows = con.execute(f"SELECT id, dt FROM iceberg_scan('{ice.metadata_location}')").fetchall()
+    rows = con.execute(f"SELECT id, dt FROM iceberg_scan('{ice.metadata_location}')"
+                       + (f" WHERE {where}" if where else "")).fetchall()
     assert all(dt is not None for _, dt in rows)
     return Counter(rows)
 

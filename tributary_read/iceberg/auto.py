@@ -23,6 +23,7 @@ from tributary_read.errors import (
     InvalidInputError, ManifestCorruptError, MetastoreError, MissingDependencyError, TributaryError,
 )
 from tributary_read.exits import one_line
+from tributary_read.iceberg.partition_by import check_layout, parse
 from tributary_read.table.config import Table
 from tributary_read.table.log import META_DIR
 
@@ -37,13 +38,23 @@ class MirrorSetting:
 
     table: str
     catalog: str
+    #: ``hour(ts)`` / ``day(ts)``: the transform a new Iceberg table is also partitioned by (None: identity only).
+    partition_by: str | None = None
 
     def to_json(self) -> dict:
-        return {"table": self.table, "catalog": self.catalog}
+        """The setting as recorded: ``partition_by`` only when set, so a mirror without one stays readable by
+        a trib that knows no transform (one that does not would refuse the key, and should: it would register
+        files without the transform's value)."""
+        return {"table": self.table, "catalog": self.catalog,
+                **({"partition_by": self.partition_by} if self.partition_by else {})}
 
     def catch_up(self, root: str) -> str:
         """The command that brings the mirror up to the table's latest version."""
-        return f"trib iceberg sync {shlex.quote(root)} --table {self.table} --catalog {shlex.quote(self.catalog)}"
+        where, cat = shlex.quote(root), shlex.quote(self.catalog)
+        if self.partition_by:
+            return (f"trib iceberg sync {where} --table {self.table} --catalog {cat} --partition-by "
+                    f"{shlex.quote(self.partition_by)}")
+        return f"trib iceberg sync {where} --table {self.table} --catalog {cat}"
 
 
 def read_setting(table: Table) -> MirrorSetting | None:
@@ -55,21 +66,25 @@ def read_setting(table: Table) -> MirrorSetting | None:
     where = table.storage.uri_for(SETTING)
     try:
         d = json.loads(data)
-        if not isinstance(d, dict) or set(d) != {"table", "catalog"} \
+        if not isinstance(d, dict) or set(d) - {"partition_by"} != {"table", "catalog"} \
                 or not all(isinstance(v, str) and v for v in d.values()):
-            raise ValueError("expected an object of table and catalog")
+            raise ValueError("expected an object of table, catalog and optionally partition_by")
+        parse(d.get("partition_by"))
     except (ValueError, UnicodeDecodeError) as e:
         raise ManifestCorruptError(f"corrupt Iceberg mirror setting {where}: {one_line(e)}; set it again with "
                                    "trib table set --iceberg, or remove it with --no-iceberg") from None
-    return MirrorSetting(d["table"], d["catalog"])
+    return MirrorSetting(d["table"], d["catalog"], d.get("partition_by"))
 
 
-def save_setting(table: Table, name: str | None, catalog: str | None) -> MirrorSetting | None:
+def save_setting(table: Table, name: str | None, catalog: str | None,
+                 partition_by: str | None = None) -> MirrorSetting | None:
     """Record (``name``) or remove (None or empty) the table's mirror; returns what is now recorded.
 
     Checked before it is written, so a setting every later commit would fail on is refused now: the table
-    must be Parquet and the name ``NS.NAME``. The catalog is recorded resolved (the default's URI spelt
-    out). Nothing is mirrored here: ``trib iceberg sync`` or the next commit does that.
+    must be Parquet, the name ``NS.NAME``, and a ``partition_by`` transform one the layout's partitions can
+    give each file (:func:`~tributary_read.iceberg.partition_by.check_layout`). The catalog is recorded
+    resolved (the default's URI spelt out). Nothing is mirrored here: ``trib iceberg sync`` or the next
+    commit does that (and refuses an existing Iceberg table made with another transform).
     """
     if not name:
         try:
@@ -82,8 +97,10 @@ def save_setting(table: Table, name: str | None, catalog: str | None) -> MirrorS
 
     check_parquet(table)
     check_name(name)
+    by = parse(partition_by)
+    check_layout(by, table.layout)
     uri = check_uri(catalog or default_catalog_uri())
-    setting = MirrorSetting(name, uri)
+    setting = MirrorSetting(name, uri, str(by) if by is not None else None)
     table.storage.makedirs(SETTING.rpartition("/")[0])
     table.storage.replace(SETTING, json.dumps(setting.to_json(), indent=2, sort_keys=True).encode())
     return setting
@@ -137,7 +154,7 @@ def _mirror(table: Table, committed: int, head: str) -> Mirrored | None:
     try:
         from tributary_read.iceberg.mirror import sync
 
-        result = sync(table, setting.table, setting.catalog)
+        result = sync(table, setting.table, setting.catalog, setting.partition_by)
     except MissingDependencyError as e:
         outcome.error = MissingDependencyError(
             f"{head} the table mirrors into Iceberg table {setting.table}, and {one_line(e)}; then catch up with: "

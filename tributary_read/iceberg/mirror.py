@@ -38,6 +38,7 @@ from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles
 from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError
 from tributary_read.faults import crash_point
 from tributary_read.iceberg import appends
+from tributary_read.iceberg import partition_by as partition_by_text
 from tributary_read.iceberg import schema as shape
 from tributary_read.iceberg import summary as marks
 from tributary_read.iceberg.catalog import answering, check_name, check_uri, default_catalog_uri, open_catalog
@@ -78,26 +79,33 @@ class SyncResult:
                 "start_version": self.start_version, "version": self.version, "snapshots": self.snapshots}
 
 
-def sync(table: Table, name: str, catalog_uri: str | None = None) -> SyncResult:
-    """Register every trib commit after the Iceberg table's position, in order; create the table on first use."""
+def sync(table: Table, name: str, catalog_uri: str | None = None, partition_by: str | None = None) -> SyncResult:
+    """Register every trib commit after the Iceberg table's position, in order; create the table on first use.
+
+    ``partition_by`` (``hour(ts)``, ``day(ts)``; :mod:`tributary_read.iceberg.partition_by`) is the transform a
+    new table is partitioned by besides the layout's keys. An existing table keeps the spec it was created
+    with: None follows it; another transform is refused (one line, nothing registered)."""
     shape.check_parquet(table)
     check_name(name)
+    asked = partition_by_text.parse(partition_by)
+    partition_by_text.check_layout(asked, table.layout)
     uri = check_uri(catalog_uri or default_catalog_uri())
     with answering(uri):
-        return _sync(table, name, uri)
+        return _sync(table, name, uri, asked)
 
 
-def _sync(table: Table, name: str, uri: str) -> SyncResult:
+def _sync(table: Table, name: str, uri: str, asked: partition_by_text.PartitionBy | None) -> SyncResult:
     catalog = open_catalog(uri)
     ident = marks.identity(table)
     target = table.log.latest_version()
     ice = _load(catalog, name, ident)
+    part = shape.Partitioning(table, _spec(ice, table, name, asked) if ice is not None else asked)
     start = _position(ice, ident, name)
     result = SyncResult(table.uri, name, uri, start, start)
     conflicts = 0
     while result.version < target:
         try:
-            ice = _mirror(table, catalog, name, ice, ident, result, target)
+            ice = _mirror(table, catalog, name, ice, ident, part, result, target)
         except CommitFailedException:
             conflicts += 1
             if conflicts > MAX_CONFLICTS:
@@ -127,6 +135,13 @@ def _reveal(table: Table, files: list[FileEntry]) -> None:
         finish_renames(table, mine)
 
 
+def _spec(ice: IcebergTable, table: Table, name: str, asked: partition_by_text.PartitionBy | None):
+    """The transform the existing Iceberg table was created with, refusing a sync that asks for another."""
+    existing = shape.spec_partition_by(ice.spec(), ice.schema(), table.layout.keys, name)
+    shape.check_spec(existing, asked, name)
+    return existing
+
+
 def _load(catalog, name: str, ident: dict[str, str]) -> IcebergTable | None:
     try:
         ice = catalog.load_table(name)
@@ -152,13 +167,12 @@ def _position(ice: IcebergTable | None, ident: dict[str, str], name: str) -> int
 
 
 def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: dict[str, str],
-            result: SyncResult, target: int) -> IcebergTable:
+            part: shape.Partitioning, result: SyncResult, target: int) -> IcebergTable:
     """Register the commits after ``result.version`` up to ``target``; raises CommitFailedException when a
     concurrent mirror committed first (nothing of this run's pending snapshots landed then).
 
     Appends are batched (:mod:`tributary_read.iceberg.appends`); a commit that changes the schema, replaces
     or deletes files first commits the batch, then goes through pyiceberg's own snapshot producers."""
-    keys = table.layout.keys
     commits = list(_commits(table, result.version, target))
     removed_at: dict[str, int] = {}  # path -> the last version that removed it, for _reveal
     for c in commits:
@@ -186,14 +200,20 @@ def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: d
         _reveal(table, [f for f in added if removed_at.get(f.path, 0) <= commit.version])
         footers = _footers(table, added)
         if ice is None:
-            ice = _create(catalog, name, ident, keys, next((f for f in footers if f is not None), None))
+            first = next((f for f in footers if f is not None), None)
+            schema, spec = shape.initial_schema(first.schema.to_arrow_schema() if first is not None else pa.schema([]),
+                                                part.keys, part.by)
+            log_uri = table.storage.uri_for(commit_path(commit.version))
+            for f, footer in zip(added, footers):  # a file the spec refuses: refused before the table is made
+                part.record(f, log_uri, table.storage.uri_for(f.path), footer)
+            ice = _create(catalog, name, ident, schema, spec, table, part)
         record = {"version": commit.version, "operation": commit.operation, "added": len(added),
                   "removed": sum(f.kind == KIND_DATA for f in commit.removed)}
         if record["removed"] or commit.operation == OP_EXPIRE or _widens(ice, footers):
             flush()
             assert ice is not None
             with answering(result.catalog, committing=_versions(commit.version, commit.version)):
-                ice = _commit(table, ice, ident, keys, commit, added, footers)
+                ice = _commit(table, ice, ident, part, commit, added, footers)
             result.version = commit.version
             result.snapshots.append(record)
             continue
@@ -202,7 +222,7 @@ def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: d
             batch = appends.Appender(ice, keep)
         metadata = ice.metadata
         _check_columns(table, metadata, added, footers)
-        batch.append(_data_files(table, metadata, keys, commit, added, footers), _props(ident, commit))
+        batch.append(_data_files(table, metadata, part, commit, added, footers), _props(ident, commit))
         pending.append(record)
         if len(batch) >= min(appends.BATCH, batch.keep or appends.BATCH):
             flush()
@@ -243,9 +263,10 @@ def _props(ident: dict[str, str], commit: Commit) -> dict[str, str]:
     return {**ident, marks.VERSION: str(commit.version), marks.OPERATION: commit.operation}
 
 
-def _data_files(table: Table, metadata, keys: list[str], commit: Commit, added: list[FileEntry], footers: list):
+def _data_files(table: Table, metadata, part: shape.Partitioning, commit: Commit, added: list[FileEntry],
+                footers: list):
     log_uri = table.storage.uri_for(commit_path(commit.version))
-    return [shape.data_file(metadata, table.storage.uri_for(f.path), f, keys, log_uri, footer)
+    return [shape.data_file(metadata, table.storage.uri_for(f.path), f, part, log_uri, footer)
             for f, footer in zip(added, footers)]
 
 
@@ -279,10 +300,9 @@ def _footers(table: Table, files: list[FileEntry]) -> list:
         return list(pool.map(one, files))
 
 
-def _create(catalog, name: str, ident: dict[str, str], keys: list[str], footer) -> IcebergTable:
-    """A new Iceberg table for the mirror: the first file's columns and the partition keys, identity-partitioned."""
-    columns = footer.schema.to_arrow_schema() if footer is not None else pa.schema([])
-    schema, spec = shape.initial_schema(columns, keys)
+def _create(catalog, name: str, ident: dict[str, str], schema, spec, table: Table,
+            part: shape.Partitioning) -> IcebergTable:
+    """A new Iceberg table for the mirror (:func:`~tributary_read.iceberg.schema.initial_schema`)."""
     namespace = name.rsplit(".", 1)[0]
     catalog.create_namespace_if_not_exists(namespace)
     props = {**PROPERTIES, **ident,
@@ -292,10 +312,11 @@ def _create(catalog, name: str, ident: dict[str, str], keys: list[str], footer) 
     except TableAlreadyExistsError:  # a concurrent first mirror made it: it must be for this trib table
         ice = _load(catalog, name, ident)
         assert ice is not None
+        _spec(ice, table, name, part.by)  # made with another transform: refused, as any existing table
         return ice
 
 
-def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], keys: list[str], commit: Commit,
+def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], part: shape.Partitioning, commit: Commit,
             added: list[FileEntry], footers: list) -> IcebergTable:
     """One trib commit that widens the schema, replaces or deletes files, as one Iceberg snapshot through
     pyiceberg's transaction (its schema's new columns in the same catalog commit). Its deep copies of the
@@ -312,8 +333,8 @@ def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], keys: list[s
             metadata = tx.table_metadata
     _check_columns(table, metadata, added, footers)
     log_uri = table.storage.uri_for(commit_path(commit.version))
-    adds = _data_files(table, metadata, keys, commit, added, footers)
-    dels = [shape.data_file(metadata, table.storage.uri_for(f.path), f, keys, log_uri)
+    adds = _data_files(table, metadata, part, commit, added, footers)
+    dels = [shape.data_file(metadata, table.storage.uri_for(f.path), f, part, log_uri)
             for f in commit.removed if f.kind == KIND_DATA]
     props = _props(ident, commit)
     producer: _OverwriteFiles | _FastAppendFiles

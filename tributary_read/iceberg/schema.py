@@ -7,6 +7,11 @@ become string columns of the Iceberg schema with an identity partition on each, 
 every row's ``dt`` from the file's partition record (the Iceberg rule for a column a data file does
 not hold), exactly as Hive fills it from the directory. trib's Parquet files hold only the data
 columns; Iceberg finds them by name (the table's default name mapping), as they carry no field ids.
+
+With a transform (``hour(ts)``, ``day(ts)``: :mod:`tributary_read.iceberg.partition_by`, which says why the
+identity fields stay and where the transform's value comes from), the spec is the identity fields, then the
+transform's field. The spec is fixed when the mirror creates the table: a sync that asks for another one
+is refused, as Iceberg readers of the snapshots already registered read them under the old one.
 """
 
 from __future__ import annotations
@@ -25,16 +30,19 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.transforms import IdentityTransform
+from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform
 from pyiceberg.typedef import Record
-from pyiceberg.types import NestedField, StringType
+from pyiceberg.types import NestedField, StringType, TimestampType, TimestamptzType
 
 from tributary_read.errors import InvalidInputError, ManifestCorruptError, SchemaChangeError, VerificationError
+from tributary_read.iceberg.partition_by import WORDS, Buckets, PartitionBy, check_type, footer_times
 from tributary_read.table.config import Table
 from tributary_read.table.manifest import FileEntry
 
 #: The first partition field id Iceberg assigns (its spec's convention).
 FIRST_PARTITION_FIELD_ID = 1000
+#: A transform's name in a ``PartitionBy`` -> its pyiceberg transform.
+TRANSFORMS = {"hour": HourTransform, "day": DayTransform}
 
 
 def check_parquet(table: Table) -> None:
@@ -46,9 +54,9 @@ def check_parquet(table: Table) -> None:
             "registered, never rewritten); write a Parquet trib table from it with an ETL job, and mirror that")
 
 
-def initial_schema(files: pa.Schema, keys: list[str]) -> tuple[Schema, PartitionSpec]:
+def initial_schema(files: pa.Schema, keys: list[str], by: PartitionBy | None = None) -> tuple[Schema, PartitionSpec]:
     """The Iceberg schema of a new mirror (the first files' columns, then the partition keys as strings)
-    and its spec: an identity partition on each key, in the layout's order."""
+    and its spec: an identity partition on each key, in the layout's order, then ``by``'s transform."""
     clash = [k for k in keys if k in files.names]
     if clash:
         raise InvalidInputError(f"the files hold a column {clash[0]!r}, which is also the table's partition key: "
@@ -59,10 +67,44 @@ def initial_schema(files: pa.Schema, keys: list[str]) -> tuple[Schema, Partition
     fields += [NestedField(-1, k, StringType(), required=False,
                            doc="partition value trib recorded for the file") for k in keys]
     schema = assign_fresh_schema_ids(Schema(*fields))
-    spec = PartitionSpec(*[PartitionField(source_id=schema.find_field(k).field_id,
-                                          field_id=FIRST_PARTITION_FIELD_ID + i, transform=IdentityTransform(),
-                                          name=k) for i, k in enumerate(keys)])
-    return schema, spec
+    parts = [PartitionField(source_id=schema.find_field(k).field_id, field_id=FIRST_PARTITION_FIELD_ID + i,
+                            transform=IdentityTransform(), name=k) for i, k in enumerate(keys)]
+    if by is not None:
+        if by.column not in files.names:
+            raise InvalidInputError(f"the files have no column {by.column!r} for {WORDS} {by} (columns: "
+                                    f"{', '.join(files.names)})", partition_by=WORDS)
+        check_type(by.column, files.field(by.column).type)
+        source = schema.find_field(by.column)
+        assert isinstance(source.field_type, (TimestampType, TimestamptzType)), source  # pyiceberg's mapping
+        parts.append(PartitionField(source_id=source.field_id, field_id=FIRST_PARTITION_FIELD_ID + len(keys),
+                                    transform=TRANSFORMS[by.transform](), name=by.field_name))
+    return schema, PartitionSpec(*parts)
+
+
+def spec_partition_by(spec: PartitionSpec, schema: Schema, keys: list[str], name: str) -> PartitionBy | None:
+    """The transform of an Iceberg table's spec the mirror made (None: identity on the keys only); any other
+    spec (evolved by hand, another tool's) is refused: its partition records would not be the mirror's."""
+    fields = list(spec.fields)
+    names = [schema.find_column_name(f.source_id) for f in fields]
+    ident = [n for f, n in zip(fields, names) if isinstance(f.transform, IdentityTransform)]
+    by = None
+    if len(fields) == len(keys) + 1 and isinstance(fields[-1].transform, (HourTransform, DayTransform)):
+        by = PartitionBy("hour" if isinstance(fields[-1].transform, HourTransform) else "day", str(names[-1]))
+    if ident != keys or len(fields) != len(keys) + (by is not None):
+        shown = ", ".join(f"{f.transform}({n})" for f, n in zip(fields, names)) or "none"
+        raise InvalidInputError(f"Iceberg table {name} is partitioned by {shown}, not by the layout's keys "
+                                f"{', '.join(keys)} as trib iceberg sync makes it: mirror into a new Iceberg table")
+    return by
+
+
+def check_spec(existing: PartitionBy | None, asked: PartitionBy | None, name: str) -> None:
+    """Refuse a sync that asks for a transform the existing Iceberg table was not created with: the spec is
+    fixed at creation (evolving it would leave the registered files under the old one)."""
+    if asked is not None and asked != existing:
+        has = f"{existing}" if existing else "identity on the layout's keys only"
+        raise InvalidInputError(f"Iceberg table {name} is partitioned by {has}, not {asked}: its partition spec "
+                                f"is fixed when it is created; drop {WORDS}, or mirror into a new Iceberg table",
+                                partition_by=WORDS)
 
 
 def new_columns(schema: Schema, files: pa.Schema) -> bool:
@@ -83,16 +125,34 @@ def check_compatible(schema: Schema, files: pa.Schema, where: str, format_versio
                                 "Iceberg table") from None
 
 
-def partition_record(entry: FileEntry, keys: list[str], where: str) -> Record:
-    """The file's partition record: its manifest values, in the spec's order."""
-    missing = [k for k in keys if k not in entry.partition]
-    if missing:
-        raise ManifestCorruptError(f"{where}: committed file {entry.path} records no value for partition key "
-                                   f"{missing[0]!r}")
-    return Record(*[entry.partition[k] for k in keys])
+class Partitioning:
+    """Each file's partition record under the table's spec: the layout keys' values from the manifest, then
+    the transform's value derived from them (:class:`~tributary_read.iceberg.partition_by.Buckets`)."""
+
+    def __init__(self, table: Table, by: PartitionBy | None):
+        self.keys = table.layout.keys
+        self.by = by
+        self.buckets = Buckets(by, table.layout) if by is not None else None
+
+    def record(self, entry: FileEntry, where: str, uri: str, footer=None) -> Record:
+        """The file's partition record, in the spec's order. With a transform and a ``footer``, the file's
+        event times are checked to lie inside the transform's value (a removed file's record, or one whose
+        bytes ``trib clean`` deleted, is not: no reader of a current snapshot reads it)."""
+        missing = [k for k in self.keys if k not in entry.partition]
+        if missing:
+            raise ManifestCorruptError(f"{where}: committed file {entry.path} records no value for partition key "
+                                       f"{missing[0]!r}")
+        values = [entry.partition[k] for k in self.keys]
+        if self.buckets is None:
+            return Record(*values)
+        assert self.by is not None
+        value = self.buckets.value(entry.partition, where)
+        if footer is not None:
+            self.buckets.check(value, footer_times(footer, self.by.column, uri), uri)
+        return Record(*values, value)
 
 
-def data_file(metadata: TableMetadata, uri: str, entry: FileEntry, keys: list[str], where: str,
+def data_file(metadata: TableMetadata, uri: str, entry: FileEntry, part: Partitioning, where: str,
               footer=None) -> DataFile:
     """The Iceberg DataFile of a committed file: its URI, size, record count and partition record from
     the manifest; column statistics from its Parquet ``footer`` when it was read (None: none)."""
@@ -109,7 +169,7 @@ def data_file(metadata: TableMetadata, uri: str, entry: FileEntry, keys: list[st
         content=DataFileContent.DATA,
         file_path=uri,
         file_format=FileFormat.PARQUET,
-        partition=partition_record(entry, keys, where),
+        partition=part.record(entry, where, uri, footer),
         file_size_in_bytes=entry.size,
         sort_order_id=None,
         equality_ids=None,
