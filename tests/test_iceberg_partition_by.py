@@ -11,6 +11,7 @@ registered, and identity partitioning mirrors the same table.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -172,6 +173,12 @@ def test_the_mirror_setting_creates_the_spec_and_what_no_file_can_fit_is_refused
                     datetime.fromtimestamp((h0 + HOUR) / 1000, tz=timezone.utc).date()}
     want = Counter((i, dt) for i, dt, _ in _trib_rows(root))
     assert _pyiceberg_rows(ice) == _duckdb_rows(ice) == want and len(want) == 6
+    # The catch-up command a failed mirror would print carries the transform, and runs as printed.
+    from tributary_read.iceberg.auto import read_setting
+
+    catch_up = read_setting(t).catch_up(str(root))
+    assert catch_up.endswith("--partition-by 'day(ts)'")
+    assert json.loads(invoke_trib(*shlex.split(catch_up)[1:], "--json", check=True).stdout)["snapshots"] == []
 
     # A daily layout cannot give a file one hour: refused by the setting and by the sync.
     daily = _table(tmp_path / "d", "{yyyy}_{MM}_{dd}", "dt={yyyy}{MM}{dd}")
