@@ -209,3 +209,46 @@ def test_the_mirror_setting_creates_the_spec_and_what_no_file_can_fit_is_refused
     err = _sync(ingested, cat, "--partition-by", "minute(ts)", name="db.x", code=3)["stderr"]
     assert "--partition-by/--iceberg-partition-by 'minute(ts)' is not hour(COLUMN) or day(COLUMN)" in err
     assert {n for _, n in open_catalog(cat).list_tables("db")} == {"days"}
+
+
+def test_a_files_hour_comes_from_its_dt_and_its_footer_must_agree(tmp_path):
+    """The pieces without a catalog: the hour a dt stands for (a DST change in the layout's zone), and the
+    footer checks a mirror runs on each file (NULL times, a file written without statistics, row groups)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tributary_read.errors import InvalidInputError
+    from tributary_read.iceberg.partition_by import Buckets, PartitionBy, footer_times, parse
+    from tributary_read.table.layout import Layout
+
+    assert parse(" hour( ts ) ") == PartitionBy("hour", "ts") and parse("") is None and parse(None) is None
+    berlin = Layout(LAYOUT, PARTITION, "Europe/Berlin")
+    hour, day = Buckets(PartitionBy("hour", "ts"), berlin), Buckets(PartitionBy("day", "ts"), berlin)
+    summer = int(datetime(2026, 10, 24, 22, tzinfo=timezone.utc).timestamp()) // 3600  # 00:00 CEST
+    assert hour.value({"dt": "2026102500"}, "v1") == summer
+    # Clocks go back at 03:00 CEST: local 02:xx happens twice, so dt=2026102502 holds two UTC hours (its
+    # files have no one hour(ts)), inside one UTC day.
+    with pytest.raises(InvalidInputError, match="spans 2026-10-25T00:00:00.000Z to 2026-10-25T02:00:00.000Z"):
+        hour.value({"dt": "2026102502"}, "v1")
+    assert day.value({"dt": "2026102502"}, "v1") == int(datetime(2026, 10, 25, tzinfo=timezone.utc).timestamp()) // 86400
+
+    t0 = int(datetime(2026, 11, 28, 10, tzinfo=timezone.utc).timestamp() * 1000)
+    utc = Buckets(PartitionBy("hour", "ts"), Layout(LAYOUT, PARTITION))
+    value = utc.value({"dt": "2026112810"}, "v1")
+    assert value == t0 // HOUR
+
+    def footer(times, **kwargs):
+        path = tmp_path / f"f{len(list(tmp_path.iterdir()))}.parquet"
+        pq.write_table(pa.table({"ts": pa.array(times, pa.timestamp("us"))}), path, **kwargs)
+        return pq.read_metadata(path)
+
+    inside = [(t0 + m * 60_000) * 1000 for m in (5, 0, 59)]
+    two_groups = footer(inside, row_group_size=2)
+    assert two_groups.num_row_groups == 2 and footer_times(two_groups, "ts", "f") == (t0, t0 + 59 * 60_000, 0)
+    utc.check(value, footer_times(two_groups, "ts", "f"), "f")
+    with pytest.raises(InvalidInputError, match="1 rows have a NULL 'ts'"):
+        utc.check(value, footer_times(footer([*inside, None]), "ts", "f"), "f")
+    with pytest.raises(InvalidInputError, match="outside the hour its partition stands for"):
+        utc.check(value, footer_times(footer([*inside, (t0 + HOUR) * 1000]), "ts", "f"), "f")
+    with pytest.raises(InvalidInputError, match="no min/max statistics of 'ts'"):
+        utc.check(value, footer_times(footer(inside, write_statistics=False), "ts", "f"), "f")

@@ -16,6 +16,10 @@ value. Then it is checked against the file itself: the min and max of ``ts`` in 
 lie inside that hour, with no NULL ``ts``. A file that fails (a writer that partitions by arrival time,
 a zone mistaken for UTC, a NULL time) would be skipped by an Iceberg reader's filter on ``ts`` that
 should return its rows, so it is refused, never registered: identity partitioning mirrors such a table.
+
+Every refusal is an :class:`InvalidInputError` (exit 3), as the mirror's other refusals: the trib table is
+sound (a record outside its ``dt`` hour is a writer's choice, not corruption; VerificationError is for
+bytes that differ from the log), and what must change is the argument, the transform asked for.
 """
 
 from __future__ import annotations
