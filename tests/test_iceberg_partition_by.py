@@ -252,3 +252,33 @@ def test_a_files_hour_comes_from_its_dt_and_its_footer_must_agree(tmp_path):
         utc.check(value, footer_times(footer([*inside, (t0 + HOUR) * 1000]), "ts", "f"), "f")
     with pytest.raises(InvalidInputError, match="no min/max statistics of 'ts'"):
         utc.check(value, footer_times(footer(inside, write_statistics=False), "ts", "f"), "f")
+
+
+def test_an_etl_runs_timestamp_output_mirrors_itself_under_hour_ts(tmp_path, warm_spark):
+    """The documented way to a timestamp ``ts``: a ``trib etl run`` job whose SQL gives a TIMESTAMP time
+    column (Spark's Arrow batches through trib's writer), mirrored after its commit under ``hour(ts)``."""
+    from conftest import run_trib
+    from etl_data import LAYOUT as RAW_LAYOUT, create_output_table, write_job
+
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    invoke_trib("table", "create", str(raw), "--layout", RAW_LAYOUT, "--partition", PARTITION, check=True)
+    hour = _hour0()
+    src = tmp_path / "raw.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "ts": hour + i * 1000, "msg": f"m{i}"}) + "\n" for i in range(6)))
+    invoke_trib("ingest", str(raw), "--source", str(src), "--app-id", "raw", "--time-field", "ts", check=True)
+    create_output_table(out)
+    cat = _catalog(tmp_path)
+    invoke_trib("table", "set", str(out), "--iceberg", "db.hourly", "--iceberg-catalog", cat,
+                "--iceberg-partition-by", "hour(ts)", check=True)
+    job = write_job(tmp_path / "jobs", name="hourly", raw=raw, out=out,
+                    sql="SELECT id, timestamp_millis(ts) AS ts, msg FROM raw\n")
+    when = datetime.fromtimestamp((hour + HOUR + 300_000) / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    proc = run_trib("etl", "run", str(job), "--schedule-time", when, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["iceberg"]["error"] is None
+    ice = _iceberg(cat, "db.hourly")
+    assert [(f.name, str(f.transform)) for f in ice.spec().fields] == [("dt", "identity"), ("ts_hour", "hour")]
+    assert {e["data_file"]["partition"]["ts_hour"] for e in ice.inspect.entries().to_pylist()} == {hour // HOUR}
+    rows = Counter((i, dt) for i, dt, _ in _trib_rows(out))
+    assert _pyiceberg_rows(ice) == _duckdb_rows(ice) == rows and len(rows) == 6
+    assert ice.scan(row_filter=f"ts >= '{_iso(hour + HOUR)}'").to_arrow().num_rows == 0
