@@ -252,6 +252,9 @@ def test_a_files_hour_comes_from_its_dt_and_its_footer_must_agree(tmp_path):
         utc.check(value, footer_times(footer([*inside, (t0 + HOUR) * 1000]), "ts", "f"), "f")
     with pytest.raises(InvalidInputError, match="no min/max statistics of 'ts'"):
         utc.check(value, footer_times(footer(inside, write_statistics=False), "ts", "f"), "f")
+    # INT96 (older Spark's default) reads as nanoseconds, which Iceberg's v2 timestamp does not hold.
+    with pytest.raises(InvalidInputError, match="is timestamp\\[ns\\], not a timestamp of milli- or micro"):
+        footer_times(footer(inside, use_deprecated_int96_timestamps=True), "ts", "f")
 
 
 def test_an_etl_runs_timestamp_output_mirrors_itself_under_hour_ts(tmp_path, warm_spark):
