@@ -182,3 +182,11 @@ def test_output_printed_before_a_failure_stays_and_the_error_object_is_last():
     assert json.loads(lines[-1]) == {"error": {"class": "StorageError", "exit_code": 7,
                                                "message": "the disk is full"}}
     assert (r.exit_code, r.stderr) == (7, "trib: error: the disk is full\n")
+
+
+def test_a_landing_zone_sync_under_json_ends_with_its_error_object():
+    """``trib iceberg sync --consumer``, the landing-zone path of a command cased above, fails the same way."""
+    p = invoke_trib("iceberg", "sync", NO_ROOT, "--consumer", "c", "--table", "db.t", "--json")
+    assert p.returncode == 4 and _error_object(p)["class"] == "NoSuchTableError"
+    p = invoke_trib("iceberg", "sync", NO_ROOT, "--table", "db.t", "--min-age", "0s", "--json")
+    assert p.returncode == 3 and "--min-age goes with --consumer" in _error_object(p)["message"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from tributary_read.iceberg import deps  # noqa: F401 - first: names the extra when pyiceberg is missing
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -98,8 +99,8 @@ def _sync(table: Table, name: str, uri: str, asked: partition_by_text.PartitionB
     catalog = open_catalog(uri)
     ident = marks.identity(table)
     target = table.log.latest_version()
-    ice = _load(catalog, name, ident)
-    part = shape.Partitioning(table, _spec(ice, table, name, asked) if ice is not None else asked)
+    ice = load(catalog, name, ident)
+    part = shape.Partitioning(table.layout, _spec(ice, table, name, asked) if ice is not None else asked)
     start = _position(ice, ident, name)
     result = SyncResult(table.uri, name, uri, start, start)
     conflicts = 0
@@ -111,9 +112,9 @@ def _sync(table: Table, name: str, uri: str, asked: partition_by_text.PartitionB
             if conflicts > MAX_CONFLICTS:
                 raise CommitConflictError(f"Iceberg table {name}: {MAX_CONFLICTS} catalog commits lost to concurrent "
                                           "mirrors in one run; run trib iceberg sync again") from None
-            ice = _load(catalog, name, ident)
+            ice = load(catalog, name, ident)
             result.version = _position(ice, ident, name)  # another mirror registered it: go on from there
-    ice = _load(catalog, name, ident)
+    ice = load(catalog, name, ident)
     crash_point("iceberg-read-back")
     done = _position(ice, ident, name)
     if done < target:  # cannot happen unless a commit vanished: never report a mirror that is not there
@@ -142,7 +143,9 @@ def _spec(ice: IcebergTable, table: Table, name: str, asked: partition_by_text.P
     return existing
 
 
-def _load(catalog, name: str, ident: dict[str, str]) -> IcebergTable | None:
+def load(catalog, name: str, ident: dict[str, str]) -> IcebergTable | None:
+    """The Iceberg table ``name`` (None: not created yet), refused unless trib created it for ``ident``
+    (a trib table, or a landing zone's consumer), with the settings the mirror enforces."""
     try:
         ice = catalog.load_table(name)
     except NoSuchIcebergTable:
@@ -206,7 +209,7 @@ def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: d
             log_uri = table.storage.uri_for(commit_path(commit.version))
             for f, footer in zip(added, footers):  # a file the spec refuses: refused before the table is made
                 part.record(f, log_uri, table.storage.uri_for(f.path), footer)
-            ice = _create(catalog, name, ident, schema, spec, table, part)
+            ice = create(catalog, name, ident, schema, spec, lambda made: _spec(made, table, name, part.by))
         record = {"version": commit.version, "operation": commit.operation, "added": len(added),
                   "removed": sum(f.kind == KIND_DATA for f in commit.removed)}
         if record["removed"] or commit.operation == OP_EXPIRE or _widens(ice, footers):
@@ -242,15 +245,7 @@ def _widens(ice: IcebergTable, footers: list) -> bool:
 
 
 def _schemas(added: list[FileEntry], footers: list) -> list[tuple[FileEntry, pa.Schema]]:
-    """Each distinct column set among the commit's footers, with the first file that has it."""
-    seen: list[tuple[FileEntry, pa.Schema]] = []
-    for f, footer in zip(added, footers):
-        if footer is None:
-            continue
-        cols = footer.schema.to_arrow_schema()
-        if not any(cols.equals(s) for _, s in seen):
-            seen.append((f, cols))
-    return seen
+    return shape.column_sets(added, footers)
 
 
 def _check_columns(table: Table, metadata, added: list[FileEntry], footers: list) -> None:
@@ -300,9 +295,11 @@ def _footers(table: Table, files: list[FileEntry]) -> list:
         return list(pool.map(one, files))
 
 
-def _create(catalog, name: str, ident: dict[str, str], schema, spec, table: Table,
-            part: shape.Partitioning) -> IcebergTable:
-    """A new Iceberg table for the mirror (:func:`~tributary_read.iceberg.schema.initial_schema`)."""
+def create(catalog, name: str, ident: dict[str, str], schema, spec,
+           fits: Callable[[IcebergTable], object] | None = None) -> IcebergTable:
+    """A new Iceberg table for ``ident`` (a trib table, or a landing zone's consumer), with ``schema`` and
+    ``spec`` (:func:`~tributary_read.iceberg.schema.initial_schema`). When a concurrent first run made it,
+    that table is loaded, checked by ``fits`` (its spec), and used."""
     namespace = name.rsplit(".", 1)[0]
     catalog.create_namespace_if_not_exists(namespace)
     props = {**PROPERTIES, **ident,
@@ -310,9 +307,10 @@ def _create(catalog, name: str, ident: dict[str, str], schema, spec, table: Tabl
     try:
         return catalog.create_table(name, schema=schema, partition_spec=spec, properties=props)
     except TableAlreadyExistsError:  # a concurrent first mirror made it: it must be for this trib table
-        ice = _load(catalog, name, ident)
+        ice = load(catalog, name, ident)
         assert ice is not None
-        _spec(ice, table, name, part.by)  # made with another transform: refused, as any existing table
+        if fits is not None:
+            fits(ice)  # made with another transform: refused, as any existing table
         return ice
 
 

@@ -2,7 +2,9 @@
 
 The partition values come from trib's manifest, never from a path or a column statistic: every
 :class:`~tributary_read.table.manifest.FileEntry` records the values its layout gave it
-(``{"dt": "2020062401"}``), and that is the one answer. A layout's keys (``dt``, or ``dt`` and ``hr``)
+(``{"dt": "2020062401"}``), and that is the one answer. A landing zone's file (other tools wrote it;
+no manifest) has the values its consumer's layout gave it, in the plan's
+:class:`~tributary_read.read.fileset.ResolvedFile`, and its record count from its Parquet footer. A layout's keys (``dt``, or ``dt`` and ``hr``)
 become string columns of the Iceberg schema with an identity partition on each, so a reader fills
 every row's ``dt`` from the file's partition record (the Iceberg rule for a column a data file does
 not hold), exactly as Hive fills it from the directory. trib's Parquet files hold only the data
@@ -20,11 +22,13 @@ from tributary_read.iceberg import deps  # noqa: F401 - first: names the extra w
 
 import pyarrow as pa
 from pyiceberg.io.pyarrow import (
+    _HasIds,
     _check_pyarrow_schema_compatible,
     _pyarrow_to_schema_without_ids,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
     parquet_path_to_id_mapping,
+    visit_pyarrow,
 )
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -34,10 +38,18 @@ from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import NestedField, StringType, TimestampType, TimestamptzType
 
+from typing import TYPE_CHECKING, Sequence, TypeVar
+
 from tributary_read.errors import InvalidInputError, ManifestCorruptError, SchemaChangeError, VerificationError
 from tributary_read.iceberg.partition_by import WORDS, Buckets, PartitionBy, check_type, footer_times
 from tributary_read.table.config import Table
+from tributary_read.table.layout import Layout
 from tributary_read.table.manifest import FileEntry
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tributary_read.read.fileset import ResolvedFile
+
+F = TypeVar("F")
 
 #: The first partition field id Iceberg assigns (its spec's convention).
 FIRST_PARTITION_FIELD_ID = 1000
@@ -57,10 +69,7 @@ def check_parquet(table: Table) -> None:
 def initial_schema(files: pa.Schema, keys: list[str], by: PartitionBy | None = None) -> tuple[Schema, PartitionSpec]:
     """The Iceberg schema of a new mirror (the first files' columns, then the partition keys as strings)
     and its spec: an identity partition on each key, in the layout's order, then ``by``'s transform."""
-    clash = [k for k in keys if k in files.names]
-    if clash:
-        raise InvalidInputError(f"the files hold a column {clash[0]!r}, which is also the table's partition key: "
-                                "Hive and Iceberg would both take the partition's value; rename the column")
+    _check_keys(files, keys, "the files")
     without_ids = _pyarrow_to_schema_without_ids(files)
     # Every column optional: a file written before a column appeared has no value for it.
     fields = [NestedField(-1, f.name, f.field_type, required=False, doc=f.doc) for f in without_ids.fields]
@@ -107,10 +116,39 @@ def check_spec(existing: PartitionBy | None, asked: PartitionBy | None, name: st
                                 partition_by=WORDS)
 
 
+def _check_keys(files: pa.Schema, keys: list[str], where: str) -> None:
+    clash = [k for k in keys if k in files.names]
+    if clash:
+        raise InvalidInputError(f"{where}: a column {clash[0]!r}, which is also the table's partition key: "
+                                "Hive and Iceberg would both take the partition's value; rename the column")
+
+
+def check_foreign(files: pa.Schema, keys: list[str], where: str) -> None:
+    """Refuse (one line, nothing committed) a file another tool wrote that Iceberg would read otherwise than
+    its columns say: one with a partition key's column (the layout's value and the file's would disagree),
+    or with Iceberg field ids of its own (a reader matches columns by those ids, not by the table's names)."""
+    _check_keys(files, keys, where)
+    if visit_pyarrow(files, _HasIds()):
+        raise InvalidInputError(f"{where}: Iceberg field ids of its own (written for another Iceberg "
+                                "table): readers would match its columns by those ids; rewrite it without them")
+
+
 def new_columns(schema: Schema, files: pa.Schema) -> bool:
     """Whether ``files`` names a column the Iceberg schema lacks (a late field trib's writer added)."""
     names = {f.name for f in schema.fields}
     return any(n not in names for n in files.names)
+
+
+def column_sets(files: Sequence[F], footers: Sequence) -> list[tuple[F, pa.Schema]]:
+    """Each distinct column set among the files' footers (None: no footer), with the first file that has it."""
+    seen: list[tuple[F, pa.Schema]] = []
+    for f, footer in zip(files, footers):
+        if footer is None:
+            continue
+        cols = footer.schema.to_arrow_schema()
+        if not any(cols.equals(s) for _, s in seen):
+            seen.append((f, cols))
+    return seen
 
 
 def check_compatible(schema: Schema, files: pa.Schema, where: str, format_version: int) -> None:
@@ -126,15 +164,15 @@ def check_compatible(schema: Schema, files: pa.Schema, where: str, format_versio
 
 
 class Partitioning:
-    """Each file's partition record under the table's spec: the layout keys' values from the manifest, then
-    the transform's value derived from them (:class:`~tributary_read.iceberg.partition_by.Buckets`)."""
+    """Each file's partition record under the table's spec: the layout keys' values from the manifest (a
+    landing zone's file: its layout's), then the transform's value derived from them (:class:`~tributary_read.iceberg.partition_by.Buckets`)."""
 
-    def __init__(self, table: Table, by: PartitionBy | None):
-        self.keys = table.layout.keys
+    def __init__(self, layout: Layout, by: PartitionBy | None = None):
+        self.keys = layout.keys
         self.by = by
-        self.buckets = Buckets(by, table.layout) if by is not None else None
+        self.buckets = Buckets(by, layout) if by is not None else None
 
-    def record(self, entry: FileEntry, where: str, uri: str, footer=None) -> Record:
+    def record(self, entry: FileEntry | ResolvedFile, where: str, uri: str, footer=None) -> Record:
         """The file's partition record, in the spec's order. With a transform and a ``footer``, the file's
         event times are checked to lie inside the transform's value (a removed file's record, or one whose
         bytes ``trib clean`` deleted, is not: no reader of a current snapshot reads it)."""
@@ -152,13 +190,17 @@ class Partitioning:
         return Record(*values, value)
 
 
-def data_file(metadata: TableMetadata, uri: str, entry: FileEntry, part: Partitioning, where: str,
+def data_file(metadata: TableMetadata, uri: str, entry: FileEntry | ResolvedFile, part: Partitioning, where: str,
               footer=None) -> DataFile:
     """The Iceberg DataFile of a committed file: its URI, size, record count and partition record from
-    the manifest; column statistics from its Parquet ``footer`` when it was read (None: none)."""
-    stats: dict = {"record_count": entry.records}
+    the manifest; column statistics from its Parquet ``footer`` when it was read (None: none).
+
+    A landing zone's file records no count (``records`` None): its footer's is the count."""
+    if entry.records is None and footer is None:
+        raise VerificationError(f"{uri}: neither a record count nor a Parquet footer to register it with")
+    stats: dict = {"record_count": entry.records if entry.records is not None else footer.num_rows}
     if footer is not None:
-        if footer.num_rows != entry.records:  # the bytes are not the ones committed: never register them
+        if entry.records is not None and footer.num_rows != entry.records:  # not the bytes committed: never register
             raise VerificationError(f"{uri} holds {footer.num_rows} records, its commit says {entry.records}: "
                                     "run trib verify")
         schema = metadata.schema()

@@ -8,6 +8,12 @@ at the next trib version, registering no file twice and skipping none. No side f
 The table's identity is its URI and its creation time (table.json's ``created_ms``): a copy of a table
 at another place, or another table at the same place, is another table, and mirroring it into the same
 Iceberg table would mix two histories.
+
+A landing zone (a directory other tools write Parquet into, registered by a durable consumer:
+:mod:`tributary_read.iceberg.landing`) is named by its root and the consumer's name (``trib.landing``,
+``trib.consumer``), and each of its snapshots by the consumer's plan it registers (``trib.plan``): the
+plan id is how a rerun tells a registered plan from one still to register. The two kinds of identity
+share no key, so an Iceberg table of one kind is never taken for the other's.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ VERSION = "trib.version"
 TABLE = "trib.table"
 CREATED = "trib.table-created-ms"
 OPERATION = "trib.operation"
+LANDING = "trib.landing"
+CONSUMER = "trib.consumer"
+PLAN = "trib.plan"
 
 
 def identity(table: Table) -> dict[str, str]:
@@ -28,18 +37,26 @@ def identity(table: Table) -> dict[str, str]:
     return {TABLE: table.uri, CREATED: str(table.config.created_ms)}
 
 
+def landing_identity(root: str, consumer: str) -> dict[str, str]:
+    """The keys that name a landing zone's registration: its root and the consumer that delivers its files."""
+    return {LANDING: root, CONSUMER: consumer}
+
+
 def _named(d: Mapping[str, str]) -> str:
+    if LANDING in d:
+        return f"landing zone {d.get(LANDING)} (consumer {d.get(CONSUMER)})"
     return f"{d.get(TABLE)} (created_ms {d.get(CREATED)})"
 
 
 def check_owner(properties: Mapping[str, str], ident: Mapping[str, str], name: str) -> None:
-    """Refuse an Iceberg table this mirror did not create, or created for another trib table."""
-    if TABLE not in properties:
+    """Refuse an Iceberg table this mirror did not create, or created for another trib table or landing zone."""
+    if TABLE not in properties and LANDING not in properties:
         raise InvalidInputError(f"Iceberg table {name} was not created by trib iceberg sync (another tool wrote it): "
                                 "trib mirrors only into a table it created; mirror into another Iceberg table")
     if any(properties.get(k) != v for k, v in ident.items()):
+        what = "landing zone" if LANDING in ident else "trib table"
         raise InvalidInputError(f"Iceberg table {name} mirrors {_named(properties)}, not {_named(ident)}: give "
-                                "this trib table another Iceberg table")
+                                f"this {what} another Iceberg table")
 
 
 def position(summary: Mapping[str, str] | None, ident: Mapping[str, str], name: str, snapshot_id: int | None) -> int:

@@ -364,3 +364,11 @@ def judge_partition(source: Source, state: ConsumerState, name: str, d: str, now
     mine = [x for x in listing.skipped if x.path.rpartition("/")[0] == d]
     return planner, part, files, planner.judge(d, part, None, files, mine)
 
+
+
+def plan_layout(plan: Plan) -> Layout:
+    """The layout a listing plan parsed its files' partitions with (it records it for its ack): a reader
+    that needs the partition keys in their order asks the plan, not the paths."""
+    if plan.mode == Tracking.MANIFEST or not plan.delta.get("layout"):
+        raise InvalidInputError(f"plan {plan.plan_id} of consumer {plan.consumer!r} lists no directory layout")
+    return Layout(**plan.delta["layout"])
