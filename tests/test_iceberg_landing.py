@@ -193,6 +193,22 @@ def test_refusals_register_nothing_and_leave_the_plan_pending(tmp_path):
     _land(root, cat)
     _check(cat, rows)
 
+    # A delivered file touched (rewritten as far as a listing can tell): its hour is held back, the rest
+    # registered, exit 17 after the JSON; once replayed, the hour's file never delivered is registered, the
+    # touched one not again.
+    touched = root / "2024_01_01/00/a.parquet"
+    os.utime(touched, (touched.stat().st_atime, touched.stat().st_mtime - 60))
+    _write(root, "2024_01_01/00", "more.parquet", range(50, 52), rows)
+    _write(root, "2024_01_03/00", "d.parquet", range(60, 62), rows)
+    proc = _land(root, cat, code=None)
+    assert proc.returncode == 17 and proc.stderr.count("\n") == 1 and "trib consumer replay" in proc.stderr
+    assert [p["files"] for p in json.loads(proc.stdout)["plans"]] == [1]
+    rows_now = rows - Counter((i, "2024010100") for i in range(50, 52))
+    _check(cat, rows_now)
+    invoke_trib("consumer", "replay", str(root), "ice", "--partition", "2024_01_01/00", "--execute", check=True)
+    assert [p["files"] for p in _land(root, cat)["plans"]] == [1]
+    _check(cat, rows)
+
     # One consumer, one Iceberg table: a second table fed from it would split the landing zone's files.
     err = _land(root, cat, name="db.other", code=3)
     assert "would split its input" in err and err.count("\n") == 1

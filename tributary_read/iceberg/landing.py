@@ -147,7 +147,7 @@ def _register(consumer: Consumer, catalog, name: str, ident: dict[str, str], pla
         _check_order(consumer, name, plan, last)
         ice = _commit(consumer, catalog, name, ident, ice, plan, files, record)
     ack = consumer.ack(plan.plan_id)
-    if files or plan.held:
+    if files:
         result.plans.append(record)
     result.held = ack.held
     result.held_error = consumer.held_error(ack.held, plan.plan_id) if ack.held else None
