@@ -16,7 +16,8 @@ from .context import TribState, emit, json_option, parse_duration_ms, pass_state
 
 @click.group()
 def iceberg() -> None:
-    """Mirror a Parquet trib table into an Iceberg table: every commit registered once, no data rewritten."""
+    """Mirror a Parquet trib table, or a landing zone of Parquet files, into Iceberg: each commit or file registered
+    once, no data rewritten."""
 
 
 @iceberg.command()

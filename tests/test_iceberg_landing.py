@@ -124,6 +124,15 @@ def test_a_sync_killed_at_each_step_registers_each_file_once(tmp_path):
         assert _plans(cat).count(pending) == 1 and _pending(root) is None, point
         _check(cat, rows)
 
+    # Killed after its snapshot, then its plan dropped by hand: the next plan would deliver its files again,
+    # and they would be registered twice: refused, nothing committed.
+    _write(root, "2024_01_09/00", "x.parquet", range(900, 902))
+    assert _land(root, cat, code=None, process=True, env={"TRIB_CRASH_AT": "iceberg-consumer-committed"}).returncode == -9
+    invoke_trib("consumer", "reset", str(root), "ice", "--discard-plan", "--execute", check=True)
+    before = _plans(cat)
+    err = _land(root, cat, code=6)
+    assert "would be registered twice" in err and err.count("\n") == 1 and _plans(cat) == before
+
 
 def test_two_syncs_at_once_register_a_plan_once(tmp_path):
     root, cat, rows = tmp_path / "land", f"sqlite:///{tmp_path / 'cat.db'}", Counter()

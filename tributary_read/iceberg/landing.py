@@ -42,14 +42,14 @@ from pyiceberg.table import Table as IcebergTable
 from pyiceberg.table.snapshots import Snapshot
 
 from tributary_read.errors import (ChangedFileError, CommitConflictError, ConsumerStateCorruptError, InvalidInputError,
-                                   PartitionsHeldError, SchemaChangeError, UnreadableInputError)
+                                   PartitionsHeldError, SchemaChangeError, StalePlanError, UnreadableInputError)
 from tributary_read.faults import crash_point
 from tributary_read.iceberg import appends
 from tributary_read.iceberg import schema as shape
 from tributary_read.iceberg import summary as marks
 from tributary_read.iceberg.catalog import check_name, check_uri, default_catalog_uri, open_catalog
 from tributary_read.iceberg.mirror import FOOTER_THREADS, MAX_CONFLICTS, create, load
-from tributary_read.read.consumer import Consumer, Plan
+from tributary_read.read.consumer import AckResult, Consumer, Plan
 from tributary_read.read.consumer_tracking import plan_layout
 from tributary_read.read.fileset import ResolvedFile
 from tributary_read.read.resolve import Source
@@ -146,7 +146,14 @@ def _register(consumer: Consumer, catalog, name: str, ident: dict[str, str], pla
     elif files:
         _check_order(consumer, name, plan, last)
         ice = _commit(consumer, catalog, name, ident, ice, plan, files, record)
-    ack = consumer.ack(plan.plan_id)
+    try:
+        ack = consumer.ack(plan.plan_id)
+    except StalePlanError:  # another run saw it registered, acked it, and went on: acked all the same
+        if consumer.acked(plan.plan_id) is not True:
+            raise
+        now = consumer.current()
+        assert now is not None  # a plan was acked: a state exists
+        ack = AckResult(now, plan.plan_id, True)  # its held partitions are the later state's business
     if files:
         result.plans.append(record)
     result.held = ack.held
@@ -171,10 +178,10 @@ def _base(plan_id: str) -> int:
 
 
 def _check_order(consumer: Consumer, name: str, plan: Plan, last: tuple[str, Snapshot] | None) -> None:
-    """Refuse a plan the table's newest snapshot cannot precede: that snapshot registered a plan made at the
-    same consumer version or later, which the consumer never acked (its plan was dropped after it was
-    registered), so the files this plan delivers again would be registered twice."""
-    if last is None or _base(last[0]) < plan.base_version:
+    """Refuse a plan when the table's newest snapshot of this consumer registered a plan the consumer never
+    acked (the plan was dropped after its snapshot committed, or the consumer was reset): the files it
+    delivers again would be registered twice."""
+    if last is None or (_base(last[0]) < plan.base_version and consumer.acked(last[0]) is not False):
         return
     raise ConsumerStateCorruptError(
         f"Iceberg table {name} registered plan {last[0]} of consumer {consumer.name!r}, which the consumer does not "
@@ -192,6 +199,7 @@ def _commit(consumer: Consumer, catalog, name: str, ident: dict[str, str], ice: 
     sets = shape.column_sets(files, footers)
     for f, cols in sets:
         shape.check_foreign(cols, keys, storage.uri_for(f.path))
+    head = ice.metadata.current_snapshot_id if ice is not None else None  # the head the plan was checked on
     if ice is None:
         ice = create(catalog, name, ident, *shape.initial_schema(sets[0][1] if sets else pa.schema([]), keys))
     if any(shape.new_columns(ice.metadata.schema(), cols) for _, cols in sets):
@@ -201,6 +209,8 @@ def _commit(consumer: Consumer, catalog, name: str, ident: dict[str, str], ice: 
                     update.union_by_name(cols)
         ice = load(catalog, name, ident)
         assert ice is not None
+    if ice.metadata.current_snapshot_id != head:  # a concurrent run's table or snapshot: check the plan again
+        raise CommitFailedException(f"Iceberg table {name} moved on while this run prepared plan {plan.plan_id}")
     metadata = ice.metadata
     for f, cols in sets:
         try:
