@@ -192,6 +192,12 @@ def test_refusals_register_nothing_and_leave_the_plan_pending(tmp_path):
     invoke_trib("consumer", "skip", str(root), "ice", "2024_01_02/00/clash.parquet", "--execute", check=True)
     _land(root, cat)
 
+    # Nanosecond timestamps (pyarrow's default for pandas times), which Iceberg v2 has no type for: exit 3.
+    pq.write_table(pa.table({"id": [7], "at": pa.array([1], pa.timestamp("ns"))}), clash.parent / "ns.parquet")
+    refused(3, "timestamp[ns]")
+    invoke_trib("consumer", "skip", str(root), "ice", "2024_01_02/00/ns.parquet", "--execute", check=True)
+    _land(root, cat)
+
     # A file that changed after its plan was made: exit 15, never registered with the wrong size.
     _write(root, "2024_01_02/01", "grows.parquet", range(20, 22))
     invoke_trib("files", str(root), "--consumer", "ice", "--min-age", "0s", "--json", check=True)

@@ -198,7 +198,10 @@ def _commit(consumer: Consumer, catalog, name: str, ident: dict[str, str], ice: 
     storage = consumer.source.storage
     sets = shape.column_sets(files, footers)
     for f, cols in sets:
-        shape.check_foreign(cols, keys, storage.uri_for(f.path))
+        try:
+            shape.check_foreign(cols, keys, storage.uri_for(f.path))
+        except InvalidInputError as e:
+            raise InvalidInputError(f"{e}; or leave the file unregistered: {consumer.skip_command(f.path)}") from None
     head = ice.metadata.current_snapshot_id if ice is not None else None  # the head the plan was checked on
     if ice is None:
         ice = create(catalog, name, ident, *shape.initial_schema(sets[0][1] if sets else pa.schema([]), keys))

@@ -22,6 +22,7 @@ from tributary_read.iceberg import deps  # noqa: F401 - first: names the extra w
 
 import pyarrow as pa
 from pyiceberg.io.pyarrow import (
+    UnsupportedPyArrowTypeException,
     _HasIds,
     _check_pyarrow_schema_compatible,
     _pyarrow_to_schema_without_ids,
@@ -126,8 +127,16 @@ def _check_keys(files: pa.Schema, keys: list[str], where: str) -> None:
 def check_foreign(files: pa.Schema, keys: list[str], where: str) -> None:
     """Refuse (one line, nothing committed) a file another tool wrote that Iceberg would read otherwise than
     its columns say: one with a partition key's column (the layout's value and the file's would disagree),
-    or with Iceberg field ids of its own (a reader matches columns by those ids, not by the table's names)."""
+    a column of a type Iceberg has none for (nanosecond timestamps), or with Iceberg field ids of its own (a
+    reader matches columns by those ids, not by the table's names)."""
     _check_keys(files, keys, where)
+    try:
+        _pyarrow_to_schema_without_ids(files)
+    except UnsupportedPyArrowTypeException as e:  # e.g. timestamp[ns], which Iceberg v2 has no type for
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise InvalidInputError(f"{where}: {first}, which the Iceberg table cannot hold; rewrite the file with a "
+                                "type Iceberg has (timestamps in microseconds: pyarrow's coerce_timestamps='us')"
+                                ) from None
     if visit_pyarrow(files, _HasIds()):
         raise InvalidInputError(f"{where}: Iceberg field ids of its own (written for another Iceberg "
                                 "table): readers would match its columns by those ids; rewrite it without them")
