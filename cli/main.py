@@ -71,7 +71,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hive": ("tributary_read.cli.hive:hive",
              "Run a local Hive metastore + HiveServer2 (Spark Thrift Server) on 127.0.0.1."),
     "iceberg": ("tributary_read.cli.iceberg:iceberg",
-                "Mirror a Parquet trib table into an Iceberg table: every commit registered once, no data rewritten."),
+                "Mirror a Parquet trib table, or a landing zone of Parquet files, into Iceberg: each commit or file "
+                "registered once, no data rewritten."),
     "ingest": ("tributary_read.cli.ingest:ingest",
                "Append a file's, a log directory's or Kafka topics' new records to ROOT, exactly once."),
     "log": ("tributary_read.cli.maintenance:log",

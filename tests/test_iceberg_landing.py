@@ -239,3 +239,39 @@ def test_refusals_register_nothing_and_leave_the_plan_pending(tmp_path):
     err = _land(table, cat, code=3)
     assert "is a trib table" in err
     _check(cat, rows)
+
+
+def test_a_catalog_down_during_a_plans_commit_leaves_it_pending_and_the_rerun_registers_it_once(tmp_path,
+                                                                                              postgres_server):
+    """The PostgreSQL catalog stopped while a sync holds a plan's snapshot before its catalog commit: one line,
+    exit 12 (the commit's outcome unknown), the plan not acked; once the catalog is back, the rerun registers
+    that same plan exactly once. With the catalog down before a sync: exit 8, nothing planned is lost."""
+    root, cat, rows = tmp_path / "land", postgres_server.uri, Counter()
+    name = f"db.land{os.getpid()}"
+    _write(root, "2024_01_01/00", "a.parquet", range(0, 3), rows)
+    _land(root, cat, name=name)
+    _write(root, "2024_01_01/00", "late.parquet", range(10, 12), rows)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIB_STOP_AT": "iceberg-consumer-prepared"}
+    held = subprocess.Popen([*TRIB, "iceberg", "sync", str(root), "--consumer", "ice", "--table", name, "--catalog",
+                             cat, "--min-age", "0s", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    deadline = time.time() + 60
+    while not _stopped(held.pid) and time.time() < deadline and held.poll() is None:
+        time.sleep(0.05)
+    assert _stopped(held.pid), "the held sync never reached iceberg-consumer-prepared"
+    pending = _pending(root)
+    postgres_server.stop()
+    try:
+        held.send_signal(signal.SIGCONT)
+        _, err = held.communicate(timeout=120)
+        assert held.returncode == 12 and "may have landed" in err and err.count("\n") == 1, err
+        assert _pending(root) == pending  # not acked
+        down = _land(root, cat, name=name, code=8)
+        assert "did not answer" in down and down.count("\n") == 1, down
+        assert _pending(root) == pending
+    finally:
+        postgres_server.start()
+    out = _land(root, cat, name=name)
+    assert [p["plan_id"] for p in out["plans"]] == [pending] and out["plans"][0]["registered"] == "now"
+    assert _plans(cat, name).count(pending) == 1 and _pending(root) is None
+    _check(cat, rows, name)

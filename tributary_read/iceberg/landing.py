@@ -47,7 +47,7 @@ from tributary_read.faults import crash_point
 from tributary_read.iceberg import appends
 from tributary_read.iceberg import schema as shape
 from tributary_read.iceberg import summary as marks
-from tributary_read.iceberg.catalog import check_name, check_uri, default_catalog_uri, open_catalog
+from tributary_read.iceberg.catalog import answering, check_name, check_uri, default_catalog_uri, open_catalog
 from tributary_read.iceberg.mirror import FOOTER_THREADS, MAX_CONFLICTS, create, load
 from tributary_read.read.consumer import AckResult, Consumer, Plan
 from tributary_read.read.consumer_tracking import plan_layout
@@ -99,6 +99,12 @@ def sync_landing(source: Source, consumer: str, name: str, catalog_uri: str | No
                                 f"{source.uri} --table {name} (without a consumer)", consumer="a consumer")
     check_name(name)
     uri = check_uri(catalog_uri or default_catalog_uri())
+    with answering(uri):  # a catalog that stops answering: one line, and the plan stays pending
+        return _sync_landing(source, consumer, name, uri, state_dir, options, min_age_ms, lookback_ms)
+
+
+def _sync_landing(source: Source, consumer: str, name: str, uri: str, state_dir: str | None,
+                  options: Mapping[str, str] | None, min_age_ms: int | None, lookback_ms: int | None) -> LandingResult:
     catalog = open_catalog(uri)
     ident = marks.landing_identity(source.uri, consumer)
     request = ReadRequest(consumer=consumer, state_dir=state_dir, min_age_ms=min_age_ms, lookback_ms=lookback_ms,
@@ -145,7 +151,7 @@ def _register(consumer: Consumer, catalog, name: str, ident: dict[str, str], pla
         record.update(registered="before", snapshot_id=last[1].snapshot_id, records=int(added))
     elif files:
         _check_order(consumer, name, plan, last)
-        ice = _commit(consumer, catalog, name, ident, ice, plan, files, record)
+        ice = _commit(consumer, catalog, result.catalog, name, ident, ice, plan, files, record)
     try:
         ack = consumer.ack(plan.plan_id)
     except StalePlanError:  # another run saw it registered, acked it, and went on: acked all the same
@@ -189,8 +195,8 @@ def _check_order(consumer: Consumer, name: str, plan: Plan, last: tuple[str, Sna
         "landing zone into a new Iceberg table with a new consumer")
 
 
-def _commit(consumer: Consumer, catalog, name: str, ident: dict[str, str], ice: IcebergTable | None, plan: Plan,
-            files: list[ResolvedFile], record: dict) -> IcebergTable:
+def _commit(consumer: Consumer, catalog, uri: str, name: str, ident: dict[str, str], ice: IcebergTable | None,
+            plan: Plan, files: list[ResolvedFile], record: dict) -> IcebergTable:
     """The plan's files as one append snapshot; the table created, or its schema widened, first if needed."""
     layout = plan_layout(plan)
     keys = layout.keys
@@ -227,7 +233,8 @@ def _commit(consumer: Consumer, catalog, name: str, ident: dict[str, str], ice: 
     batch = appends.Appender(ice, appends.kept(ice.properties, name))
     snap = batch.append(data, {**ident, marks.PLAN: plan.plan_id})
     crash_point("iceberg-consumer-prepared")
-    ice = batch.commit()
+    with answering(uri, committing=f"plan {plan.plan_id}"):  # it may have landed: the rerun finds it by plan id
+        ice = batch.commit()
     crash_point("iceberg-consumer-committed")
     record.update(snapshot_id=snap.snapshot_id, records=sum(d.record_count for d in data))
     return ice
