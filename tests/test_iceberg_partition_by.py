@@ -205,7 +205,10 @@ def test_the_mirror_setting_creates_the_spec_and_what_no_file_can_fit_is_refused
     india = _table(tmp_path / "i", zone="Asia/Kolkata")
     _write(india, [h0], 0)
     err = _sync(india.storage.abspath(""), cat, "--partition-by", "hour(ts)", name="db.india", code=3)["stderr"]
-    assert "in zone Asia/Kolkata, more than one UTC hour" in err and err.count("\n") == 1
+    assert "in zone Asia/Kolkata: the zone is not a whole number of hours from UTC" in err and err.count("\n") == 1
+    # A zone with daylight saving: its repeated autumn hour spans two UTC hours; refused now, not a year on.
+    err = _sync(root, cat, "--partition-by", "hour(ts)", name="db.berlin", code=3)["stderr"]
+    assert "in zone Europe/Berlin: the zone changes its UTC offset (daylight saving)" in err and "use day(ts)" in err
     err = _sync(ingested, cat, "--partition-by", "minute(ts)", name="db.x", code=3)["stderr"]
     assert "--partition-by/--iceberg-partition-by 'minute(ts)' is not hour(COLUMN) or day(COLUMN)" in err
     assert {n for _, n in open_catalog(cat).list_tables("db")} == {"days"}
@@ -223,13 +226,12 @@ def test_a_files_hour_comes_from_its_dt_and_its_footer_must_agree(tmp_path):
 
     assert parse(" hour( ts ) ") == PartitionBy("hour", "ts") and parse("") is None and parse(None) is None
     berlin = Layout(LAYOUT, PARTITION, "Europe/Berlin")
-    hour, day = Buckets(PartitionBy("hour", "ts"), berlin), Buckets(PartitionBy("day", "ts"), berlin)
-    summer = int(datetime(2026, 10, 24, 22, tzinfo=timezone.utc).timestamp()) // 3600  # 00:00 CEST
-    assert hour.value({"dt": "2026102500"}, "v1") == summer
     # Clocks go back at 03:00 CEST: local 02:xx happens twice, so dt=2026102502 holds two UTC hours (its
-    # files have no one hour(ts)), inside one UTC day.
-    with pytest.raises(InvalidInputError, match="spans 2026-10-25T00:00:00.000Z to 2026-10-25T02:00:00.000Z"):
-        hour.value({"dt": "2026102502"}, "v1")
+    # files have no one hour(ts)): hour(ts) over a zone with daylight saving is refused outright; the
+    # repeated hour lies inside one UTC day.
+    with pytest.raises(InvalidInputError, match="changes its UTC offset"):
+        Buckets(PartitionBy("hour", "ts"), berlin)
+    day = Buckets(PartitionBy("day", "ts"), berlin)
     assert day.value({"dt": "2026102502"}, "v1") == int(datetime(2026, 10, 25, tzinfo=timezone.utc).timestamp()) // 86400
 
     t0 = int(datetime(2026, 11, 28, 10, tzinfo=timezone.utc).timestamp() * 1000)

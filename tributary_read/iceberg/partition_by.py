@@ -91,6 +91,26 @@ def check_layout(by: PartitionBy | None, layout: Layout) -> None:
         raise InvalidInputError(f"layout {layout.directory!r} makes one partition per {_words(layout.period)}, "
                                 f"coarser than {by}: a file would hold several values of {by} and an Iceberg "
                                 f"file has one; {IDENTITY}", partition_by=WORDS)
+    if by.transform == "hour":
+        offsets = _offsets(layout)
+        reason = ("changes its UTC offset (daylight saving): the hour it repeats each autumn spans two UTC hours"
+                  if len(offsets) > 1 else "is not a whole number of hours from UTC: each of its hours spans two "
+                  "UTC hours") if len(offsets) > 1 or any(o % 3600 for o in offsets) else None
+        if reason:  # refused now, not a year from now when the first such hour stops the mirror
+            raise InvalidInputError(f"layout {layout.directory!r} in zone {layout.timezone}: the zone {reason}, "
+                                    f"and an Iceberg file has one value of {by} (Iceberg's transforms are UTC); "
+                                    f"use day({by.column}) or a layout in UTC, or {IDENTITY}", partition_by=WORDS)
+
+
+def _offsets(layout: Layout) -> set[int]:
+    """The UTC offsets (s) the layout's zone has from a year ago to five years ahead, sampled daily."""
+    tz = layout.tz
+    now = datetime.now(timezone.utc)
+    out = set()
+    for d in range(-366, 5 * 366):
+        off = (now + timedelta(days=d)).astimezone(tz).utcoffset()
+        out.add(int(off.total_seconds()) if off is not None else 0)
+    return out
 
 
 def _words(period: timedelta) -> str:
