@@ -494,6 +494,24 @@ def postgres_server():
     pg.remove(server)
 
 
+@pytest.fixture
+def postgres_catalog(postgres_server):
+    """An Iceberg catalog URI on a database of its own on the session's PostgreSQL server, so that tests'
+    Iceberg tables (each test names its own, e.g. db.events) never meet."""
+    import psycopg2
+
+    import postgres_server as pg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    con = psycopg2.connect(host="127.0.0.1", port=postgres_server.port, user=pg.USER, dbname="postgres")
+    try:
+        con.autocommit = True
+        con.cursor().execute(f"CREATE DATABASE {name}")
+    finally:
+        con.close()
+    return f"postgresql://{pg.USER}@127.0.0.1:{postgres_server.port}/{name}"
+
+
 # -- Secured Hive: one KDC, slapd, SASL metastore and two secured Thrift Servers per session ----
 
 

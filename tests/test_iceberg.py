@@ -131,8 +131,14 @@ def _check(root: Path, catalog: str, name: str = "db.events") -> None:
     assert set(live) == _trib_uris(root) and set(live.values()) == {1}
 
 
-def test_a_mirror_follows_ingest_late_files_compaction_and_expiry(tmp_path):
-    root, cat = _table(tmp_path), _catalog(tmp_path)
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_catalog(request, tmp_path) -> str:
+    """The embedded SQLite catalog, and the same SQL catalog on a real PostgreSQL server (a database of its own)."""
+    return _catalog(tmp_path) if request.param == "sqlite" else request.getfixturevalue("postgres_catalog")
+
+
+def test_a_mirror_follows_ingest_late_files_compaction_and_expiry(tmp_path, any_catalog):
+    root, cat = _table(tmp_path), any_catalog
     _ingest(root, tmp_path, (*OLD, *RECENT), 5, 0)
     out = _sync(root, cat)
     assert (out["start_version"], out["version"]) == (0, 1) and out["snapshots"][0]["added"] == 4
@@ -181,8 +187,8 @@ def test_a_mirror_follows_ingest_late_files_compaction_and_expiry(tmp_path):
     _check(root, cat)
 
 
-def test_a_mirror_killed_at_each_step_resumes_exactly_once(tmp_path):
-    root, cat = _table(tmp_path), _catalog(tmp_path)
+def test_a_mirror_killed_at_each_step_resumes_exactly_once(tmp_path, any_catalog):
+    root, cat = _table(tmp_path), any_catalog
     for k in range(3):
         _ingest(root, tmp_path, (OLD[0], RECENT[k % 2]), 2, 1000 * k)
     points = ("iceberg-listed", "iceberg-prepared", "iceberg-committed", "iceberg-read-back")
@@ -457,14 +463,14 @@ def _hold(root: Path, cat: str, point: str) -> subprocess.Popen:
     return held
 
 
-def test_a_catalog_that_goes_down_mid_sync_loses_and_doubles_nothing(tmp_path, postgres_server):
+def test_a_catalog_that_goes_down_mid_sync_loses_and_doubles_nothing(tmp_path, postgres_server, postgres_catalog):
     """The PostgreSQL catalog stopped before a sync, while a sync is between building a snapshot and committing
     it, and while it is between a committed batch and its next commit: one line each, exit 8 where nothing
     was sent and exit 12 where a catalog commit's outcome is unknown; once the catalog is back, a rerun
     registers each commit exactly once."""
     from tributary_read.iceberg.catalog import open_catalog
 
-    root, cat = _table(tmp_path), postgres_server.uri
+    root, cat = _table(tmp_path), postgres_catalog
     for k in range(3):
         _ingest(root, tmp_path, (OLD[0], RECENT[k % 2]), 2, 1000 * k)
     invoke_trib("compact", str(root), "--min-age", "0s", "--min-files", "2", check=True)  # version 4: a replace

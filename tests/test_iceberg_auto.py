@@ -114,9 +114,9 @@ def _catch_up(stderr: str) -> list[str]:
     return cmd[1:]
 
 
-def test_a_postgres_catalog_down_fails_the_mirror_not_the_commit(tmp_path, postgres_server):
+def test_a_postgres_catalog_down_fails_the_mirror_not_the_commit(tmp_path, postgres_server, postgres_catalog):
     root = _table(tmp_path)
-    cat = postgres_server.uri
+    cat = postgres_catalog
     _set(root, "--iceberg", "db.events", "--iceberg-catalog", cat)
     _ingest(root, tmp_path, (*OLD, *RECENT), 3, 0)
     _check(root, cat)

@@ -242,12 +242,12 @@ def test_refusals_register_nothing_and_leave_the_plan_pending(tmp_path):
 
 
 def test_a_catalog_down_during_a_plans_commit_leaves_it_pending_and_the_rerun_registers_it_once(tmp_path,
-                                                                                              postgres_server):
+                                                                                              postgres_server, postgres_catalog):
     """The PostgreSQL catalog stopped while a sync holds a plan's snapshot before its catalog commit: one line,
     exit 12 (the commit's outcome unknown), the plan not acked; once the catalog is back, the rerun registers
     that same plan exactly once. With the catalog down before a sync: exit 8, nothing planned is lost."""
-    root, cat, rows = tmp_path / "land", postgres_server.uri, Counter()
-    name = f"db.land{os.getpid()}"
+    root, cat, rows = tmp_path / "land", postgres_catalog, Counter()
+    name = NAME
     _write(root, "2024_01_01/00", "a.parquet", range(0, 3), rows)
     _land(root, cat, name=name)
     _write(root, "2024_01_01/00", "late.parquet", range(10, 12), rows)
