@@ -224,38 +224,41 @@ class Appender:
             _delete(self.io, self.written)
             raise
         if expired:
-            self._collect(expired)
+            collect(self.ice, expired, self.written)
         return self.ice
 
-    def _collect(self, expired: list[Snapshot]) -> None:
-        """Delete the manifest lists and manifests that only expired snapshots named (after the commit: a
-        crash before it leaves orphans, never a snapshot without its files).
 
-        A manifest stays listed from the snapshot that wrote it until a merge or a delete drops it, and never
-        comes back, so what a kept snapshot names is what the oldest kept one on ``main`` names, plus what
-        this batch wrote, plus the lists of kept snapshots off ``main`` (read apart; there are none unless a
-        table was rolled back)."""
-        gone = {s.snapshot_id for s in expired}
-        by_id = {s.snapshot_id: s for s in self.ice.metadata.snapshots}
-        chain, cur = set(), self.ice.metadata.current_snapshot()
+def collect(ice: IcebergTable, expired: list[Snapshot], written: list[str] | tuple[str, ...] = ()) -> None:
+    """Delete the manifest lists and manifests that only ``expired`` snapshots named, once the catalog commit
+    that removed them landed (a crash before leaves orphans, never a snapshot without its files); ``written``:
+    what that commit wrote itself, never deleted here.
+
+    A manifest stays listed from the snapshot that wrote it until a merge or a delete drops it, and never
+    comes back, so what a kept snapshot names is what the oldest kept one on ``main`` names, plus what
+    this batch wrote, plus the lists of kept snapshots off ``main`` (read apart; there are none unless a
+    table was rolled back)."""
+    io = ice.io
+    gone = {s.snapshot_id for s in expired}
+    by_id = {s.snapshot_id: s for s in ice.metadata.snapshots}
+    chain, cur = set(), ice.metadata.current_snapshot()
+    oldest = cur
+    while cur is not None and cur.snapshot_id in by_id:
+        chain.add(cur.snapshot_id)
         oldest = cur
-        while cur is not None and cur.snapshot_id in by_id:
-            chain.add(cur.snapshot_id)
-            oldest = cur
-            cur = by_id.get(cur.parent_snapshot_id) if cur.parent_snapshot_id is not None else None
-        live: set[str] = set()
-        for s in [oldest] + [s for s in by_id.values() if s.snapshot_id not in chain]:
-            if s is not None:
-                live.update(m.manifest_path for m in s.manifests(self.io))
-        doomed: set[str] = set()
-        for s in expired:
-            doomed.add(s.manifest_list)
-            doomed.update(m.manifest_path for m in s.manifests(self.io))
-        doomed -= live
-        doomed -= set(self.written)
-        assert not gone & set(by_id)
-        prefix = self.ice.metadata.location.rstrip("/") + "/metadata/"
-        _delete(self.io, [p for p in doomed if p.startswith(prefix) and p.endswith(".avro")])
+        cur = by_id.get(cur.parent_snapshot_id) if cur.parent_snapshot_id is not None else None
+    live: set[str] = set()
+    for s in [oldest] + [s for s in by_id.values() if s.snapshot_id not in chain]:
+        if s is not None:
+            live.update(m.manifest_path for m in s.manifests(io))
+    doomed: set[str] = set()
+    for s in expired:
+        doomed.add(s.manifest_list)
+        doomed.update(m.manifest_path for m in s.manifests(io))
+    doomed -= live
+    doomed -= set(written)
+    assert not gone & set(by_id)
+    prefix = ice.metadata.location.rstrip("/") + "/metadata/"
+    _delete(io, [p for p in doomed if p.startswith(prefix) and p.endswith(".avro")])
 
 
 def _assigned(m: ManifestFile, sequence: int) -> ManifestFile:

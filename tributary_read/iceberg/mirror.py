@@ -33,7 +33,9 @@ import pyarrow.parquet as pq
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError as NoSuchIcebergTable, TableAlreadyExistsError
 from pyiceberg.table import Table as IcebergTable, TableProperties
 from pyiceberg.table.name_mapping import create_mapping_from_schema
+from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Operation, Summary
+from pyiceberg.table.update import RemoveSnapshotsUpdate
 from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles
 
 from tributary_read.errors import CommitConflictError, InvalidInputError, LogRetentionError
@@ -348,10 +350,25 @@ def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], part: shape.
             p.append_data_file(df)
         for df in dels:
             p.delete_data_file(df)
+    expired = _unreadable(ice) if dels else []
+    if expired:
+        tx._apply((RemoveSnapshotsUpdate(snapshot_ids=[s.snapshot_id for s in expired]),))
     crash_point("iceberg-prepared")
     ice = tx.commit_transaction()
     crash_point("iceberg-committed")
+    if expired:
+        appends.collect(ice, expired)
     return ice
+
+
+def _unreadable(ice: IcebergTable) -> list:
+    """The snapshots a commit that removes files leaves unreadable, expired with it: every one before it on
+    ``main``. They name the files it removes, which trib moves aside (a compaction's originals go to
+    ``_tributary/replaced``, a restated partition's old directory is swapped out) or ``trib clean`` deletes
+    later (an expiry's); an Iceberg reader travelling back to one would fail on them. Heads of other
+    branches and tags are kept, as the snapshot bound keeps them."""
+    heads = {ref.snapshot_id for name, ref in ice.metadata.refs.items() if name != MAIN_BRANCH}
+    return [s for s in ice.metadata.snapshots if s.snapshot_id not in heads]
 
 
 class _ReplaceFiles(_OverwriteFiles):
