@@ -27,6 +27,7 @@ from tributary_read.iceberg import deps  # noqa: F401 - first: names the extra w
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -352,7 +353,8 @@ def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], part: shape.
             p.delete_data_file(df)
     expired = _unreadable(ice) if dels else []
     if expired:
-        tx._apply((RemoveSnapshotsUpdate(snapshot_ids=[s.snapshot_id for s in expired]),))
+        remove: dict[str, Any] = {"snapshot_ids": [s.snapshot_id for s in expired]}  # (pydantic alias: mypy)
+        tx._apply((RemoveSnapshotsUpdate(**remove),))
     crash_point("iceberg-prepared")
     ice = tx.commit_transaction()
     crash_point("iceberg-committed")
