@@ -237,7 +237,7 @@ def test_without_the_iceberg_extra_a_commit_stands_and_exits_10(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["append", "restate"])
-def test_an_hourly_etl_run_mirrors_its_output(tmp_path, warm_spark, mode):
+def test_an_hourly_etl_run_mirrors_its_output(tmp_path, warm_spark, mode, request):
     """An hourly job's output mirrors itself; a restate job's late-data restatement and a backfill of it are
     one overwrite snapshot each."""
     from etl_data import LAYOUT as RAW_LAYOUT, create_output_table, write_job
@@ -249,7 +249,8 @@ def test_an_hourly_etl_run_mirrors_its_output(tmp_path, warm_spark, mode):
     src.write_text("".join(json.dumps({"id": i, "ts": hour + i * 1000, "msg": f"m{i}"}) + "\n" for i in range(6)))
     invoke_trib("ingest", str(raw), "--source", str(src), "--app-id", "raw", "--time-field", "ts", check=True)
     create_output_table(out)
-    cat = f"sqlite:///{tmp_path / 'iceberg.db'}"
+    # The append job mirrors into the PostgreSQL catalog, the restate job into SQLite.
+    cat = request.getfixturevalue("postgres_catalog") if mode == "append" else f"sqlite:///{tmp_path / 'iceberg.db'}"
     _set(out, "--iceberg", "db.hourly", "--iceberg-catalog", cat)
     job = write_job(tmp_path / "jobs", name="hourly", raw=raw, out=out, output_mode=mode)
     when = _iso(hour + 3_600_000 + 300_000)
