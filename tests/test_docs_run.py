@@ -57,6 +57,10 @@ NOT_RUN: list[tuple[str, str]] = [
     (r"^trib table set ROOT --iceberg\b", "ROOT is a JSON-lines table here, which no mirror takes; docs/iceberg.md's "
      "walkthrough sets one on a Parquet table (tests/test_iceberg_auto.py)"),
     (r"postgresql://", "needs a PostgreSQL server (tests/test_iceberg_auto.py starts one)"),
+    (r"^trib iceberg sync \S+ --consumer\b", "a landing zone of Parquet files other tools write (tests/test_iceberg_landing.py "
+     "runs one)"),
+    (r"--(?:iceberg-)?partition-by\b", "a Parquet table with a TIMESTAMP time column, as an ETL job writes it "
+     "(tests/test_iceberg_partition_by.py)"),
     (r"^trib table set ROOT$", "a synopsis whose options are each optional, though set needs one"),
     (r"^trib dead-letters replay ROOT$", "a mention: the sentence adds ingest's time options in words"),
 ]
@@ -73,7 +77,7 @@ LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
 PARTITION = "dt={yyyy}{MM}{dd}{HH}"
 #: What the docs read but never build, by the name they give it: made when a command first names it
 #: (any other path a command reads must come from an earlier command, so a typo in one fails).
-ASSUMED = {"ROOT": "table", "/data/raw": "table", "raw": "table",
+ASSUMED = {"ROOT": "table", "/data/raw": "table", "raw": "table", "/data/events": "table",
            "/data/logs": "plain", "/mnt/flume": "plain", "events.jsonl": "source", "/var/log/app": "spool"}
 #: The placeholders a scratch world fills (:meth:`World.value`); a command with another is not run.
 FILLED = frozenset({"ROOT", "TABLE", "NAME", "C", "PLAN_ID", "FILE", "P", "ID", "V", "N", "N-1", "T", "L"})
