@@ -33,3 +33,14 @@ def test_the_hive_quick_start_uses_the_local_pair_and_create_table():
     assert "trib hive up" in quick
     assert "trib hive create-table" in quick
     assert not re.search(r"CREATE\s+EXTERNAL\s+TABLE", quick, re.I), "the quick start writes DDL by hand"
+
+
+def test_no_user_facing_page_names_an_internal_issue_number():
+    """Users never saw the tracker: history goes in CHANGELOG.md, and the docs say what is true now."""
+    import re
+
+    pages = [DOCS.parent / "README.md", *sorted(DOCS.rglob("*.md"))]
+    found = [f"{p.relative_to(DOCS.parent)}:{n}: {line.strip()[:80]}"
+             for p in pages for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\bissues? #?\d+\b|\bissue #\w+", line, re.I)]
+    assert not found, "\n".join(found)
