@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 
-.PHONY: demo demo-writer test test-unit bench venv dev clean jvm-archive
+.PHONY: demo demo-writer test test-unit bench venv dev docs clean jvm-archive
 
 # The venv's own pip (ensurepip's): any pip since 21.3 installs trib editable; an upgrade cost every fresh
 # set-up a download and a second install of pip.
@@ -22,7 +22,11 @@ $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP) install -q -e '.[dev]'
-	touch $@ $(VENV)/.installed $(VENV)/.installed-demo
+	touch $@ $(VENV)/.installed $(VENV)/.installed-demo $(VENV)/.installed-docs
+
+$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(PIP) install -q -e '.[docs]'
+	touch $@ $(VENV)/.installed
 
 venv: $(VENV)/.installed
 dev: $(VENV)/.installed-dev
@@ -42,6 +46,11 @@ $(VENV)/.installed-kerberos: pyproject.toml | $(VENV)/.installed-dev
 	  $(PIP) install -q -e '.[kerberos]' || echo "make: the kerberos extra did not build; the secured Hive tests will skip"; \
 	else echo "make: no krb5-config (libkrb5-dev): skipping the kerberos extra; the secured Hive tests will skip"; fi
 	touch $@
+
+## make docs: the docs site (MkDocs + Material, mkdocs.yml) into site/; strict: a broken link or anchor, or a page
+## left out of the nav, fails the build (make test builds it too: tests/test_docs_site.py). Preview: mkdocs serve
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 ## make test: install dev extras and run the whole suite (it starts its own services)
 # Two pytest-xdist workers (CI has two cores): a module stays on one, the long modules first (tests/conftest.py).
@@ -68,4 +77,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .airflow-venv .trib build *.egg-info
+	rm -rf $(VENV) .airflow-venv .trib build site *.egg-info

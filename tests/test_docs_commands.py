@@ -23,7 +23,7 @@ from tributary_read.timespec import parse_duration_ms, parse_instant
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parent.parent
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]  # the site's pages in folders too
 #: Flags of the root group, allowed before the subcommand.
 _FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 _INLINE = re.compile(r"`(trib [a-z-]+(?![a-z:-])[^`]*)`")  # not a progress line's "trib etl: ..."

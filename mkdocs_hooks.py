@@ -1,0 +1,41 @@
+"""MkDocs hooks of the docs site (mkdocs.yml ``hooks``): what the plugins do not do for trib's sources.
+
+Click's help keeps a paragraph that starts with ``\\b`` as it is written, line by line: trib's commands
+use it for their lines of examples (``trib etl run JOB.toml ... [--dry-run] [--json]``). mkdocs-click
+hands the help to Markdown as prose, which ran those lines together and read ``[--dry-run] [--json]`` as
+a reference link. Here each such paragraph becomes a ``text`` code block, as ``trib COMMAND --help``
+shows it.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import mkdocs_click._docs as click_docs
+
+_describe = click_docs._make_description
+
+
+def preformatted(lines: Iterable[str]) -> Iterator[str]:
+    """``lines`` with each ``\\b`` paragraph (up to the next blank line) fenced as a code block."""
+    fenced = False
+    for line in lines:
+        if not fenced and line.strip() == "\b":
+            fenced = True
+            yield "```text"
+        elif fenced and not line.strip():
+            fenced = False
+            yield "```"
+            yield ""
+        else:
+            yield line
+    if fenced:
+        yield "```"
+
+
+def _make_description(ctx, remove_ascii_art: bool = False) -> Iterator[str]:
+    return preformatted(_describe(ctx, remove_ascii_art))
+
+
+def on_startup(command: str, dirty: bool) -> None:
+    click_docs._make_description = _make_description
