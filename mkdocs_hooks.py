@@ -5,15 +5,29 @@ use it for their lines of examples (``trib etl run JOB.toml ... [--dry-run] [--j
 hands the help to Markdown as prose, which ran those lines together and read ``[--dry-run] [--json]`` as
 a reference link. Here each such paragraph becomes a ``text`` code block, as ``trib COMMAND --help``
 shows it.
+
+Click 8.3 marks an option given no default with a sentinel (``UNSET``), which mkdocs-click 0.9 printed as
+the default of every such option (``Sentinel.UNSET``): here it reads the default as click does (a flag's
+is ``False``), and an option without one shows as having none.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Iterator
 
+import copy
+
+import click
 import mkdocs_click._docs as click_docs
 
+try:
+    from click._utils import UNSET
+except ImportError:  # click < 8.3: no sentinel, None is "no default"
+    UNSET = None
+
 _describe = click_docs._make_description
+_option_row = click_docs._format_table_option_row
+_CTX = click.Context(click.Command("trib"))
 
 
 def preformatted(lines: Iterable[str]) -> Iterator[str]:
@@ -37,5 +51,13 @@ def _make_description(ctx, remove_ascii_art: bool = False) -> Iterator[str]:
     return preformatted(_describe(ctx, remove_ascii_art))
 
 
+def _format_table_option_row(option: click.Option) -> str:
+    default = option.get_default(_CTX, call=False)
+    shown = copy.copy(option)
+    shown.default = None if default is UNSET else default
+    return _option_row(shown)
+
+
 def on_startup(command: str, dirty: bool) -> None:
     click_docs._make_description = _make_description
+    click_docs._format_table_option_row = _format_table_option_row
