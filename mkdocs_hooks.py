@@ -9,6 +9,9 @@ shows it.
 Click 8.3 marks an option given no default with a sentinel (``UNSET``), which mkdocs-click 0.9 printed as
 the default of every such option (``Sentinel.UNSET``): here it reads the default as click does (a flag's
 is ``False``), and an option without one shows as having none.
+
+Docstrings cross-reference in Sphinx's roles (``:class:`FileSet```, ``:func:`~a.b.c```), which Markdown
+shows as the role's name before the code: the API reference shows the code alone (``~``: the last name).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 import copy
+import re
 
 import click
 import mkdocs_click._docs as click_docs
@@ -56,6 +60,13 @@ def _format_table_option_row(option: click.Option) -> str:
     shown = copy.copy(option)
     shown.default = None if default is UNSET else default
     return _option_row(shown)
+
+
+_ROLE = re.compile(r":(?:class|func|meth|mod|data|attr|exc|obj):<code>(~?)([^<]*)</code>")
+
+
+def on_page_content(html: str, **kwargs) -> str:
+    return _ROLE.sub(lambda m: f"<code>{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}</code>", html)
 
 
 def on_startup(command: str, dirty: bool) -> None:
