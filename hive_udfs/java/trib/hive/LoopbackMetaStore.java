@@ -14,7 +14,8 @@
 // properties, and the bridge's processor that runs each call as the authenticated user. The JVM must be
 // given -Djava.security.krb5.conf (Java ignores KRB5_CONFIG) and a core-site.xml on the classpath with
 // hadoop.security.authentication=kerberos. Left out because our hive-site.xml turns them off:
-// SSL, framed or compact transports, ACID compactor and housekeeping threads.
+// SSL, framed or compact transports, ACID compactor and housekeeping threads. It adds one step that
+// schematool would have done: the lock tables (prepareLockTables).
 // TSetIpAddressProcessor (stock HMS's choice when hive.metastore.execute.setugi=false) still
 // answers clients' set_ugi calls; every call runs as this JVM's user, the same local user anyway.
 //
@@ -23,6 +24,9 @@ package trib.hive;
 
 import java.lang.reflect.Field;
 import java.net.InetSocketAddress;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
 import org.apache.hadoop.hive.common.LogUtils;
 import org.apache.hadoop.hive.conf.HiveConf;
 import org.apache.hadoop.hive.conf.HiveConf.ConfVars;
@@ -31,6 +35,7 @@ import org.apache.hadoop.hive.metastore.IHMSHandler;
 import org.apache.hadoop.hive.metastore.MetaStoreUtils;
 import org.apache.hadoop.hive.metastore.TSetIpAddressProcessor;
 import org.apache.hadoop.hive.metastore.api.ThriftHiveMetastore;
+import org.apache.hadoop.hive.metastore.txn.TxnDbUtil;
 import org.apache.hadoop.hive.shims.ShimLoader;
 import org.apache.hadoop.hive.thrift.HadoopThriftAuthBridge;
 import org.apache.hadoop.hive.thrift.HiveDelegationTokenManager;
@@ -76,6 +81,7 @@ public final class LoopbackMetaStore {
     // Handler first (it creates the Derby schema), socket second: an open port means ready.
     HiveMetaStore.HMSHandler baseHandler = new HiveMetaStore.HMSHandler("new db based metaserver", conf, false);
     IHMSHandler handler = HiveMetaStore.newRetryingHMSHandler(baseHandler, conf);
+    prepareLockTables(conf);
     if (conf.getBoolVar(ConfVars.METASTORE_USE_THRIFT_SASL)) {
       serveSecure(host, port, conf, baseHandler, handler);
       return;
@@ -123,6 +129,31 @@ public final class LoopbackMetaStore {
         + conf.getVar(ConfVars.METASTORE_KERBEROS_PRINCIPAL));
     System.out.flush();
     server.serve();
+  }
+
+  /**
+   * The metastore's lock tables (TXNS, HIVE_LOCKS, NEXT_LOCK_ID, ...) in an embedded-Derby metastore DB.
+   *
+   * <p>DataNucleus's autoCreateAll makes only the JDO tables; Hive's schematool makes these from
+   * hive-txn-schema-2.3.0.derby.sql, which the pyspark wheel does not ship. Without them every lock call
+   * (ThriftHiveMetastore.lock, which an Iceberg catalog's commit takes on its table, e.g. pyiceberg's
+   * HiveCatalog) fails with "Table/View 'NEXT_LOCK_ID' does not exist". Hive's own TxnDbUtil holds the
+   * same Derby DDL; it runs before the socket opens, so nothing can hold a lock yet: a DB whose last
+   * table (WRITE_SET) is missing was never prepared, or a start died mid-way, and is made afresh.
+   */
+  private static void prepareLockTables(HiveConf conf) throws Exception {
+    if (!conf.getVar(ConfVars.METASTORECONNECTURLKEY).startsWith("jdbc:derby:")) {
+      return; // another database has its schema from schematool, lock tables included
+    }
+    String url = conf.getVar(ConfVars.METASTORECONNECTURLKEY);
+    try (Connection c = DriverManager.getConnection(url);
+         ResultSet rs = c.getMetaData().getTables(null, null, "WRITE_SET", null)) {
+      if (rs.next()) {
+        return;
+      }
+    }
+    TxnDbUtil.cleanDb(conf);
+    TxnDbUtil.prepDb(conf);
   }
 
   private static void setStatic(String name, Object value) throws ReflectiveOperationException {
