@@ -25,8 +25,8 @@ def iceberg() -> None:
 @click.option("--table", "name", required=True, metavar="NS.NAME",
               help="The Iceberg table (namespace.name); created on first use.")
 @click.option("--catalog", "catalog_uri", metavar="URI",
-              help="sqlite:///PATH (default: $TRIB_ICEBERG_CATALOG, else a SQLite catalog under "
-                   "~/.local/state/trib/iceberg).")
+              help="sqlite:///PATH, postgresql://USER@HOST:PORT/DB or a Hive metastore thrift://HOST:PORT "
+                   "(default: $TRIB_ICEBERG_CATALOG, else a SQLite catalog under ~/.local/state/trib/iceberg).")
 @click.option("--partition-by", "partition_by", metavar="hour(COL)|day(COL)",
               help="Also partition a new Iceberg table by this transform of the timestamp column COL (identity "
                    "on the layout's keys stays); fixed at creation (docs/iceberg.md).")

@@ -106,7 +106,8 @@ def create(state: TribState, root, layout, partition, fmt, compression, timezone
 @click.option("--iceberg", "iceberg", metavar="NS.NAME",
               help="Mirror every later commit into this Iceberg table ('' or --no-iceberg: stop); docs/iceberg.md.")
 @click.option("--iceberg-catalog", metavar="URI",
-              help="The mirror's catalog: sqlite:///PATH or postgresql://USER@HOST:PORT/DB (default: "
+              help="The mirror's catalog: sqlite:///PATH, postgresql://USER@HOST:PORT/DB or a Hive metastore "
+                   "thrift://HOST:PORT (default: "
                    "$TRIB_ICEBERG_CATALOG, else a SQLite catalog under ~/.local/state/trib/iceberg), "
                    "recorded as a URI.")
 @click.option("--iceberg-partition-by", metavar="hour(COL)|day(COL)",

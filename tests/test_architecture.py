@@ -411,7 +411,8 @@ LAYERS: list[set[str]] = [
     {"table"},
     {"lineage"},  # OpenLineage events: emitted by write (ingest), read (acks) and etl runs
     {"write", "read"},
-    {"hive", "report", "kafka", "spool", "iceberg"},  # spool: a directory of rotating logs (--source-dir)
+    {"hive", "report", "kafka", "spool"},  # spool: a directory of rotating logs (--source-dir)
+    {"iceberg"},  # its Hive catalog is a metastore: hive/uri.py parses its thrift:// URI, hive/metastore.py connects
     {"hive_udfs"},  # everything JVM; its registry renders SQL through hive/sql.py
     {"spark"},
     {"etl", "compact"},

@@ -61,6 +61,7 @@ NOT_RUN: list[tuple[str, str]] = [
      "runs one)"),
     (r"--(?:iceberg-)?partition-by\b", "a Parquet table with a TIMESTAMP time column, as an ETL job writes it "
      "(tests/test_iceberg_partition_by.py)"),
+    (r"--catalog thrift://", "needs a Hive metastore (tests/test_iceberg_hive.py mirrors into the session's)"),
     (r"^trib table set ROOT$", "a synopsis whose options are each optional, though set needs one"),
     (r"^trib dead-letters replay ROOT$", "a mention: the sentence adds ingest's time options in words"),
 ]

@@ -84,7 +84,7 @@ class MetastoreURI:
         if isinstance(uri, MetastoreURI):
             return uri
         text = (uri or "").strip() if isinstance(uri, str) else ""
-        scheme = text.split(":", 1)[0].split("?", 1)[0].lower()
+        scheme = _scheme(text)
         kind = SCHEMES.get(scheme)
         if kind is None:
             raise InvalidInputError(f"unknown metastore {uri!r}: {_UNKNOWN}")
@@ -128,6 +128,12 @@ class MetastoreURI:
                 raise InvalidInputError(f"bad timeout in {text!r}: {e}") from None
         return cls(kind, text, u.hostname, port, u.path.strip("/") or None, u.username,
                    MappingProxyType(params))
+
+    @staticmethod
+    def names_one(text: str) -> bool:
+        """``text`` is written as a metastore URI (its scheme is one of :data:`SCHEMES`), whether or not it parses:
+        for a front end that takes other URIs too (an Iceberg catalog's), before :meth:`parse` says what is wrong."""
+        return _scheme((text or "").strip()) in SCHEMES
 
     def flag(self, name: str) -> bool:
         """A true/false option (``ssl=true``); absent is false."""
@@ -174,6 +180,10 @@ class MetastoreURI:
 
     def __str__(self) -> str:
         return self.text
+
+
+def _scheme(text: str) -> str:
+    return text.split(":", 1)[0].split("?", 1)[0].lower()
 
 
 def _flag(params: Mapping[str, str], name: str) -> bool:

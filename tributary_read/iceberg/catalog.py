@@ -8,6 +8,16 @@ default URI is ``$TRIB_ICEBERG_CATALOG``, else a SQLite catalog under trib's sta
 (:func:`tributary_read.paths.state_dir`), so two commands on one machine find the same catalog without
 being told. The warehouse (where Iceberg's metadata files go) sits beside the SQLite file: the data files
 stay where trib wrote them, only metadata is written.
+
+``thrift://HOST:PORT`` is a Hive metastore (pyiceberg's HiveCatalog, :mod:`tributary_read.iceberg.hive_catalog`),
+the URI as ``trib hive sync`` takes it (:class:`tributary_read.hive.uri.MetastoreURI`: ``?timeout=``, no
+password). Its tables' metadata go under their database's location in the metastore, not under
+``$TRIB_ICEBERG_WAREHOUSE`` or trib's state directory: a metastore is shared, and the engines that read its
+tables (Spark, Trino, Hive) take a table's files from where its database says; metadata in one machine's state
+directory would be a table no other machine can read. The location is the metastore's answer (``CREATE
+DATABASE NS LOCATION '...'`` chooses it; one created by the mirror gets the metastore's warehouse), and it
+must be a place pyiceberg writes to (a local path, s3://, gs://, ...). A secured metastore (``auth=KERBEROS``)
+is refused with one line for now.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from urllib.parse import urlsplit
 
 from tributary_read.errors import CommitStateUnknownError, InvalidInputError, MetastoreError
 from tributary_read.exits import one_line
+from tributary_read.hive.uri import MetastoreKind, MetastoreURI
 from tributary_read.paths import state_dir
 
 #: The environment variable that names the default catalog.
@@ -51,8 +62,9 @@ def check_name(name: str) -> str:
 
 
 def check_uri(uri: str) -> str:
-    """``uri`` if it names a catalog this trib opens: SQLite (made absolute) or PostgreSQL (without a password:
-    every front end, ``--catalog``, ``--iceberg-catalog`` and ``$TRIB_ICEBERG_CATALOG``, comes through here)."""
+    """``uri`` if it names a catalog this trib opens: SQLite (made absolute), PostgreSQL or a Hive metastore
+    (neither with a password: every front end, ``--catalog``, ``--iceberg-catalog`` and
+    ``$TRIB_ICEBERG_CATALOG``, comes through here)."""
     path = sqlite_path(uri)
     if path is not None:
         return "sqlite:///" + path
@@ -62,8 +74,26 @@ def check_uri(uri: str) -> str:
                 "a PostgreSQL catalog URI with a password: give the password in ~/.pgpass or $PGPASSWORD, not in "
                 "the URI (a URI shows in process lists and error lines, and a mirror setting stores it in the table)")
         return uri
+    if MetastoreURI.names_one(uri):
+        return hive_metastore(uri).text
     raise InvalidInputError(f"catalog {uri!r}: this trib mirrors into a SQL catalog on SQLite (sqlite:///PATH) "
-                            "or PostgreSQL (postgresql://USER@HOST:PORT/DB); a Hive catalog is not supported yet")
+                            "or PostgreSQL (postgresql://USER@HOST:PORT/DB), or a Hive metastore (thrift://HOST:PORT)")
+
+
+def hive_metastore(uri: str) -> MetastoreURI:
+    """The metastore a ``thrift://HOST:PORT`` catalog names; bad input (one line) for any other metastore URI,
+    a password (:meth:`MetastoreURI.parse` refuses it unechoed), a database in the path or a secured metastore."""
+    hms = MetastoreURI.parse(uri)
+    if hms.kind is not MetastoreKind.THRIFT:
+        raise InvalidInputError(f"catalog {uri!r}: an Iceberg catalog on Hive is the metastore's Thrift API "
+                                "(thrift://HOST:PORT); HiveServer2 and Spark run SQL, they are no Iceberg catalog")
+    if hms.database:
+        raise InvalidInputError(f"catalog {uri!r}: give thrift://HOST:PORT without a database; the Iceberg table's "
+                                "NS.NAME names its database (NS)")
+    if hms.params.get("auth", "NOSASL").upper() != "NOSASL":
+        raise InvalidInputError(f"catalog {uri!r}: a secured (auth=KERBEROS) metastore is not supported as an "
+                                "Iceberg catalog yet; mirror into a SQL catalog (sqlite:/// or postgresql://)")
+    return hms
 
 
 #: How a PostgreSQL catalog's URI starts; SQLAlchemy is handed it with psycopg2 named.
@@ -75,11 +105,15 @@ WAREHOUSE_ENV = "TRIB_ICEBERG_WAREHOUSE"
 def open_catalog(uri: str | None = None):
     """The pyiceberg catalog ``uri`` names (default: :func:`default_catalog_uri`).
 
-    A Hive catalog is refused with one line rather than half-opened (:func:`check_uri`).
+    A URI :func:`check_uri` refuses is refused with one line rather than half-opened.
     """
     from tributary_read.iceberg import deps  # noqa: F401 - names the extra when pyiceberg is missing
 
     uri = check_uri(uri or default_catalog_uri())
+    if MetastoreURI.names_one(uri):
+        from tributary_read.iceberg.hive_catalog import open_hive
+
+        return open_hive(CATALOG_NAME, hive_metastore(uri))
     path = sqlite_path(uri)
     if path is not None:
         folder = os.path.join(os.path.dirname(path), "warehouse")

@@ -31,7 +31,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError as NoSuchIcebergTable, TableAlreadyExistsError
+from pyiceberg.exceptions import (CommitFailedException, NoSuchIcebergTableError, NoSuchPropertyException,
+                                  NoSuchTableError as NoSuchIcebergTable, TableAlreadyExistsError)
 from pyiceberg.table import Table as IcebergTable, TableProperties
 from pyiceberg.table.name_mapping import create_mapping_from_schema
 from pyiceberg.table.refs import MAIN_BRANCH
@@ -151,6 +152,9 @@ def load(catalog, name: str, ident: dict[str, str]) -> IcebergTable | None:
     (a trib table, or a landing zone's consumer), with the settings the mirror enforces."""
     try:
         ice = catalog.load_table(name)
+    except (NoSuchIcebergTableError, NoSuchPropertyException):  # a Hive catalog's table of another format
+        raise InvalidInputError(f"{name} is a table of the metastore that is not an Iceberg table: mirror into "
+                                "another NS.NAME") from None
     except NoSuchIcebergTable:
         return None
     marks.check_owner(ice.properties, ident, name)

@@ -1,0 +1,65 @@
+"""An Iceberg catalog on a Hive metastore (``thrift://HOST:PORT``): pyiceberg's HiveCatalog over trib's Thrift transport.
+
+pyiceberg's HiveCatalog keeps an Iceberg table as a metastore table whose ``metadata_location`` parameter
+names its current metadata file. A commit takes the metastore's lock on the table (``lock``, the API behind
+Hive's transactions), checks the commit's requirements against the metadata the table names, writes the new
+metadata file and points the table at it (``alter_table``), then unlocks: that lock is what makes a commit
+atomic against another mirror's, as the SQL catalog's conditional UPDATE does. The metastore therefore needs
+its lock tables (``TXNS``, ``HIVE_LOCKS``, ...): schematool makes them; ``trib hive up``'s metastore makes them
+itself (its launcher, hive_udfs/java/trib/hive/LoopbackMetaStore.java).
+
+The connection is trib's own (:func:`tributary_read.hive.metastore.thrift_transport`, as ``trib hive sync``'s
+``thrift://`` backend opens it): a metastore that is down is one line naming it, and every call is bounded by
+``?timeout=`` (60 s by default), where pyiceberg's own socket would wait on a metastore that accepts and never
+answers for as long as the OS keeps the connection. A secured metastore (``auth=KERBEROS``) is refused by
+:func:`tributary_read.iceberg.catalog.check_uri` for now.
+"""
+
+from __future__ import annotations
+
+from tributary_read.iceberg import deps  # noqa: F401 - first: names the extra when pyiceberg is missing
+
+from tributary_read.errors import missing_extra
+from tributary_read.hive.metastore import thrift_transport
+from tributary_read.hive.uri import MetastoreURI
+
+try:
+    from pyiceberg.catalog.hive import HiveCatalog, _HiveClient
+except ImportError:  # pyiceberg's metastore client is Thrift code: thrift comes with trib's hive extra
+    raise missing_extra("thrift", "hive") from None
+
+
+class _Client(_HiveClient):
+    """pyiceberg's client (opened for each catalog call, a new transport each time) on trib's transport."""
+
+    def __init__(self, hms: MetastoreURI):
+        self._hms = hms
+        super().__init__(f"thrift://{hms.host}:{hms.port}")
+
+    def _init_thrift_transport(self):
+        hms = self._hms
+        assert hms.host is not None and hms.port is not None
+        return thrift_transport(hms.host, hms.port, auth="NOSASL", timeout=hms.timeout(),
+                                where=f"the Hive metastore at {hms.host}:{hms.port} (an Iceberg catalog)",
+                                extra="hive")[1]
+
+
+class TribHiveCatalog(HiveCatalog):
+    """HiveCatalog whose every metastore call goes through :class:`_Client`."""
+
+    def __init__(self, name: str, hms: MetastoreURI):
+        self._hms = hms
+        super().__init__(name, uri=f"thrift://{hms.host}:{hms.port}")
+
+    def _create_hive_client(self, properties: dict[str, str]) -> _HiveClient:  # type: ignore[override]
+        return _Client(self._hms)
+
+
+def open_hive(name: str, hms: MetastoreURI) -> HiveCatalog:
+    """The catalog on ``hms`` (already checked by :func:`tributary_read.iceberg.catalog.check_uri`).
+
+    No warehouse is given: every metastore database has a location (the metastore assigns
+    ``hive.metastore.warehouse.dir/NS.db`` to one created without), and HiveCatalog puts a table's metadata
+    under its database's location before it would look at a warehouse. See the catalog module for why.
+    """
+    return TribHiveCatalog(name, hms)
