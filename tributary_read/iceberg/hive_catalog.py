@@ -13,13 +13,23 @@ The connection is trib's own (:func:`tributary_read.hive.metastore.thrift_transp
 ``?timeout=`` (60 s by default), where pyiceberg's own socket would wait on a metastore that accepts and never
 answers for as long as the OS keeps the connection. A secured metastore (``auth=KERBEROS``) is refused by
 :func:`tributary_read.iceberg.catalog.check_uri` for now.
+
+A lock still held when pyiceberg's wait for it ends (4 checks over about 14 s; a commit holds it for well
+under a second) was most likely left by a commit that died between its lock and its unlock: the metastore
+frees it after ``hive.txn.timeout`` (5 min) if its housekeeping runs (``trib hive up``'s does). The sync then
+ends with one line (exit 5, run it again later) instead of counting it as a lost race and retrying, which
+would hold a command (an ingest's mirror) for as long as the lock stays.
 """
 
 from __future__ import annotations
 
 from tributary_read.iceberg import deps  # noqa: F401 - first: names the extra when pyiceberg is missing
 
-from tributary_read.errors import missing_extra
+import logging
+
+from pyiceberg.exceptions import CommitFailedException, WaitingForLockException
+
+from tributary_read.errors import CommitConflictError, missing_extra
 from tributary_read.hive.metastore import thrift_transport
 from tributary_read.hive.uri import MetastoreURI
 
@@ -27,6 +37,10 @@ try:
     from pyiceberg.catalog.hive import HiveCatalog, _HiveClient
 except ImportError:  # pyiceberg's metastore client is Thrift code: thrift comes with trib's hive extra
     raise missing_extra("thrift", "hive") from None
+
+# "Wait on lock for NS.NAME" at WARNING, once a check: on stderr (Python's last-resort handler) they would
+# bury the one line a failed sync prints. They still reach the handlers of an application that has some.
+logging.getLogger("pyiceberg.catalog.hive").addHandler(logging.NullHandler())
 
 
 class _Client(_HiveClient):
@@ -53,6 +67,18 @@ class TribHiveCatalog(HiveCatalog):
 
     def _create_hive_client(self, properties: dict[str, str]) -> _HiveClient:  # type: ignore[override]
         return _Client(self._hms)
+
+    def commit_table(self, table, requirements, updates):
+        try:
+            return super().commit_table(table, requirements, updates)
+        except CommitFailedException as e:
+            if not isinstance(e.__cause__, WaitingForLockException):
+                raise  # a lost race (the table moved on): the mirror reads it back and goes on
+            name = ".".join(table.name())
+            raise CommitConflictError(
+                f"Iceberg table {name}: the metastore's lock on it is still held, most likely by a commit that "
+                f"died before its unlock, which the metastore frees after hive.txn.timeout if its housekeeping "
+                f"runs; run trib iceberg sync again later") from None
 
 
 def open_hive(name: str, hms: MetastoreURI) -> HiveCatalog:

@@ -14,8 +14,9 @@
 // properties, and the bridge's processor that runs each call as the authenticated user. The JVM must be
 // given -Djava.security.krb5.conf (Java ignores KRB5_CONFIG) and a core-site.xml on the classpath with
 // hadoop.security.authentication=kerberos. Left out because our hive-site.xml turns them off:
-// SSL, framed or compact transports, ACID compactor and housekeeping threads. It adds one step that
-// schematool would have done: the lock tables (prepareLockTables).
+// SSL, framed or compact transports, ACID compactor and housekeeping threads. It adds what an Iceberg
+// commit's table lock needs: the lock tables schematool would have made (prepareLockTables), and the
+// housekeeping's time-out of a dead holder's lock (startLockReaper).
 // TSetIpAddressProcessor (stock HMS's choice when hive.metastore.execute.setugi=false) still
 // answers clients' set_ugi calls; every call runs as this JVM's user, the same local user anyway.
 //
@@ -27,6 +28,9 @@ import java.net.InetSocketAddress;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.hive.common.LogUtils;
 import org.apache.hadoop.hive.conf.HiveConf;
 import org.apache.hadoop.hive.conf.HiveConf.ConfVars;
@@ -36,6 +40,8 @@ import org.apache.hadoop.hive.metastore.MetaStoreUtils;
 import org.apache.hadoop.hive.metastore.TSetIpAddressProcessor;
 import org.apache.hadoop.hive.metastore.api.ThriftHiveMetastore;
 import org.apache.hadoop.hive.metastore.txn.TxnDbUtil;
+import org.apache.hadoop.hive.metastore.txn.TxnStore;
+import org.apache.hadoop.hive.metastore.txn.TxnUtils;
 import org.apache.hadoop.hive.shims.ShimLoader;
 import org.apache.hadoop.hive.thrift.HadoopThriftAuthBridge;
 import org.apache.hadoop.hive.thrift.HiveDelegationTokenManager;
@@ -82,6 +88,7 @@ public final class LoopbackMetaStore {
     HiveMetaStore.HMSHandler baseHandler = new HiveMetaStore.HMSHandler("new db based metaserver", conf, false);
     IHMSHandler handler = HiveMetaStore.newRetryingHMSHandler(baseHandler, conf);
     prepareLockTables(conf);
+    startLockReaper(conf);
     if (conf.getBoolVar(ConfVars.METASTORE_USE_THRIFT_SASL)) {
       serveSecure(host, port, conf, baseHandler, handler);
       return;
@@ -154,6 +161,29 @@ public final class LoopbackMetaStore {
     }
     TxnDbUtil.cleanDb(conf);
     TxnDbUtil.prepDb(conf);
+  }
+
+  /**
+   * Frees the locks whose holder stopped heartbeating longer than hive.txn.timeout ago (5 min by default),
+   * every hive.timedout.txn.reaper.interval (3 min), as stock HMS's AcidHouseKeeperService does when
+   * hive.compactor.initiator.on: a client killed between its lock and its unlock (an Iceberg commit) would
+   * otherwise hold its table locked forever, the lock being a row in the Derby DB.
+   */
+  private static void startLockReaper(HiveConf conf) {
+    long every = conf.getTimeVar(ConfVars.HIVE_TIMEDOUT_TXN_REAPER_INTERVAL, TimeUnit.MILLISECONDS);
+    TxnStore store = TxnUtils.getTxnStore(conf);
+    ScheduledExecutorService reaper = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "trib-lock-reaper");
+      t.setDaemon(true);
+      return t;
+    });
+    reaper.scheduleWithFixedDelay(() -> {
+      try {
+        store.performTimeOuts();
+      } catch (Throwable t) { // the next round tries again; a failure here must not end the thread
+        System.err.println("WARN LoopbackMetaStore: timing out locks failed: " + t);
+      }
+    }, every, every, TimeUnit.MILLISECONDS);
   }
 
   private static void setStatic(String name, Object value) throws ReflectiveOperationException {
