@@ -88,3 +88,6 @@ def test_a_mirror_into_the_hive_metastore_follows_every_commit_and_survives_kill
     hs2_cursor.execute(f"CREATE TABLE {NS}.plain (id BIGINT) STORED AS PARQUET")
     err = _sync(root, cat, f"{NS}.plain", code=3)["stderr"]
     assert "not an Iceberg table" in err and err.count("\n") == 1
+    # HiveServer2's port where the metastore's was meant: told in words, as trib partitions sync tells it.
+    err = _sync(root, f"thrift://127.0.0.1:{hive_services.hs2_port}", name, code=8)["stderr"]
+    assert "is not a Hive metastore" in err and err.count("\n") == 1

@@ -392,6 +392,25 @@ def test_hive_up_auth_kerberos_serves_trib_with_its_own_keytab_until_down(tmp_pa
     assert run_trib("hive", "status", "--dir", str(state)).returncode == 8
 
 
+def test_an_iceberg_mirror_into_the_kerberized_metastore_reads_as_trib_does(stack, alice, tmp_path, monkeypatch):
+    """``--catalog thrift://…?auth=KERBEROS`` with alice's ticket: pyiceberg's HiveCatalog over trib's SASL
+    transport, its commits under the metastore's lock; without a ticket, one line naming kinit."""
+    pytest.importorskip("pyiceberg")
+    from test_iceberg import OLD, RECENT, _check, _ingest, _table
+
+    root, name = _table(tmp_path), "trib_iceberg.krb_events"
+    _ingest(root, tmp_path, (*OLD, *RECENT), 2, 0)
+    ok(trib("iceberg", "sync", str(root), "--table", name, "--catalog", stack.metastore_uri, env=alice))
+    _ingest(root, tmp_path, OLD, 1, 100)  # late files into old partitions
+    ok(trib("iceberg", "sync", str(root), "--table", name, "--catalog", stack.metastore_uri, env=alice))
+    for k, v in alice.items():  # this process reads the catalog with alice's ticket
+        monkeypatch.setenv(k, v)
+    _check(root, stack.metastore_uri, name)
+    r = trib("iceberg", "sync", str(root), "--table", name, "--catalog", stack.metastore_uri,
+             env=stack.ccache_env(tmp_path / "empty-cache"))
+    one_line_error(r, 8, "no Kerberos ticket", "kinit")
+
+
 # -- the renewal test's end, and the sweep ------------------------------------------------------------------
 def test_a_keytab_follow_ingest_commits_every_partition_past_several_ticket_lives(stack, renewing, alice):
     code, out, err = renewing.finish()

@@ -17,7 +17,7 @@ tables (Spark, Trino, Hive) take a table's files from where its database says; m
 directory would be a table no other machine can read. The location is the metastore's answer (``CREATE
 DATABASE NS LOCATION '...'`` chooses it; one created by the mirror gets the metastore's warehouse), and it
 must be a place pyiceberg writes to (a local path, s3://, gs://, ...). A secured metastore (``auth=KERBEROS``)
-is refused with one line for now.
+is reached as ``trib partitions sync`` reaches it: a ``kinit`` ticket, or trib's keytab login.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def check_uri(uri: str) -> str:
 
 def hive_metastore(uri: str) -> MetastoreURI:
     """The metastore a ``thrift://HOST:PORT`` catalog names; bad input (one line) for any other metastore URI,
-    a password (:meth:`MetastoreURI.parse` refuses it unechoed), a database in the path or a secured metastore."""
+    a password (:meth:`MetastoreURI.parse` refuses it unechoed), a database in the path or an unknown ``auth``."""
     hms = MetastoreURI.parse(uri)
     if hms.kind is not MetastoreKind.THRIFT:
         raise InvalidInputError(f"catalog {uri!r}: an Iceberg catalog on Hive is the metastore's Thrift API "
@@ -90,9 +90,11 @@ def hive_metastore(uri: str) -> MetastoreURI:
     if hms.database:
         raise InvalidInputError(f"catalog {uri!r}: give thrift://HOST:PORT without a database; the Iceberg table's "
                                 "NS.NAME names its database (NS)")
-    if hms.params.get("auth", "NOSASL").upper() != "NOSASL":
-        raise InvalidInputError(f"catalog {uri!r}: a secured (auth=KERBEROS) metastore is not supported as an "
-                                "Iceberg catalog yet; mirror into a SQL catalog (sqlite:/// or postgresql://)")
+    from tributary_read.hive.thrift_metastore import AUTH_MODES
+
+    auth = hms.params.get("auth", "NOSASL").upper()
+    if auth not in AUTH_MODES:  # told when the mirror is set, not at each commit's connect
+        raise InvalidInputError(f"catalog {uri!r}: unknown metastore auth {auth!r}; choose {', '.join(AUTH_MODES)}")
     return hms
 
 

@@ -8,11 +8,12 @@ atomic against another mirror's, as the SQL catalog's conditional UPDATE does. T
 its lock tables (``TXNS``, ``HIVE_LOCKS``, ...): schematool makes them; ``trib hive up``'s metastore makes them
 itself (its launcher, hive_udfs/java/trib/hive/LoopbackMetaStore.java).
 
-The connection is trib's own (:func:`tributary_read.hive.metastore.thrift_transport`, as ``trib hive sync``'s
+The connection is trib's own (:func:`tributary_read.hive.metastore.thrift_transport`, as ``trib partitions sync``'s
 ``thrift://`` backend opens it): a metastore that is down is one line naming it, and every call is bounded by
 ``?timeout=`` (60 s by default), where pyiceberg's own socket would wait on a metastore that accepts and never
-answers for as long as the OS keeps the connection. A secured metastore (``auth=KERBEROS``) is refused by
-:func:`tributary_read.iceberg.catalog.check_uri` for now.
+answers for as long as the OS keeps the connection, and a secured metastore (``?auth=KERBEROS``) is reached
+with a ``kinit`` ticket or trib's keytab login (:mod:`tributary_read.kerberos`), where pyiceberg's own SASL
+transport knows only a ticket cache.
 
 A lock still held when pyiceberg's wait for it ends (4 checks over about 14 s; a commit holds it for well
 under a second) was most likely left by a commit that died between its lock and its unlock: the metastore
@@ -53,9 +54,9 @@ class _Client(_HiveClient):
     def _init_thrift_transport(self):
         hms = self._hms
         assert hms.host is not None and hms.port is not None
-        return thrift_transport(hms.host, hms.port, auth="NOSASL", timeout=hms.timeout(),
-                                where=f"the Hive metastore at {hms.host}:{hms.port} (an Iceberg catalog)",
-                                extra="hive")[1]
+        return thrift_transport(hms.host, hms.port, auth=hms.params.get("auth", "NOSASL").upper(),
+                                timeout=hms.timeout(), where=f"the metastore at {hms.host}:{hms.port}",
+                                extra="hive", service=hms.params.get("kerberos_service_name") or "hive")[1]
 
 
 class TribHiveCatalog(HiveCatalog):
@@ -87,5 +88,12 @@ def open_hive(name: str, hms: MetastoreURI) -> HiveCatalog:
     No warehouse is given: every metastore database has a location (the metastore assigns
     ``hive.metastore.warehouse.dir/NS.db`` to one created without), and HiveCatalog puts a table's metadata
     under its database's location before it would look at a warehouse. See the catalog module for why.
+
+    The connection is tried first as ``trib partitions sync --metastore thrift://`` tries it
+    (:class:`~tributary_read.hive.thrift_metastore.ThriftMetastore`): a wrong port (HiveServer2's), a refused
+    handshake or a silent server is one line in words, not a Thrift error from the first catalog call.
     """
+    from tributary_read.hive.thrift_metastore import ThriftMetastore
+
+    ThriftMetastore.from_uri(hms).close()
     return TribHiveCatalog(name, hms)
