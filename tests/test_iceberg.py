@@ -4,7 +4,8 @@ from the ``duckdb-ext-iceberg`` package, nothing downloaded).
 
 After each step (ingest, late files into old partitions, ``trib compact``, ``trib expire``) the Iceberg table
 holds exactly the rows trib's reader returns, partition column ``dt`` included and never NULL; a rerun
-registers nothing; a mirror killed -9 at each of its steps and rerun holds each live file exactly once.
+registers nothing; a mirror killed -9 at each of its steps and rerun holds each live file exactly once. Those
+two run on SQLite, PostgreSQL and a Hive metastore (tests/test_iceberg_hive.py: what only Hive has).
 """
 
 from __future__ import annotations
@@ -131,9 +132,12 @@ def _check(root: Path, catalog: str, name: str = "db.events") -> None:
     assert set(live) == _trib_uris(root) and set(live.values()) == {1}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "hive"])
 def any_catalog(request, tmp_path) -> str:
-    """The embedded SQLite catalog, and the same SQL catalog on a real PostgreSQL server (a database of its own)."""
+    """The embedded SQLite catalog, the same SQL catalog on a real PostgreSQL server (a database of its own), and
+    the session's Hive metastore (``trib hive up``'s; each test's Iceberg tables have names of their own)."""
+    if request.param == "hive":
+        return request.getfixturevalue("hive_services").metastore_uri
     return _catalog(tmp_path) if request.param == "sqlite" else request.getfixturevalue("postgres_catalog")
 
 

@@ -139,7 +139,11 @@ def _outages() -> tuple[type[BaseException], ...]:
     SQLite file), as opposed to an answer: each catalog's client raises its own."""
     from sqlalchemy.exc import InterfaceError, OperationalError
 
-    return (OperationalError, InterfaceError, ConnectionError, TimeoutError)
+    try:  # a Hive metastore's: a dropped connection, or a call past ?timeout=
+        from thrift.transport.TTransport import TTransportException
+    except ImportError:  # no thrift, so no Hive catalog either
+        return (OperationalError, InterfaceError, ConnectionError, TimeoutError)
+    return (OperationalError, InterfaceError, ConnectionError, TimeoutError, TTransportException)
 
 
 @contextmanager
