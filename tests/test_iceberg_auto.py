@@ -251,8 +251,10 @@ def test_an_hourly_etl_run_mirrors_its_output(tmp_path, warm_spark, mode, reques
     src.write_text("".join(json.dumps({"id": i, "ts": hour + i * 1000, "msg": f"m{i}"}) + "\n" for i in range(6)))
     invoke_trib("ingest", str(raw), "--source", str(src), "--app-id", "raw", "--time-field", "ts", check=True)
     create_output_table(out)
-    # The append job mirrors into the PostgreSQL catalog, the restate job into SQLite.
-    cat = request.getfixturevalue("postgres_catalog") if mode == "append" else f"sqlite:///{tmp_path / 'iceberg.db'}"
+    # The append job mirrors into the PostgreSQL catalog, the restate job into the session's Hive metastore
+    # (SQLite: every other test).
+    cat = (request.getfixturevalue("postgres_catalog") if mode == "append"
+           else request.getfixturevalue("hive_services").metastore_uri)
     _set(out, "--iceberg", "db.hourly", "--iceberg-catalog", cat)
     job = write_job(tmp_path / "jobs", name="hourly", raw=raw, out=out, output_mode=mode)
     when = _iso(hour + 3_600_000 + 300_000)
