@@ -22,8 +22,12 @@ HTML comments that do not render (docs/contributing.md, *Writing docs*)::
     <!-- docs-test: setup
     printf '{"ts": 1}\\n' > events.jsonl
     -->
+    <!-- docs-test: prelude
+    schedule_ms = 1592960400000
+    -->
 
-``skip``, ``exit`` and ``env`` belong to the fence right after them; ``sub``
+``skip``, ``exit``, ``env`` and ``prelude`` (hidden lines the block starts
+with) belong to the fence right after them; ``sub``
 (a literal replacement in every later block of the page), ``needs`` (a
 service of the suite, for the whole page) and ``setup`` (a hidden block, run
 where it stands; ``setup python`` for Python) stand alone.
@@ -53,7 +57,7 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
 _NOT_YET = "not converted yet: its blocks assume inputs and services no marker provides so far"
 PENDING_PAGES: dict[str, str] = {
     "README.md": _NOT_YET + " (being rewritten)",
-    "docs/airflow.md": _NOT_YET, "docs/compaction.md": _NOT_YET, "docs/reading.md": _NOT_YET, "docs/ddl.md": _NOT_YET, "docs/engines.md": _NOT_YET,
+    "docs/airflow.md": _NOT_YET, "docs/ddl.md": _NOT_YET, "docs/engines.md": _NOT_YET,
     "docs/etl.md": _NOT_YET, "docs/hive.md": _NOT_YET, "docs/kafka-broker-notes.md": _NOT_YET,
     "docs/kafka.md": _NOT_YET, "docs/manifest.md": _NOT_YET, "docs/observability.md": _NOT_YET,
     "docs/parquet.md": _NOT_YET, "docs/report.md": _NOT_YET, "docs/scale.md": _NOT_YET,
@@ -96,6 +100,7 @@ class Block:
     skip: str | None = None
     exit: int = 0
     env: dict[str, str] = field(default_factory=dict)
+    prelude: str = ""
     subs: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -174,14 +179,15 @@ def parse(name: str, text: str) -> Page:
                 if unknown or not rest.split():
                     raise DocsTestError(f"{where}: needs takes {', '.join(SERVICES)}, got {rest.strip()!r}")
                 needs.extend(rest.split())
-            elif kind in ("skip", "exit", "env"):
+            elif kind in ("skip", "exit", "env", "prelude"):
                 later = lines[nxt:]
                 ahead = next((ln for ln in later if ln.strip()), "")
                 if not (_FENCE.match(ahead) or _MARKER.match(ahead)):
                     raise DocsTestError(f"{where}: a {kind} marker must stand right before a fence")
                 if kind == "skip":
-                    words = shlex.split(rest)
-                    pending["skip"] = " ".join(words)
+                    pending["skip"] = " ".join(shlex.split(rest))
+                elif kind == "prelude":  # hidden lines the block starts with (what its prose assumes defined)
+                    pending["prelude"] = rest.strip("\n") + "\n"
                 elif kind == "exit":
                     pending["exit"] = int(rest)
                 else:
@@ -239,7 +245,7 @@ def _console(code: str) -> str:
 
 def source(block: Block, env: dict[str, str]) -> str:
     """The block's code as it runs: its console prompts dropped, its page's ``sub`` markers applied."""
-    code = _console(block.code) if block.lang == "console" else block.code
+    code = block.prelude + (_console(block.code) if block.lang == "console" else block.code)
     for old, new in block.subs:
         value = _expand(new, env)
         code = re.sub(r"(?<![\w.])" + re.escape(old) + r"(?![\w.-])", lambda _: value, code)
@@ -287,7 +293,8 @@ def test_page_blocks_run(name, tmp_path, request):
     for need in page.needs:
         fixture, variables = SERVICES[need]
         services.update(variables(request.getfixturevalue(fixture)))
-    assert any(b.runs and not b.hidden for b in page.blocks), f"{name} is converted but runs none of its blocks"
+    shown = [b for b in page.blocks if b.lang in RUN and not b.hidden]
+    assert not shown or any(b.runs for b in shown), f"{name} is converted but skips every block it shows"
     failed = run_page(page, tmp_path, services)
     assert not failed, "\n".join(failed)
 
@@ -333,7 +340,8 @@ def test_markers_as_parsed():
         "  <!-- docs-test: exit 3 -->",
         "  <!-- docs-test: env A=1 B='x y' -->",
         "  ```bash", "  ls /data/in /database", "  ```",
-        "```python", "print(1)", "```",
+        "<!-- docs-test: prelude", "x = 1", "-->",
+        "```python", "print(x)", "```",
         "```", "trib files ROOT", "```",
     ]))
     setup, yarn, ls, py, synopsis = page.blocks
@@ -342,7 +350,8 @@ def test_markers_as_parsed():
     assert (ls.exit, ls.env, ls.code) == (3, {"A": "1", "B": "x y"}, "ls /data/in /database\n")
     env = {"SCRATCH": "/s"}
     assert source(ls, env) == "ls /s/data/in /database\n"
-    assert (py.lang, py.runs, synopsis.runs, page.untagged) == ("python", True, False, [17])
+    assert (py.lang, py.runs, source(py, env), synopsis.runs, page.untagged) == (
+        "python", True, "x = 1\nprint(x)\n", False, [20])
     assert _console("$ trib x \\\n  --y\nout\n$ ls\n") == "trib x \\\n  --y\nls\n"
     for bad in ("<!-- docs-test: skip \"x\" -->\ntext\n```sh\nls\n```", "<!-- docs-test: frob -->",
                 "<!-- docs-test: needs yarn -->", "<!-- docs-test: setup toml\nx\n-->"):
