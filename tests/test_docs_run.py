@@ -11,7 +11,9 @@ a doc is a walkthrough, and a reader copies it line by line.
   ``<tmp>/data/events``), so the doc's own ``table create`` and ``ingest``
   prepare what its later lines read. What a doc reads but never builds (a
   plain log directory, a table it calls ``ROOT`` or ``/data/raw``, the
-  ``events.jsonl`` its ingest names) is made when first named.
+  ``events.jsonl`` its ingest names) is made when first named. A page that
+  tests/test_docs_examples.py has converted runs its blocks there instead, as
+  shell and Python with the set-up its markers give.
 * An inline span is a reference (`trib verify ROOT` in a sentence): each one
   runs alone on a fresh copy of one prepared table, its placeholders (ROOT,
   NAME, P, FILE, PLAN_ID ...) filled with that table's values.
@@ -37,7 +39,8 @@ import click
 import pytest
 
 from conftest import invoke_trib
-from test_docs_commands import COMMANDS, DOCS, _resolve, _tokens, is_inline
+from test_docs_commands import COMMANDS, DOCS, REPO, _resolve, _tokens, is_inline
+from test_docs_examples import CONVERTED
 
 pytestmark = pytest.mark.unit
 
@@ -137,7 +140,10 @@ def expected_exit(text: str) -> int:
 
 RUN = [(w, t) for w, t in COMMANDS if why_not_run(t) is None]
 SKIPPED = [(w, t, why_not_run(t)) for w, t in COMMANDS if why_not_run(t) is not None]
-WALKS = {doc.name: [(w, t) for w, t in RUN if w.startswith(doc.name + ":") and not is_inline(w)] for doc in DOCS}
+#: A page tests/test_docs_examples.py converted runs its fenced blocks there, whole and with their set-up: not
+#: walked again here (its inline references still run here).
+WALKS = {doc.name: [(w, t) for w, t in RUN if w.startswith(doc.name + ":") and not is_inline(w)] for doc in DOCS
+         if doc.relative_to(REPO).as_posix() not in CONVERTED}
 REFERENCES = [(w, t) for w, t in RUN if is_inline(w)]
 
 
