@@ -56,15 +56,15 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
 #: Pages whose blocks do not run yet, each with why; converting one = removing it here and marking its blocks.
 _NOT_YET = "not converted yet: its blocks assume inputs and services no marker provides so far"
 PENDING_PAGES: dict[str, str] = {
-    "README.md": _NOT_YET,
-    "docs/airflow.md": _NOT_YET, "docs/benchmarks.md": _NOT_YET, "docs/commands.md": _NOT_YET,
-    "docs/concepts.md": _NOT_YET, "docs/configuration.md": _NOT_YET, "docs/getting-started.md": _NOT_YET,
-    "docs/python-api.md": _NOT_YET, "docs/tour.md": _NOT_YET, "docs/troubleshooting.md": _NOT_YET, "docs/ddl.md": _NOT_YET, "docs/engines.md": _NOT_YET,
-    "docs/etl.md": _NOT_YET, "docs/hive.md": _NOT_YET, "docs/kafka-broker-notes.md": _NOT_YET,
-    "docs/kafka.md": _NOT_YET, "docs/manifest.md": _NOT_YET, "docs/observability.md": _NOT_YET,
-    "docs/parquet.md": _NOT_YET, "docs/report.md": _NOT_YET, "docs/scale.md": _NOT_YET,
-    "docs/security.md": _NOT_YET, "docs/sources.md": _NOT_YET, "docs/spark.md": _NOT_YET,
-    "docs/sql.md": _NOT_YET, "docs/streaming.md": _NOT_YET, "docs/udfs.md": _NOT_YET,
+    "README.md": _NOT_YET, "docs/airflow.md": _NOT_YET, "docs/benchmarks.md": _NOT_YET, "docs/commands.md": _NOT_YET,
+    "docs/concepts.md": _NOT_YET, "docs/configuration.md": _NOT_YET, "docs/ddl.md": _NOT_YET,
+    "docs/engines.md": _NOT_YET, "docs/etl.md": _NOT_YET, "docs/getting-started.md": _NOT_YET,
+    "docs/hive.md": _NOT_YET, "docs/kafka-broker-notes.md": _NOT_YET, "docs/kafka.md": _NOT_YET,
+    "docs/manifest.md": _NOT_YET, "docs/observability.md": _NOT_YET, "docs/parquet.md": _NOT_YET,
+    "docs/python-api.md": _NOT_YET, "docs/report.md": _NOT_YET, "docs/scale.md": _NOT_YET,
+    "docs/security.md": _NOT_YET, "docs/sources.md": _NOT_YET, "docs/spark.md": _NOT_YET, "docs/sql.md": _NOT_YET,
+    "docs/streaming.md": _NOT_YET, "docs/tour.md": _NOT_YET, "docs/troubleshooting.md": _NOT_YET,
+    "docs/udfs.md": _NOT_YET,
 }
 #: The most blocks of converted pages that may be skipped, all pages together: a skip is a block no one runs,
 #: so raising this is a decision a review sees, not a side effect of a new page.
@@ -83,6 +83,8 @@ SERVICES = {
                                    "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}),
 }
 BLOCK_TIMEOUT_S = 300
+#: The suite's variables a page's blocks keep: the tests' JVM options (what a JVM costs, not what trib does).
+_KEPT = frozenset({"TRIB_HIVE_JAVA_OPTS"})
 
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 _MARKER = re.compile(r"^\s*<!--\s*docs-test:\s*(\w+)(.*)", re.S)
@@ -227,7 +229,7 @@ CONVERTED = [name for name in [_rel(p) for p in PAGES] if name not in PENDING_PA
 
 def scratch_env(scratch: Path, services: dict[str, str]) -> dict[str, str]:
     """The environment a page's blocks run in: trib on PATH, every place trib keeps state inside ``scratch``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRIB_", "XDG_", "PYTEST", "SPARK_CONF"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRIB_", "XDG_", "PYTEST")) or k in _KEPT}
     env.update(HOME=str(scratch), SCRATCH=str(scratch), XDG_STATE_HOME=str(scratch / ".local/state"),
                XDG_CONFIG_HOME=str(scratch / ".config"), XDG_CACHE_HOME=str(scratch / ".cache"),
                PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
@@ -281,6 +283,15 @@ def run_page(page: Page, scratch: Path, services: dict[str, str]) -> list[str]:
     return failed
 
 
+def services_for(page: Page, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The variables that point the page's blocks at the suite's services it ``needs`` (started on first use)."""
+    services: dict[str, str] = {}
+    for need in page.needs:
+        fixture, variables = SERVICES[need]
+        services.update(variables(request.getfixturevalue(fixture)))
+    return services
+
+
 def _page_param(name: str):
     page = PARSED.get(name)
     needs = page.needs if page else ()
@@ -291,10 +302,7 @@ def _page_param(name: str):
 def test_page_blocks_run(name, tmp_path, request):
     assert name not in PARSE_ERRORS, PARSE_ERRORS.get(name)
     page = PARSED[name]
-    services: dict[str, str] = {}
-    for need in page.needs:
-        fixture, variables = SERVICES[need]
-        services.update(variables(request.getfixturevalue(fixture)))
+    services = services_for(page, request)
     shown = [b for b in page.blocks if b.lang in RUN and not b.hidden]
     assert not shown or any(b.runs for b in shown), f"{name} is converted but skips every block it shows"
     failed = run_page(page, tmp_path, services)
@@ -354,6 +362,7 @@ def test_markers_as_parsed():
     assert source(ls, env) == "ls /s/data/in /database\n"
     assert (py.lang, py.runs, source(py, env), synopsis.runs, page.untagged) == (
         "python", True, "x = 1\nprint(x)\n", False, [20])
+    assert parse("x.md", "<!-- docs-test: needs s3 kafka -->\n<!-- docs-test: needs s3 -->\n").needs == ("s3", "kafka")
     assert _console("$ trib x \\\n  --y\nout\n$ ls\n") == "trib x \\\n  --y\nls\n"
     for bad in ("<!-- docs-test: skip \"x\" -->\ntext\n```sh\nls\n```", "<!-- docs-test: frob -->",
                 "<!-- docs-test: needs yarn -->", "<!-- docs-test: setup toml\nx\n-->"):
@@ -370,3 +379,15 @@ def test_a_failing_block_fails_its_page(tmp_path):
     ok = parse("y.md", "<!-- docs-test: exit 3 -->\n```bash\nexit 3\n```\n"
                        "```python\nimport os\nassert os.environ['HOME'] == os.getcwd()\n```\n")
     assert run_page(ok, tmp_path, {}) == []
+
+
+@pytest.mark.integration
+def test_a_page_that_needs_a_service_reaches_the_suites(tmp_path, request):
+    """``needs s3``: the blocks get the session's S3 server (moto, started in this process), as a page on S3 would."""
+    root, day = "s3://trib/docs-test", "{yyyy}{MM}{dd}"
+    page = parse("x.md", "<!-- docs-test: needs s3 -->\n```sh\n"
+                         f"trib table create {root} --layout '{day}' --partition 'dt={day}'\n"
+                         f"trib table show {root} --json | grep -q '\"root\": \"{root}\"'\n```\n")
+    services = services_for(page, request)
+    assert services["TRIB_S3_ENDPOINT_URL"].startswith("http://127.0.0.1:")
+    assert run_page(page, tmp_path, services) == []
