@@ -50,6 +50,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parent.parent
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
 
@@ -292,13 +294,8 @@ def services_for(page: Page, request: pytest.FixtureRequest) -> dict[str, str]:
     return services
 
 
-def _page_param(name: str):
-    page = PARSED.get(name)
-    needs = page.needs if page else ()
-    return pytest.param(name, id=name, marks=[pytest.mark.integration] if needs else [pytest.mark.unit])
-
-
-@pytest.mark.parametrize("name", [_page_param(n) for n in CONVERTED])
+@pytest.mark.integration  # real processes: bash, trib and Python for each block
+@pytest.mark.parametrize("name", CONVERTED)
 def test_page_blocks_run(name, tmp_path, request):
     assert name not in PARSE_ERRORS, PARSE_ERRORS.get(name)
     page = PARSED[name]
@@ -370,6 +367,7 @@ def test_markers_as_parsed():
             parse("x.md", bad)
 
 
+@pytest.mark.integration
 def test_a_failing_block_fails_its_page(tmp_path):
     """The runner sees a block's exit code: a wrong one fails the page, and the blocks after it do not run."""
     page = parse("x.md", "```sh\ntouch made\nfalse\n```\n```sh\ntouch after\n```\n")
