@@ -260,7 +260,13 @@ def source(block: Block, env: dict[str, str]) -> str:
 
 
 def _expand(text: str, env: dict[str, str]) -> str:
-    return re.sub(r"\$(\w+)|\$\{(\w+)\}", lambda m: env[m.group(1) or m.group(2)], text)
+    """A ``sub`` marker's NEW with its variables ($SCRATCH, a service's) filled in."""
+    def value(m: re.Match) -> str:
+        name = m.group(1) or m.group(2)
+        if name not in env:
+            raise DocsTestError(f"a sub marker names ${name}, which the page's blocks do not have")
+        return env[name]
+    return re.sub(r"\$(\w+)|\$\{(\w+)\}", value, text)
 
 
 def run_block(block: Block, scratch: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -358,6 +364,8 @@ def test_markers_as_parsed():
     assert (ls.exit, ls.env, ls.code) == (3, {"A": "1", "B": "x y"}, "ls /data/in /database\n")
     env = {"SCRATCH": "/s"}
     assert source(ls, env) == "ls /s/data/in /database\n"
+    with pytest.raises(DocsTestError, match=r"\$NOPE"):
+        _expand("$NOPE/x", env)
     assert (py.lang, py.runs, source(py, env), synopsis.runs, page.untagged) == (
         "python", True, "x = 1\nprint(x)\n", False, [20])
     assert parse("x.md", "<!-- docs-test: needs s3 kafka -->\n<!-- docs-test: needs s3 -->\n").needs == ("s3", "kafka")
