@@ -148,7 +148,8 @@ def test_what_the_drift_message_calls_settable_is_what_table_set_sets():
     options = {p.name for p in table_set.params if p.name not in ("as_json", "root")}
     named = {"tracking": "tracking", "protocol": "protocol", "max_bad_fraction": "ingest's",
              "final_after": "ingest's", "compact": "compact's", "iceberg": "Iceberg mirror",
-             "iceberg_catalog": "Iceberg mirror", "no_iceberg": "Iceberg mirror"}
+             "iceberg_catalog": "Iceberg mirror", "iceberg_partition_by": "Iceberg mirror",
+             "no_iceberg": "Iceberg mirror"}
     assert options == set(named), options  # a new option of `table set` must be named in SETTABLE
     assert all(word in SETTABLE for word in named.values())
     pinned = {k.rpartition(".")[2] for k in Placement("d", "p", "UTC", "jsonl", "none").fields()}
