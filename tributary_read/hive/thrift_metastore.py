@@ -41,6 +41,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from tributary_read.hive.ddl import TableDefinition
 
 
+def auth_mode(auth: str | None) -> str:
+    """The SASL mode trib speaks for ``auth`` (a URI's ``?auth=``; default NOSASL), refused unless it is one of
+    :data:`AUTH_MODES`: the one reading of it, for ``trib partitions sync`` and the Iceberg Hive catalog alike."""
+    mode = (auth or "NOSASL").upper()
+    if mode not in AUTH_MODES:
+        raise InvalidInputError(f"unknown metastore auth {mode!r}; choose {', '.join(AUTH_MODES)}")
+    return mode
+
+
 class ThriftMetastore(Metastore):
     """One Thrift connection to a Hive Metastore; calls run in order on it."""
 
@@ -48,9 +57,7 @@ class ThriftMetastore(Metastore):
 
     def __init__(self, host: str, port: int = DEFAULT_PORT, *, auth: str = "NOSASL",
                  kerberos_service_name: str | None = None, timeout: float = CONNECT_TIMEOUT_S):
-        auth = (auth or "NOSASL").upper()
-        if auth not in AUTH_MODES:
-            raise InvalidInputError(f"unknown metastore auth {auth!r}; choose {', '.join(AUTH_MODES)}")
+        auth = auth_mode(auth)
         self.host, self.port = host, int(port)
         self.dialect = DIALECTS["metastore"]
         self.statements = 0  # Thrift calls made, as SQL backends count statements

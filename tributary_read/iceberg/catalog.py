@@ -90,11 +90,12 @@ def hive_metastore(uri: str) -> MetastoreURI:
     if hms.database:
         raise InvalidInputError(f"catalog {uri!r}: give thrift://HOST:PORT without a database; the Iceberg table's "
                                 "NS.NAME names its database (NS)")
-    from tributary_read.hive.thrift_metastore import AUTH_MODES
+    from tributary_read.hive.thrift_metastore import auth_mode
 
-    auth = hms.params.get("auth", "NOSASL").upper()
-    if auth not in AUTH_MODES:  # told when the mirror is set, not at each commit's connect
-        raise InvalidInputError(f"catalog {uri!r}: unknown metastore auth {auth!r}; choose {', '.join(AUTH_MODES)}")
+    try:
+        auth_mode(hms.params.get("auth"))  # told when the mirror is set, not at each commit's connect
+    except InvalidInputError as e:
+        raise InvalidInputError(f"catalog {uri!r}: {e}") from None
     return hms
 
 

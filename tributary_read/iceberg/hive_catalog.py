@@ -32,6 +32,7 @@ from pyiceberg.exceptions import CommitFailedException, WaitingForLockException
 
 from tributary_read.errors import CommitConflictError, missing_extra
 from tributary_read.hive.metastore import thrift_transport
+from tributary_read.hive.thrift_metastore import auth_mode
 from tributary_read.hive.uri import MetastoreURI
 
 try:
@@ -54,7 +55,7 @@ class _Client(_HiveClient):
     def _init_thrift_transport(self):
         hms = self._hms
         assert hms.host is not None and hms.port is not None
-        return thrift_transport(hms.host, hms.port, auth=hms.params.get("auth", "NOSASL").upper(),
+        return thrift_transport(hms.host, hms.port, auth=auth_mode(hms.params.get("auth")),
                                 timeout=hms.timeout(), where=f"the metastore at {hms.host}:{hms.port}",
                                 extra="hive", service=hms.params.get("kerberos_service_name") or "hive")[1]
 
