@@ -200,7 +200,7 @@ class Appender:
         extra = len(have) + len(self.snapshots) - self.keep
         if self.keep <= 0 or extra <= 0:
             return []
-        heads = {ref.snapshot_id for name, ref in self.metadata.refs.items() if name != MAIN_BRANCH}
+        heads = other_heads(self.metadata)
         old = sorted((s for s in have if s.snapshot_id not in heads), key=lambda s: (s.sequence_number or 0,
                                                                                      s.timestamp_ms))
         return old[:extra]
@@ -226,6 +226,11 @@ class Appender:
         if expired:
             collect(self.ice, expired, self.written)
         return self.ice
+
+
+def other_heads(metadata) -> set[int]:
+    """The snapshots other branches and tags point at: never expired by the mirror, whatever it expires."""
+    return {ref.snapshot_id for name, ref in metadata.refs.items() if name != MAIN_BRANCH}
 
 
 def collect(ice: IcebergTable, expired: list[Snapshot], written: list[str] | tuple[str, ...] = ()) -> None:

@@ -35,7 +35,6 @@ from pyiceberg.exceptions import (CommitFailedException, NoSuchIcebergTableError
                                   NoSuchTableError as NoSuchIcebergTable, TableAlreadyExistsError)
 from pyiceberg.table import Table as IcebergTable, TableProperties
 from pyiceberg.table.name_mapping import create_mapping_from_schema
-from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.update import RemoveSnapshotsUpdate
 from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles
@@ -209,21 +208,20 @@ def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: d
         added = [f for f in commit.files if f.kind == KIND_DATA]
         _reveal(table, [f for f in added if removed_at.get(f.path, 0) <= commit.version])
         footers = _footers(table, added)
+        sets = shape.column_sets(added, footers)  # each distinct column set once, for every check below
         if ice is None:
-            first = next((f for f in footers if f is not None), None)
-            schema, spec = shape.initial_schema(first.schema.to_arrow_schema() if first is not None else pa.schema([]),
-                                                part.keys, part.by)
+            schema, spec = shape.initial_schema(sets[0][1] if sets else pa.schema([]), part.keys, part.by)
             log_uri = table.storage.uri_for(commit_path(commit.version))
             for f, footer in zip(added, footers):  # a file the spec refuses: refused before the table is made
                 part.record(f, log_uri, table.storage.uri_for(f.path), footer)
             ice = create(catalog, name, ident, schema, spec, lambda made: _spec(made, table, name, part.by))
         record = {"version": commit.version, "operation": commit.operation, "added": len(added),
                   "removed": sum(f.kind == KIND_DATA for f in commit.removed)}
-        if record["removed"] or commit.operation == OP_EXPIRE or _widens(ice, footers):
+        if record["removed"] or commit.operation == OP_EXPIRE or _widens(ice, sets):
             flush()
             assert ice is not None
             with answering(result.catalog, committing=_versions(commit.version, commit.version)):
-                ice = _commit(table, ice, ident, part, commit, added, footers)
+                ice = _commit(table, ice, ident, part, commit, added, footers, sets)
             result.version = commit.version
             result.snapshots.append(record)
             continue
@@ -231,7 +229,7 @@ def _mirror(table: Table, catalog, name: str, ice: IcebergTable | None, ident: d
             keep = appends.kept(ice.properties, name)
             batch = appends.Appender(ice, keep)
         metadata = ice.metadata
-        _check_columns(table, metadata, added, footers)
+        _check_columns(table, metadata, sets)
         batch.append(_data_files(table, metadata, part, commit, added, footers), _props(ident, commit))
         pending.append(record)
         if len(batch) >= min(appends.BATCH, batch.keep or appends.BATCH):
@@ -245,19 +243,15 @@ def _versions(first: int, last: int) -> str:
     return f"version {first}" if first == last else f"versions {first}-{last}"
 
 
-def _widens(ice: IcebergTable, footers: list) -> bool:
+def _widens(ice: IcebergTable, sets: list[tuple[FileEntry, pa.Schema]]) -> bool:
     """Whether a file of the commit has a column the Iceberg schema lacks (a schema update goes first)."""
     schema = ice.metadata.schema()
-    return any(footer is not None and shape.new_columns(schema, footer.schema.to_arrow_schema()) for footer in footers)
+    return any(shape.new_columns(schema, cols) for _, cols in sets)
 
 
-def _schemas(added: list[FileEntry], footers: list) -> list[tuple[FileEntry, pa.Schema]]:
-    return shape.column_sets(added, footers)
-
-
-def _check_columns(table: Table, metadata, added: list[FileEntry], footers: list) -> None:
+def _check_columns(table: Table, metadata, sets: list[tuple[FileEntry, pa.Schema]]) -> None:
     """Refuse a file whose columns do not fit the Iceberg schema, each distinct footer schema checked once."""
-    for f, cols in _schemas(added, footers):
+    for f, cols in sets:
         shape.check_compatible(metadata.schema(), cols, table.storage.uri_for(f.path), metadata.format_version)
 
 
@@ -322,7 +316,7 @@ def create(catalog, name: str, ident: dict[str, str], schema, spec,
 
 
 def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], part: shape.Partitioning, commit: Commit,
-            added: list[FileEntry], footers: list) -> IcebergTable:
+            added: list[FileEntry], footers: list, sets: list[tuple[FileEntry, pa.Schema]]) -> IcebergTable:
     """One trib commit that widens the schema, replaces or deletes files, as one Iceberg snapshot through
     pyiceberg's transaction (its schema's new columns in the same catalog commit). Its deep copies of the
     table metadata cost as much as the kept history is long, which :mod:`~tributary_read.iceberg.appends`
@@ -331,12 +325,12 @@ def _commit(table: Table, ice: IcebergTable, ident: dict[str, str], part: shape.
     # The table's metadata as this snapshot sees it. The transaction's view is a deep copy of the whole
     # metadata, every snapshot included, at each access: taken only after a schema change was staged.
     metadata = ice.metadata
-    for _, cols in _schemas(added, footers):
+    for _, cols in sets:
         if shape.new_columns(metadata.schema(), cols):
             with tx.update_schema() as update:
                 update.union_by_name(cols)
             metadata = tx.table_metadata
-    _check_columns(table, metadata, added, footers)
+    _check_columns(table, metadata, sets)
     log_uri = table.storage.uri_for(commit_path(commit.version))
     adds = _data_files(table, metadata, part, commit, added, footers)
     dels = [shape.data_file(metadata, table.storage.uri_for(f.path), f, part, log_uri)
@@ -373,7 +367,7 @@ def _unreadable(ice: IcebergTable) -> list:
     ``_tributary/replaced``, a restated partition's old directory is swapped out) or ``trib clean`` deletes
     later (an expiry's); an Iceberg reader travelling back to one would fail on them. Heads of other
     branches and tags are kept, as the snapshot bound keeps them."""
-    heads = {ref.snapshot_id for name, ref in ice.metadata.refs.items() if name != MAIN_BRANCH}
+    heads = appends.other_heads(ice.metadata)
     return [s for s in ice.metadata.snapshots if s.snapshot_id not in heads]
 
 
