@@ -27,10 +27,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from typing import Mapping
 
 from tributary_read.errors import InvalidInputError, InvalidLayoutError, ManifestCorruptError
-from tributary_read.table.layout import Layout, PartitionMapper
+from tributary_read.table.layout import Layout, PartitionMapper, parse_timezone
 
 #: transform -> its period in ms (Iceberg's hour and day are UTC: hours and days since the epoch).
 PERIODS_MS = {"hour": 3_600_000, "day": 86_400_000}
@@ -102,15 +103,21 @@ def check_layout(by: PartitionBy | None, layout: Layout) -> None:
                                     f"use day({by.column}) or a layout in UTC, or {IDENTITY}", partition_by=WORDS)
 
 
-def _offsets(layout: Layout) -> set[int]:
+def _offsets(layout: Layout) -> frozenset[int]:
     """The UTC offsets (s) the layout's zone has from a year ago to five years ahead, sampled daily."""
-    tz = layout.tz
+    return _zone_offsets(layout.timezone)
+
+
+@lru_cache(maxsize=32)
+def _zone_offsets(zone: str) -> frozenset[int]:
+    """:func:`_offsets` of one zone, computed once a process: every mirrored commit checks its layout again."""
+    tz = parse_timezone(zone)
     now = datetime.now(timezone.utc)
     out = set()
     for d in range(-366, 5 * 366):
         off = (now + timedelta(days=d)).astimezone(tz).utcoffset()
         out.add(int(off.total_seconds()) if off is not None else 0)
-    return out
+    return frozenset(out)
 
 
 def _words(period: timedelta) -> str:
