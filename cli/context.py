@@ -72,7 +72,7 @@ def _note_json(ctx, param, value):
 
 
 def json_option(f: Callable) -> Callable:
-    """Add ``--json`` to a command: machine-readable output on stdout (a failure's too: docs/commands.md, exit codes)."""
+    """Add ``--json`` to a command: machine-readable output on stdout (a failure's too: docs/concepts/exit-codes.md)."""
     return click.option("--json", "as_json", is_flag=True, callback=_note_json,
                         help="Print JSON on stdout (a failure: {\"error\": {...}}, its last line).")(f)
 

@@ -45,6 +45,7 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,14 +59,14 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
 #: Pages whose blocks do not run yet, each with why; converting one = removing it here and marking its blocks.
 _NOT_YET = "not converted yet: its blocks assume inputs and services no marker provides so far"
 PENDING_PAGES: dict[str, str] = {
-    "README.md": _NOT_YET, "docs/airflow.md": _NOT_YET, "docs/benchmarks.md": _NOT_YET, "docs/commands.md": _NOT_YET,
+    "README.md": _NOT_YET, "docs/airflow.md": _NOT_YET, "docs/benchmarks.md": _NOT_YET,
     "docs/ddl.md": _NOT_YET,
     "docs/engines.md": _NOT_YET, "docs/etl.md": _NOT_YET,
     "docs/hive.md": _NOT_YET, "docs/kafka-broker-notes.md": _NOT_YET, "docs/kafka.md": _NOT_YET,
     "docs/manifest.md": _NOT_YET, "docs/observability.md": _NOT_YET, "docs/parquet.md": _NOT_YET,
     "docs/report.md": _NOT_YET, "docs/scale.md": _NOT_YET,
     "docs/security.md": _NOT_YET, "docs/sources.md": _NOT_YET, "docs/spark.md": _NOT_YET, "docs/sql.md": _NOT_YET,
-    "docs/streaming.md": _NOT_YET, "docs/tour.md": _NOT_YET, "docs/troubleshooting.md": _NOT_YET,
+    "docs/streaming.md": _NOT_YET, "docs/troubleshooting.md": _NOT_YET,
     "docs/udfs.md": _NOT_YET,
 }
 #: The most blocks of converted pages that may be skipped, all pages together: a skip is a block no one runs,
@@ -174,7 +175,8 @@ def parse(name: str, text: str) -> Page:
                 lang = first.strip() or "sh"
                 if lang not in RUN:
                     raise DocsTestError(f"{where}: setup takes sh or python, not {lang!r}")
-                blocks.append(Block(name, i + 1, lang, hidden.strip("\n") + "\n", hidden=True, subs=tuple(subs)))
+                blocks.append(Block(name, i + 1, lang, textwrap.dedent(hidden).strip("\n") + "\n", hidden=True,
+                                    subs=tuple(subs)))  # dedented: a marker in a list item is indented
             elif kind == "sub":
                 words = shlex.split(rest)
                 if len(words) != 2:
@@ -193,7 +195,7 @@ def parse(name: str, text: str) -> Page:
                 if kind == "skip":
                     pending["skip"] = " ".join(shlex.split(rest))
                 elif kind == "prelude":  # hidden lines the block starts with (what its prose assumes defined)
-                    pending["prelude"] = rest.strip("\n") + "\n"
+                    pending["prelude"] = textwrap.dedent(rest).strip("\n") + "\n"
                 elif kind == "exit":
                     pending["exit"] = int(rest)
                 else:

@@ -74,7 +74,7 @@ LEFT_TO_READER = "leaves a part to the reader (…, <…>, or a placeholder with
 #: Commands a doc shows failing: command as shown -> (exit code, the doc's words saying so).
 SHOWN_FAILING = {
     "trib files ROOT": (3, "A `trib files ROOT` with none of them is refused (exit 3"),
-    "trib consumer reset ROOT NAME": (3, "It is now refused (exit 3)"),
+    "trib consumer reset ROOT NAME": (3, "is refused, exit 3, with the list of targets"),
 }
 
 LAYOUT = "{yyyy}_{MM}_{dd}/{HH}"
