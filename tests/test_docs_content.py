@@ -44,3 +44,19 @@ def test_no_user_facing_page_names_an_internal_issue_number():
              for p in pages for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if re.search(r"\bissues? #?\d+\b|\bissue #\w+", line, re.I)]
     assert not found, "\n".join(found)
+
+
+def test_the_job_file_reference_lists_exactly_the_keys_each_section_takes():
+    """The job file's keys have one owner, tributary_read.etl.spec; the reference page lists exactly those."""
+    from tributary_read.etl import spec
+
+    owners = {"[job]": spec._JOB_KEYS, "[[inputs]]": spec._INPUT_KEYS, "[output]": spec._OUTPUT_KEYS,
+              "[hive]": spec._HIVE_KEYS, "[spark]": spec._SPARK_KEYS, "[stream]": spec._STREAM_KEYS}
+    shown = {}
+    for line in (DOCS / "reference" / "job-file.md").read_text(encoding="utf-8").splitlines():
+        cells = line.split("|")
+        if len(cells) == 5 and cells[1].strip().startswith("`["):
+            section = re.match(r"`(\[+\w+\]+)`", cells[1].strip()).group(1)
+            shown[section] = set(re.findall(r"`(\w+)`", cells[2]))
+    assert shown == owners
+    assert set(spec._SECTIONS) == {s.strip("[]") for s in shown}
