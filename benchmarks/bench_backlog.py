@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""A new consumer's first plan over a large history, with the default file cap and without (issue 32 item 2).
+"""A new consumer's first plan over a large history, with the default file cap and without.
 
 A new consumer delivers every existing file by default, so its first plan over
 years of history holds them all unless a cap bounds it. This makes ``--files``

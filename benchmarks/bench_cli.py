@@ -33,7 +33,7 @@ console script instead; start-up shows both either way.
     .venv/bin/python benchmarks/bench_cli.py --quick    # small smoke run
 
 Older code in the same harness: copy this file into the older checkout's
-``benchmarks/`` and run it there with ``--trib-module cli.main`` (before issue 9
+``benchmarks/`` and run it there with ``--trib-module cli.main`` (before git 03c82a8
 the CLI was the top-level package ``cli``) and ``PYTHONPATH`` set to that checkout.
 """
 

@@ -25,8 +25,8 @@ a. **Throughput.** ``--reps`` runs per side, interleaved (the order flips every
 
    Both are timed from spawn to exit (interpreter start and imports included),
    with CPU seconds from ``wait4``. Reported: records/s, MB/s of input bytes on
-   disk, and trib / raw (median of the per-run ratios of wall time; goal >= 0.90,
-   issue 28), and the ratio of median CPU seconds, which a shared machine's load
+   disk, and trib / raw (median of the per-run ratios of wall time; goal >= 0.90),
+   and the ratio of median CPU seconds, which a shared machine's load
    moves less than wall time.
 b. **Spark.** In this process, one ``local[2]`` session: ``spark.read`` (json
    with an explicit schema, or parquet) ``.count()`` over the explicit file

@@ -1,6 +1,6 @@
 """A listing consumer's state size and run time, this checkout against an earlier one, in the same run.
 
-Issue 32 made a new consumer deliver history (not baseline it), seals partitions
+Since 2026-11-25 a new consumer delivers history (not baseline it), seals partitions
 it delivers past the lookback, and keeps byte ranges of growing files in the
 ledger. The ledger must stay bounded by the lookback as before: this runs the
 same consumer (``bench_listing.consumer_ledger``: ``--days`` of hourly
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, emit, machine_info, md_table  # noqa: E402
 
 #: The comparison point: the segmented ledger as it first landed, before the planner streamed the
-#: listing and stopped reading unchanged directories' segments (issue 32's last step). 20bd7da is the
-#: point before issue 32's reader changes, for the state-size comparison at 2,184 partitions.
+#: listing and stopped reading unchanged directories' segments. 20bd7da is the
+#: point before the consumer delivered history and sealed partitions, for the state-size comparison at 2,184 partitions.
 BEFORE = "a7329b4"
 
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
         else:
             rows.append([name] + [fmt(r[key]) if r.get(key) is not None else "-" for r in (before, after)])
     text = "\n".join([
-        f"## Listing consumer ledger, before ({args.before}) and after issue 32 (`bench_ledger.py`)", "",
+        f"## Listing consumer ledger, before ({args.before}) and after (`bench_ledger.py`)", "",
         f"{args.days * 24:,} hourly partitions x {args.per_hour} files, 7-day lookback, then {args.runs} hourly "
         f"runs of {args.per_hour} files. {machine.get('nproc')} CPUs, load {machine.get('loadavg')}.", "",
         md_table(["", f"before ({args.before})", "after"], rows), ""])

@@ -152,7 +152,7 @@ def consumer_ledger(work: Path, days: int, per_hour: int, runs: int) -> dict:
     c = Consumer(src, "bench")
     now = END + 5 * 60_000
     t0 = time.perf_counter()
-    # The whole history in one first plan, as before the file cap (issue 32 item 2) and in older checkouts.
+    # The whole history in one first plan, as before the default file cap and in older checkouts.
     uncapped = {"max_files": 0} if "max_files" in __import__("inspect").signature(c.plan).parameters else {}
     p = c.plan(lookback_ms=7 * 24 * H, now_ms=now, **uncapped)
     first_files = len(p.files)

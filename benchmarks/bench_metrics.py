@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""``trib metrics`` on a year-old hourly table: 100,000 files in 8,760 commits (issue 31, part 2).
+"""``trib metrics`` on a year-old hourly table: 100,000 files in 8,760 commits.
 
 The target: a scrape costs under 200 ms for such a table, because it reads the latest version, the
 newest commit, the consumers' documents, the commits after each manifest consumer's ack and the run

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The lateness report at scale: time, peak memory and page size (issue 26 item 7).
+"""The lateness report at scale: time, peak memory and page size.
 
 A plain directory of ``--files`` one-line files over ``--hours`` hourly
 partition directories (default 1,000,000 over 2,000), each file's mtime some
@@ -8,7 +8,7 @@ report lateness ROOT --layout … --out page.html`` as a process, as a user runs
 it (start-up, the listing, the figures and the page), and the same with
 ``--json`` only. Reported: wall time, the process's peak RSS, and the page's
 size. The page must not grow with the table (per-partition lines and a bounded
-sample of files, docs/report.md): before issue 26 it drew every file, about
+sample of files, docs/report.md): before 2026-11-26 it drew every file, about
 160 bytes a file.
 
     .venv/bin/python benchmarks/bench_report.py             # 1,000,000 files

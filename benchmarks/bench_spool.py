@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Spool directory ingest (issue 22): ``trib ingest --source-dir`` against a plain Python loop, and the
+"""Spool directory ingest: ``trib ingest --source-dir`` against a plain Python loop, and the
 planning time of a run over a simulated year of rotations.
 
 **Throughput.** One directory of rotated JSON logs, made once per run of this

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Structured Streaming: trib's foreachBatch sink against a plain ``df.write.partitionBy`` (issue 23).
+"""Structured Streaming: trib's foreachBatch sink against a plain ``df.write.partitionBy``.
 
 One local SparkSession; a file stream of ``--files`` JSON files (``--records``
 each, event times over three hours), one file a micro-batch (``availableNow``),

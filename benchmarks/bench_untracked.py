@@ -12,7 +12,7 @@ of one hour's files, as an hourly job does. Timed, in the same run:
   pruned to files modified after commit N-1);
 * ``--allow-untracked``, the fast-but-narrow choice: the manifest answer and a
   probe of the partition directories it touches. This is the same work the
-  default did before issue 19 item 3 (the probe was then the default for a
+  default did before the complete check became the default (the probe was then the default for a
   non-empty answer), so it is also the "old" figure;
 * a plain mtime listing of the same tree (``--mode mtime`` over the same
   window), for scale: what one listing costs.

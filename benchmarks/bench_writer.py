@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--variants", default="text,parquet", help="comma list of text,parquet")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--protocol", choices=("rename", "direct"),
-                    help="the trib table's commit protocol (default: a new table's, rename since issue 33; "
+                    help="the trib table's commit protocol (default: a new table's, rename since 2026-11-25; "
                          "its renames run inside the commit's timing)")
     ap.add_argument("--dir", help="scratch directory parent (default benchmarks/out, on the repo's disk)")
     ap.add_argument("--keep", action="store_true", help="keep the written files")
