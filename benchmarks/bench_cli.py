@@ -232,6 +232,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     if args.quick:
         args.days, args.per_hour, args.reps = 3, 20, 3
+    if args.days < 3:  # the one-day case lists a whole calendar day, two days before the newest hour
+        ap.error("--days must be at least 3")
     reps = args.reps
     r: dict = {"machine": machine_info(), "args": vars(args)}
     # The newest hour ends a few hours before now, so the consumer's new hours are not in the future.

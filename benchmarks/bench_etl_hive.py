@@ -2,8 +2,10 @@
 """The hourly ETL run's Hive step as the output table grows: the commit mount vs the full sync.
 
 Starts its own metastore + HiveServer2 pair on free ports (as bench_hive_sync.py
-does) and talks to the metastore through ``--metastore thrift://`` (the
-metastore's own API). For each table size (``--sizes``, default 100, 1,000 and
+does), or uses a running one (``--metastore thrift://HOST:PORT --hs2 HOST:PORT``:
+its tables are bench_etl_N in the default database, dropped at the end), and
+talks to the metastore through its Thrift API (a job's ``metastore =
+"thrift://..."``). For each table size (``--sizes``, default 100, 1,000 and
 10,000 hourly partitions, all mounted in a fresh EXTERNAL table and fully
 synced once beforehand, as a year of hourly runs leaves it), it times the Hive
 step of simulated hourly runs: each run commits one new hour and one late file
@@ -22,6 +24,8 @@ within 1.5x), and full / mount as a ratio.
 
     .venv/bin/python benchmarks/bench_etl_hive.py                   # 100, 1,000, 10,000 partitions
     .venv/bin/python benchmarks/bench_etl_hive.py --quick           # 100, 1,000
+    .venv/bin/python benchmarks/bench_etl_hive.py --sizes 3 --runs 1 --metastore thrift://127.0.0.1:9083 \
+        --hs2 127.0.0.1:10000                                          # a smoke run on a running pair
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import WorkDir, emit_report, fs_type, hive_pair, machine_info, md_table  # noqa: E402
@@ -61,7 +66,7 @@ def _file(root: Path, hour: int, name: str) -> FileEntry:
     return FileEntry(f"{p.path}/{name}", len(data), 1, dict(p.values))
 
 
-def build(work: Path, n: int, ms: ThriftMetastore, hs2: Hs2Metastore, port: int) -> tuple[Job, Table, Path]:
+def build(work: Path, n: int, ms: ThriftMetastore, hs2: Hs2Metastore, metastore: str) -> tuple[Job, Table, Path]:
     """An output table of ``n`` committed hourly partitions, all mounted and fully synced once."""
     root = work / f"out-{n}"
     table = Table.create(str(root), TableConfig(LAYOUT, format="text"))
@@ -75,9 +80,11 @@ def build(work: Path, n: int, ms: ThriftMetastore, hs2: Hs2Metastore, port: int)
     full_sync(table, ms, name)  # everything mounted, the sync state written: the steady state
     job_file = work / f"job-{n}.toml"
     (work / "etl.sql").write_text("SELECT * FROM raw\n")
-    job_file.write_text(f'[job]\nname = "bench{n}"\nsql = "etl.sql"\n\n[[inputs]]\ntable = "{root}"\nview = "raw"\n'
+    source = work / f"in-{n}"  # the job's input: only its Hive step runs, but a job may not read its own output
+    Table.create(str(source), TableConfig(LAYOUT, format="text"))
+    job_file.write_text(f'[job]\nname = "bench{n}"\nsql = "etl.sql"\n\n[[inputs]]\ntable = "{source}"\nview = "raw"\n'
                         f'mode = "consumer"\n\n[output]\ntable = "{root}"\ntime_column = "ts"\n\n'
-                        f'[hive]\ntable = "{name}"\nmetastore = "thrift://127.0.0.1:{port}"\n')
+                        f'[hive]\ntable = "{name}"\nmetastore = "{metastore}"\n')
     return Job.load(job_file), table, root
 
 
@@ -101,13 +108,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, help="hourly runs per mode and size (default 7, quick 3)")
     ap.add_argument("--json", dest="json_out", help="also write the results as JSON here")
     ap.add_argument("--markdown", help="also write the markdown section here")
+    ap.add_argument("--metastore", metavar="thrift://HOST:PORT",
+                    help="a running metastore to use, with --hs2, instead of starting a local pair")
+    ap.add_argument("--hs2", metavar="HOST:PORT", help="that metastore's HiveServer2")
     args = ap.parse_args(argv)
+    if bool(args.metastore) != bool(args.hs2):
+        ap.error("--metastore and --hs2 go together")
     sizes = [int(x) for x in (args.sizes or ("100,1000" if args.quick else "100,1000,10000")).split(",")]
     runs = args.runs or (3 if args.quick else 7)
     before = machine_info()
     with WorkDir(prefix="etl-hive-") as work:
-        with hive_pair(work) as (hms_port, hs2_port):
-            results = run(work, sizes, runs, hms_port, hs2_port)
+        if args.metastore:  # the tables are named bench_etl_N in its default database
+            results = run(work, sizes, runs, args.metastore, args.hs2)
+        else:
+            with hive_pair(work) as (hms_port, hs2_port):
+                results = run(work, sizes, runs, f"thrift://127.0.0.1:{hms_port}", f"127.0.0.1:{hs2_port}")
         fs = fs_type(work)
     after = machine_info()
     report = {"machine": before, "loadavg_after": after["loadavg"], "fs": fs, "runs": runs, "sizes": results}
@@ -115,18 +130,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(work: Path, sizes: list[int], runs: int, hms_port: int, hs2_port: int) -> list[dict]:
+def run(work: Path, sizes: list[int], runs: int, metastore: str, hs2_at: str) -> list[dict]:
     """Build every table first, then run the rounds across all sizes and both modes in turn, so
     that warm-up and drift in the machine's load hit every size and mode alike."""
-    hs2 = Hs2Metastore("127.0.0.1", hs2_port, user="trib")
-    with ThriftMetastore("127.0.0.1", hms_port) as ms:
-        warm = build(work, 50, ms, hs2, hms_port)  # JIT and metastore caches, charged to nobody
+    ms_at = urlsplit(metastore)
+    hs2_host, _, hs2_port = hs2_at.rpartition(":")
+    hs2 = Hs2Metastore(hs2_host, int(hs2_port), user="trib")
+    with ThriftMetastore(ms_at.hostname, ms_at.port) as ms:
+        warm = build(work, 50, ms, hs2, metastore)  # JIT and metastore caches, charged to nobody
         for i in range(10):
             hourly(*warm, 50 + i, i % 2 == 1)
         built = {}
         for n in sizes:
             t0 = time.perf_counter()
-            built[n] = build(work, n, ms, hs2, hms_port)
+            built[n] = build(work, n, ms, hs2, metastore)
             print(f"  {n} partitions built and mounted in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
         times: dict[tuple[int, bool], list[float]] = {(n, f): [] for n in sizes for f in (False, True)}
         stmts: dict[tuple[int, bool], int] = {}
@@ -136,6 +153,8 @@ def run(work: Path, sizes: list[int], runs: int, hms_port: int, hs2_port: int) -
                     wall, s = hourly(*built[n], n + 2 * i + int(is_full), is_full)
                     times[(n, is_full)].append(wall)
                     stmts[(n, is_full)] = s
+        for n in (50, *sizes):  # a running metastore (--metastore) keeps nothing of the benchmark's
+            hs2._run(f"DROP TABLE IF EXISTS {TableName('default', f'bench_etl_{n}').sql}")
     hs2.close()
     out = []
     for n in sizes:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Who loses or duplicates files: four hourly readers over one simulated landing zone (issue 32).
+"""Who loses or duplicates files: four hourly readers over one simulated landing zone.
 
 One plain directory laid out ``{yyyy}_{MM}_{dd}/{HH}``, written the way other
 tools write it, on a simulated clock: every file gets its mtime with
@@ -183,14 +183,17 @@ def _err(p: subprocess.CompletedProcess) -> str:
 class Readers:
     def __init__(self, root: Path, work: Path, spark):
         self.root, self.work, self.spark = root, work, spark
-        self.got = {k: Counter() for k in READERS}
-        self.seconds = {k: 0.0 for k in READERS}
-        self.failed: dict[str, list[str]] = {k: [] for k in READERS}
+        self.names = [k for k in READERS if spark is not None or k != "spark"]  # --no-spark: no Spark column
+        self.got = {k: Counter() for k in self.names}
+        self.seconds = {k: 0.0 for k in self.names}
+        self.failed: dict[str, list[str]] = {k: [] for k in self.names}
         self.reported = Counter()  # trib: files named in beyond_horizon / conflicts
 
     def run(self, r: int, at: int, base: int, full_scan: bool) -> None:
         for name, fn in (("trib", lambda: self.trib(full_scan)), ("spark", self.spark_run),
                          ("mtime", lambda: self.mtime(at)), ("naive", lambda: self.naive(base + r * H))):
+            if name not in self.names:
+                continue
             t0 = time.perf_counter()
             try:
                 lines = fn()
@@ -271,6 +274,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--check", action="store_true",
                     help="exit 1 if trib's consumer loses or duplicates anything, or a run of it fails")
     ap.add_argument("--master", default="local[2]", help="Spark master (local[2])")
+    ap.add_argument("--no-spark", action="store_true",
+                    help="the other three readers only (no JVM: a few seconds at small sizes)")
     ap.add_argument("--dir", help="scratch directory parent (default benchmarks/out)")
     ap.add_argument("--keep", action="store_true", help="keep the landing zone")
     ap.add_argument("--json", help="write the result as JSON here")
@@ -286,7 +291,7 @@ def main(argv: list[str] | None = None) -> dict:
     info = machine_info()
     t_all = time.perf_counter()
     t0 = time.perf_counter()
-    spark = session(args.master)
+    spark = None if args.no_spark else session(args.master)
     spark_start = time.perf_counter() - t0
     with WorkDir(args.dir, prefix="bench-readers-", keep=args.keep) as work:
         root = work / "landing"
@@ -303,8 +308,9 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"run {r + 1}/{runs} ({iso(at)}){' full scan' if full else ''}", file=sys.stderr, flush=True)
         assert not pending, "every event lands before the last run"
         fs = fs_type(root)
-    spark.stop()
-    tallies = {k: tally(zone, readers.got[k]) for k in READERS}
+    if spark is not None:
+        spark.stop()
+    tallies = {k: tally(zone, readers.got[k]) for k in readers.names}
     result = {"machine": info, "hours": args.hours, "runs": runs, "seed": args.seed, "base": iso(base),
               "fs": fs, "spark_start_s": round(spark_start, 1), "total_s": round(time.perf_counter() - t_all, 1),
               "tallies": tallies, "seconds": {k: round(v, 1) for k, v in readers.seconds.items()},
@@ -320,29 +326,30 @@ def main(argv: list[str] | None = None) -> dict:
 
 def report(res: dict, zone: Zone) -> str:
     t = res["tallies"]
+    names = {k: v for k, v in READERS.items() if k in t}  # the readers that ran
 
     def cell(k: str, p: str) -> str:
         v = t[k][p]
         s = f"{v['lost']} / {v['dup']}"
         return s if not (v["lost"] or v["dup"]) else f"**{s}**"
 
-    rows = [[label, t["trib"][p]["n"], *(cell(k, p) for k in READERS)] for p, label in PATTERNS.items() if p in t["trib"]]
+    rows = [[label, t["trib"][p]["n"], *(cell(k, p) for k in names)] for p, label in PATTERNS.items() if p in t["trib"]]
     tot = {k: (sum(v["lost"] for p, v in t[k].items() if p != "growing"),
-               sum(v["dup"] for p, v in t[k].items() if p != "growing")) for k in READERS}
+               sum(v["dup"] for p, v in t[k].items() if p != "growing")) for k in names}
     rows.append(["**files, all patterns but the growing one**",
                  sum(v["n"] for p, v in t["trib"].items() if p != "growing"),
-                 *(f"{tot[k][0]} / {tot[k][1]}" for k in READERS)])
+                 *(f"{tot[k][0]} / {tot[k][1]}" for k in names)])
     m = res["machine"]
     out = ["## Readers compared: files lost / duplicated per arrival pattern (`bench_readers.py`)", "",
            f"One plain landing zone (`{LAYOUT}`, {res['fs']}), {res['hours']} simulated hours from "
            f"{res['base']} UTC then {res['runs'] - res['hours']} drain runs; each run sees only what has "
            f"arrived by then. Seed {res['seed']}. Measured on this machine: {m['nproc']} CPUs ({m['cpu']}), "
            f"load average {m['loadavg']}, {m['date']}, git {m['git']}.", "",
-           md_table(["arrival pattern", "files", *(f"{v} (lost / dup)" for v in READERS.values())], rows), "",
+           md_table(["arrival pattern", "files", *(f"{v} (lost / dup)" for v in names.values())], rows), "",
            md_table(["reader", "seconds, all runs", "s per run", "failed runs"],
                     [[READERS[k], f"{s:.1f}", f"{s / res['runs']:.2f}", len(res["failed_runs"][k])]
                      for k, s in res["seconds"].items()]), "",
-           f"Spark session start-up ({res['spark_start_s']} s) is not in its column. Whole benchmark "
+           (f"Spark session start-up ({res['spark_start_s']} s) is not in its column. " if "spark" in t else "") + f"Whole benchmark "
            f"{res['total_s']} s."]
     if res["trib_reported"]:
         out += ["", f"trib's consumer named {len(res['trib_reported'])} file(s) in `beyond_horizon` / `conflicts` "
@@ -350,7 +357,7 @@ def report(res: dict, zone: Zone) -> str:
     for k, fails in res["failed_runs"].items():
         for f in fails[:5]:
             out.append(f"- {READERS[k]} failed, {f}")
-    spark_first = [p for p in FIRST_FIVE if t["spark"][p]["lost"] or t["spark"][p]["dup"]]
+    spark_first = [p for p in FIRST_FIVE if "spark" in t and (t["spark"][p]["lost"] or t["spark"][p]["dup"])]
     if spark_first:
         out += ["", f"Note: Spark's file source lost or doubled files on {', '.join(spark_first)} (not expected)."]
     return "\n".join(out)

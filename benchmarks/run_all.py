@@ -7,6 +7,7 @@ command line, the machine, the date and the load average before and after.
 
     .venv/bin/python benchmarks/run_all.py            # full sizes (several minutes)
     .venv/bin/python benchmarks/run_all.py --quick    # smoke run of everything
+    .venv/bin/python benchmarks/run_all.py --only cli,commit   # some of them
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import DEFAULT_WORKDIR, HERE, REPO, machine_info  # noqa: E402
+
+
+#: Every benchmark by its --skip / --only name, in the order they run.
+NAMES = ("writer", "commit", "commit-contention", "listing", "cli", "hive", "etl-hive", "spark-read", "etl",
+         "warm-etl", "spark-listing", "window-query", "readers", "late-data", "restate", "iceberg", "ledger",
+         "untracked", "hourly", "kafka", "report", "compact", "metrics", "spool", "stream")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,13 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--late-data-args", default="", help="extra arguments for bench_late_data.py (quoted)")
     ap.add_argument("--restate-args", default="", help="extra arguments for bench_restate.py (quoted)")
     ap.add_argument("--iceberg-args", default="", help="extra arguments for bench_iceberg.py (quoted)")
-    ap.add_argument("--skip", default="",
-                    help="comma list of writer,commit,listing,cli,hive,etl-hive,spark-read,etl,warm-etl,spark-listing,"
-                         "commit-contention,window-query,readers,late-data,restate,iceberg,ledger,untracked,hourly,kafka,report,compact,metrics,spool,"
-                         "stream to skip")
+    ap.add_argument("--skip", default="", help=f"comma list of {','.join(NAMES)} to skip")
+    ap.add_argument("--only", default="", help="comma list of benchmarks to run, the others skipped (default all)")
     ap.add_argument("--output", default=str(HERE / "results.md"), help="summary file (default benchmarks/results.md)")
     args = ap.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    if (skip | only) - set(NAMES):
+        ap.error(f"no benchmark named {', '.join(sorted((skip | only) - set(NAMES)))}; the names: {','.join(NAMES)}")
+    if only:
+        skip |= set(NAMES) - only
 
     cmdline = " ".join(shlex.quote(x) for x in [_rel_python(), _rel(sys.argv[0])] + (sys.argv[1:] if argv is None else argv))
     before = machine_info()

@@ -59,7 +59,7 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
 #: Pages whose blocks do not run yet, each with why; converting one = removing it here and marking its blocks.
 _NOT_YET = "not converted yet: its blocks assume inputs and services no marker provides so far"
 PENDING_PAGES: dict[str, str] = {
-    "docs/airflow.md": _NOT_YET, "docs/benchmarks.md": _NOT_YET,
+    "docs/airflow.md": _NOT_YET,
     "docs/ddl.md": _NOT_YET,
     "docs/engines.md": _NOT_YET, "docs/etl.md": _NOT_YET,
     "docs/hive.md": _NOT_YET, "docs/kafka-broker-notes.md": _NOT_YET, "docs/kafka.md": _NOT_YET,
@@ -71,7 +71,7 @@ PENDING_PAGES: dict[str, str] = {
 }
 #: The most blocks of converted pages that may be skipped, all pages together: a skip is a block no one runs,
 #: so raising this is a decision a review sees, not a side effect of a new page.
-MAX_SKIPS = 10
+MAX_SKIPS = 11
 #: A skip's reason says why in words, not "todo" or "slow".
 MIN_REASON_WORDS = 4
 
