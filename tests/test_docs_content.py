@@ -8,6 +8,7 @@ command does it, sent a new user the long way round.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,17 @@ def test_the_job_file_reference_lists_exactly_the_keys_each_section_takes():
             shown[section] = set(re.findall(r"`(\w+)`", cells[2]))
     assert shown == owners
     assert set(spec._SECTIONS) == {s.strip("[]") for s in shown}
+
+
+def test_the_benchmark_charts_are_the_pages_figures():
+    """docs/charts/ holds what benchmarks/charts.py draws from docs/benchmarks.md's tables, and the page shows each:
+    a figure changed in a table and not in its chart fails here (redrawing the four takes about a second)."""
+    sys.path.insert(0, str(DOCS.parent / "benchmarks"))
+    import charts
+
+    page = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+    assert {p.name for p in (DOCS / "charts").glob("bench-*.svg")} == set(charts.CHARTS)
+    assert all(f"](charts/{name})" in page for name in charts.CHARTS), "the page shows every chart"
+    assert charts.stale() == [], "a chart is not the page's figures: run .venv/bin/python benchmarks/charts.py"
+    assert charts.number("**1.22**") == 1.22 and charts.number("1.39 M rec/s") == 1_390_000
+    assert charts.number("2.3 s") == charts.number("2,300 ms") == 2300 and charts.lost_dup("**0 / 12**") == (0, 12)
