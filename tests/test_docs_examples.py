@@ -63,9 +63,8 @@ PENDING_PAGES: dict[str, str] = {
     "docs/ddl.md": _NOT_YET,
     "docs/engines.md": _NOT_YET, "docs/etl.md": _NOT_YET,
     "docs/hive.md": _NOT_YET, "docs/kafka.md": _NOT_YET,
-   
     "docs/report.md": _NOT_YET,
-    "docs/security.md": _NOT_YET, "docs/sources.md": _NOT_YET, "docs/spark.md": _NOT_YET, "docs/sql.md": _NOT_YET,
+    "docs/security.md": _NOT_YET, "docs/spark.md": _NOT_YET, "docs/sql.md": _NOT_YET,
     "docs/streaming.md": _NOT_YET, "docs/troubleshooting.md": _NOT_YET,
     "docs/udfs.md": _NOT_YET,
 }
