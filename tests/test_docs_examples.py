@@ -62,7 +62,7 @@ PENDING_PAGES: dict[str, str] = {
     "docs/airflow.md": _NOT_YET,
     "docs/ddl.md": _NOT_YET,
     "docs/engines.md": _NOT_YET, "docs/etl.md": _NOT_YET,
-    "docs/hive.md": _NOT_YET, "docs/kafka.md": _NOT_YET,
+    "docs/kafka.md": _NOT_YET,
     "docs/security.md": _NOT_YET, "docs/spark.md": _NOT_YET, "docs/sql.md": _NOT_YET,
     "docs/streaming.md": _NOT_YET, "docs/troubleshooting.md": _NOT_YET,
     "docs/udfs.md": _NOT_YET,
@@ -78,7 +78,8 @@ RUN = SHELL | {"python"}
 #: The suite's services a page may ask for (``needs NAME``): the fixture, and the variables its blocks get.
 SERVICES = {
     "spark": ("warm_spark", lambda s: {"TRIB_SPARK_REMOTE": s.remote}),
-    "hive": ("hive_services", lambda s: {"DOCS_METASTORE": s.metastore_uri, "DOCS_HS2": f"127.0.0.1:{s.hs2_port}"}),
+    "hive": ("hive_services", lambda s: {"DOCS_METASTORE": s.metastore_uri, "DOCS_HS2": f"127.0.0.1:{s.hs2_port}",
+                                         "DOCS_HIVE_DIR": s.dir}),
     "kafka": ("kafka_broker", lambda s: {"DOCS_KAFKA": s.bootstrap}),
     "s3": ("s3_server", lambda s: {"TRIB_S3_ENDPOINT_URL": s["endpoint_url"], "AWS_ACCESS_KEY_ID": "testing",
                                    "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}),
