@@ -64,7 +64,7 @@ PENDING_PAGES: dict[str, str] = {
     "docs/engines.md": _NOT_YET, "docs/etl.md": _NOT_YET,
     "docs/kafka.md": _NOT_YET,
     "docs/security.md": _NOT_YET, "docs/spark.md": _NOT_YET, "docs/sql.md": _NOT_YET,
-    "docs/streaming.md": _NOT_YET, "docs/troubleshooting.md": _NOT_YET,
+    "docs/streaming.md": _NOT_YET,
     "docs/udfs.md": _NOT_YET,
 }
 #: The most blocks of converted pages that may be skipped, all pages together: a skip is a block no one runs,
