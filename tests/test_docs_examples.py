@@ -62,7 +62,6 @@ PENDING_PAGES: dict[str, str] = {
     "docs/airflow.md": _NOT_YET,
     "docs/ddl.md": _NOT_YET,
     "docs/engines.md": _NOT_YET, "docs/etl.md": _NOT_YET,
-    "docs/kafka.md": _NOT_YET,
     "docs/security.md": _NOT_YET, "docs/spark.md": _NOT_YET, "docs/sql.md": _NOT_YET,
     "docs/streaming.md": _NOT_YET,
     "docs/udfs.md": _NOT_YET,
