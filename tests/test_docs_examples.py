@@ -59,7 +59,6 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
 #: Pages whose blocks do not run yet, each with why; converting one = removing it here and marking its blocks.
 _NOT_YET = "not converted yet: its blocks assume inputs and services no marker provides so far"
 PENDING_PAGES: dict[str, str] = {
-    "docs/airflow.md": _NOT_YET,
     "docs/ddl.md": _NOT_YET,
     "docs/engines.md": _NOT_YET, "docs/etl.md": _NOT_YET,
     "docs/spark.md": _NOT_YET, "docs/sql.md": _NOT_YET,
@@ -82,6 +81,8 @@ SERVICES = {
     "kafka": ("kafka_broker", lambda s: {"DOCS_KAFKA": s.bootstrap}),
     "s3": ("s3_server", lambda s: {"TRIB_S3_ENDPOINT_URL": s["endpoint_url"], "AWS_ACCESS_KEY_ID": "testing",
                                    "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}),
+    # the page's python blocks run in Airflow's venv (DAG files, operators), its shell blocks as on any page
+    "airflow": ("airflow_python", lambda python: {"DOCS_PYTHON": python}),
 }
 BLOCK_TIMEOUT_S = 300
 #: The suite's variables a page's blocks keep: the tests' JVM options (what a JVM costs, not what trib does).
@@ -270,7 +271,8 @@ def _expand(text: str, env: dict[str, str]) -> str:
 
 def run_block(block: Block, scratch: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     code = source(block, env)
-    argv = [sys.executable, "-"] if block.lang == "python" else ["bash", "-e", "-o", "pipefail", "-s"]
+    python = env.get("DOCS_PYTHON", sys.executable)
+    argv = [python, "-"] if block.lang == "python" else ["bash", "-e", "-o", "pipefail", "-s"]
     return subprocess.run(argv, input=code, cwd=scratch, env={**env, **block.env}, capture_output=True, text=True,
                           timeout=BLOCK_TIMEOUT_S)
 
@@ -289,6 +291,15 @@ def run_page(page: Page, scratch: Path, services: dict[str, str]) -> list[str]:
                           f"--- stderr ---\n{proc.stderr[-2500:]}")
             break  # the blocks after it build on it: their failures would only echo this one
     return failed
+
+
+@pytest.fixture(scope="session")
+def airflow_python() -> str:
+    """The Python of Airflow's venv (tests/airflow_env.py): the machine's cached Airflow under this clone's thin
+    layer with the project, made in under a second once the base exists, as test_scheduling_airflow.py has it."""
+    import airflow_env
+
+    return str(airflow_env.ensure_venv() / "bin" / "python")
 
 
 def services_for(page: Page, request: pytest.FixtureRequest) -> dict[str, str]:
