@@ -273,7 +273,7 @@ def test_every_shown_command_is_run_or_has_a_reason():
     assert {r for _, _, r in SKIPPED} <= {r for _, r in NOT_RUN} | {MENTION, LEFT_TO_READER}
     assert len(RUN) + len(SKIPPED) == len(COMMANDS)
     assert len(RUN) >= 90, len(RUN)  # a floor: a broken classifier would otherwise run nothing, green
-    assert sum(len(w) for w in WALKS.values()) >= 10  # falls as pages move to test_docs_examples.py
+    assert sum(len(w) for w in WALKS.values()) >= 3  # falls as pages move to test_docs_examples.py (engines.md: 3)
 
 
 def test_shortest_forms():
