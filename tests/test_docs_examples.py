@@ -61,13 +61,13 @@ _NOT_YET = "not converted yet: its blocks assume inputs and services no marker p
 PENDING_PAGES: dict[str, str] = {
    
     "docs/engines.md": _NOT_YET, "docs/etl.md": _NOT_YET,
-    "docs/spark.md": _NOT_YET, "docs/sql.md": _NOT_YET,
+    "docs/spark.md": _NOT_YET,
     "docs/streaming.md": _NOT_YET,
     "docs/udfs.md": _NOT_YET,
 }
 #: The most blocks of converted pages that may be skipped, all pages together: a skip is a block no one runs,
 #: so raising this is a decision a review sees, not a side effect of a new page.
-MAX_SKIPS = 14
+MAX_SKIPS = 15
 #: A skip's reason says why in words, not "todo" or "slow".
 MIN_REASON_WORDS = 4
 
