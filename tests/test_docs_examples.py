@@ -61,7 +61,7 @@ _NOT_YET = "not converted yet: its blocks assume inputs and services no marker p
 PENDING_PAGES: dict[str, str] = {
    
     "docs/etl.md": _NOT_YET,
-    "docs/spark.md": _NOT_YET,
+   
     "docs/streaming.md": _NOT_YET,
    
 }
