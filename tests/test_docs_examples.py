@@ -62,7 +62,7 @@ PENDING_PAGES: dict[str, str] = {
    
     "docs/etl.md": _NOT_YET,
    
-    "docs/streaming.md": _NOT_YET,
+   
    
 }
 #: The most blocks of converted pages that may be skipped, all pages together: a skip is a block no one runs,
