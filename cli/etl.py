@@ -168,7 +168,7 @@ def _print_report(r) -> None:
         for line in r.sql.splitlines():
             click.echo(f"    {line}")
         click.echo(f"  output: {o.table} (time column {o.time_column})")
-        if o.partitions:
+        if o.partitions and o.files is None:  # a restate job's plan; a found commit's partitions are done
             click.echo(f"  recomputes {len(o.partitions)} partition(s): {', '.join(o.partitions[:10])}"
                        + (" ..." if len(o.partitions) > 10 else ""))
         return

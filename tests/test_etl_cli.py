@@ -334,6 +334,10 @@ def _full_run_then_concurrent_and_rerun(tmp_path, t, hive, cur):
     # human output of the rerun
     human = run_trib("etl", "run", job, "--schedule-time", T, "-q", env=_env(), cwd=tmp_path)
     assert human.returncode == 0 and "already committed version 1" in human.stdout and human.stderr == ""
+    # its dry run: the hour is committed; an append job recomputes no partition (it said it did, of the commit's)
+    dry = run_trib("etl", "run", job, "--schedule-time", T, "--dry-run", "-q", env=_env(), cwd=tmp_path)
+    assert dry.returncode == 0 and "(already committed as version 1)" in dry.stdout, dry.stderr
+    assert "recomputes" not in dry.stdout, dry.stdout
 
 
 def test_the_spark_submit_driver_runs_the_job_and_prints_its_report(tmp_path, spark, hs2_cursor, capsys):
