@@ -292,3 +292,26 @@ def test_down_never_signals_a_process_up_did_not_start(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+_SINK_ON_CONNECT = """
+import sys
+from pyspark.sql import SparkSession
+from tributary_read.errors import InvalidInputError
+from tributary_read.spark.stream import trib_sink
+SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+try:
+    trib_sink(sys.argv[2], query="events", time_column="ts")
+except InvalidInputError as e:
+    print("refused:", e)
+"""
+
+
+def test_trib_sink_refuses_a_spark_connect_session_when_it_is_made(tmp_path, spark_connect):
+    """Its batches would each fail inside the query (no SparkContext on the server's Python side for the
+    query's id): one line when the sink is made, before the query starts, instead."""
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    p = subprocess.run([sys.executable, "-c", _SINK_ON_CONNECT, spark_connect.remote, str(tmp_path / "out")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.startswith("refused: trib_sink needs a classic SparkSession, not a Spark Connect one"), p.stdout

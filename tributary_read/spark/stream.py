@@ -92,6 +92,7 @@ class StreamSink:
 
     def __post_init__(self) -> None:
         self.app_id = stream_app_id(self.query)
+        _refuse_connect()
         from tributary_read.spark.ship import check_active_session
 
         check_active_session()  # a session whose workers cannot run trib: refused now, not in the first batch
@@ -241,6 +242,22 @@ def _watermark(spark, query_id: str) -> int | None:
 
     ms = parse_instant(text, what="the query's watermark")
     return ms or None  # Spark reports 1970 before its first watermark
+
+
+def _refuse_connect() -> None:
+    """A Spark Connect client's session is refused when the sink is made: its batches would run in the
+    server's Python, where the streaming query's id (a SparkContext property, the checkpoint's identity
+    that makes each batch exactly once) cannot be read, so every batch would fail inside the query."""
+    import sys
+
+    if "pyspark.sql.connect.session" not in sys.modules:
+        return
+    from pyspark.sql.connect.session import SparkSession
+
+    if SparkSession.getActiveSession() is not None:
+        raise InvalidInputError("trib_sink needs a classic SparkSession, not a Spark Connect one: its batches "
+                                "read the streaming query's id from the SparkContext. Build the session with "
+                                "SparkSession.builder.master(...) (or run the job with trib etl stream)")
 
 
 def trib_sink(table, *, query: str, time_column: str, options: Mapping[str, str] | None = None,
