@@ -221,7 +221,7 @@ def stream(state: TribState, job_file, trigger, available_now, restart, quiet, a
         if not (quiet or state.quiet):
             click.echo(f"trib etl: {msg}", err=True)
 
-    spark = session(job, progress)
+    spark = session(job, progress, quiet_failures=not state.verbose)
     with stop_on_signals(restore=False) as stop:
         report = stream_job(job, spark=spark, trigger_ms=trigger, available_now=available_now or None,
                             restart=restart, stop=stop, progress=progress,

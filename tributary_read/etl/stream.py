@@ -97,13 +97,28 @@ def stream_job(job: Job, *, spark=None, trigger_ms: int | None = None, available
                         sink.version, stopped_by, spec.checkpoint, sink.mirror.last if sink.mirror else None)
 
 
-def session(job: Job, say: Callable[[str], None] | None = None):
-    """The job's SparkSession, from its ``[spark]`` (built before the signal handlers: pyspark installs its own)."""
-    from tributary_read.spark.session import sql_session
+#: The logger of the streaming query's thread, which logs a failed batch's whole stack ("terminated with error").
+QUERY_LOGGER = "org.apache.spark.sql.execution.streaming"
+
+
+def session(job: Job, say: Callable[[str], None] | None = None, *, quiet_failures: bool = False):
+    """The job's SparkSession, from its ``[spark]`` (built before the signal handlers: pyspark installs its own).
+
+    ``quiet_failures`` (``trib etl stream`` without ``-v``): a failed batch ends the run in one line, so
+    the stacks Spark logs of it (the failed task's, pyspark's record of the SQL error, the query's
+    own) stay off the console, as ``trib etl run`` keeps them off its."""
+    from tributary_read.spark.session import quiet_task_failures, sql_session
 
     if say is not None:
         say(f"{job.name}: starting Spark ({job.spark.master or 'from the environment'})")
-    return sql_session(job.spark.master, job.spark.conf, f"trib-stream-{job.name}", catalog=job.catalog, udfs=False)
+    spark = sql_session(job.spark.master, job.spark.conf, f"trib-stream-{job.name}", catalog=job.catalog,
+                        udfs=False)
+    if quiet_failures:
+        from tributary_read.spark.script import quiet_statement_logs
+
+        quiet_task_failures(spark, (QUERY_LOGGER,))
+        quiet_statement_logs()
+    return spark
 
 
 def _run(q, sink, stop, say) -> str | None:

@@ -297,19 +297,19 @@ def sql_session(master: str | None = None, conf: Mapping[str, str] | None = None
 TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
 
 
-def quiet_task_failures(spark) -> None:
+def quiet_task_failures(spark, more: tuple[str, ...] = ()) -> None:
     """Keep failed tasks' JVM stack traces off the console of a process that ends with one line.
 
     A task that fails on a planned file (a truncated gzip) makes Spark log the
     whole Java trace, three times, before trib says which file and what to do:
     a hundred lines a scheduler shows instead of the one that matters. The
     error itself still reaches the driver (and ``-v`` prints it); other Spark
-    logging is untouched. Best effort: a session without log4j2 is left as is.
+    logging is untouched (but the loggers in ``more``). Best effort: a session without log4j2 is left as is.
     """
     try:
         jvm = spark.sparkContext._jvm
         off = jvm.org.apache.logging.log4j.Level.OFF
-        for name in TASK_FAILURE_LOGGERS:
+        for name in (*TASK_FAILURE_LOGGERS, *more):
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
     except Exception:  # noqa: BLE001 - logging only
         pass

@@ -17,6 +17,7 @@ first. ``restart=True`` accepts a new checkpoint once, on purpose.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Mapping
@@ -207,13 +208,26 @@ def source_offsets(checkpoint: str | None, batch_id: int, options: Mapping[str, 
     return [None if x == "-" else x for x in lines[2:]] if len(lines) >= 3 and lines[0].startswith("v") else None
 
 
+#: Spark's error classes that only wrap the cause of a failed batch (the batch function's, the query's).
+_WRAPPERS = frozenset({"STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR"})
+_ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_.]*)\] ")
+
+
 def query_failure(sink: StreamSink, error) -> TributaryError:
     """The error a failed query ends with: the sink's own, as raised (its class gives the exit code), else
-    Spark's first line."""
+    Spark's reason: the first line that names an error class other than a wrapper's (a failed task's
+    ``[CAST_INVALID_INPUT] ...`` lies in the Python traceback py4j wraps the batch function's failure in),
+    else the first line."""
     if sink.error is not None:
         return sink.error
     text = str(getattr(error, "desc", None) or error).strip()
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = next(iter(lines), type(error).__name__)
+    for line in lines:
+        m = next((m for m in _ERROR_CLASS.finditer(line) if m.group(1) not in _WRAPPERS), None)
+        if m is not None:
+            first = line[m.start():]
+            break
     return StreamingQueryFailedError(f"{sink.app_id}: the streaming query failed: {first[:400]}; the committed "
                                      "batches stand, and a restart from the same checkpoint runs the failed one again")
 
