@@ -6,14 +6,8 @@ process (``invoke_trib``), on a scratch copy of the paths they name, because a
 command whose flags parse can still fail on the table the doc just built:
 a doc is a walkthrough, and a reader copies it line by line.
 
-* A fenced block is a walkthrough: a doc's fenced commands run in document
-  order in one scratch world per doc (``/data/events`` becomes
-  ``<tmp>/data/events``), so the doc's own ``table create`` and ``ingest``
-  prepare what its later lines read. What a doc reads but never builds (a
-  plain log directory, a table it calls ``ROOT`` or ``/data/raw``, the
-  ``events.jsonl`` its ingest names) is made when first named. A page that
-  tests/test_docs_examples.py has converted runs its blocks there instead, as
-  shell and Python with the set-up its markers give.
+* A fenced block runs in tests/test_docs_examples.py, whole, in page order and
+  with the set-up its markers give; every page is converted there.
 * An inline span is a reference (`trib verify ROOT` in a sentence): each one
   runs alone on a fresh copy of one prepared table, its placeholders (ROOT,
   NAME, P, FILE, PLAN_ID ...) filled with that table's values.
@@ -140,10 +134,8 @@ def expected_exit(text: str) -> int:
 
 RUN = [(w, t) for w, t in COMMANDS if why_not_run(t) is None]
 SKIPPED = [(w, t, why_not_run(t)) for w, t in COMMANDS if why_not_run(t) is not None]
-#: A page tests/test_docs_examples.py converted runs its fenced blocks there, whole and with their set-up: not
-#: walked again here (its inline references still run here).
-WALKS = {doc.name: [(w, t) for w, t in RUN if w.startswith(doc.name + ":") and not is_inline(w)] for doc in DOCS
-         if doc.relative_to(REPO).as_posix() not in CONVERTED}
+#: Fenced blocks run in tests/test_docs_examples.py, whole and with their set-up; this module runs the inline ones.
+assert not [p for p in DOCS if p.relative_to(REPO).as_posix() not in CONVERTED], "a page test_docs_examples skips"
 REFERENCES = [(w, t) for w, t in RUN if is_inline(w)]
 
 
@@ -273,7 +265,6 @@ def test_every_shown_command_is_run_or_has_a_reason():
     assert {r for _, _, r in SKIPPED} <= {r for _, r in NOT_RUN} | {MENTION, LEFT_TO_READER}
     assert len(RUN) + len(SKIPPED) == len(COMMANDS)
     assert len(RUN) >= 90, len(RUN)  # a floor: a broken classifier would otherwise run nothing, green
-    assert sum(len(w) for w in WALKS.values()) >= 3  # falls as pages move to test_docs_examples.py (engines.md: 3)
 
 
 def test_shortest_forms():
@@ -291,17 +282,6 @@ def test_the_failures_shown_are_in_the_docs():
     text = " ".join(" ".join(d.read_text(encoding="utf-8").split()) for d in DOCS)
     for command, (_, words) in SHOWN_FAILING.items():
         assert words in text and any(t.replace("\n", " ") == command for _, t in RUN), command
-
-
-@pytest.mark.parametrize("doc", [d for d, walk in WALKS.items() if walk])
-def test_each_docs_walkthrough_runs_as_shown(doc, tmp_path, prepared_table):
-    world = World(tmp_path, *prepared_table)
-    failed = []
-    for where, text in WALKS[doc]:
-        proc = world.run(text)
-        if proc.returncode != expected_exit(text):
-            failed.append(f"{where}\n  exit {proc.returncode}: {proc.stderr.strip()[-600:]}")
-    assert not failed, "\n".join(failed)
 
 
 @pytest.mark.parametrize("where,text", REFERENCES, ids=[w for w, _ in REFERENCES])
