@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,32 @@ def test_on_s3_every_plan_lists_a_sealed_partition_and_a_rewrite_holds_it_alone(
     cli("consumer", "replay", s3_root, "c", "--partition", P0, "--execute")
     doc = plan(s3_root, "--min-age", "0s")
     assert paths(doc) == [] and doc["held"] == []
+
+
+def test_a_file_truncated_in_place_in_a_sealed_partition_is_held_once_it_settles(tmp_path):
+    """A truncate leaves its directory's mtime alone, so only a full listing sees it. A full scan that found
+    the file still settling (younger than min_age) used to leave the seal skippable and restart the full-scan
+    clock: the shrink went unreported until the next periodic scan, a day later. The directory is now listed
+    by every plan until the file settles, and the first plan after that holds its partition back (exit 17)."""
+    root = tmp_path / "raw"
+    for h in range(2):
+        put(root, f"2024_01_01/0{h}/a.log", T + h * H + 1, b"1\n2\n")
+        os.utime(root / f"2024_01_01/0{h}", ns=((T + h * H + 60_000) * 1_000_000,) * 2)  # skippable by mtime
+    ack(root, plan(root, "--layout", LAYOUT))
+    a = root / P1 / "a.log"
+    dir_mtime = (root / P1).stat().st_mtime_ns
+    with open(a, "r+b") as f:  # truncated in place: 4 bytes delivered, 2 left
+        f.truncate(2)
+    ten_minutes_ago = (int(time.time()) - 600) * 1_000_000_000
+    os.utime(a, ns=(ten_minutes_ago, ten_minutes_ago))
+    assert (root / P1).stat().st_mtime_ns == dir_mtime
+
+    doc = plan(root, "--full-scan", "--min-age", "1h")  # the full scan finds it still settling: it waits
+    assert paths(doc) == [] and doc["held"] == [] and doc["full_scan"]
+    ack(root, doc)
+    doc = plan(root)  # settled (default min_age 1m), not a full scan: its directory is listed again
+    assert doc["full_scan"] is False and paths(doc) == []
+    assert [(h["path"], h["changes"]) for h in doc["held"]] == [
+        (P1, ["a.log shrank from 4 to 2 bytes after it was delivered"])]
+    one_line_error(invoke_trib("consumer", "ack", str(root), "c", doc["plan_id"]), 17,
+                   f"{P1} (a.log shrank from 4 to 2 bytes", f"--partition {P1} --execute")

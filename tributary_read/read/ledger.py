@@ -356,9 +356,13 @@ class LedgerPlanner:
         fps = {_base(f.path): (f.size, f.mtime_ms, f.valid_length) for f in cur}
         if entry is None and sl is not None:
             # A sealed partition holding a file still settling (younger than min_age) is judged once it
-            # has: the file may be new or a sealed one being rewritten, and its directory is listed again.
+            # has: the file may be new or a sealed one being rewritten, and its directory is listed again
+            # (its seal forgets the directory's mtime until then).
             if not young:
                 self._check_seal(r, d, part, cur, fps, sl, mtime, listed, troubled)
+            elif _skippable(sl):  # listed again by every plan until it settles, as inside the horizon: else a
+                # file truncated in place (its directory's mtime unchanged) would wait for the next full scan
+                r.seal = {**sl, "mtime_ms": None, "listed_ms": None}
         else:
             taken = entry is None and self.takes is not None and self.takes(part.end_ms)
             if taken and cur:
