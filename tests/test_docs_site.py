@@ -76,3 +76,11 @@ def test_the_site_builds_strict_with_every_command_and_page(tmp_path):
     first = next(ln for ln in (REPO / "CHANGELOG.md").read_text(encoding="utf-8").splitlines() if ln.startswith("## "))
     assert first[3:].strip() in (site / "changelog" / "index.html").read_text(encoding="utf-8")
     assert not (site / "kafka-broker-notes").exists()  # contributors' notes on the test broker: not a user page
+    # README.md is not a page of the site (GitHub renders it), so mkdocs checks none of its links: this does.
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for target, anchor in re.findall(r"\]\((?!https?:)([^)#\s]+)(?:#([^)\s]+))?\)", readme):
+        assert (REPO / target).exists(), f"README links {target}, which does not exist"
+        if anchor and target.startswith("docs/") and target.endswith(".md"):
+            page = Path(target).relative_to("docs").with_suffix("")
+            html = site / (page.parent if page.name == "index" else page) / "index.html"
+            assert f'id="{anchor}"' in html.read_text(encoding="utf-8"), f"README links {target}#{anchor}: no such anchor"
