@@ -83,3 +83,13 @@ def test_the_benchmark_charts_are_the_pages_figures():
     assert charts.stale() == [], "a chart is not the page's figures: run .venv/bin/python benchmarks/charts.py"
     assert charts.number("**1.22**") == 1.22 and charts.number("1.39 M rec/s") == 1_390_000
     assert charts.number("2.3 s") == charts.number("2,300 ms") == 2300 and charts.lost_dup("**0 / 12**") == (0, 12)
+
+
+def test_history_lives_in_the_changelog_not_in_the_guides():
+    """A guide says what is true now; what changed for an older script is the changelog's Upgrading section."""
+    pages = [DOCS.parent / "README.md", *sorted(DOCS.rglob("*.md"))]
+    found = [f"{p.relative_to(DOCS.parent)}:{n}: {line.strip()[:80]}"
+             for p in pages for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\*{1,2}(Changed|Upgrading)\b", line)]
+    assert not found, "\n".join(found)
+    assert "### Upgrading" in (DOCS.parent / "CHANGELOG.md").read_text(encoding="utf-8")
