@@ -6,6 +6,10 @@ resolved is not read, and a ``*`` or ``[`` in a file name is escaped so that
 Hadoop's globbing matches that one file only (Spark globs every path it is
 given; turning globbing off makes it read some files twice).
 
+Before Spark reads, every file's size is checked against the FileSet's
+(:mod:`tributary_read.read.sizes`): a file truncated or rewritten since it was
+committed or listed stops the read, never reaches Spark as fewer records.
+
 Files with a valid length (Flink's ``.valid-length`` sidecars), and byte ranges
 of files that grew after delivery (``offset``), are read on the executors through trib's storage layer (:mod:`tributary_read.spark.valid_length`)
 and parsed with the same schema; both reads carry their file path, so one set
@@ -64,13 +68,16 @@ def read_files(spark: SparkSession, fileset: FileSet, *, schema: StructType | st
     require_pyspark()
     from pyspark.sql import functions as F
 
+    from tributary_read.read.sizes import check_sizes
     from tributary_read.spark.ship import ship_to_executors
 
-    # valid-length files are read by trib's code on the executors (whole files by Spark's readers)
-    ship_to_executors(spark, tasks=any(f.valid_length is not None for f in fileset.files))
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     named_format = opts.pop(FORMAT_OPTION, None)
     storage_options = {k[len(STORAGE_PREFIX):]: opts.pop(k) for k in list(opts) if k.startswith(STORAGE_PREFIX)}
+    # a file truncated or rewritten since it was committed or listed: stop here, not half-read by Spark
+    check_sizes(fileset, options=storage_options)
+    # valid-length files are read by trib's code on the executors (whole files by Spark's readers)
+    ship_to_executors(spark, tasks=any(f.valid_length is not None for f in fileset.files))
     fmt = _read_format(spark, fileset, named_format, hive_table, metastore)
     reader_options = {**fmt.options, **opts}
     keys = _partition_keys(fileset, fmt)

@@ -88,6 +88,20 @@ class VerifyReport:
         }
 
 
+def size_problem(path: str, size: int, found: FileInfo | None) -> Problem | None:
+    """The one comparison of a committed file with its manifest entry (``verify``, and every read before
+    Spark reads: tributary_read.read.sizes): ``missing`` or ``size_mismatch``, None when it matches.
+
+    A committed file's size never changes (compaction writes a new file), so any other size means its
+    bytes are not the ones the commit listed: truncated, or rewritten by something outside trib.
+    """
+    if found is None or found.is_dir:
+        return Problem(path, "missing", size)
+    if found.size != size:
+        return Problem(path, "size_mismatch", size, found.size)
+    return None
+
+
 def _is_trib_written(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
     return bool(WRITTEN_NAME.match(name) or STAGED_NAME.match(name))
@@ -120,8 +134,8 @@ def verify(table: Table, marker: str | None = None) -> VerifyReport:
                                         if entry.sources else ""))
             else:
                 problems.append(Problem(entry.path, "missing", entry.size))
-        elif got.size != entry.size:
-            problems.append(Problem(entry.path, "size_mismatch", entry.size, got.size))
+        elif (wrong := size_problem(entry.path, entry.size, got)) is not None:
+            problems.append(wrong)
     orphans: list[FileInfo] = []
     untracked: list[FileInfo] = []
     removed: list[FileInfo] = []
