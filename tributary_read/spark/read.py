@@ -74,8 +74,6 @@ def read_files(spark: SparkSession, fileset: FileSet, *, schema: StructType | st
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     named_format = opts.pop(FORMAT_OPTION, None)
     storage_options = {k[len(STORAGE_PREFIX):]: opts.pop(k) for k in list(opts) if k.startswith(STORAGE_PREFIX)}
-    # a file truncated or rewritten since it was committed or listed: stop here, not half-read by Spark
-    check_sizes(fileset, options=storage_options)
     # valid-length files are read by trib's code on the executors (whole files by Spark's readers)
     ship_to_executors(spark, tasks=any(f.valid_length is not None for f in fileset.files))
     fmt = _read_format(spark, fileset, named_format, hive_table, metastore)
@@ -98,6 +96,8 @@ def read_files(spark: SparkSession, fileset: FileSet, *, schema: StructType | st
         raise InvalidInputError(
             f"{fileset.uri(capped[0])} has a valid length of {capped[0].valid_length} bytes, but "
             f"{fmt.spark_format} files cannot be read up to a length: only whole files of line formats can")
+    # a file truncated or rewritten since it was committed or listed: stop here, not half-read by Spark
+    check_sizes(fileset, options=storage_options)
     skip = _header_lines(fmt, reader_options, bool(plain))
 
     frames = []
