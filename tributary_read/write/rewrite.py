@@ -62,6 +62,7 @@ from tributary_read.io.formats import COMPRESSIONS, file_suffix
 from tributary_read.io.sinks import LineSink, ParquetSink, conform, open_sink, shared_encoder
 from tributary_read.io.storage import Storage
 from tributary_read.table.config import Table
+from tributary_read.table.maintenance import size_problem
 from tributary_read.table.manifest import KIND_DATA, FileEntry
 from tributary_read.table.names import WRITTEN_NAME, compacted_name
 from tributary_read.table.renames import finish_renames
@@ -227,10 +228,10 @@ def _locate(table: Table, inputs: Sequence[FileEntry]) -> list[str]:
     where = [left.get(e.path, e.path) for e in inputs]
     problems = []
     for e, rel, info in zip(inputs, where, st.stat_many(where)):
-        if info is None or info.is_dir:
-            problems.append(f"{rel} is missing")
-        elif info.size != e.size:
-            problems.append(f"{rel} holds {info.size} bytes, its commit says {e.size}")
+        wrong = size_problem(rel, e.size, info)  # verify's own comparison
+        if wrong is not None:
+            problems.append(f"{rel} is missing" if wrong.actual_size is None
+                            else f"{rel} holds {wrong.actual_size} bytes, its commit says {e.size}")
     if problems:
         raise VerificationError(f"committed files of {st.uri} do not match the log ({'; '.join(problems)}): "
                                 "nothing was rewritten; run `trib verify`")
