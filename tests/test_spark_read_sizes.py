@@ -101,3 +101,28 @@ def test_etl_run_over_a_truncated_committed_input_is_exit_9_and_commits_nothing(
     invoke_trib("etl", "run", str(job), "--schedule-time", T, "-q", check=True)
     assert _ids(out) == list(range(15))
     assert os.path.getsize(cut) == len(data)
+
+
+def test_on_s3_the_check_stats_in_batches_and_names_the_changed_file(s3_root):
+    """More files than one ``stat_many`` batch, on a real S3-protocol server: all looked at, in order."""
+    from tributary_read.io.storage import open_storage
+    from tributary_read.read.sizes import REMOTE_BATCH, check_sizes
+
+    st = open_storage(s3_root)
+    n = REMOTE_BATCH + 6
+    for i in range(n):
+        st.write(f"2024_01_01/{i % 3:02d}/f{i:03d}.jsonl", b'{"id": %d}\n' % i)
+    fs = resolve(s3_root, layout=HOURLY)
+    assert len(fs.files) == n
+    check_sizes(fs)  # nothing changed
+    last = fs.files[-1]  # in the last batch
+    st.write(last.path, b"{}\n")
+    with pytest.raises(ChangedFileError, match=f"{last.path} holds 3 bytes but was listed with {last.size}"):
+        check_sizes(fs)
+
+    t = Table.create(f"{s3_root}/t", TableConfig(HOURLY, tracking="manifest"))
+    _write(t, _rows(4, hours=1))
+    (f,) = resolve(t).files
+    t.storage.write(f.path, b"\n")
+    with pytest.raises(VerificationError, match=f"holds 1 bytes but its commit says {f.size}"):
+        check_sizes(resolve(t))
