@@ -230,7 +230,7 @@ def _locate(table: Table, inputs: Sequence[FileEntry]) -> list[str]:
     for e, rel, info in zip(inputs, where, st.stat_many(where)):
         wrong = size_problem(rel, e.size, info)  # verify's own comparison
         if wrong is not None:
-            problems.append(f"{rel} is missing" if wrong.actual_size is None
+            problems.append(f"{rel} is missing" if wrong.problem == "missing"
                             else f"{rel} holds {wrong.actual_size} bytes, its commit says {e.size}")
     if problems:
         raise VerificationError(f"committed files of {st.uri} do not match the log ({'; '.join(problems)}): "
